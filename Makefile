@@ -1,0 +1,25 @@
+# Set-up and checks; the README's two commands are `make demo` and `make test`.
+VENV := .venv
+BIN := $(VENV)/bin
+STOCK := Stock(Name:string,Price:float,Volume:int)[min]
+QUERIES := examples/queries/rising.cel examples/queries/drops.cel examples/queries/drop_after_rise.cel
+
+.PHONY: setup demo test lint
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/cesar run --stream '$(STOCK)' $(addprefix --query ,$(QUERIES)) examples/stocks_sample.csv
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest

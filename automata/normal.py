@@ -1,0 +1,258 @@
+"""Canonical form, DNF and the static/dynamic split of predicates (Section 4.1).
+
+The canonical form makes syntactically different but trivially equivalent
+predicates equal: NOT is pushed to the atoms, constant sub-terms are folded,
+operands of ``+``, ``*``, ``=`` and ``!=`` are ordered, a constant always stands
+on the right of a comparison, and conjunctions and disjunctions are flattened,
+sorted and de-duplicated.  :func:`dnf` then yields the conjuncts that indices
+register one by one, and :func:`split` separates each conjunct's *static* atoms
+(``attribute relop constant`` on the incoming event) from its *dynamic* rest.
+
+>>> from automata.terms import Attr, Scope, to_cel
+>>> a, n = Attr(Scope.RIGHT, "Price"), Attr(Scope.RIGHT, "Name")
+>>> ibm = Const("IBM", AttrType.STRING)
+>>> p = And((Cmp("<", Const(10, AttrType.INT), a), Not(Cmp("!=", n, ibm))))
+>>> to_cel(canonical(p))
+"$2.Name = 'IBM' AND $2.Price > 10"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from automata.evaluate import (
+    DEFAULT_FUNCTIONS,
+    ArithmeticFault,
+    Env,
+    FunctionRegistry,
+    arith,
+    compare,
+    eval_term,
+    negate,
+)
+from automata.schema import AttrType, Value
+from automata.terms import (
+    FALSE,
+    FLIPPED,
+    TRUE,
+    And,
+    Arith,
+    Attr,
+    Call,
+    Cmp,
+    Const,
+    Dur,
+    Neg,
+    Not,
+    Or,
+    Pred,
+    Scope,
+    Term,
+    Truth,
+    to_cel,
+)
+
+DEFAULT_DNF_LIMIT = 256
+_EMPTY_ENV = Env({}, 0)
+
+
+class DnfLimitError(ValueError):
+    """A predicate whose DNF would have more conjuncts than the configured limit."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"predicate expands to {size} conjuncts in disjunctive normal form, "
+            f"more than the limit of {limit}; simplify it or split the subscription"
+        )
+
+
+def _key(node: Term | Pred) -> tuple[int, str]:
+    """Sort key: constants last, then by printed text (deterministic and total)."""
+    return (1 if isinstance(node, Const) else 0, to_cel(node))
+
+
+def _const(value: Value) -> Const:
+    if isinstance(value, bool):
+        return Const(value, AttrType.BOOL)
+    if isinstance(value, int):
+        return Const(value, AttrType.INT)
+    if isinstance(value, float):
+        return Const(value, AttrType.FLOAT)
+    return Const(value, AttrType.STRING)
+
+
+def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) -> Term:
+    """Fold constant sub-terms and order the operands of commutative operators.
+
+    A constant sub-term whose evaluation faults is kept as it is, so the fault
+    still makes its atom false (and counted) at run time.
+    """
+    if isinstance(term, Neg):
+        operand = canonical_term(term.operand, functions)
+        if isinstance(operand, Const):
+            try:
+                return _const(eval_term(Neg(operand), _EMPTY_ENV, functions))
+            except ArithmeticFault:
+                pass
+        return Neg(operand)
+    if isinstance(term, Arith):
+        left = canonical_term(term.left, functions)
+        right = canonical_term(term.right, functions)
+        if isinstance(left, Const) and isinstance(right, Const):
+            try:
+                return _const(arith(term.op, left.value, right.value))
+            except ArithmeticFault:
+                pass
+        if term.op in ("+", "*") and _key(left) > _key(right):
+            left, right = right, left
+        return Arith(term.op, left, right)
+    if isinstance(term, Call):
+        args = tuple(canonical_term(arg, functions) for arg in term.args)
+        function = functions.get(term.name)
+        if function is not None and all(isinstance(arg, Const) for arg in args):
+            try:
+                return _const(eval_term(Call(function.name, args), _EMPTY_ENV, functions))
+            except ArithmeticFault:
+                pass
+        return Call(term.name.upper(), args)
+    if isinstance(term, Const):
+        return Const(term.value, term.type)
+    if isinstance(term, Attr):
+        return Attr(term.scope, term.name)
+    if isinstance(term, Dur):
+        return Dur()
+    return term
+
+
+def _canonical_atom(atom: Cmp, functions: FunctionRegistry) -> Pred:
+    left = canonical_term(atom.left, functions)
+    right = canonical_term(atom.right, functions)
+    op = atom.op
+    if isinstance(left, Const) and isinstance(right, Const):
+        return TRUE if compare(op, left.value, right.value) else FALSE
+    if isinstance(left, Const) or (not isinstance(right, Const) and _key(left) > _key(right)):
+        left, right, op = right, left, FLIPPED[op]
+    return Cmp(op, left, right)
+
+
+def canonical(pred: Pred, functions: FunctionRegistry = DEFAULT_FUNCTIONS) -> Pred:
+    """The canonical form of ``pred`` (see the module docstring); positions are dropped."""
+    if isinstance(pred, Not):
+        return canonical(negate(pred.item), functions)
+    if isinstance(pred, Cmp):
+        return _canonical_atom(pred, functions)
+    if isinstance(pred, Truth):
+        return TRUE if pred.value else FALSE
+    is_and = isinstance(pred, And)
+    unit, zero = (TRUE, FALSE) if is_and else (FALSE, TRUE)
+    items: set[Pred] = set()
+    for item in pred.items:
+        sub = canonical(item, functions)
+        if sub == zero:
+            return zero
+        if sub == unit:
+            continue
+        if isinstance(sub, And if is_and else Or):
+            items.update(sub.items)
+        else:
+            items.add(sub)
+    ordered = tuple(sorted(items, key=_key))
+    if not ordered:
+        return unit
+    if len(ordered) == 1:
+        return ordered[0]
+    return And(ordered) if is_and else Or(ordered)
+
+
+@dataclass(frozen=True, slots=True)
+class Conjunct:
+    """A conjunction of canonical atoms, sorted and without duplicates; empty means TRUE."""
+
+    atoms: tuple[Cmp, ...]
+
+    def pred(self) -> Pred:
+        """The conjunct as a predicate."""
+        if not self.atoms:
+            return TRUE
+        return self.atoms[0] if len(self.atoms) == 1 else And(self.atoms)
+
+
+def dnf_size(pred: Pred) -> int:
+    """The number of conjuncts the DNF of ``pred`` has before simplification."""
+    if isinstance(pred, Or):
+        return sum(dnf_size(item) for item in pred.items)
+    if isinstance(pred, And):
+        size = 1
+        for item in pred.items:
+            size *= dnf_size(item)
+        return size
+    if isinstance(pred, Not):
+        return dnf_size(negate(pred.item))
+    return 1
+
+
+def dnf(
+    pred: Pred, limit: int = DEFAULT_DNF_LIMIT, functions: FunctionRegistry = DEFAULT_FUNCTIONS
+) -> tuple[Conjunct, ...]:
+    """The disjunctive normal form of ``pred``: canonical conjuncts, sorted, unique.
+
+    An empty tuple is FALSE; a tuple holding the empty conjunct is TRUE.
+    Raises :class:`DnfLimitError` if the expansion would exceed ``limit``
+    conjuncts.  Cost: proportional to the expanded size, at most ``limit``.
+
+    >>> from automata.terms import Attr, Scope
+    >>> x, y = Attr(Scope.EVENT, "x"), Attr(Scope.EVENT, "y")
+    >>> one, two = Const(1, AttrType.INT), Const(2, AttrType.INT)
+    >>> p = And((Or((Cmp("=", x, one), Cmp("=", x, two))), Cmp(">", y, one)))
+    >>> [to_cel(c.pred()) for c in dnf(p)]
+    ['x = 1 AND y > 1', 'x = 2 AND y > 1']
+    """
+    form = canonical(pred, functions)
+    size = dnf_size(form)
+    if size > limit:
+        raise DnfLimitError(size, limit)
+    conjuncts = {Conjunct(tuple(sorted(set(atoms), key=_key))) for atoms in _expand(form)}
+    return tuple(sorted(conjuncts, key=lambda c: [_key(a) for a in c.atoms]))
+
+
+def _expand(pred: Pred) -> list[list[Cmp]]:
+    if isinstance(pred, Truth):
+        return [[]] if pred.value else []
+    if isinstance(pred, Cmp):
+        return [[pred]]
+    if isinstance(pred, Or):
+        return [conj for item in pred.items for conj in _expand(item)]
+    assert isinstance(pred, And)
+    result: list[list[Cmp]] = [[]]
+    for item in pred.items:
+        result = [left + right for left in result for right in _expand(item)]
+    return result
+
+
+def is_static(atom: Cmp, incoming: Scope) -> bool:
+    """True if ``atom`` is ``attribute relop constant`` over the incoming event."""
+    return (
+        isinstance(atom.left, Attr)
+        and atom.left.scope is incoming
+        and isinstance(atom.right, Const)
+    )
+
+
+def split(conjunct: Conjunct, incoming: Scope) -> tuple[Conjunct, Conjunct]:
+    """Split a conjunct into its static part and its dynamic part (Section 4.1).
+
+    ``incoming`` is the scope of the event being matched: ``Scope.RIGHT`` on
+    NEXT/FOLD edges, ``Scope.EVENT`` for a selection on one stream.
+
+    >>> from automata.terms import Attr, Scope
+    >>> c = dnf(And((Cmp("=", Attr(Scope.RIGHT, "Name"), Attr(Scope.LEFT, "Name")),
+    ...              Cmp(">", Attr(Scope.RIGHT, "Price"), Const(10, AttrType.INT)))))[0]
+    >>> static, dynamic = split(c, Scope.RIGHT)
+    >>> to_cel(static.pred()), to_cel(dynamic.pred())
+    ('$2.Price > 10', '$1.Name = $2.Name')
+    """
+    static = tuple(atom for atom in conjunct.atoms if is_static(atom, incoming))
+    dynamic = tuple(atom for atom in conjunct.atoms if not is_static(atom, incoming))
+    return Conjunct(static), Conjunct(dynamic)

@@ -1,0 +1,286 @@
+"""Event model: typed stream schemas, time units and validated events (Section 2).
+
+A stream is a set of events ``<a1..an; t0, t1>`` with data attributes and two
+integer timestamps ``t0 <= t1`` (start and end).  A schema names the stream,
+types its attributes and declares the time unit of its timestamps.
+
+>>> schema = parse_stream_spec("Stock(Name:string, Price:float, Volume:int)[min]")
+>>> schema.unit.name
+'MIN'
+>>> validate_event(schema, {"t0": 3, "t1": 3, "Name": "IBM", "Price": 90, "Volume": 100})
+Event(stream='Stock', t0=3, t1=3, values=(('Name', 'IBM'), ('Price', 90.0), ('Volume', 100)))
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+Value = int | float | str | bool
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+
+
+class AttrType(enum.Enum):
+    """The four attribute types of CEL."""
+
+    INT = "int"
+    FLOAT = "float"
+    STRING = "string"
+    BOOL = "bool"
+
+    @property
+    def numeric(self) -> bool:
+        return self in (AttrType.INT, AttrType.FLOAT)
+
+
+class TimeUnit(enum.Enum):
+    """The unit of a stream's timestamps; ``TICK`` is an abstract tick of no fixed length."""
+
+    TICK = None
+    NS = Fraction(1, 10**9)
+    US = Fraction(1, 10**6)
+    MS = Fraction(1, 1000)
+    SEC = Fraction(1)
+    MIN = Fraction(60)
+    HOUR = Fraction(3600)
+    DAY = Fraction(86400)
+
+    @property
+    def seconds(self) -> Fraction | None:
+        """Length of one tick in seconds, or None for the abstract tick."""
+        value: Fraction | None = self.value
+        return value
+
+
+_UNIT_NAMES = {
+    "tick": TimeUnit.TICK,
+    "ns": TimeUnit.NS,
+    "us": TimeUnit.US,
+    "ms": TimeUnit.MS,
+    "s": TimeUnit.SEC,
+    "sec": TimeUnit.SEC,
+    "min": TimeUnit.MIN,
+    "h": TimeUnit.HOUR,
+    "hour": TimeUnit.HOUR,
+    "day": TimeUnit.DAY,
+}
+
+
+class SchemaError(ValueError):
+    """A stream specification that cannot be read."""
+
+
+class EventError(ValueError):
+    """An event that does not conform to its stream's schema.
+
+    Carries the stream, the offending field and the reason, so callers can
+    report them or count them.
+    """
+
+    def __init__(self, stream: str | None, field: str | None, reason: str) -> None:
+        self.stream = stream
+        self.field = field
+        self.reason = reason
+        where = []
+        if stream is not None:
+            where.append(f"stream {stream}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {reason}" if prefix else reason)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSchema:
+    """Name, typed attributes (in declaration order) and time unit of a stream."""
+
+    name: str
+    attributes: tuple[tuple[str, AttrType], ...]
+    unit: TimeUnit = TimeUnit.TICK
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for attr, _ in self.attributes:
+            if attr in seen:
+                raise SchemaError(f"stream {self.name}: attribute {attr} declared twice")
+            if attr in ("t0", "t1", "stream"):
+                raise SchemaError(f"stream {self.name}: attribute name {attr} is reserved")
+            seen.add(attr)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.attributes)
+
+    def type_of(self, name: str) -> AttrType | None:
+        """The type of attribute ``name``, or None if the stream has no such attribute."""
+        for attr, typ in self.attributes:
+            if attr == name:
+                return typ
+        return None
+
+    def spec(self) -> str:
+        """The textual specification that :func:`parse_stream_spec` reads back."""
+        attrs = ",".join(f"{name}:{typ.value}" for name, typ in self.attributes)
+        unit = "" if self.unit is TimeUnit.TICK else f"[{self.unit.name.lower()}]"
+        return f"{self.name}({attrs}){unit}"
+
+
+_SPEC = re.compile(
+    r"^\s*(?P<name>[A-Za-z_]\w*)\s*\((?P<attrs>[^)]*)\)\s*(?:\[\s*(?P<unit>\w+)\s*\])?\s*$"
+)
+_ATTR = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<type>\w+)\s*$")
+
+
+def parse_stream_spec(text: str) -> StreamSchema:
+    """Read ``Name(attr:type, ...)[unit]``; the unit defaults to the abstract tick.
+
+    >>> parse_stream_spec("T(a:int)[ms]").spec()
+    'T(a:int)[ms]'
+    """
+    match = _SPEC.match(text)
+    if match is None:
+        raise SchemaError(
+            f"bad stream specification {text!r}: expected Name(attr:type, ...) "
+            "optionally followed by [unit]"
+        )
+    attrs: list[tuple[str, AttrType]] = []
+    body = match["attrs"].strip()
+    if body:
+        for part in body.split(","):
+            amatch = _ATTR.match(part)
+            if amatch is None:
+                raise SchemaError(f"bad attribute {part.strip()!r} in {text!r}: expected name:type")
+            try:
+                typ = AttrType(amatch["type"].lower())
+            except ValueError:
+                raise SchemaError(
+                    f"unknown type {amatch['type']!r} for attribute {amatch['name']} "
+                    "(expected int, float, string or bool)"
+                ) from None
+            attrs.append((amatch["name"], typ))
+    unit = TimeUnit.TICK
+    if match["unit"] is not None:
+        try:
+            unit = _UNIT_NAMES[match["unit"].lower()]
+        except KeyError:
+            raise SchemaError(
+                f"unknown time unit {match['unit']!r} (expected one of {', '.join(_UNIT_NAMES)})"
+            ) from None
+    return StreamSchema(match["name"], tuple(attrs), unit)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event ``<values; t0, t1>`` of a stream; ``values`` is sorted by attribute name.
+
+    Sorting makes equality and hashing independent of how the event was built,
+    so output multisets of different evaluators compare directly.
+    """
+
+    stream: str
+    t0: int
+    t1: int
+    values: tuple[tuple[str, Value], ...]
+
+    @staticmethod
+    def of(stream: str, t0: int, t1: int, values: Mapping[str, Value]) -> Event:
+        """Build an event from a mapping of attribute values."""
+        return Event(stream, t0, t1, tuple(sorted(values.items())))
+
+    def attrs(self) -> dict[str, Value]:
+        """The attribute values as a new dict."""
+        return dict(self.values)
+
+    @property
+    def duration(self) -> int:
+        """DUR: the number of ticks the event spans, ``t1 - t0 + 1``."""
+        return self.t1 - self.t0 + 1
+
+
+def coerce_value(stream: str, field: str, typ: AttrType, raw: object) -> Value:
+    """Check ``raw`` against ``typ`` and return the typed value; raise :class:`EventError`."""
+    if typ is AttrType.BOOL:
+        if isinstance(raw, bool):
+            return raw
+        raise EventError(stream, field, f"expected a bool, got {_describe(raw)}")
+    if isinstance(raw, bool):
+        raise EventError(stream, field, f"expected {typ.value}, got a bool")
+    if typ is AttrType.INT:
+        if isinstance(raw, int):
+            if not INT_MIN <= raw <= INT_MAX:
+                raise EventError(stream, field, f"int {raw} outside the 64-bit range")
+            return raw
+        if isinstance(raw, float) and raw.is_integer() and INT_MIN <= raw <= INT_MAX:
+            return int(raw)
+        raise EventError(stream, field, f"expected an int, got {_describe(raw)}")
+    if typ is AttrType.FLOAT:
+        if isinstance(raw, int | float):
+            value = float(raw)
+            if not math.isfinite(value):
+                raise EventError(stream, field, f"float {raw} is not finite")
+            return value
+        raise EventError(stream, field, f"expected a float, got {_describe(raw)}")
+    if isinstance(raw, str):
+        return raw
+    raise EventError(stream, field, f"expected a string, got {_describe(raw)}")
+
+
+def _describe(raw: object) -> str:
+    if raw is None:
+        return "null"
+    if isinstance(raw, str):
+        return f"string {raw!r}"
+    return f"{type(raw).__name__} {raw!r}"
+
+
+def coerce_time(stream: str | None, field: str, raw: object) -> int:
+    """Check a timestamp: a non-negative or negative 64-bit integer."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise EventError(stream, field, f"expected an integer timestamp, got {_describe(raw)}")
+    if isinstance(raw, float):
+        if not raw.is_integer():
+            raise EventError(stream, field, f"timestamp {raw} is not an integer")
+        raw = int(raw)
+    if not INT_MIN <= raw <= INT_MAX:
+        raise EventError(stream, field, f"timestamp {raw} outside the 64-bit range")
+    return raw
+
+
+def validate_event(schema: StreamSchema, raw: Mapping[str, object]) -> Event:
+    """Validate a mapping with ``t0``, ``t1`` and every attribute of ``schema``.
+
+    Unknown keys, missing attributes, wrong types and ``t0 > t1`` are errors
+    naming the stream, the field and the reason.
+    """
+    stream = schema.name
+    for key in ("t0", "t1"):
+        if key not in raw:
+            raise EventError(stream, key, "missing")
+    t0 = coerce_time(stream, "t0", raw["t0"])
+    t1 = coerce_time(stream, "t1", raw["t1"])
+    if t0 > t1:
+        raise EventError(stream, "t0", f"t0 = {t0} is after t1 = {t1}")
+    values: dict[str, Value] = {}
+    for name, typ in schema.attributes:
+        if name not in raw:
+            raise EventError(stream, name, "missing")
+        values[name] = coerce_value(stream, name, typ, raw[name])
+    extra = sorted(set(raw) - set(schema.names) - {"t0", "t1", "stream"})
+    if extra:
+        raise EventError(stream, extra[0], "not an attribute of the stream")
+    return Event.of(stream, t0, t1, values)
+
+
+def schemas_by_name(schemas: Iterable[StreamSchema]) -> dict[str, StreamSchema]:
+    """Index schemas by stream name; a name given twice is an error."""
+    out: dict[str, StreamSchema] = {}
+    for schema in schemas:
+        if schema.name in out:
+            raise SchemaError(f"stream {schema.name} declared twice")
+        out[schema.name] = schema
+    return out

@@ -1,0 +1,301 @@
+"""Terms and predicates as data (Section 2.1: selection formulas).
+
+Every arithmetic term and selection formula is a tree of frozen dataclasses, so
+equality and hashing mean "the same predicate" and indices can key on them.
+Source positions ride along for error messages but never take part in
+equality.  :func:`to_cel` prints any node back as CEL text that parses to an
+equal node.
+
+>>> p = Cmp(">", Attr(Scope.RIGHT, "Price"), Arith("*", Const(1.05, AttrType.FLOAT),
+...         Attr(Scope.LEFT, "Price")))
+>>> to_cel(p)
+'$2.Price > 1.05 * $1.Price'
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from automata.schema import AttrType, Value
+
+Pos = tuple[int, int] | None
+"""A (line, column) source position, 1-based, or None for built nodes."""
+
+
+class Scope(enum.Enum):
+    """Which event an attribute reference reads.
+
+    ``EVENT`` is a bare name (the single event of FILTER and SELECT), ``LEFT``
+    is ``$1`` (the left operand's event as it entered NEXT/FOLD), ``RIGHT`` is
+    ``$2`` (the new right-hand event) and ``STATE`` is ``$`` (a FOLD run's state
+    after its previous step).
+    """
+
+    EVENT = ""
+    LEFT = "$1"
+    RIGHT = "$2"
+    STATE = "$"
+
+
+def position() -> Pos:
+    return field(default=None, compare=False, hash=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A typed constant; ``Const(1, INT)`` and ``Const(1.0, FLOAT)`` differ."""
+
+    value: Value
+    type: AttrType
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    """An attribute reference with its scope."""
+
+    scope: Scope
+    name: str
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Dur:
+    """DUR: the duration ``t1 - t0 + 1`` of the event in scope, in ticks."""
+
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class DurLit:
+    """A duration constant with a unit (``10 MIN``); compiled into ticks of the stream."""
+
+    amount: int | float
+    unit: str
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Arith:
+    """A binary arithmetic term; ``op`` is one of ``+ - * / % ^``."""
+
+    op: str
+    left: Term
+    right: Term
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Neg:
+    """Unary minus."""
+
+    operand: Term
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A call of a registered function, by its upper-case name."""
+
+    name: str
+    args: tuple[Term, ...]
+    pos: Pos = position()
+
+
+Term = Const | Attr | Dur | DurLit | Arith | Neg | Call
+
+
+@dataclass(frozen=True, slots=True)
+class Cmp:
+    """An atomic predicate ``left op right``; ``op`` is one of ``= != < <= > >=``."""
+
+    op: str
+    left: Term
+    right: Term
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    """Conjunction of two or more predicates."""
+
+    items: tuple[Pred, ...]
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    """Disjunction of two or more predicates."""
+
+    items: tuple[Pred, ...]
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    """Negation."""
+
+    item: Pred
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """The constant predicates TRUE and FALSE."""
+
+    value: bool
+    pos: Pos = position()
+
+
+Pred = Cmp | And | Or | Not | Truth
+
+TRUE = Truth(True)
+FALSE = Truth(False)
+
+ARITH_OPS = ("+", "-", "*", "/", "%", "^")
+CMP_OPS = ("=", "!=", "<", "<=", ">", ">=")
+FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def conjoin(*preds: Pred) -> Pred:
+    """AND of the given predicates, flattening nested conjunctions and dropping TRUE."""
+    items: list[Pred] = []
+    for pred in preds:
+        if isinstance(pred, And):
+            items.extend(pred.items)
+        elif pred != TRUE:
+            items.append(pred)
+    if not items:
+        return TRUE
+    return items[0] if len(items) == 1 else And(tuple(items))
+
+
+# ---------------------------------------------------------------- traversal
+
+
+def attributes(node: Term | Pred) -> set[Attr]:
+    """All attribute references in a term or predicate (positions dropped)."""
+    out: set[Attr] = set()
+    _collect(node, out)
+    return out
+
+
+def _collect(node: Term | Pred, out: set[Attr]) -> None:
+    if isinstance(node, Attr):
+        out.add(Attr(node.scope, node.name))
+    elif isinstance(node, Arith | Cmp):
+        _collect(node.left, out)
+        _collect(node.right, out)
+    elif isinstance(node, Neg):
+        _collect(node.operand, out)
+    elif isinstance(node, Call):
+        for arg in node.args:
+            _collect(arg, out)
+    elif isinstance(node, And | Or):
+        for item in node.items:
+            _collect(item, out)
+    elif isinstance(node, Not):
+        _collect(node.item, out)
+
+
+def uses_dur(node: Term | Pred) -> bool:
+    """True if DUR occurs in the node."""
+    if isinstance(node, Dur):
+        return True
+    if isinstance(node, Arith | Cmp):
+        return uses_dur(node.left) or uses_dur(node.right)
+    if isinstance(node, Neg):
+        return uses_dur(node.operand)
+    if isinstance(node, Call):
+        return any(uses_dur(arg) for arg in node.args)
+    if isinstance(node, And | Or):
+        return any(uses_dur(item) for item in node.items)
+    if isinstance(node, Not):
+        return uses_dur(node.item)
+    return False
+
+
+# ------------------------------------------------------------------ printing
+
+_LEVEL_ADD, _LEVEL_MUL, _LEVEL_NEG, _LEVEL_POW, _LEVEL_PRIMARY = 1, 2, 3, 4, 5
+_ARITH_LEVEL = {"+": _LEVEL_ADD, "-": _LEVEL_ADD, "*": _LEVEL_MUL, "/": _LEVEL_MUL, "%": _LEVEL_MUL}
+
+
+def _term_level(term: Term) -> int:
+    if isinstance(term, Arith):
+        return _LEVEL_POW if term.op == "^" else _ARITH_LEVEL[term.op]
+    if isinstance(term, Neg):
+        return _LEVEL_NEG
+    if isinstance(term, Const) and term.type.numeric and _is_negative(term.value):
+        return _LEVEL_NEG
+    return _LEVEL_PRIMARY
+
+
+def _is_negative(value: Value) -> bool:
+    return not isinstance(value, bool | str) and (value < 0 or str(value).startswith("-"))
+
+
+def _wrap(term: Term, parens: bool) -> str:
+    text = to_cel(term)
+    return f"({text})" if parens else text
+
+
+def format_const(value: Value, typ: AttrType) -> str:
+    """CEL literal text for a constant of the given type.
+
+    >>> format_const("it's", AttrType.STRING), format_const(2.0, AttrType.FLOAT)
+    ("'it''s'", '2.0')
+    """
+    if typ is AttrType.STRING:
+        assert isinstance(value, str)
+        return "'" + value.replace("'", "''") + "'"
+    if typ is AttrType.BOOL:
+        return "TRUE" if value else "FALSE"
+    if typ is AttrType.FLOAT:
+        text = repr(float(value))
+        if text in ("inf", "-inf", "nan"):
+            return {"inf": "1e999", "-inf": "-1e999", "nan": "(1e999 - 1e999)"}[text]
+        return text
+    return str(value)
+
+
+def to_cel(node: Term | Pred) -> str:
+    """Print a term or predicate as CEL text, with only the parentheses it needs."""
+    if isinstance(node, Const):
+        return format_const(node.value, node.type)
+    if isinstance(node, Attr):
+        return f"{node.scope.value}.{node.name}" if node.scope is not Scope.EVENT else node.name
+    if isinstance(node, Dur):
+        return "DUR"
+    if isinstance(node, DurLit):
+        return f"{node.amount} {node.unit}"
+    if isinstance(node, Neg):
+        return "-" + _wrap(node.operand, _term_level(node.operand) < _LEVEL_NEG)
+    if isinstance(node, Arith):
+        if node.op == "^":
+            left = _wrap(node.left, _term_level(node.left) <= _LEVEL_POW)
+            right = _wrap(node.right, _term_level(node.right) < _LEVEL_NEG)
+            return f"{left} ^ {right}"
+        level = _ARITH_LEVEL[node.op]
+        left = _wrap(node.left, _term_level(node.left) < level)
+        right = _wrap(node.right, _term_level(node.right) <= level)
+        return f"{left} {node.op} {right}"
+    if isinstance(node, Call):
+        return f"{node.name}({', '.join(to_cel(arg) for arg in node.args)})"
+    if isinstance(node, Cmp):
+        return f"{to_cel(node.left)} {node.op} {to_cel(node.right)}"
+    if isinstance(node, Truth):
+        return "TRUE" if node.value else "FALSE"
+    if isinstance(node, Not):
+        inner = to_cel(node.item)
+        return f"NOT ({inner})" if isinstance(node.item, And | Or | Not) else f"NOT {inner}"
+    if isinstance(node, And):
+        return " AND ".join(
+            f"({to_cel(item)})" if isinstance(item, Or | And) else to_cel(item)
+            for item in node.items
+        )
+    return " OR ".join(
+        f"({to_cel(item)})" if isinstance(item, Or) else to_cel(item) for item in node.items
+    )

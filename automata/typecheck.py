@@ -1,0 +1,131 @@
+"""Static typing of terms and predicates against stream schemas (CEL.md, Types).
+
+Types are static: a string compared with a number, arithmetic on strings or a
+bool ordered with ``<`` is a compile error naming both sides.
+
+>>> from automata.terms import Attr, Scope, Const
+>>> types = {"Name": AttrType.STRING}
+>>> check_pred(Cmp("=", Attr(Scope.EVENT, "Name"), Const(5, AttrType.INT)),
+...            lambda a: types[a.name])
+Traceback (most recent call last):
+automata.errors.CelSemanticError: line 1, column 1: cannot compare string Name with int 5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from automata.errors import CelSemanticError
+from automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
+from automata.schema import AttrType
+from automata.terms import (
+    And,
+    Arith,
+    Attr,
+    Call,
+    Cmp,
+    Const,
+    Dur,
+    DurLit,
+    Neg,
+    Not,
+    Or,
+    Pred,
+    Term,
+    Truth,
+    to_cel,
+)
+
+Resolver = Callable[[Attr], AttrType]
+"""Gives the type of an attribute reference or raises :class:`CelSemanticError`."""
+
+
+def _described(term: Term, typ: AttrType) -> str:
+    return f"{typ.value} {to_cel(term)}"
+
+
+def infer_type(
+    term: Term, resolve: Resolver, functions: FunctionRegistry = DEFAULT_FUNCTIONS
+) -> AttrType:
+    """The static type of ``term``; raises :class:`CelSemanticError` on a type error."""
+    if isinstance(term, Const):
+        return term.type
+    if isinstance(term, Attr):
+        return resolve(term)
+    if isinstance(term, Dur | DurLit):
+        return AttrType.INT
+    if isinstance(term, Neg):
+        typ = infer_type(term.operand, resolve, functions)
+        if not typ.numeric:
+            raise CelSemanticError(
+                f"unary minus needs a number, not {_described(term.operand, typ)}", term.pos
+            )
+        return typ
+    if isinstance(term, Arith):
+        left = infer_type(term.left, resolve, functions)
+        right = infer_type(term.right, resolve, functions)
+        for side, typ in ((term.left, left), (term.right, right)):
+            if not typ.numeric:
+                raise CelSemanticError(
+                    f"operator {term.op} needs numbers, not {_described(side, typ)}",
+                    side.pos or term.pos,
+                )
+        return AttrType.INT if left is right is AttrType.INT else AttrType.FLOAT
+    assert isinstance(term, Call)
+    function = functions.get(term.name)
+    if function is None:
+        raise CelSemanticError(
+            f"unknown function {term.name} (known: {', '.join(functions.names())})", term.pos
+        )
+    if len(term.args) != len(function.params):
+        raise CelSemanticError(
+            f"{function.name} takes {len(function.params)} arguments, {len(term.args)} given",
+            term.pos,
+        )
+    for index, (arg, param) in enumerate(zip(term.args, function.params, strict=True), 1):
+        typ = infer_type(arg, resolve, functions)
+        if not assignable(typ, param):
+            raise CelSemanticError(
+                f"argument {index} of {function.name} must be {param.value}, "
+                f"not {_described(arg, typ)}",
+                arg.pos or term.pos,
+            )
+    return function.result
+
+
+def assignable(source: AttrType, target: AttrType) -> bool:
+    """True if a value of type ``source`` may be stored where ``target`` is expected."""
+    return source is target or (source is AttrType.INT and target is AttrType.FLOAT)
+
+
+def comparable(op: str, left: AttrType, right: AttrType) -> bool:
+    """True if ``left op right`` is well typed."""
+    if left.numeric and right.numeric:
+        return True
+    if left is not right:
+        return False
+    return left is AttrType.STRING or op in ("=", "!=")
+
+
+def check_pred(
+    pred: Pred, resolve: Resolver, functions: FunctionRegistry = DEFAULT_FUNCTIONS
+) -> None:
+    """Type-check every atom of ``pred``; raises :class:`CelSemanticError`."""
+    if isinstance(pred, Cmp):
+        left = infer_type(pred.left, resolve, functions)
+        right = infer_type(pred.right, resolve, functions)
+        if not comparable(pred.op, left, right):
+            verb = "order" if left is right else "compare"
+            raise CelSemanticError(
+                f"cannot {verb} {_described(pred.left, left)} "
+                f"{'with' if verb == 'compare' else 'and'} {_described(pred.right, right)}"
+                + (f" with {pred.op}" if verb == "order" else ""),
+                pred.pos or pred.left.pos,
+            )
+    elif isinstance(pred, And | Or):
+        for item in pred.items:
+            check_pred(item, resolve, functions)
+    elif isinstance(pred, Not):
+        check_pred(pred.item, resolve, functions)
+    else:
+        assert isinstance(pred, Truth)

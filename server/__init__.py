@@ -1,0 +1,1 @@
+"""Processes and command-line entry points of cesar."""

@@ -1,0 +1,173 @@
+"""The ``cesar`` command line.
+
+Subcommands import only what they need, so ``cesar`` starts fast; later
+subcommands that talk gRPC or run Spark import those libraries inside their
+handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+def _stream_specs(values: Sequence[str]) -> list[object]:
+    from automata.schema import SchemaError, parse_stream_spec
+
+    try:
+        return [parse_stream_spec(value) for value in values]
+    except SchemaError as exc:
+        raise SystemExit(_fail(f"--stream: {exc}")) from None
+
+
+def _fail(message: str) -> int:
+    print(f"cesar: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _query_sources(args: argparse.Namespace) -> list[tuple[str, str]]:
+    sources: list[tuple[str, str]] = []
+    for path in args.query or ():
+        try:
+            sources.append((Path(path).stem, Path(path).read_text()))
+        except OSError as exc:
+            raise SystemExit(_fail(f"--query {path}: {exc.strerror}")) from None
+    if args.queries:
+        try:
+            lines = Path(args.queries).read_text().splitlines()
+        except OSError as exc:
+            raise SystemExit(_fail(f"--queries {args.queries}: {exc.strerror}")) from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                sources.append((str(record["id"]), str(record["query"])))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise SystemExit(
+                    _fail(f'{args.queries}:{number}: expected {{"id": ..., "query": ...}}')
+                ) from None
+    if not sources:
+        raise SystemExit(_fail("give at least one --query FILE.cel or --queries FILE.jsonl"))
+    return sources
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Evaluate queries over an event file and print every published event as JSON."""
+    from automata.compiler import Program, ProgramError
+    from automata.evaluate import Faults
+    from automata.translate import Options
+    from server.eventfile import EventInputError, event_json, read_events
+
+    schemas = _stream_specs(args.stream)
+    try:
+        program = Program.build(schemas, _query_sources(args), Options(dnf_limit=args.dnf_limit))
+    except ProgramError as exc:
+        return _fail(str(exc))
+    try:
+        if args.events == "-":
+            result = read_events(
+                sys.stdin, "-", program.inputs, sort=args.sort, skip_bad=args.skip_bad
+            )
+        else:
+            with open(args.events, encoding="utf-8") as handle:
+                result = read_events(
+                    handle, args.events, program.inputs, sort=args.sort, skip_bad=args.skip_bad
+                )
+    except OSError as exc:
+        return _fail(f"{args.events}: {exc.strerror}")
+    except EventInputError as exc:
+        return _fail(f"{args.events}: {exc}")
+    faults = Faults()
+    outputs = program.run(result.events, faults)
+    schemas_out = {query.name: query.output for query in program.queries}
+    outputs.sort(key=lambda e: (e.t1, e.t0, e.stream, repr(e.values)))
+    write = sys.stdout.write
+    for event in outputs:
+        write(event_json(event, schemas_out[event.stream]) + "\n")
+    if result.skipped:
+        print(f"cesar: skipped {result.skipped} malformed event line(s)", file=sys.stderr)
+    if faults.arithmetic:
+        print(
+            f"cesar: {faults.arithmetic} predicate atom(s) were false because of an arithmetic "
+            "fault (division by zero or overflow)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Print a query's compiled algebra and output schema."""
+    from automata.algebra import format_algebra
+    from automata.compiler import compile_query
+    from automata.errors import CelError
+
+    schemas = {schema.name: schema for schema in _stream_specs(args.stream)}  # type: ignore[attr-defined]
+    path = Path(args.query)
+    text = path.read_text() if path.exists() else args.query
+    try:
+        compiled = compile_query(text, schemas, "query")
+    except CelError as exc:
+        return _fail(str(exc))
+    print(f"publishes: {compiled.output.spec()}")
+    print("algebra:")
+    print(format_algebra(compiled.algebra, 1))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cesar", description="Cayuga-style complex event subscriptions."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="evaluate queries over an event file")
+    run.add_argument(
+        "--stream",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="input stream, e.g. 'Stock(Name:string,Price:float)[min]'",
+    )
+    run.add_argument("--query", action="append", metavar="FILE.cel", help="a CEL query file")
+    run.add_argument(
+        "--queries", metavar="FILE.jsonl", help='many queries as {"id", "query"} JSON lines'
+    )
+    run.add_argument(
+        "--engine", choices=["reference"], default="reference", help="the evaluator to use"
+    )
+    run.add_argument("--sort", action="store_true", help="sort events by t1 before evaluating")
+    run.add_argument(
+        "--skip-bad", action="store_true", help="skip malformed event lines and count them"
+    )
+    run.add_argument(
+        "--dnf-limit", type=int, default=256, help="maximum DNF conjuncts of one predicate"
+    )
+    run.add_argument("events", metavar="EVENTS", help="JSON Lines or CSV file, or - for stdin")
+    run.set_defaults(handler=cmd_run)
+
+    explain = sub.add_parser("explain", help="show a query's compiled form")
+    explain.add_argument("--stream", action="append", required=True, metavar="SPEC")
+    explain.add_argument("query", metavar="QUERY", help="a .cel file or the query text")
+    explain.set_defaults(handler=cmd_explain)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away: stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
