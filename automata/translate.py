@@ -173,10 +173,10 @@ class _Translator:
         if set(left_names) & set(right.names):
             for name in left_names:
                 new = alg.first_name(name)
-                if new in left_names or new in right.names:
+                if new in right.names:
                     raise CelSemanticError(
-                        f"after NEXT the left attribute {name} would become {new}, which "
-                        f"already exists; rename attributes with SELECT ... AS first",
+                        f"after NEXT the left attribute {name} would become {new}, which the "
+                        "right operand has too; rename attributes with SELECT ... AS first",
                         node.pos,
                     )
                 mapping[name] = new
