@@ -41,8 +41,9 @@ def test_valid_event_is_typed_and_sorted():
     event = validate_event(
         STOCK, {"t0": 1, "t1": 2, "Volume": 5, "Price": 3, "Name": "IBM", "Hot": False}
     )
-    assert event == Event("Stock", 1, 2, (("Hot", False), ("Name", "IBM"), ("Price", 3.0),
-                                          ("Volume", 5)))
+    assert event == Event(
+        "Stock", 1, 2, (("Hot", False), ("Name", "IBM"), ("Price", 3.0), ("Volume", 5))
+    )
     assert isinstance(event.attrs()["Price"], float)
     assert event.duration == 2
 
@@ -55,22 +56,46 @@ def test_valid_event_is_typed_and_sorted():
         ({"t0": 1.5, "t1": 2}, "t0", "not an integer"),
         ({"t0": "1", "t1": 2}, "t0", "expected an integer timestamp"),
         ({"t0": 1, "t1": 1, "Price": 1.0, "Volume": 1, "Hot": True}, "Name", "missing"),
-        ({"t0": 1, "t1": 1, "Name": 3, "Price": 1.0, "Volume": 1, "Hot": True}, "Name",
-         "expected a string, got int 3"),
-        ({"t0": 1, "t1": 1, "Name": "x", "Price": "1", "Volume": 1, "Hot": True}, "Price",
-         "expected a float, got string '1'"),
-        ({"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 1.5, "Hot": True}, "Volume",
-         "expected an int"),
-        ({"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": True, "Hot": True}, "Volume",
-         "got a bool"),
-        ({"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 2**63, "Hot": True}, "Volume",
-         "64-bit"),
-        ({"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 1, "Hot": 1}, "Hot",
-         "expected a bool"),
-        ({"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 1, "Hot": True, "Extra": 1},
-         "Extra", "not an attribute"),
-        ({"t0": 1, "t1": 1, "Name": "x", "Price": float("inf"), "Volume": 1, "Hot": True},
-         "Price", "not finite"),
+        (
+            {"t0": 1, "t1": 1, "Name": 3, "Price": 1.0, "Volume": 1, "Hot": True},
+            "Name",
+            "expected a string, got int 3",
+        ),
+        (
+            {"t0": 1, "t1": 1, "Name": "x", "Price": "1", "Volume": 1, "Hot": True},
+            "Price",
+            "expected a float, got string '1'",
+        ),
+        (
+            {"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 1.5, "Hot": True},
+            "Volume",
+            "expected an int",
+        ),
+        (
+            {"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": True, "Hot": True},
+            "Volume",
+            "got a bool",
+        ),
+        (
+            {"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 2**63, "Hot": True},
+            "Volume",
+            "64-bit",
+        ),
+        (
+            {"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 1, "Hot": 1},
+            "Hot",
+            "expected a bool",
+        ),
+        (
+            {"t0": 1, "t1": 1, "Name": "x", "Price": 1.0, "Volume": 1, "Hot": True, "Extra": 1},
+            "Extra",
+            "not an attribute",
+        ),
+        (
+            {"t0": 1, "t1": 1, "Name": "x", "Price": float("inf"), "Volume": 1, "Hot": True},
+            "Price",
+            "not finite",
+        ),
     ],
 )
 def test_invalid_events_name_stream_field_and_reason(raw, field, reason):

@@ -18,19 +18,25 @@ def names(text, catalog=CATALOG):
 
 def test_next_suffixes_every_left_attribute_when_names_clash():
     assert names("Stock NEXT{} Stock") == (
-        "Name_1", "Price_1", "Volume_1", "Name", "Price", "Volume",
+        "Name_1",
+        "Price_1",
+        "Volume_1",
+        "Name",
+        "Price",
+        "Volume",
     )
     nested = names("(Stock NEXT{} Stock) NEXT{} Stock")
     assert [n for n in nested if n.startswith("Price")] == ["Price_1_1", "Price_1", "Price"]
     assert names("(SELECT *, 1 AS Price_1 FROM Stock) NEXT{} Stock")[:4] == (
-        "Name_1", "Price_1", "Volume_1", "Price_1_1",
+        "Name_1",
+        "Price_1",
+        "Volume_1",
+        "Price_1_1",
     )
 
 
 def test_next_keeps_names_without_clash_and_renames_scoped_references():
-    q = compile_query(
-        "(SELECT Name AS N FROM Stock) NEXT{$1.N = $2.Name} Stock", CATALOG, "q"
-    )
+    q = compile_query("(SELECT Name AS N FROM Stock) NEXT{$1.N = $2.Name} Stock", CATALOG, "q")
     assert q.output.names == ("N", "Name", "Price", "Volume")
     q = compile_query("Stock NEXT{$1.Price < $2.Price} Stock", CATALOG, "q")
     assert isinstance(q.algebra, alg.Seq)
@@ -72,11 +78,18 @@ def test_publish_names_the_output_and_duration_compiles_to_ticks():
         ("Stock UNION Ticks", "counts time in tick but Stock in min", 13),
         ("FILTER{DUR > 3 MIN} Ticks", "needs streams with a time unit", 14),
         ("Stock FOLD{,,} (SELECT *, 1 AS x FROM Stock)", "missing on the left: x", 7),
-        ("(SELECT *, 1 AS cnt FROM Stock) FOLD{,, $.cnt + 0.5 AS cnt} Stock",
-         "aggregate cnt is int but its term is float", 47),
+        (
+            "(SELECT *, 1 AS cnt FROM Stock) FOLD{,, $.cnt + 0.5 AS cnt} Stock",
+            "aggregate cnt is int but its term is float",
+            47,
+        ),
         ("Stock FOLD{,, 1 AS nope} Stock", "aggregate nope must name an attribute", 15),
         ("Stock FOLD{,, 1 AS Volume} Stock", "also an attribute of the right operand", 15),
-        ("Stock NEXT{} (SELECT Price AS Price_1, Name FROM Stock)", "Price would become Price_1", 7),
+        (
+            "Stock NEXT{} (SELECT Price AS Price_1, Name FROM Stock)",
+            "Price would become Price_1",
+            7,
+        ),
         ("(SELECT *, 1 AS Price_1 FROM Stock) FOLD{,,} Stock", "would be named Price_1", 37),
         ("SELECT Name, Name FROM Stock", "produces attribute Name twice", 14),
         ("SELECT *, Price FROM Stock", "produces attribute Price twice", 11),

@@ -1,0 +1,137 @@
+"""``cesar run`` and ``cesar explain`` as a user meets them: formats, options and errors."""
+
+import json
+from pathlib import Path
+
+STOCK = "Stock(Name:string,Price:float,Volume:int)"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_csv_input_point_events_and_typed_output(cesar):
+    out = cesar.query(
+        [STOCK], {"big": "FILTER{Volume > 10} Stock"}, "t,Name,Price,Volume\n1,IBM,2,11\n2,X,3,1\n"
+    )
+    assert out == [
+        {"stream": "big", "t0": 1, "t1": 1, "attrs": {"Name": "IBM", "Price": 2.0, "Volume": 11}}
+    ]
+    record = json.dumps(out[0])
+    assert '"Volume": 11' in record and '"Price": 2.0' in record
+
+
+def test_csv_with_stream_and_interval_columns(cesar):
+    csv = "stream,t0,t1,Name,Price,Volume\nStock,1,5,IBM,2.5,11\n"
+    out = cesar.query([STOCK, "Other(x:int)"], {"q": "FILTER{DUR = 5} Stock"}, csv)
+    assert [(r["t0"], r["t1"]) for r in out] == [(1, 5)]
+
+
+def test_queries_jsonl_and_unpublished_names(cesar):
+    queries = cesar.write(
+        "many.jsonl",
+        json.dumps({"id": "cheap", "query": "FILTER{Price < 3} Stock"})
+        + "\n"
+        + json.dumps({"id": "x", "query": "FILTER{Price > 3} Stock PUBLISH Dear"})
+        + "\n",
+    )
+    events = cesar.write(
+        "e.jsonl",
+        '{"t0": 1, "t1": 1, "Name": "A", "Price": 1, "Volume": 1}\n'
+        '{"t0": 2, "t1": 2, "Name": "B", "Price": 5, "Volume": 1}\n',
+    )
+    result = cesar.run("run", "--stream", STOCK, "--queries", queries, events)
+    assert result.returncode == 0, result.stderr
+    streams = sorted(json.loads(line)["stream"] for line in result.stdout.splitlines())
+    assert streams == ["Dear", "cheap"]
+
+
+def test_out_of_order_events_exit_2_unless_sorted(cesar):
+    query = cesar.write("q.cel", "Stock NEXT{} Stock PUBLISH P")
+    events = cesar.write(
+        "e.jsonl",
+        '{"t": 5, "Name": "A", "Price": 1, "Volume": 1}\n'
+        '{"t": 2, "Name": "B", "Price": 2, "Volume": 1}\n',
+    )
+    result = cesar.run("run", "--stream", STOCK, "--query", query, events)
+    assert result.returncode == 2
+    assert "line 2: t1 = 2 is before the previous event's t1 = 5" in result.stderr
+    result = cesar.run("run", "--stream", STOCK, "--query", query, "--sort", events)
+    assert result.returncode == 0
+    assert [json.loads(x)["t0"] for x in result.stdout.splitlines()] == [2]
+
+
+def test_malformed_event_names_line_and_field_or_is_skipped_and_counted(cesar):
+    query = cesar.write("q.cel", "FILTER{Price > 0} Stock")
+    events = cesar.write(
+        "e.jsonl",
+        '{"t": 1, "Name": "A", "Price": 1, "Volume": 1}\n'
+        '{"t": 2, "Name": "B", "Price": "cheap", "Volume": 1}\n'
+        "not json\n"
+        '{"t": 3, "Name": "C", "Price": 3, "Volume": 1}\n',
+    )
+    result = cesar.run("run", "--stream", STOCK, "--query", query, events)
+    assert result.returncode == 2
+    assert "line 2: stream Stock, field 'Price': expected a float, got string 'cheap'" in (
+        result.stderr
+    )
+    result = cesar.run("run", "--stream", STOCK, "--query", query, "--skip-bad", events)
+    assert result.returncode == 0
+    assert len(result.stdout.splitlines()) == 2
+    assert "skipped 2 malformed event line(s)" in result.stderr
+
+
+def test_bad_query_exits_2_with_position(cesar):
+    query = cesar.write("q.cel", "FILTER{Price >} Stock")
+    events = cesar.write("e.jsonl", "")
+    result = cesar.run("run", "--stream", STOCK, "--query", query, events)
+    assert result.returncode == 2
+    assert "query q: line 1, column 15: unexpected '}'; expected a term" in result.stderr
+
+
+def test_bad_stream_spec_exits_2(cesar):
+    result = cesar.run("run", "--stream", "Stock(Name)", "--query", "x.cel", "e.jsonl")
+    assert result.returncode == 2
+    assert "--stream: bad attribute 'Name'" in result.stderr
+
+
+def test_division_by_zero_is_counted_not_fatal(cesar):
+    query = cesar.write("q.cel", "FILTER{Price / Volume > 1} Stock")
+    events = cesar.write(
+        "e.jsonl",
+        '{"t": 1, "Name": "A", "Price": 5, "Volume": 0}\n'
+        '{"t": 2, "Name": "B", "Price": 5, "Volume": 2}\n',
+    )
+    result = cesar.run("run", "--stream", STOCK, "--query", query, events)
+    assert result.returncode == 0
+    assert len(result.stdout.splitlines()) == 1
+    assert "1 predicate atom(s) were false because of an arithmetic fault" in result.stderr
+
+
+def test_explain_prints_the_algebra(cesar):
+    result = cesar.run(
+        "explain", "--stream", STOCK, "SELECT Name FROM Stock NEXT{$1.Name = $2.Name} Stock"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "publishes: query(Name:string)" in result.stdout
+    assert ";[$1.Name_1 = $2.Name]" in result.stdout
+    assert "ρ[Name→Name_1, Price→Price_1, Volume→Volume_1]" in result.stdout
+
+
+def test_demo_queries_over_the_bundled_sample(cesar):
+    """The README's main command: every demo stream produces alerts, consistent with each other."""
+    queries = sorted((ROOT / "examples" / "queries").glob("*.cel"))
+    args = ["run", "--stream", STOCK + "[min]"]
+    for query in queries:
+        args += ["--query", str(query)]
+    result = cesar.run(*args, ROOT / "examples" / "stocks_sample.csv")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    by_stream: dict[str, list[dict]] = {}
+    for record in records:
+        by_stream.setdefault(record["stream"], []).append(record)
+    assert set(by_stream) == {"Rising", "Drops", "DropAfterRise"}
+    for drop in by_stream["Drops"]:
+        assert drop["attrs"]["After"] < 0.998 * drop["attrs"]["Before"]
+    for run in by_stream["Rising"]:
+        assert run["t1"] - run["t0"] + 1 >= 5 and run["attrs"]["Price"] > run["attrs"]["Price_1"]
+    drops = {(d["t0"], d["t1"], d["attrs"]["Name"]) for d in by_stream["Drops"]}
+    for alert in by_stream["DropAfterRise"]:
+        assert any(t1 == alert["t1"] and name == alert["attrs"]["Name"] for _, t1, name in drops)
