@@ -60,7 +60,7 @@ def test_dnf_limit_is_enforced_before_expansion():
     pairs = [Or((Cmp("=", Attr(Scope.EVENT, f"a{k}"), i(0)), Cmp("=", x, i(k)))) for k in range(9)]
     big = And(tuple(pairs))
     assert dnf_size(big) == 512
-    with pytest.raises(DnfLimitError, match="512 conjuncts.*limit of 256"):
+    with pytest.raises(DnfLimitError, match=r"512 conjuncts.*limit of 256"):
         dnf(big)
     assert len(dnf(big, limit=512)) == 512
 

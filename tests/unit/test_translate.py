@@ -111,7 +111,7 @@ def test_dnf_limit_is_configurable():
     ors = " AND ".join(f"(Price = {k} OR Volume = {k})" for k in range(5))
     text = f"FILTER{{{ors}}} Stock"
     compile_query(text, CATALOG, "q")
-    with pytest.raises(CelSemanticError, match="32 conjuncts.*limit of 16"):
+    with pytest.raises(CelSemanticError, match=r"32 conjuncts.*limit of 16"):
         compile_query(text, CATALOG, "q", Options(dnf_limit=16))
 
 
@@ -129,7 +129,7 @@ def test_program_orders_producers_first_and_rejects_cycles():
             [STOCK],
             [("a", "FILTER{Price > 1} B PUBLISH A"), ("b", "FILTER{Price > 1} A PUBLISH B")],
         )
-    with pytest.raises(ProgramError, match="query two: .*stream Cheap already exists"):
+    with pytest.raises(ProgramError, match=r"query two: .*stream Cheap already exists"):
         Program.build(
             [STOCK],
             [("one", "Stock PUBLISH Cheap"), ("two", "Stock PUBLISH Cheap")],
