@@ -272,7 +272,9 @@ def to_cel(node: Term | Pred) -> str:
     if isinstance(node, DurLit):
         return f"{node.amount} {node.unit}"
     if isinstance(node, Neg):
-        return "-" + _wrap(node.operand, _term_level(node.operand) < _LEVEL_NEG)
+        operand = _wrap(node.operand, _term_level(node.operand) < _LEVEL_NEG)
+        # "--" would start a comment: a negated negative operand keeps its parentheses.
+        return "-" + (f"({operand})" if operand.startswith("-") else operand)
     if isinstance(node, Arith):
         if node.op == "^":
             left = _wrap(node.left, _term_level(node.left) <= _LEVEL_POW)

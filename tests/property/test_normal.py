@@ -1,0 +1,36 @@
+"""Canonical form and DNF keep a predicate's meaning, faults included."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from automata.evaluate import Env, Faults, holds
+from automata.normal import canonical, dnf, split
+from automata.terms import Scope
+from tests.strategies import event_values, typed_preds
+
+
+@given(typed_preds, event_values, st.integers(1, 5))
+def test_canonical_and_dnf_preserve_truth(pred, values, dur):
+    env = Env({Scope.EVENT: values}, dur)
+    expected = holds(pred, env, Faults())
+    assert holds(canonical(pred), env, Faults()) == expected
+    conjuncts = dnf(pred, limit=10_000)
+    assert any(all(holds(a, env, Faults()) for a in c.atoms) for c in conjuncts) == expected
+
+
+@given(typed_preds)
+def test_canonical_is_idempotent_and_dnf_is_sorted_and_unique(pred):
+    once = canonical(pred)
+    assert canonical(once) == once
+    conjuncts = dnf(pred, limit=10_000)
+    assert len(set(conjuncts)) == len(conjuncts)
+    assert dnf(once, limit=10_000) == conjuncts
+
+
+@given(typed_preds)
+def test_split_partitions_each_conjunct(pred):
+    for conjunct in dnf(pred, limit=10_000):
+        static, dynamic = split(conjunct, Scope.EVENT)
+        assert sorted(map(repr, static.atoms + dynamic.atoms)) == sorted(map(repr, conjunct.atoms))
+        for atom in static.atoms:
+            assert atom.left.scope is Scope.EVENT and type(atom.right).__name__ == "Const"
