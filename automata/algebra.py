@@ -54,19 +54,13 @@ class Assign:
 
 
 class _Node:
-    """Shared schema helpers; subclasses define ``attributes``."""
+    """Every operator node has output ``attributes``; ``names`` lists them."""
 
     attributes: Columns
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.attributes)
-
-    def type_of(self, name: str) -> AttrType | None:
-        for attr, typ in self.attributes:
-            if attr == name:
-                return typ
-        return None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ equal node.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from automata.schema import AttrType, Value
@@ -215,6 +216,49 @@ def uses_dur(node: Term | Pred) -> bool:
     if isinstance(node, Not):
         return uses_dur(node.item)
     return False
+
+
+Leaf = Const | Attr | Dur | DurLit
+
+
+def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
+    """Rebuild ``node`` with every leaf term replaced by ``fn(leaf)``; positions are kept.
+
+    >>> to_cel(map_leaves(Cmp("<", Attr(Scope.LEFT, "a"), Dur()),
+    ...                   lambda leaf: Attr(Scope.RIGHT, "b") if isinstance(leaf, Attr) else leaf))
+    '$2.b < DUR'
+    """
+    if isinstance(node, Const | Attr | Dur | DurLit):
+        return fn(node)
+    if isinstance(node, Arith):
+        return Arith(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
+    if isinstance(node, Neg):
+        return Neg(map_term(node.operand, fn), node.pos)
+    if isinstance(node, Call):
+        return Call(node.name, tuple(map_term(arg, fn) for arg in node.args), node.pos)
+    if isinstance(node, Cmp):
+        return Cmp(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
+    if isinstance(node, And):
+        return And(tuple(map_pred(item, fn) for item in node.items), node.pos)
+    if isinstance(node, Or):
+        return Or(tuple(map_pred(item, fn) for item in node.items), node.pos)
+    if isinstance(node, Not):
+        return Not(map_pred(node.item, fn), node.pos)
+    return node
+
+
+def map_term(term: Term, fn: Callable[[Leaf], Term]) -> Term:
+    """:func:`map_leaves` for a term."""
+    out = map_leaves(term, fn)
+    assert isinstance(out, Const | Attr | Dur | DurLit | Arith | Neg | Call)
+    return out
+
+
+def map_pred(pred: Pred, fn: Callable[[Leaf], Term]) -> Pred:
+    """:func:`map_leaves` for a predicate."""
+    out = map_leaves(pred, fn)
+    assert isinstance(out, Cmp | And | Or | Not | Truth)
+    return out
 
 
 # ------------------------------------------------------------------ printing

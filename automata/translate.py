@@ -34,21 +34,17 @@ from automata.normal import DEFAULT_DNF_LIMIT, DnfLimitError, canonical, dnf
 from automata.parser import DURATION_UNITS
 from automata.schema import AttrType, StreamSchema, TimeUnit
 from automata.terms import (
-    And,
-    Arith,
     Attr,
-    Call,
-    Cmp,
     Const,
     DurLit,
-    Neg,
-    Not,
-    Or,
+    Leaf,
     Pos,
     Pred,
     Scope,
     Term,
     Truth,
+    map_pred,
+    map_term,
 )
 from automata.typecheck import assignable, check_pred, infer_type
 
@@ -339,29 +335,13 @@ class _Translator:
         return canonical(resolved, self.options.functions)
 
     def _resolve_pred(self, pred: Pred) -> Pred:
-        if isinstance(pred, Cmp):
-            return Cmp(
-                pred.op, self._resolve_term(pred.left), self._resolve_term(pred.right), pred.pos
-            )
-        if isinstance(pred, And | Or):
-            items = tuple(self._resolve_pred(item) for item in pred.items)
-            return And(items, pred.pos) if isinstance(pred, And) else Or(items, pred.pos)
-        if isinstance(pred, Not):
-            return Not(self._resolve_pred(pred.item), pred.pos)
-        return pred
+        return map_pred(pred, self._resolve_leaf)
 
     def _resolve_term(self, term: Term) -> Term:
-        if isinstance(term, DurLit):
-            return self._duration(term)
-        if isinstance(term, Arith):
-            return Arith(
-                term.op, self._resolve_term(term.left), self._resolve_term(term.right), term.pos
-            )
-        if isinstance(term, Neg):
-            return Neg(self._resolve_term(term.operand), term.pos)
-        if isinstance(term, Call):
-            return Call(term.name, tuple(self._resolve_term(a) for a in term.args), term.pos)
-        return term
+        return map_term(term, self._resolve_leaf)
+
+    def _resolve_leaf(self, leaf: Leaf) -> Term:
+        return self._duration(leaf) if isinstance(leaf, DurLit) else leaf
 
     def _duration(self, lit: DurLit) -> Const:
         seconds = self.unit.seconds
@@ -409,29 +389,10 @@ def _bare_name(item: Item) -> str:
 
 def _rename_scope(pred: Pred, scope: Scope, mapping: Mapping[str, str]) -> Pred:
     """Rewrite attribute references of ``scope`` through ``mapping``."""
-    if not mapping:
-        return pred
 
-    def term(node: Term) -> Term:
-        if isinstance(node, Attr) and node.scope is scope:
-            return Attr(scope, mapping.get(node.name, node.name))
-        if isinstance(node, Arith):
-            return Arith(node.op, term(node.left), term(node.right))
-        if isinstance(node, Neg):
-            return Neg(term(node.operand))
-        if isinstance(node, Call):
-            return Call(node.name, tuple(term(arg) for arg in node.args))
-        return node
+    def rename(leaf: Leaf) -> Term:
+        if isinstance(leaf, Attr) and leaf.scope is scope:
+            return Attr(scope, mapping.get(leaf.name, leaf.name), leaf.pos)
+        return leaf
 
-    def walk(node: Pred) -> Pred:
-        if isinstance(node, Cmp):
-            return Cmp(node.op, term(node.left), term(node.right))
-        if isinstance(node, And):
-            return And(tuple(walk(item) for item in node.items))
-        if isinstance(node, Or):
-            return Or(tuple(walk(item) for item in node.items))
-        if isinstance(node, Not):
-            return Not(walk(node.item))
-        return node
-
-    return walk(pred)
+    return map_pred(pred, rename)

@@ -13,7 +13,7 @@ from automata import algebra as alg
 from automata.evaluate import Env, Faults, holds
 from automata.reference import evaluate
 from automata.schema import AttrType, Event
-from automata.terms import And, Arith, Attr, Cmp, Const, Dur, Scope, conjoin
+from automata.terms import And, Arith, Attr, Cmp, Const, Dur, Scope, conjoin, map_pred
 from tests.strategies import streams
 
 COLUMNS = (("k", AttrType.STRING), ("v", AttrType.INT))
@@ -143,19 +143,13 @@ RENAMED = {"k": "k_1", "v": "v_1"}
 
 def as_seq(pred):
     """A first-step μ predicate as a ;θ predicate: before the first step $ and $1 are both x."""
-    if isinstance(pred, Cmp):
-        return Cmp(pred.op, _left_term(pred.left), _left_term(pred.right))
-    if isinstance(pred, And):
-        return And(tuple(as_seq(item) for item in pred.items))
-    return pred
 
+    def to_left(leaf):
+        if isinstance(leaf, Attr) and leaf.scope in (Scope.STATE, Scope.LEFT):
+            return Attr(Scope.LEFT, RENAMED.get(leaf.name, leaf.name))
+        return leaf
 
-def _left_term(term):
-    if isinstance(term, Attr) and term.scope in (Scope.STATE, Scope.LEFT):
-        return Attr(Scope.LEFT, RENAMED.get(term.name, term.name))
-    if isinstance(term, Arith):
-        return Arith(term.op, _left_term(term.left), _left_term(term.right))
-    return term
+    return map_pred(pred, to_left)
 
 
 @given(streams(), streams(), step_preds, keep_preds)
