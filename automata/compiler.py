@@ -22,7 +22,7 @@ from automata.errors import CelError, CelSemanticError
 from automata.evaluate import Faults
 from automata.parser import parse_query
 from automata.reference import evaluate
-from automata.schema import Event, StreamSchema
+from automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
 from automata.translate import DEFAULT_OPTIONS, Options, stream_refs, translate
 
 
@@ -93,7 +93,10 @@ class Program:
         Raises :class:`ProgramError` naming the queries in a cycle or reading
         unknown streams, or the :class:`CelError` of a query that does not compile.
         """
-        program = Program({schema.name: schema for schema in inputs})
+        try:
+            program = Program(schemas_by_name(inputs))
+        except SchemaError as exc:
+            raise ProgramError(str(exc)) from None
         pending: list[tuple[str, str, str, set[str]]] = []
         for label, text in sources:
             try:

@@ -239,7 +239,7 @@ def _describe(raw: object) -> str:
 
 
 def coerce_time(stream: str | None, field: str, raw: object) -> int:
-    """Check a timestamp: a non-negative or negative 64-bit integer."""
+    """Check a timestamp: an integer (or integral float) within the signed 64-bit range."""
     if isinstance(raw, bool) or not isinstance(raw, int | float):
         raise EventError(stream, field, f"expected an integer timestamp, got {_describe(raw)}")
     if isinstance(raw, float):

@@ -175,49 +175,6 @@ def conjoin(*preds: Pred) -> Pred:
 
 # ---------------------------------------------------------------- traversal
 
-
-def attributes(node: Term | Pred) -> set[Attr]:
-    """All attribute references in a term or predicate (positions dropped)."""
-    out: set[Attr] = set()
-    _collect(node, out)
-    return out
-
-
-def _collect(node: Term | Pred, out: set[Attr]) -> None:
-    if isinstance(node, Attr):
-        out.add(Attr(node.scope, node.name))
-    elif isinstance(node, Arith | Cmp):
-        _collect(node.left, out)
-        _collect(node.right, out)
-    elif isinstance(node, Neg):
-        _collect(node.operand, out)
-    elif isinstance(node, Call):
-        for arg in node.args:
-            _collect(arg, out)
-    elif isinstance(node, And | Or):
-        for item in node.items:
-            _collect(item, out)
-    elif isinstance(node, Not):
-        _collect(node.item, out)
-
-
-def uses_dur(node: Term | Pred) -> bool:
-    """True if DUR occurs in the node."""
-    if isinstance(node, Dur):
-        return True
-    if isinstance(node, Arith | Cmp):
-        return uses_dur(node.left) or uses_dur(node.right)
-    if isinstance(node, Neg):
-        return uses_dur(node.operand)
-    if isinstance(node, Call):
-        return any(uses_dur(arg) for arg in node.args)
-    if isinstance(node, And | Or):
-        return any(uses_dur(item) for item in node.items)
-    if isinstance(node, Not):
-        return uses_dur(node.item)
-    return False
-
-
 Leaf = Const | Attr | Dur | DurLit
 
 

@@ -124,6 +124,8 @@ def test_program_orders_producers_first_and_rejects_cycles():
         ],
     )
     assert [q.name for q in program.queries] == ["Cheap", "Mid"]
+    with pytest.raises(ProgramError, match="stream Stock declared twice"):
+        Program.build([STOCK, STOCK], [("q", "Stock")])
     with pytest.raises(ProgramError, match="cycle"):
         Program.build(
             [STOCK],
