@@ -90,8 +90,9 @@ class Program:
     ) -> Program:
         """Compile ``(default name, text)`` pairs in an order where producers come first.
 
-        Raises :class:`ProgramError` naming the queries in a cycle or reading
-        unknown streams, or the :class:`CelError` of a query that does not compile.
+        Raises :class:`ProgramError` for input streams declared twice, queries
+        that read each other in a cycle, and any query that does not compile (the
+        message names the query and carries its :class:`CelError`).
         """
         try:
             program = Program(schemas_by_name(inputs))
