@@ -1,9 +1,10 @@
 """The compiler pipeline's entry point and multi-query programs.
 
-``compile_query(text, catalog)`` runs CEL text → syntax tree → algebra and
-returns a :class:`CompiledQuery`.  A :class:`Program` compiles several queries
-that may read each other's PUBLISHed streams (resubscription, Section 3.5),
-orders them producers first and evaluates them with the reference evaluator.
+``compile_query(text, catalog)`` runs the pure stages CEL text → syntax tree
+→ algebra → event automata and returns a :class:`CompiledQuery`.  A
+:class:`Program` compiles several queries that may read each other's
+PUBLISHed streams (resubscription, Section 3.5), orders them producers first
+and runs them on the reference evaluator or on the automata.
 
 >>> from automata.schema import parse_stream_spec, Event
 >>> catalog = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
@@ -18,22 +19,31 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from automata.algebra import Expr
+from automata.automaton import Automaton
+from automata.construct import build_automata
 from automata.errors import CelError, CelSemanticError
 from automata.evaluate import Faults
+from automata.normal import DnfLimitError
 from automata.parser import parse_query
 from automata.reference import evaluate
+from automata.runtime import Runner
 from automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
 from automata.translate import DEFAULT_OPTIONS, Options, stream_refs, translate
 
 
 @dataclass(frozen=True)
 class CompiledQuery:
-    """A compiled subscription: its text, algebra, output schema and the streams it reads."""
+    """A compiled subscription: text, algebra, output schema, streams read, and automata.
+
+    ``automata`` lists internal resubscription automata first and the one
+    publishing ``output`` last.
+    """
 
     text: str
     algebra: Expr
     output: StreamSchema
     reads: frozenset[str]
+    automata: tuple[Automaton, ...]
 
     @property
     def name(self) -> str:
@@ -61,9 +71,16 @@ def compile_query(
                 f"stream {translation.output.name} already exists; PUBLISH under a new name",
                 query.pos,
             )
+        automata = build_automata(translation.algebra, translation.output, options)
+    except DnfLimitError as exc:
+        raise CelSemanticError(f"the compiled automaton's {exc}", query.pos).with_source(
+            text
+        ) from None
     except CelError as exc:
         raise exc.with_source(text) from None
-    return CompiledQuery(text, translation.algebra, translation.output, translation.reads)
+    return CompiledQuery(
+        text, translation.algebra, translation.output, translation.reads, automata
+    )
 
 
 class ProgramError(ValueError):
@@ -120,8 +137,19 @@ class Program:
             pending.remove(ready[0])
         return program
 
-    def run(self, events: Sequence[Event], faults: Faults | None = None) -> list[Event]:
-        """Evaluate every query with the reference evaluator; all published events."""
+    def run(
+        self, events: Sequence[Event], faults: Faults | None = None, engine: str = "reference"
+    ) -> list[Event]:
+        """Every published event of every query over ``events``.
+
+        ``engine`` is ``"reference"`` (the algebra, literally) or ``"automaton"``
+        (the event automata, epoch by epoch); both give the same multiset.
+        """
+        if engine == "automaton":
+            automata = [a for query in self.queries for a in query.automata]
+            return Runner(automata, faults).run(events)
+        if engine != "reference":
+            raise ValueError(f"unknown engine {engine!r}")
         streams: dict[str, list[Event]] = {}
         for event in events:
             streams.setdefault(event.stream, []).append(event)

@@ -32,6 +32,7 @@ from automata.terms import (
     Cmp,
     Const,
     Dur,
+    EventDur,
     DurLit,
     Neg,
     Not,
@@ -125,10 +126,15 @@ DEFAULT_FUNCTIONS = FunctionRegistry(
 
 @dataclass(frozen=True, slots=True)
 class Env:
-    """What a term can read: one attribute mapping per scope, and DUR in ticks."""
+    """What a term can read: one attribute mapping per scope, and DUR in ticks.
+
+    ``event_dur`` is the incoming event's own duration, read by
+    :class:`~automata.terms.EventDur` on automaton edges; elsewhere it is unset.
+    """
 
     scopes: Mapping[Scope, Mapping[str, Value]]
     dur: int
+    event_dur: int | None = None
 
 
 def _check_int(value: int) -> int:
@@ -200,6 +206,9 @@ def eval_term(term: Term, env: Env, functions: FunctionRegistry = DEFAULT_FUNCTI
         return env.scopes[term.scope][term.name]
     if isinstance(term, Dur):
         return env.dur
+    if isinstance(term, EventDur):
+        assert env.event_dur is not None, "DUR($2) is read only on automaton edges"
+        return env.event_dur
     if isinstance(term, Arith):
         return arith(
             term.op, eval_term(term.left, env, functions), eval_term(term.right, env, functions)

@@ -42,6 +42,7 @@ from automata.terms import (
     Cmp,
     Const,
     Dur,
+    EventDur,
     Neg,
     Not,
     Or,
@@ -123,6 +124,8 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
         return Attr(term.scope, term.name)
     if isinstance(term, Dur):
         return Dur()
+    if isinstance(term, EventDur):
+        return EventDur()
     return term
 
 

@@ -69,6 +69,19 @@ class Dur:
 
 
 @dataclass(frozen=True, slots=True)
+class EventDur:
+    """The incoming event's own duration, in ticks; exists only in compiled automaton edges.
+
+    An edge judges an instance together with an incoming event, so its plain
+    :class:`Dur` is the duration of the concatenation.  Selections on the right
+    operand of NEXT/FOLD speak of the incoming event alone; the compiler writes
+    their DUR as ``EventDur``.  CEL has no syntax for it; it prints as ``DUR($2)``.
+    """
+
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
 class DurLit:
     """A duration constant with a unit (``10 MIN``); compiled into ticks of the stream."""
 
@@ -104,7 +117,7 @@ class Call:
     pos: Pos = position()
 
 
-Term = Const | Attr | Dur | DurLit | Arith | Neg | Call
+Term = Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +188,7 @@ def conjoin(*preds: Pred) -> Pred:
 
 # ---------------------------------------------------------------- traversal
 
-Leaf = Const | Attr | Dur | DurLit
+Leaf = Const | Attr | Dur | EventDur | DurLit
 
 
 def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
@@ -185,7 +198,7 @@ def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
     ...                   lambda leaf: Attr(Scope.RIGHT, "b") if isinstance(leaf, Attr) else leaf))
     '$2.b < DUR'
     """
-    if isinstance(node, Const | Attr | Dur | DurLit):
+    if isinstance(node, Const | Attr | Dur | EventDur | DurLit):
         return fn(node)
     if isinstance(node, Arith):
         return Arith(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
@@ -207,7 +220,7 @@ def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
 def map_term(term: Term, fn: Callable[[Leaf], Term]) -> Term:
     """:func:`map_leaves` for a term."""
     out = map_leaves(term, fn)
-    assert isinstance(out, Const | Attr | Dur | DurLit | Arith | Neg | Call)
+    assert isinstance(out, Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call)
     return out
 
 
@@ -263,13 +276,18 @@ def format_const(value: Value, typ: AttrType) -> str:
 
 
 def to_cel(node: Term | Pred) -> str:
-    """Print a term or predicate as CEL text, with only the parentheses it needs."""
+    """Print a term or predicate as CEL text, with only the parentheses it needs.
+
+    The text parses back to an equal node, except :class:`EventDur`, which CEL cannot write.
+    """
     if isinstance(node, Const):
         return format_const(node.value, node.type)
     if isinstance(node, Attr):
         return f"{node.scope.value}.{node.name}" if node.scope is not Scope.EVENT else node.name
     if isinstance(node, Dur):
         return "DUR"
+    if isinstance(node, EventDur):
+        return "DUR($2)"
     if isinstance(node, DurLit):
         return f"{node.amount} {node.unit}"
     if isinstance(node, Neg):

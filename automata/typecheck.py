@@ -26,6 +26,7 @@ from automata.terms import (
     Cmp,
     Const,
     Dur,
+    EventDur,
     DurLit,
     Neg,
     Not,
@@ -52,7 +53,7 @@ def infer_type(
         return term.type
     if isinstance(term, Attr):
         return resolve(term)
-    if isinstance(term, Dur | DurLit):
+    if isinstance(term, Dur | EventDur | DurLit):
         return AttrType.INT
     if isinstance(term, Neg):
         typ = infer_type(term.operand, resolve, functions)

@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except EventInputError as exc:
         return _fail(f"{args.events}: {exc}")
     faults = Faults()
-    outputs = program.run(result.events, faults)
+    outputs = program.run(result.events, faults, engine=args.engine)
     schemas_out = {query.name: query.output for query in program.queries}
     outputs.sort(key=lambda e: (e.t1, e.t0, e.stream, repr(e.values)))
     write = sys.stdout.write
@@ -101,22 +101,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query_text(value: str) -> str:
+    """A .cel file's contents, or ``value`` itself when it names no file."""
+    path = Path(value)
+    try:
+        return path.read_text() if path.is_file() else value
+    except OSError as exc:
+        raise SystemExit(_fail(f"{value}: {exc.strerror}")) from None
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Print a query's compiled algebra and output schema."""
+    """Print a query's compiled algebra, output schema and automata (or their DOT source)."""
     from automata.algebra import format_algebra
+    from automata.automaton import format_automaton, format_dot
     from automata.compiler import compile_query
     from automata.errors import CelError
 
     schemas = {schema.name: schema for schema in _stream_specs(args.stream)}  # type: ignore[attr-defined]
-    path = Path(args.query)
-    text = path.read_text() if path.exists() else args.query
     try:
-        compiled = compile_query(text, schemas, "query")
+        compiled = compile_query(_query_text(args.query), schemas, "query")
     except CelError as exc:
         return _fail(str(exc))
+    if args.dot:
+        print(format_dot(compiled.automata))
+        return 0
     print(f"publishes: {compiled.output.spec()}")
     print("algebra:")
     print(format_algebra(compiled.algebra, 1))
+    print(
+        "automata ($1.x: the instance's binding; a bare name: the incoming event; "
+        "DUR: instance and event together; DUR($2): the event alone):"
+    )
+    for automaton in compiled.automata:
+        print(format_automaton(automaton))
     return 0
 
 
@@ -139,7 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--queries", metavar="FILE.jsonl", help='many queries as {"id", "query"} JSON lines'
     )
     run.add_argument(
-        "--engine", choices=["reference"], default="reference", help="the evaluator to use"
+        "--engine",
+        choices=["reference", "automaton"],
+        default="reference",
+        help="reference: the algebra, literally; automaton: the event automata, epoch by epoch",
     )
     run.add_argument("--sort", action="store_true", help="sort events by t1 before evaluating")
     run.add_argument(
@@ -153,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="show a query's compiled form")
     explain.add_argument("--stream", action="append", required=True, metavar="SPEC")
+    explain.add_argument("--dot", action="store_true", help="print Graphviz source instead")
     explain.add_argument("query", metavar="QUERY", help="a .cel file or the query text")
     explain.set_defaults(handler=cmd_explain)
     return parser

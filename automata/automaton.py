@@ -1,0 +1,191 @@
+"""Event automata as data (Sections 3.2–3.4): nodes and FORWARD / REBIND / FILTER edges.
+
+An :class:`Automaton` is compiled structure only; the instances that run on it
+live in :mod:`automata.runtime`.  Node 0 is the start node, implicitly always
+active with the empty instance ε; ``final`` is the node whose instances are the
+automaton's output events.
+
+Every edge reads one stream and is labelled with
+
+* its predicate, canonical, and the same predicate in disjunctive normal form
+  with each conjunct split into its *static* part θ1 (``attribute relop
+  constant`` on the incoming event) and its *dynamic* part θ2 (everything else);
+* ``guards``: terms that must evaluate without an arithmetic fault for the
+  event to count at all (an α of the right operand that faults drops the event
+  from the operand, Section 2.1);
+* for FORWARD and REBIND (∃-type) edges, the attribute map that computes the
+  target's binding: Theorem 3's π ∘ α ∘ ρ ∘ σ collapsed into one assignment
+  per kept attribute.
+
+Inside edge labels ``$1.x`` reads the instance's binding, a bare name reads the
+incoming event, ``DUR`` is the duration of instance and event together and
+``DUR($2)`` the incoming event's own.  A FILTER (∀-type) edge's predicate says
+which events *affect* the instance: the instance survives an epoch only if no
+event of the epoch that starts after it satisfies the predicate.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+from automata.algebra import Assign, Columns
+from automata.normal import Conjunct
+from automata.schema import StreamSchema
+from automata.terms import Pred, Term, to_cel
+
+
+class EdgeKind(enum.Enum):
+    """FORWARD moves to a new node, REBIND loops and updates, FILTER loops and keeps (∀)."""
+
+    FORWARD = "forward"
+    REBIND = "rebind"
+    FILTER = "filter"
+
+
+@dataclass(frozen=True, slots=True)
+class SplitConjunct:
+    """One DNF conjunct of an edge predicate: its static part θ1 and dynamic part θ2."""
+
+    static: Conjunct
+    dynamic: Conjunct
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """An edge of an event automaton; see the module docstring for the labels."""
+
+    kind: EdgeKind
+    source: int
+    target: int
+    stream: str
+    pred: Pred
+    conjuncts: tuple[SplitConjunct, ...]
+    guards: tuple[Term, ...]
+    map: tuple[Assign, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A state: its id and the attributes every instance at it binds."""
+
+    id: int
+    attributes: Columns
+
+
+@dataclass(frozen=True)
+class Automaton:
+    """A compiled event automaton publishing ``output``; ``internal`` if only others read it.
+
+    Invariant: node ids are ``0 .. len(nodes) - 1`` in order, 0 is the start,
+    and every edge's ends are nodes of this automaton.
+    """
+
+    output: StreamSchema
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    final: int
+    internal: bool = False
+
+    @property
+    def name(self) -> str:
+        """The stream this automaton publishes."""
+        return self.output.name
+
+    @cached_property
+    def reads(self) -> frozenset[str]:
+        """The streams the edges read."""
+        return frozenset(edge.stream for edge in self.edges)
+
+    @cached_property
+    def outgoing(self) -> Mapping[int, tuple[Edge, ...]]:
+        """Each node's outgoing edges, FILTER edges first."""
+        table: dict[int, list[Edge]] = {node.id: [] for node in self.nodes}
+        for edge in self.edges:
+            table[edge.source].append(edge)
+        return {
+            node: tuple(sorted(edges, key=lambda e: e.kind is not EdgeKind.FILTER))
+            for node, edges in table.items()
+        }
+
+
+def node_label(automaton: Automaton, node: int) -> str:
+    """``q0`` and so on, with ``start`` and ``final`` marked."""
+    marks = ["start"] if node == 0 else []
+    if node == automaton.final:
+        marks.append("final")
+    return f"q{node}" + (f" ({', '.join(marks)})" if marks else "")
+
+
+def _conjunct_lines(edge: Edge) -> list[str]:
+    if not edge.conjuncts:
+        return ["never (FALSE)"]
+    lines = []
+    for index, part in enumerate(edge.conjuncts):
+        prefix = "or " if index else ""
+        lines.append(
+            f"{prefix}θ1: {to_cel(part.static.pred())}   θ2: {to_cel(part.dynamic.pred())}"
+        )
+    return lines
+
+
+def format_automaton(automaton: Automaton) -> str:
+    """A readable listing of nodes and edges (used by ``cesar explain``)."""
+    role = "internal stream" if automaton.internal else "publishes"
+    lines = [f"automaton {automaton.name} ({role} {automaton.output.spec()})", "  nodes:"]
+    for node in automaton.nodes:
+        attrs = ", ".join(f"{name}:{typ.value}" for name, typ in node.attributes)
+        lines.append(f"    {node_label(automaton, node.id)}  binds ({attrs})")
+    lines.append("  edges:")
+    for edge in automaton.edges:
+        kind = "∀ FILTER" if edge.kind is EdgeKind.FILTER else f"∃ {edge.kind.name}"
+        lines.append(f"    q{edge.source} → q{edge.target}  {kind}  on {edge.stream}")
+        lines.extend(f"      {line}" for line in _conjunct_lines(edge))
+        if edge.guards:
+            lines.append(f"      guards: {', '.join(to_cel(g) for g in edge.guards)}")
+        if edge.map:
+            lines.append(f"      map: {', '.join(str(a) for a in edge.map)}")
+    return "\n".join(lines)
+
+
+def _dot_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def format_dot(automata: tuple[Automaton, ...]) -> str:
+    """Graphviz source for one or more automata (one cluster each).
+
+    >>> print(format_dot(()))
+    digraph cesar {
+      rankdir=LR;
+      node [shape=circle, fontname="Helvetica"];
+      edge [fontname="Helvetica", fontsize=10];
+    }
+    """
+    lines = [
+        "digraph cesar {",
+        "  rankdir=LR;",
+        '  node [shape=circle, fontname="Helvetica"];',
+        '  edge [fontname="Helvetica", fontsize=10];',
+    ]
+    for index, automaton in enumerate(automata):
+        lines.append(f"  subgraph cluster_{index} {{")
+        lines.append(f'    label="{_dot_text(automaton.name)}";')
+        for node in automaton.nodes:
+            shape = "doublecircle" if node.id == automaton.final else "circle"
+            lines.append(f'    a{index}q{node.id} [label="q{node.id}", shape={shape}];')
+        for edge in automaton.edges:
+            label = [f"{edge.kind.name} on {edge.stream}"]
+            label.extend(_conjunct_lines(edge))
+            if edge.map:
+                label.append("map: " + ", ".join(str(a) for a in edge.map))
+            style = ", style=dashed" if edge.kind is EdgeKind.FILTER else ""
+            text = _dot_text("\n".join(label)).replace("\n", "\\l") + "\\l"
+            lines.append(
+                f'    a{index}q{edge.source} -> a{index}q{edge.target} [label="{text}"{style}];'
+            )
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,246 @@
+"""The single-automaton runtime: Algorithm 1 of Section 3.2, one epoch per call.
+
+Runtime state is kept apart from the compiled :class:`~automata.automaton.Automaton`
+(as Flink CEP keeps ``NFAState`` apart from ``NFA``): an :class:`Instance` is
+a node, a binding and an interval ``[t0, t1]``, and :class:`AutomatonState`
+holds the live instances per node.  :func:`process_epoch` consumes one
+*epoch* — every event whose ``t1`` is the same — and returns the new state and
+the output events, without mutating its inputs:
+
+* the start node is always active with the empty instance ε;
+* an event affects an instance only if it starts strictly after the instance ends;
+* each FORWARD or REBIND edge fires once per affecting event that satisfies
+  it (one static part, then the dynamic part of some DNF conjunct, then the
+  guards and the attribute map without a fault), spawning its own instance;
+* an instance stays only through a FILTER edge, and only if no affecting
+  event of the epoch satisfies the filter's predicate (∀);
+* all changes take effect together at the end of the epoch; instances that
+  reach the final node are output and not kept.
+
+:class:`Runner` processes several automata epoch by epoch, producers before
+consumers, feeding each automaton's output (internal resubscription streams
+and PUBLISHed streams alike) to the automata that read it *in the same epoch*.
+
+>>> from automata.compiler import compile_query
+>>> from automata.schema import parse_stream_spec, Event
+>>> q = compile_query("S NEXT S", {"S": parse_stream_spec("S(x:int)")}, "q")
+>>> runner = Runner(q.automata)
+>>> runner.process([Event.of("S", 1, 1, {"x": 1})])
+[]
+>>> [(e.t0, e.t1, e.attrs()) for e in runner.process([Event.of("S", 2, 2, {"x": 5})])]
+[(1, 2, {'x': 5, 'x_1': 1})]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from automata.automaton import Automaton, Edge, EdgeKind
+from automata.evaluate import (
+    DEFAULT_FUNCTIONS,
+    ArithmeticFault,
+    Env,
+    Faults,
+    FunctionRegistry,
+    eval_term,
+    holds,
+)
+from automata.schema import AttrType, Event, Value
+from automata.terms import Scope
+
+_EMPTY: Mapping[str, Value] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A partial match: its node, its binding (attribute values) and its interval."""
+
+    node: int
+    binding: Mapping[str, Value]
+    t0: int
+    t1: int
+
+
+@dataclass(frozen=True)
+class AutomatonState:
+    """The live instances of one automaton, per node (the start node's ε is implicit)."""
+
+    instances: Mapping[int, tuple[Instance, ...]] = field(default_factory=dict)
+
+    def count(self) -> int:
+        """The number of live instances."""
+        return sum(len(group) for group in self.instances.values())
+
+    def at(self, node: int) -> tuple[Instance, ...]:
+        """The instances at ``node``."""
+        return self.instances.get(node, ())
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    """An event of the epoch with its attribute mapping computed once."""
+
+    event: Event
+    attrs: Mapping[str, Value]
+
+
+class _Epoch:
+    """One call of :func:`process_epoch`: the events, and what they spawn and kill."""
+
+    def __init__(
+        self,
+        automaton: Automaton,
+        events: Mapping[str, Sequence[Event]],
+        faults: Faults,
+        functions: FunctionRegistry,
+    ) -> None:
+        self.automaton = automaton
+        self.inputs = {
+            stream: [_Input(e, e.attrs()) for e in events.get(stream, ())]
+            for stream in automaton.reads
+        }
+        self.faults = faults
+        self.functions = functions
+        self.spawned: dict[int, list[Instance]] = {}
+        self.outputs: list[Event] = []
+
+    def env(self, binding: Mapping[str, Value], t0: int | None, item: _Input) -> Env:
+        event = item.event
+        start = event.t0 if t0 is None else t0
+        return Env(
+            {Scope.LEFT: binding, Scope.EVENT: item.attrs},
+            event.t1 - start + 1,
+            event.t1 - event.t0 + 1,
+        )
+
+    def satisfied(self, edge: Edge, env: Env) -> bool:
+        """Some conjunct holds (static part first) and every guard computes."""
+        if not any(
+            holds(c.static.pred(), env, self.faults, self.functions)
+            and holds(c.dynamic.pred(), env, self.faults, self.functions)
+            for c in edge.conjuncts
+        ):
+            return False
+        try:
+            for guard in edge.guards:
+                eval_term(guard, env, self.functions)
+        except ArithmeticFault:
+            self.faults.arithmetic += 1
+            return False
+        return True
+
+    def fire(self, edge: Edge, env: Env, t0: int, t1: int) -> None:
+        """Spawn the instance an ∃-edge makes, unless its attribute map faults."""
+        try:
+            binding = {
+                a.name: _store(eval_term(a.term, env, self.functions), a.type) for a in edge.map
+            }
+        except ArithmeticFault:
+            self.faults.arithmetic += 1
+            return
+        if edge.target == self.automaton.final:
+            self.outputs.append(Event.of(self.automaton.name, t0, t1, binding))
+        else:
+            self.spawned.setdefault(edge.target, []).append(Instance(edge.target, binding, t0, t1))
+
+    def advance(self, node: int, binding: Mapping[str, Value], t0: int | None, t1: int) -> bool:
+        """Run one instance (``t0 is None`` for ε) through its edges; True if it survives."""
+        edges = self.automaton.outgoing[node]
+        survives = any(edge.kind is EdgeKind.FILTER for edge in edges)
+        for edge in edges:
+            for item in self.inputs[edge.stream]:
+                if item.event.t0 <= t1:
+                    continue
+                env = self.env(binding, t0, item)
+                if not self.satisfied(edge, env):
+                    continue
+                if edge.kind is EdgeKind.FILTER:
+                    survives = False
+                else:
+                    self.fire(edge, env, item.event.t0 if t0 is None else t0, item.event.t1)
+        return survives
+
+
+def process_epoch(
+    automaton: Automaton,
+    state: AutomatonState,
+    events: Mapping[str, Sequence[Event]],
+    faults: Faults | None = None,
+    functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+) -> tuple[AutomatonState, list[Event]]:
+    """Process one epoch (``events`` per stream, all with the same ``t1``); Algorithm 1.
+
+    Returns the state after the epoch and the automaton's output events.
+    Cost: O(instances × out-edges × events of the epoch) predicate evaluations.
+    """
+    epoch = _Epoch(automaton, events, faults if faults is not None else Faults(), functions)
+    epoch.advance(0, _EMPTY, None, _BEFORE_TIME)
+    kept: dict[int, list[Instance]] = {}
+    for node, group in state.instances.items():
+        for instance in group:
+            if epoch.advance(node, instance.binding, instance.t0, instance.t1):
+                kept.setdefault(node, []).append(instance)
+    for node, new in epoch.spawned.items():
+        kept.setdefault(node, []).extend(new)
+    return AutomatonState({node: tuple(group) for node, group in kept.items()}), epoch.outputs
+
+
+_BEFORE_TIME = -(2**63)
+"""ε ends before any event starts."""
+
+
+def _store(value: Value, typ: AttrType) -> Value:
+    return float(value) if typ is AttrType.FLOAT and not isinstance(value, float) else value
+
+
+class Runner:
+    """Runs automata (producers first) epoch by epoch; the published events come back.
+
+    Internal streams (``internal`` automata) feed later automata only; every
+    other automaton's output is both returned and fed to later readers.
+    """
+
+    def __init__(
+        self,
+        automata: Iterable[Automaton],
+        faults: Faults | None = None,
+        functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+    ) -> None:
+        self.automata = tuple(automata)
+        self.faults = faults if faults is not None else Faults()
+        self.functions = functions
+        self.states = [AutomatonState() for _ in self.automata]
+        self.last_t1: int | None = None
+
+    def process(self, epoch: Sequence[Event]) -> list[Event]:
+        """Process one epoch of input events (all with the same, increasing ``t1``)."""
+        if not epoch:
+            return []
+        t1 = epoch[0].t1
+        if any(e.t1 != t1 for e in epoch) or (self.last_t1 is not None and t1 <= self.last_t1):
+            raise ValueError("an epoch holds events of one t1, later than the previous epoch's")
+        self.last_t1 = t1
+        streams: dict[str, list[Event]] = {}
+        for event in epoch:
+            streams.setdefault(event.stream, []).append(event)
+        published: list[Event] = []
+        for index, automaton in enumerate(self.automata):
+            self.states[index], outputs = process_epoch(
+                automaton, self.states[index], streams, self.faults, self.functions
+            )
+            if outputs:
+                streams.setdefault(automaton.name, []).extend(outputs)
+                if not automaton.internal:
+                    published.extend(outputs)
+        return published
+
+    def run(self, events: Iterable[Event]) -> list[Event]:
+        """Process a finite list of events in any order: grouped into epochs by ``t1``."""
+        by_t1: dict[int, list[Event]] = {}
+        for event in events:
+            by_t1.setdefault(event.t1, []).append(event)
+        out: list[Event] = []
+        for t1 in sorted(by_t1):
+            out.extend(self.process(by_t1[t1]))
+        return out
