@@ -78,9 +78,7 @@ def compile_query(
         ) from None
     except CelError as exc:
         raise exc.with_source(text) from None
-    return CompiledQuery(
-        text, translation.algebra, translation.output, translation.reads, automata
-    )
+    return CompiledQuery(text, translation.algebra, translation.output, translation.reads, automata)
 
 
 class ProgramError(ValueError):

@@ -249,7 +249,7 @@ class _Builder:
     def seq(self, expr: Seq) -> _Fragment:
         left = self.fragment(expr.left)
         stream, right = self.right_operand(expr.right)
-        scopes = {
+        scopes: Scopes = {
             _INSTANCE: {name: Attr(_INSTANCE, name) for name in expr.left.names},
             Scope.RIGHT: right.row(),
         }
@@ -261,7 +261,9 @@ class _Builder:
             stream,
             _Frame({}, live, right.filter_guards(), Dur()),
         )
-        out = {name: (Attr(_INSTANCE, name), typ) for name, typ in expr.left.attributes}
+        out: dict[str, tuple[Term, AttrType]] = {
+            name: (Attr(_INSTANCE, name), typ) for name, typ in expr.left.attributes
+        }
         out.update(right.map)
         end = self.new_node()
         edge = self.add(
@@ -282,16 +284,16 @@ class _Builder:
             if leaf.scope is Scope.LEFT
         }
         firsts = {name: first_name(name) for name in right_names}
-        firsts.update(
-            {name: name + HIDDEN_FIRST for name in sorted(left_refs & aggregate_names)}
-        )
+        firsts.update({name: name + HIDDEN_FIRST for name in sorted(left_refs & aggregate_names)})
         for draft in left.entering:
             entry = dict(draft.frame.map)
             entry.update({copy: entry[name] for name, copy in firsts.items()})
             draft.frame = replace(draft.frame, map=entry)
-        binding = {name: (Attr(_INSTANCE, name), typ) for name, typ in expr.left.attributes}
+        binding: dict[str, tuple[Term, AttrType]] = {
+            name: (Attr(_INSTANCE, name), typ) for name, typ in expr.left.attributes
+        }
         binding.update({copy: (Attr(_INSTANCE, copy), left_types[n]) for n, copy in firsts.items()})
-        scopes = {
+        scopes: Scopes = {
             Scope.LEFT: {n: Attr(_INSTANCE, firsts.get(n, n)) for n in expr.left.names},
             Scope.STATE: {n: Attr(_INSTANCE, n) for n in expr.left.names},
             Scope.RIGHT: right.row(),
@@ -311,7 +313,7 @@ class _Builder:
         self.add(
             EdgeKind.REBIND, left.end, left.end, stream, _Frame(state, fire, right.guards, Dur())
         )
-        out: dict[str, tuple[Term, AttrType]] = {}
+        out = {}
         for name in expr.left.names:
             if name in firsts and name in right_names:
                 out[firsts[name]] = binding[firsts[name]]

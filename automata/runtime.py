@@ -23,7 +23,7 @@ and PUBLISHed streams alike) to the automata that read it *in the same epoch*.
 
 >>> from automata.compiler import compile_query
 >>> from automata.schema import parse_stream_spec, Event
->>> q = compile_query("S NEXT S", {"S": parse_stream_spec("S(x:int)")}, "q")
+>>> q = compile_query("S NEXT{} S", {"S": parse_stream_spec("S(x:int)")}, "q")
 >>> runner = Runner(q.automata)
 >>> runner.process([Event.of("S", 1, 1, {"x": 1})])
 []

@@ -70,11 +70,11 @@ def numeric_term(draw: st.DrawFn, scopes: Scopes, want_int: bool, depth: int = 2
     if kind == 3:
         return Neg(numeric_term(draw, scopes, want_int, depth - 1))
     op = draw(st.sampled_from(["+", "-", "*", "+", "-", "*", "/", "%"]))
-    return Arith(
-        op,
-        numeric_term(draw, scopes, want_int, depth - 1),
-        numeric_term(draw, scopes, want_int, depth - 1),
-    )
+    left = numeric_term(draw, scopes, want_int, depth - 1)
+    if op in "/%" and draw(st.booleans()):
+        # Attribute divisors are sometimes 0: the fault drops the row, not the run.
+        return Arith(op, left, _numeric_leaf(draw, scopes, want_int))
+    return Arith(op, left, numeric_term(draw, scopes, want_int, depth - 1))
 
 
 def _string_term(draw: st.DrawFn, scopes: Scopes) -> Term:
@@ -215,9 +215,7 @@ def resubscriptions(draw: st.DrawFn) -> Expr:
 
 
 def _fold(draw: st.DrawFn, left: Expr, other: Expr) -> Expr:
-    shared = draw(
-        st.lists(st.sampled_from(left.attributes), unique=True, min_size=1, max_size=2)
-    )
+    shared = draw(st.lists(st.sampled_from(left.attributes), unique=True, min_size=1, max_size=2))
     right = adapt(draw, other, tuple(shared))
     scopes = {
         Scope.LEFT: left.attributes,
@@ -226,7 +224,9 @@ def _fold(draw: st.DrawFn, left: Expr, other: Expr) -> Expr:
     }
     right_names = set(right.names)
     numeric = [(n, t) for n, t in left.attributes if n not in right_names and t is not STRING]
-    aggregated = draw(st.lists(st.sampled_from(numeric), unique=True, max_size=1)) if numeric else []
+    aggregated = []
+    if numeric:
+        aggregated = draw(st.lists(st.sampled_from(numeric), unique=True, max_size=1))
     fold = alg.Fold(
         left,
         right,
