@@ -105,7 +105,13 @@ def _query_text(value: str) -> str:
     """A .cel file's contents, or ``value`` itself when it names no file."""
     path = Path(value)
     try:
-        return path.read_text() if path.is_file() else value
+        named_file = path.is_file()
+    except OSError:  # not even a possible path (too long, say): it is query text
+        named_file = False
+    if not named_file:
+        return value
+    try:
+        return path.read_text()
     except OSError as exc:
         raise SystemExit(_fail(f"{value}: {exc.strerror}")) from None
 

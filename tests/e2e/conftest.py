@@ -11,8 +11,11 @@ CESAR = Path(sys.executable).with_name("cesar")
 
 
 class Cesar:
-    def __init__(self, tmp_path: Path) -> None:
+    """The console script in a scratch directory; ``run_args`` go to every ``cesar run``."""
+
+    def __init__(self, tmp_path: Path, *run_args: str) -> None:
         self.tmp = tmp_path
+        self.run_args = run_args
 
     def write(self, name: str, text: str) -> Path:
         path = self.tmp / name
@@ -37,7 +40,7 @@ class Cesar:
             path = self.write("events.csv", events)
         else:
             path = self.write("events.jsonl", "".join(json.dumps(e) + "\n" for e in events))
-        result = self.run(*args, *extra, path)
+        result = self.run(*args, *self.run_args, *extra, path)
         assert result.returncode == 0, result.stderr
         return [json.loads(line) for line in result.stdout.splitlines()]
 

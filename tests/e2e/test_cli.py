@@ -115,14 +115,41 @@ def test_explain_prints_the_algebra(cesar):
     assert "ρ[Name→Name_1, Price→Price_1, Volume→Volume_1]" in result.stdout
 
 
+def test_explain_prints_the_automaton_with_its_edge_labels(cesar):
+    query = cesar.write("q.cel", "FILTER{Volume > 100} Stock NEXT{$1.Name = $2.Name} Stock")
+    result = cesar.run("explain", "--stream", STOCK, query)
+    assert result.returncode == 0, result.stderr
+    assert "automaton query (publishes query(" in result.stdout
+    assert "q0 → q1  ∃ FORWARD  on Stock" in result.stdout
+    assert "θ1: Volume > 100   θ2: TRUE" in result.stdout
+    assert "q1 → q1  ∀ FILTER  on Stock" in result.stdout
+    assert "θ1: TRUE   θ2: $1.Name_1 = Name" in result.stdout
+
+
+def test_explain_dot_prints_graphviz_for_every_automaton(cesar):
+    text = "SELECT Name AS a FROM Stock NEXT{} (Stock NEXT{} (SELECT Name AS b FROM Stock))"
+    # Query text longer than any file name is still read as text.
+    result = cesar.run("explain", "--dot", "--stream", STOCK, text + "\n" + " " * 300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("digraph cesar {")
+    assert result.stdout.count("subgraph cluster_") == 2
+    assert 'label="query#1";' in result.stdout
+
+
 def test_demo_queries_over_the_bundled_sample(cesar):
-    """The README's main command: every demo stream produces alerts, consistent with each other."""
+    """The README's main command: every demo stream produces alerts, consistent with each other.
+
+    The automaton engine and the reference evaluator print the same lines.
+    """
     queries = sorted((ROOT / "examples" / "queries").glob("*.cel"))
     args = ["run", "--stream", STOCK + "[min]"]
     for query in queries:
         args += ["--query", str(query)]
     result = cesar.run(*args, ROOT / "examples" / "stocks_sample.csv")
     assert result.returncode == 0, result.stderr
+    automaton = cesar.run(*args, "--engine", "automaton", ROOT / "examples" / "stocks_sample.csv")
+    assert automaton.returncode == 0, automaton.stderr
+    assert automaton.stdout == result.stdout
     records = [json.loads(line) for line in result.stdout.splitlines()]
     by_stream: dict[str, list[dict]] = {}
     for record in records:

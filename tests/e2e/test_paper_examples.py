@@ -2,7 +2,18 @@
 
 from collections import Counter
 
+import pytest
+
+from tests.e2e.conftest import Cesar
+from tests.paper import QUERY_7, STOCK_VOL, minutes, table_1_events
+
 STOCK = "Stock(Name:string,Price:float)"
+
+
+@pytest.fixture(params=["reference", "automaton"])
+def cesar(request, tmp_path):
+    """Every example runs on the reference evaluator and on the event automata."""
+    return Cesar(tmp_path, "--engine", request.param)
 
 
 def ticks(*quotes):
@@ -41,47 +52,6 @@ def test_section_2_3_iteration_rising_prices(cesar):
         ]
     )
     assert list(out[0]["attrs"]) == ["Name_1", "Price_1", "Name", "Price"]
-
-
-QUERY_7 = """
--- Query 7: a monotonic decrease of at least 10 minutes starting at a large trade,
--- then the next quote of the same stock 5% above the bottom price.
-SELECT company, maxP_1 AS maxP, minP_1 AS minP, finalP FROM
-FILTER{finalP > 1.05 * minP_1} (
-  (SELECT company, maxP, minP FROM FILTER{DUR >= 10 MIN} (
-     (SELECT Name AS company, Price AS maxP, Price AS minP FROM FILTER{Volume > 10000} Stock)
-     FOLD{$2.company = $.company, $2.minP < $.minP, }
-     (SELECT Name AS company, Price AS minP FROM Stock)))
-  NEXT{$1.company = $2.company}
-  (SELECT Name AS company, Price AS finalP FROM Stock))
-PUBLISH Query7
-"""
-
-TABLE_1 = [  # (name, price, volume, hh:mm)
-    ("IBM", 90, 15000, "9:10"),
-    ("IBM", 85, 7000, "9:15"),
-    ("Dell", 40, 11000, "9:17"),
-    ("IBM", 81, 8000, "9:21"),
-    ("MSFT", 25, 6000, "9:23"),
-    ("IBM", 91, 9000, "9:24"),
-]
-
-
-def minutes(clock):
-    hours, mins = clock.split(":")
-    return int(hours) * 60 + int(mins)
-
-
-def table_1_events(extra=()):
-    rows = [*TABLE_1, *extra]
-    rows.sort(key=lambda row: minutes(row[3]))
-    return [
-        {"stream": "Stock", "t": minutes(t), "Name": n, "Price": p, "Volume": v}
-        for n, p, v, t in rows
-    ]
-
-
-STOCK_VOL = "Stock(Name:string,Price:float,Volume:int)[min]"
 
 
 def test_query_7_over_table_1(cesar):
