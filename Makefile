@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STOCK := Stock(Name:string,Price:float,Volume:int)[min]
 QUERIES := examples/queries/rising.cel examples/queries/drops.cel examples/queries/drop_after_rise.cel
 
-.PHONY: setup demo test lint
+.PHONY: setup demo test lint diagrams
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,3 +23,10 @@ lint: setup
 
 test: lint
 	$(BIN)/pytest
+
+# docs/diagrams/*.dot are `cesar explain --dot` of the .cel files; the .svg need Graphviz.
+diagrams: setup
+	for q in docs/diagrams/*.cel; do \
+	  $(BIN)/cesar explain --dot --stream '$(STOCK)' $$q > $${q%.cel}.dot && \
+	  dot -Tsvg $${q%.cel}.dot -o $${q%.cel}.svg || exit 1; \
+	done

@@ -181,10 +181,13 @@ def format_dot(automata: tuple[Automaton, ...]) -> str:
             label.extend(_conjunct_lines(edge))
             if edge.map:
                 label.append("map: " + ", ".join(str(a) for a in edge.map))
+            # As in the paper: filter loops on top of a node, rebind loops below it.
+            port = {EdgeKind.FILTER: ":n", EdgeKind.REBIND: ":s"}.get(edge.kind, "")
             style = ", style=dashed" if edge.kind is EdgeKind.FILTER else ""
             text = _dot_text("\n".join(label)).replace("\n", "\\l") + "\\l"
             lines.append(
-                f'    a{index}q{edge.source} -> a{index}q{edge.target} [label="{text}"{style}];'
+                f"    a{index}q{edge.source}{port} -> a{index}q{edge.target}{port} "
+                f'[label="{text}"{style}];'
             )
         lines.append("  }")
     lines.append("}")
