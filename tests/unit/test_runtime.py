@@ -168,3 +168,15 @@ def test_runner_rejects_epochs_out_of_order():
         runner.process([s(2, "b", 1)])
     with pytest.raises(ValueError, match="epoch"):
         runner.process([s(3, "b", 1), s(4, "c", 1)])
+
+
+def test_runner_counts_its_work():
+    runner = Runner(compile_query("S NEXT{} S", {"S": S}, "q").automata)
+    runner.run([s(1, "a", 1), s(2, "b", 2), s(2, "c", 3)])
+    counters = runner.counters
+    assert (counters.epochs, counters.events, counters.outputs) == (2, 3, 2)
+    # epoch 1: ε; epoch 2: ε and the instance from t = 1.
+    assert counters.instances_touched == 3
+    # ε × 1 start edge × 1 event, then ε × 2 events and the instance × 2 edges × 2 events.
+    assert counters.edge_checks == 1 + 2 + 4
+    assert counters.spawned == 3
