@@ -225,6 +225,11 @@ def eval_term(term: Term, env: Env, functions: FunctionRegistry = DEFAULT_FUNCTI
     raise TypeError(f"not a term: {term!r}")
 
 
+def store(value: Value, typ: AttrType) -> Value:
+    """The value an attribute of type ``typ`` holds: an int stored as FLOAT becomes a float."""
+    return float(value) if typ is AttrType.FLOAT and not isinstance(value, float) else value
+
+
 def compare(op: str, a: Value, b: Value) -> bool:
     """Apply a comparison operator."""
     if op == "=":

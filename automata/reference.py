@@ -49,8 +49,9 @@ from automata.evaluate import (
     FunctionRegistry,
     eval_term,
     holds,
+    store,
 )
-from automata.schema import AttrType, Event, Value
+from automata.schema import Event, Value
 from automata.terms import Pred, Scope
 
 
@@ -122,7 +123,7 @@ class _Evaluator:
             env = _single(row)
             try:
                 added = {
-                    a.name: _store(eval_term(a.term, env, self.functions), a.type)
+                    a.name: store(eval_term(a.term, env, self.functions), a.type)
                     for a in expr.assignments
                 }
             except ArithmeticFault:
@@ -161,7 +162,7 @@ class _Evaluator:
                         continue
                     try:
                         aggregates = {
-                            a.name: _store(eval_term(a.term, env, self.functions), a.type)
+                            a.name: store(eval_term(a.term, env, self.functions), a.type)
                             for a in expr.aggregates
                         }
                     except ArithmeticFault:
@@ -198,10 +199,6 @@ def _single(row: Row) -> Env:
 
 def _pair(left: Row, right: Row) -> Env:
     return Env({Scope.LEFT: left.values, Scope.RIGHT: right.values}, right.t1 - left.t0 + 1)
-
-
-def _store(value: Value, typ: AttrType) -> Value:
-    return float(value) if typ is AttrType.FLOAT and not isinstance(value, float) else value
 
 
 def _earliest(left: Row, rights: Iterable[Row], satisfies: Callable[[Row], bool]) -> list[Row]:

@@ -45,8 +45,9 @@ from automata.evaluate import (
     FunctionRegistry,
     eval_term,
     holds,
+    store,
 )
-from automata.schema import AttrType, Event, Value
+from automata.schema import Event, Value
 from automata.terms import Scope
 
 _EMPTY: Mapping[str, Value] = {}
@@ -154,7 +155,7 @@ class _Epoch:
         """Spawn the instance an ∃-edge makes, unless its attribute map faults."""
         try:
             binding = {
-                a.name: _store(eval_term(a.term, env, self.functions), a.type) for a in edge.map
+                a.name: store(eval_term(a.term, env, self.functions), a.type) for a in edge.map
             }
         except ArithmeticFault:
             self.faults.arithmetic += 1
@@ -219,10 +220,6 @@ def process_epoch(
 
 _BEFORE_TIME = -(2**63)
 """ε ends before any event starts."""
-
-
-def _store(value: Value, typ: AttrType) -> Value:
-    return float(value) if typ is AttrType.FLOAT and not isinstance(value, float) else value
 
 
 class Runner:
