@@ -198,6 +198,12 @@ def arith(op: str, a: Value, b: Value) -> Value:
         raise ArithmeticFault(str(exc)) from None
 
 
+def neg(value: Value) -> Value:
+    """Unary minus; raises :class:`ArithmeticFault` on integer overflow."""
+    assert not isinstance(value, str | bool)
+    return _check_int(-value) if isinstance(value, int) else -value
+
+
 def eval_term(term: Term, env: Env, functions: FunctionRegistry = DEFAULT_FUNCTIONS) -> Value:
     """The value of ``term`` in ``env``; raises :class:`ArithmeticFault`."""
     if isinstance(term, Const):
@@ -214,9 +220,7 @@ def eval_term(term: Term, env: Env, functions: FunctionRegistry = DEFAULT_FUNCTI
             term.op, eval_term(term.left, env, functions), eval_term(term.right, env, functions)
         )
     if isinstance(term, Neg):
-        value = eval_term(term.operand, env, functions)
-        assert not isinstance(value, str | bool)
-        return _check_int(-value) if isinstance(value, int) else -value
+        return neg(eval_term(term.operand, env, functions))
     if isinstance(term, Call):
         function = functions.get(term.name)
         assert function is not None, f"unknown function {term.name}"
