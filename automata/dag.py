@@ -7,8 +7,9 @@ edges (label and source; a self-loop's source is the node itself), Definition
 2 restricted to prefixes as in the paper — or onto a new node.  Edge labels
 are the canonical edge data (kind, stream, predicate, guards, map), so two
 subscriptions share a node exactly when they would hold the same instances
-there.  One automaton never maps two of its nodes or edges onto one DAG node
-or edge, so an automaton's multiplicities (``S ∪ S`` outputs twice) survive.
+there.  Multiplicities survive merging because they live in parallel edges:
+``S ∪ S`` is one node entered twice from the root, so each event spawns two
+instances, as the algebra's multiset union demands.
 
 Every node and edge counts the placements using it; removing a placement
 deletes what no other placement uses.  ``merge=False`` gives each automaton
@@ -106,7 +107,7 @@ class QueryDag:
         self.merge = merge
         self.nodes: dict[int, DagNode] = {ROOT: DagNode(ROOT, (), ("root",), 0, refs=0)}
         self.edges: dict[int, DagEdge] = {}
-        self._by_signature: dict[Hashable, list[int]] = {}
+        self._by_signature: dict[Hashable, int] = {}
         self._next_node = 1
         self._next_edge = 0
 
@@ -114,7 +115,6 @@ class QueryDag:
         """Place ``automaton``, sharing every equivalent prefix.  O(size of the automaton)."""
         mapping: dict[int, int] = {0: ROOT}
         edge_map: dict[int, int] = {}
-        used: set[int] = {ROOT}
         created_nodes: list[int] = []
         created_edges: list[int] = []
         positions = {id(edge): index for index, edge in enumerate(automaton.edges)}
@@ -129,7 +129,7 @@ class QueryDag:
                 (_label(e), _SELF if e.source == node_id else mapping[e.source]) for e in edges_in
             ]
             signature = frozenset(Counter(keys).items())
-            existing = self._find(signature, used) if self.merge else None
+            existing = self._by_signature.get(signature) if self.merge else None
             if existing is None:
                 level = 1 + max(
                     (self.nodes[mapping[e.source]].level for e in edges_in if e.source != node_id),
@@ -152,7 +152,6 @@ class QueryDag:
                 for edge, key in zip(edges_in, keys, strict=True):
                     edge_map[positions[id(edge)]] = free[key].pop()
             mapping[node_id] = existing
-            used.add(existing)
         final = mapping[automaton.final]
         self.nodes[final].outputs.add(automaton.name)
         nodes = tuple(mapping[n.id] for n in automaton.nodes)
@@ -165,17 +164,12 @@ class QueryDag:
             automaton.name, nodes, edges, final, tuple(created_nodes), tuple(created_edges)
         )
 
-    def _find(self, signature: Hashable, used: set[int]) -> int | None:
-        for candidate in self._by_signature.get(signature, ()):
-            if candidate not in used:
-                return candidate
-        return None
-
     def _new_node(self, attributes: Columns, signature: Hashable, level: int) -> int:
         node_id = self._next_node
         self._next_node += 1
         self.nodes[node_id] = DagNode(node_id, attributes, signature, level)
-        self._by_signature.setdefault(signature, []).append(node_id)
+        if self.merge:
+            self._by_signature[signature] = node_id
         return node_id
 
     def _new_edge(self, source: int, target: int, label: Edge) -> int:
@@ -210,8 +204,7 @@ class QueryDag:
             self.nodes[edge.target].entering.remove(edge_id)
         for node_id in dead_nodes:
             signature = self.nodes.pop(node_id).signature
-            self._by_signature[signature].remove(node_id)
-            if not self._by_signature[signature]:
+            if self.merge:
                 del self._by_signature[signature]
         return dead_nodes, dead_edges
 
@@ -237,11 +230,11 @@ class QueryDag:
                     edge = self.edges[edge_id]
                     keys.append((edge.label, _SELF if edge.source == node.id else edge.source))
                 assert frozenset(Counter(keys).items()) == node.signature, f"node {node.id}"
-                assert node.id in self._by_signature[node.signature]
+                assert not self.merge or self._by_signature[node.signature] == node.id
         for edge in self.edges.values():
             assert edge.refs > 0, f"edge {edge.id} is unused"
             assert edge.source in self.nodes and edge.target in self.nodes
             assert self.nodes[edge.target].refs >= edge.refs
             assert edge.label.source == edge.label.target == 0
-        listed = [n for ids in self._by_signature.values() for n in ids]
-        assert sorted(listed) == sorted(n for n in self.nodes if n != ROOT)
+        if self.merge:
+            assert sorted(self._by_signature.values()) == sorted(n for n in self.nodes if n != ROOT)

@@ -1,0 +1,161 @@
+"""The multi-query engine against the reference evaluator: many subscriptions, churn, all modes.
+
+* Differential: several subscriptions that share prefixes (the same expression
+  twice, extensions of one another, unions of an expression with itself) run in
+  one engine; each subscription's output multiset equals the reference's for
+  its own expression — with merging and indices, without merging, and in the
+  naive mode (FR only).
+* Stateful: a RuleBasedStateMachine interleaves subscribe, unsubscribe and
+  epochs against a model that keeps, per live subscription, the events
+  published since it was added; after every step the engine's cumulative
+  output for each subscription equals the reference over those events, and
+  every ``check_valid()`` passes.
+"""
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from automata import algebra as alg
+from automata.construct import build_automata
+from automata.engine import Engine, EngineOptions
+from automata.reference import evaluate
+from automata.schema import Event, StreamSchema
+from automata.terms import Scope
+from tests.algebra_strategies import SCHEMAS, SOURCES, expressions, input_streams, predicate
+
+MODES = {
+    "full": EngineOptions(),
+    "nomerge": EngineOptions(merge=False),
+    "naive": EngineOptions(merge=False, indices=False),
+}
+SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+
+
+@st.composite
+def related_subscriptions(draw):
+    """Expressions that share prefixes with each other (so the DAG merges them)."""
+    pool = [draw(expressions(2)) for _ in range(draw(st.integers(1, 3)))]
+    out = []
+    for _ in range(draw(st.integers(1, 6))):
+        base = draw(st.sampled_from(pool))
+        kind = draw(st.sampled_from(["same", "select", "next", "union"]))
+        if kind == "select":
+            base = alg.Select(base, predicate(draw, {Scope.EVENT: base.attributes}))
+        elif kind == "next":
+            right = draw(st.sampled_from(SOURCES))
+            scopes = {Scope.LEFT: base.attributes, Scope.RIGHT: right.attributes}
+            base = alg.Seq(base, right, predicate(draw, scopes))
+        elif kind == "union":
+            base = alg.Union(base, base)
+        out.append(base)
+    return out
+
+
+def subscribe(engine, name, expr):
+    engine.subscribe(name, build_automata(expr, StreamSchema(name, expr.attributes)))
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@settings(max_examples=400, **SETTINGS)
+@given(exprs=related_subscriptions(), streams=input_streams())
+def test_each_subscription_gets_exactly_its_reference_output(mode, exprs, streams):
+    engine = Engine(MODES[mode])
+    for number, expr in enumerate(exprs):
+        subscribe(engine, f"q{number}", expr)
+    engine.check_valid()
+    events = [e for stream in streams.values() for e in stream]
+    got = Counter(engine.run(events))
+    engine.check_valid()
+    expected = Counter()
+    for number, expr in enumerate(exprs):
+        expected.update(evaluate(expr, streams, name=f"q{number}"))
+    assert got == expected
+
+
+class EngineMachine(RuleBasedStateMachine):
+    """Subscribe, unsubscribe and publish epochs in any order, against a reference model."""
+
+    mode = "full"
+
+    @initialize()
+    def start(self):
+        self.engine = Engine(MODES[self.mode])
+        self.live = {}  # id → (expression, index of the first event it sees)
+        self.events = []
+        self.got = {}
+        self.time = 0
+        self.count = 0
+        self.history = []
+
+    @rule(expr=expressions(2))
+    def subscribe(self, expr):
+        name = f"q{self.count}"
+        self.count += 1
+        subscribe(self.engine, name, expr)
+        self.live[name] = (expr, len(self.events))
+        self.got[name] = Counter()
+        self.history.append(expr)
+
+    @rule(data=st.data())
+    def subscribe_again(self, data):
+        """A late subscriber to an expression others hold: it shares their nodes and instances."""
+        if self.history:
+            self.subscribe(data.draw(st.sampled_from(self.history)))
+
+    @rule(data=st.data())
+    def unsubscribe(self, data):
+        if not self.live:
+            return
+        name = data.draw(st.sampled_from(sorted(self.live)))
+        self.engine.unsubscribe(name)
+        del self.live[name]
+        del self.got[name]
+
+    @rule(
+        gap=st.integers(1, 2),
+        parts=st.lists(
+            st.tuples(
+                st.sampled_from(sorted(SCHEMAS)),
+                st.sampled_from([0, 0, 1, 3]),
+                st.sampled_from(["a", "b"]),
+                st.integers(0, 4),
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+    )
+    def publish(self, gap, parts):
+        self.time += gap
+        epoch = []
+        for stream, length, key, number in parts:
+            values = {"k": key, "w": float(number)} if stream == "U" else {"k": key, "v": number}
+            epoch.append(Event.of(stream, self.time - length, self.time, values))
+        self.events.extend(epoch)
+        for event in self.engine.process(epoch):
+            self.got[event.stream][event] += 1
+
+    @invariant()
+    def indices_are_valid(self):
+        self.engine.check_valid()
+
+    @invariant()
+    def every_subscription_matches_its_reference(self):
+        for name, (expr, first) in self.live.items():
+            streams = {stream: [] for stream in SCHEMAS}
+            for event in self.events[first:]:
+                streams[event.stream].append(event)
+            assert self.got[name] == Counter(evaluate(expr, streams, name=name))
+
+
+class NaiveEngineMachine(EngineMachine):
+    mode = "naive"
+
+
+TestEngineMachine = EngineMachine.TestCase
+TestEngineMachine.settings = settings(max_examples=150, stateful_step_count=25, **SETTINGS)
+TestNaiveEngineMachine = NaiveEngineMachine.TestCase
+TestNaiveEngineMachine.settings = settings(max_examples=50, stateful_step_count=25, **SETTINGS)
