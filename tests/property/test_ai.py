@@ -1,0 +1,64 @@
+"""The active instance index against brute force, with check_valid after every change."""
+
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from automata.normal import Conjunct
+from automata.terms import Attr, Cmp, Scope
+from index.ai import InstanceIndex, access_atom
+
+PY = {
+    "=": lambda a, b: a == b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+@dataclass(frozen=True)
+class Inst:
+    id: int
+    binding: dict
+
+
+def conjunct(op, flipped):
+    left, right = Attr(Scope.LEFT, "b"), Attr(Scope.EVENT, "v")
+    return Conjunct((Cmp(op, right, left) if flipped else Cmp(op, left, right),))
+
+
+FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(sorted(PY)),
+    st.booleans(),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 12), st.integers(0, 4)), max_size=30),
+    st.lists(st.integers(-1, 5), min_size=1, max_size=4),
+)
+def test_probe_yields_exactly_the_instances_the_access_atom_holds_for(op, flipped, ops, probes):
+    index = InstanceIndex((conjunct(op, flipped), Conjunct(())))
+    model: dict[int, Inst] = {}
+    for add, ident, value in ops:
+        if add and ident not in model:
+            model[ident] = Inst(ident, {"b": value})
+            index.add(model[ident])
+        elif not add and ident in model:
+            index.remove(model.pop(ident))
+        index.check_valid()
+        assert len(index) == len(model)
+    access = access_atom(conjunct(op, flipped))
+    assert access is not None and access.bound == "b"
+    # The atom reads "$1.b op v" or "v op $1.b": the access op is instance-first.
+    instance_first = FLIP[op] if flipped else op
+    assert access.op == instance_first
+    for value in probes:
+        got = sorted(i.id for i in index.probe(0, {"v": value}))
+        expected = sorted(
+            i for i, inst in model.items() if PY[instance_first](inst.binding["b"], value)
+        )
+        assert got == expected
+        assert sorted(i.id for i in index.probe(1, {"v": value})) == sorted(model)

@@ -1,0 +1,63 @@
+"""The merged query DAG: prefix sharing, parallel edges, reference counts, no-merge mode."""
+
+from automata.compiler import compile_query
+from automata.dag import ROOT, QueryDag
+from automata.schema import parse_stream_spec
+
+CATALOG = {"S": parse_stream_spec("S(k:string,v:int)"), "T": parse_stream_spec("T(k:string,v:int)")}
+
+
+def automaton(text, name="q"):
+    return compile_query(text, CATALOG, name).automata[-1]
+
+
+def test_equal_prefixes_share_nodes_and_edges_and_removal_keeps_the_other():
+    dag = QueryDag()
+    a = dag.add(automaton("FILTER{v > 1} S NEXT{$1.k = $2.k} S", "a"))
+    b = dag.add(automaton("FILTER{v = 2}(FILTER{v > 1} S NEXT{$1.k = $2.k} S)", "b"))
+    dag.check_valid()
+    assert a.nodes[1] == b.nodes[1] and a.nodes[2] != b.nodes[2]
+    assert len(dag.nodes) == 4 and len(dag.edges) == 4
+    assert dag.levels() == {1: 1, 2: 2}
+    dag.remove(a)
+    dag.check_valid()
+    assert len(dag.nodes) == 3 and len(dag.edges) == 3
+    assert dag.nodes[b.nodes[1]].refs == 1
+    dag.remove(b)
+    dag.check_valid()
+    assert list(dag.nodes) == [ROOT] and not dag.edges
+
+
+def test_a_different_filter_loop_prevents_sharing_the_node():
+    dag = QueryDag()
+    a = dag.add(automaton("S NEXT{$1.k = $2.k} S", "a"))
+    b = dag.add(automaton("S NEXT{$1.v < $2.v} S", "b"))
+    dag.check_valid()
+    assert a.nodes[1] != b.nodes[1]
+
+
+def test_identical_subscriptions_share_the_final_node_with_two_outputs():
+    dag = QueryDag()
+    a = dag.add(automaton("FILTER{v > 1} S", "a"))
+    b = dag.add(automaton("FILTER{v > 1} S", "b"))
+    assert a.final == b.final and dag.nodes[a.final].outputs == {"a", "b"}
+    assert a.created_nodes and not b.created_nodes
+    dag.remove(a)
+    assert dag.nodes[b.final].outputs == {"b"}
+    dag.check_valid()
+
+
+def test_union_of_a_stream_with_itself_keeps_two_parallel_edges():
+    dag = QueryDag()
+    placement = dag.add(automaton("S UNION S"))
+    dag.check_valid()
+    assert len(dag.nodes[placement.final].entering) == 2
+    assert len(set(placement.edges)) == 2
+
+
+def test_without_merging_every_automaton_has_its_own_nodes():
+    dag = QueryDag(merge=False)
+    a = dag.add(automaton("FILTER{v > 1} S", "a"))
+    b = dag.add(automaton("FILTER{v > 1} S", "b"))
+    dag.check_valid()
+    assert a.final != b.final and len(dag.nodes) == 3

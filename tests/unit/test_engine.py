@@ -1,0 +1,93 @@
+"""The multi-query engine: late subscribers, collection of dead instances, limits, notices."""
+
+import pytest
+
+from automata.compiler import compile_query
+from automata.engine import Engine, EngineOptions
+from automata.schema import Event, parse_stream_spec
+
+S = parse_stream_spec("S(k:string,v:int)")
+
+
+def subscribe(engine, name, text):
+    engine.subscribe(name, compile_query(text, {"S": S}, name).automata)
+
+
+def s(t, k, v):
+    return Event.of("S", t, t, {"k": k, "v": v})
+
+
+PAIRS = "S NEXT{$1.k = $2.k} S"
+
+
+def test_a_late_subscriber_sees_only_matches_rooted_after_it_joined():
+    engine = Engine()
+    subscribe(engine, "early", PAIRS)
+    engine.process([s(1, "a", 1)])
+    subscribe(engine, "late", PAIRS)
+    assert engine.dag.nodes[1].refs == 2  # the late one shares the early one's nodes
+    out = engine.process([s(2, "a", 2)])
+    assert [e.stream for e in out] == ["early"]
+    out = engine.process([s(3, "a", 3)])
+    assert sorted(e.stream for e in out) == ["early", "late"]
+    engine.check_valid()
+
+
+def test_unsubscribe_leaves_the_other_subscriptions_instances_alone():
+    engine = Engine()
+    subscribe(engine, "a", PAIRS)
+    subscribe(engine, "b", "FILTER{v > 2}(S NEXT{$1.k = $2.k} S)")
+    engine.process([s(1, "a", 1)])
+    live = len(engine.instances)
+    engine.unsubscribe("b")
+    assert len(engine.instances) == live
+    assert [e.stream for e in engine.process([s(2, "a", 2)])] == ["a"]
+    engine.unsubscribe("a")
+    assert not engine.instances and not engine.live and len(engine.dag.nodes) == 1
+    engine.check_valid()
+
+
+def test_instances_past_an_upper_duration_bound_are_collected():
+    engine = Engine()
+    subscribe(engine, "q", "S NEXT{$1.k = $2.k AND DUR <= 3} S")
+    engine.process([s(1, "a", 1)])
+    engine.process([s(2, "b", 1)])
+    assert len(engine.instances) == 2
+    engine.process([s(3, "c", 1)])  # the instance from t = 1 could only fire with DUR >= 4
+    assert engine.counters.collected == 1
+    assert sorted(i.binding["k_1"] for i in engine.instances.values()) == ["b", "c"]
+    engine.check_valid()
+
+
+def test_a_node_over_its_limit_drops_the_oldest_and_notifies_its_subscriptions():
+    engine = Engine(EngineOptions(max_instances_per_node=2))
+    subscribe(engine, "q", PAIRS)
+    subscribe(engine, "other", "FILTER{v > 100} S")
+    for t, key in enumerate("abc", 1):
+        engine.process([s(t, key, 1)])
+    assert sorted(i.binding["k_1"] for i in engine.instances.values()) == ["b", "c"]
+    assert engine.counters.dropped == 1
+    assert [n.subscription for n in engine.notices] == ["q"]
+    assert "exceeded 2 live instances" in engine.notices[0].reason
+    engine.check_valid()
+
+
+def test_an_engine_limit_bounds_all_instances():
+    engine = Engine(EngineOptions(max_instances=3))
+    subscribe(engine, "q", PAIRS)
+    subscribe(engine, "r", "S NEXT{$1.v < $2.v} S")
+    for t in range(1, 5):
+        engine.process([s(t, f"k{t}", 0)])
+    assert len(engine.instances) == 3
+    assert engine.counters.dropped == 5
+    engine.check_valid()
+
+
+def test_subscription_names_and_epoch_order_are_checked():
+    engine = Engine()
+    subscribe(engine, "q", PAIRS)
+    with pytest.raises(ValueError, match="exists"):
+        subscribe(engine, "q", PAIRS)
+    engine.process([s(2, "a", 1)])
+    with pytest.raises(ValueError, match="epoch"):
+        engine.process([s(2, "a", 1)])
