@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(BIN)/cesar run --engine automaton --stream '$(STOCK)' $(addprefix --query ,$(QUERIES)) examples/stocks_sample.csv
+	$(BIN)/cesar run --stream '$(STOCK)' $(addprefix --query ,$(QUERIES)) examples/stocks_sample.csv
 
 lint: setup
 	$(BIN)/ruff check .

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from automata.algebra import Expr
 from automata.automaton import Automaton
 from automata.construct import build_automata
+from automata.engine import Engine, EngineOptions
 from automata.errors import CelError, CelSemanticError
 from automata.evaluate import Faults
 from automata.normal import DnfLimitError
@@ -79,6 +80,13 @@ def compile_query(
     except CelError as exc:
         raise exc.with_source(text) from None
     return CompiledQuery(text, translation.algebra, translation.output, translation.reads, automata)
+
+
+ENGINE_OPTIONS = {
+    "engine": EngineOptions(),
+    "nomerge": EngineOptions(merge=False),
+    "naive": EngineOptions(merge=False, indices=False),
+}
 
 
 class ProgramError(ValueError):
@@ -140,12 +148,23 @@ class Program:
     ) -> list[Event]:
         """Every published event of every query over ``events``.
 
-        ``engine`` is ``"reference"`` (the algebra, literally) or ``"automaton"``
-        (the event automata, epoch by epoch); both give the same multiset.
+        ``engine`` is one of :data:`ENGINES`: ``"reference"`` (the algebra,
+        literally), ``"automaton"`` (one automaton per query, Algorithm 1),
+        ``"engine"`` (the merged DAG with FR/AN/AI indices), ``"nomerge"`` and
+        ``"naive"`` (the engine without state merging, and also without the AN
+        and AI indices).  All give the same multiset.
         """
         if engine == "automaton":
             automata = [a for query in self.queries for a in query.automata]
             return Runner(automata, faults).run(events)
+        if engine in ENGINE_OPTIONS:
+            multi = Engine(ENGINE_OPTIONS[engine])
+            for query in self.queries:
+                multi.subscribe(query.name, query.automata)
+            matches = multi.run(events)
+            if faults is not None:
+                faults.arithmetic += multi.faults.arithmetic
+            return matches
         if engine != "reference":
             raise ValueError(f"unknown engine {engine!r}")
         streams: dict[str, list[Event]] = {}

@@ -20,7 +20,7 @@ its own nodes (only the root is shared): the engine without state merging.
 >>> S = {"S": parse_stream_spec("S(k:string,v:int)")}
 >>> dag = QueryDag()
 >>> a = dag.add(compile_query("FILTER{v > 1} S NEXT{} S", S, "a").automata[0])
->>> b = dag.add(compile_query("FILTER{v > 1} S NEXT{} FILTER{v = 2} S", S, "b").automata[0])
+>>> b = dag.add(compile_query("FILTER{v = 2}(FILTER{v > 1} S NEXT{} S)", S, "b").automata[0])
 >>> a.nodes[:2] == b.nodes[:2], len(dag.nodes)
 (True, 4)
 """

@@ -132,18 +132,30 @@ class _Subscription:
 
 
 def _dur_bound(edge: Edge) -> float:
-    """The largest composite DUR with which ``edge`` can still fire (inf if unbounded)."""
+    """The largest composite DUR (an integer) with which ``edge`` can still fire (inf: none)."""
     best = -math.inf
     for conjunct in edge.conjuncts:
         bound = math.inf
         for atom in conjunct.dynamic.atoms:
             if isinstance(atom.left, Dur) and isinstance(atom.right, Const):
-                value = atom.right.value
-                if atom.op in ("<", "<=", "=") and isinstance(value, int | float):
-                    limit = value - 1 if atom.op == "<" else value
-                    bound = min(bound, float(limit))
+                bound = min(bound, _max_dur(atom.op, atom.right.value))
         best = max(best, bound)
     return best
+
+
+def _max_dur(op: str, value: Value) -> float:
+    """The largest integer DUR satisfying ``DUR op value`` (inf if unbounded, -inf if none)."""
+    if op not in ("<", "<=", "=") or isinstance(value, str | bool):
+        return math.inf
+    if math.isnan(value):
+        return -math.inf
+    if math.isinf(value):
+        return value
+    if op == "<":
+        return float(math.ceil(value) - 1)
+    if op == "<=" or value == math.floor(value):
+        return float(math.floor(value))
+    return -math.inf
 
 
 class Engine:

@@ -12,8 +12,20 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from automata import ENGINES
+
+if TYPE_CHECKING:
+    from automata.compiler import Program
+    from automata.schema import Event
 
 EXIT_USAGE = 2
+ENGINE_HELP = (
+    "engine: merged DAG with FR/AN/AI indices (default); nomerge: no state merging; "
+    "naive: one automaton per query with the FR index only; automaton: one automaton per query, "
+    "no indices; reference: the algebra, literally (slow)"
+)
 
 
 def _stream_specs(values: Sequence[str]) -> list[object]:
@@ -37,7 +49,10 @@ def _query_sources(args: argparse.Namespace) -> list[tuple[str, str]]:
             sources.append((Path(path).stem, Path(path).read_text()))
         except OSError as exc:
             raise SystemExit(_fail(f"--query {path}: {exc.strerror}")) from None
-    if args.queries:
+    if args.queries and Path(args.queries).is_dir():
+        for path in sorted(Path(args.queries).glob("*.cel")):
+            sources.append((path.stem, path.read_text()))
+    elif args.queries:
         try:
             lines = Path(args.queries).read_text().splitlines()
         except OSError as exc:
@@ -98,6 +113,83 @@ def cmd_run(args: argparse.Namespace) -> int:
             "fault (division by zero or overflow)",
             file=sys.stderr,
         )
+    return 0
+
+
+def _read_program_events(args: argparse.Namespace) -> tuple[Program, list[Event]]:
+    """Compile the queries and read the (sorted) events of ``cesar bench``."""
+    from automata.compiler import Program, ProgramError
+    from automata.translate import Options
+    from server.eventfile import EventInputError, read_events
+
+    schemas = _stream_specs(args.stream)
+    try:
+        program = Program.build(schemas, _query_sources(args), Options(dnf_limit=args.dnf_limit))
+    except ProgramError as exc:
+        raise SystemExit(_fail(str(exc))) from None
+    try:
+        with open(args.events, encoding="utf-8") as handle:
+            result = read_events(handle, args.events, program.inputs, sort=True, skip_bad=True)
+    except OSError as exc:
+        raise SystemExit(_fail(f"{args.events}: {exc.strerror}")) from None
+    except EventInputError as exc:
+        raise SystemExit(_fail(f"{args.events}: {exc}")) from None
+    events = result.events[: args.limit] if args.limit else result.events
+    return program, list(events)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Measure one engine on any queries and events; print a JSON summary."""
+    import resource
+    import statistics
+    import time
+    from dataclasses import asdict
+
+    from automata.compiler import ENGINE_OPTIONS
+    from automata.engine import Engine
+    from automata.evaluate import Faults
+
+    started = time.perf_counter()
+    program, events = _read_program_events(args)
+    compile_s = time.perf_counter() - started
+    summary: dict[str, object] = {"engine": args.engine, "queries": len(program.queries)}
+    if args.engine in ENGINE_OPTIONS:
+        engine = Engine(ENGINE_OPTIONS[args.engine])
+        subscribe_ms = []
+        for query in program.queries:
+            tick = time.perf_counter()
+            engine.subscribe(query.name, query.automata)
+            subscribe_ms.append((time.perf_counter() - tick) * 1000)
+        tick = time.perf_counter()
+        matches = len(engine.run(events))
+        seconds = time.perf_counter() - tick
+        cuts = (
+            statistics.quantiles(subscribe_ms, n=100)
+            if len(subscribe_ms) > 1
+            else subscribe_ms * 99
+        )
+        summary.update(
+            subscribe_ms_p50=round(cuts[49], 3),
+            subscribe_ms_p99=round(cuts[98], 3),
+            dag_nodes_by_level=engine.dag.levels(),
+            counters=asdict(engine.counters),
+            faults=engine.faults.arithmetic,
+        )
+    else:
+        faults = Faults()
+        tick = time.perf_counter()
+        matches = len(program.run(events, faults, engine=args.engine))
+        seconds = time.perf_counter() - tick
+        summary["faults"] = faults.arithmetic
+    summary.update(
+        events=len(events),
+        compile_s=round(compile_s, 3),
+        seconds=round(seconds, 3),
+        events_per_s=round(len(events) / seconds, 1) if seconds else None,
+        matches=matches,
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    )
+    print(json.dumps(summary, indent=2))
     return 0
 
 
@@ -163,9 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--engine",
-        choices=["reference", "automaton"],
-        default="reference",
-        help="reference: the algebra, literally; automaton: the event automata, epoch by epoch",
+        choices=ENGINES,
+        default="engine",
+        help=ENGINE_HELP,
     )
     run.add_argument("--sort", action="store_true", help="sort events by t1 before evaluating")
     run.add_argument(
@@ -176,6 +268,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("events", metavar="EVENTS", help="JSON Lines or CSV file, or - for stdin")
     run.set_defaults(handler=cmd_run)
+
+    bench = sub.add_parser("bench", help="measure an engine on queries and an event file")
+    bench.add_argument("--stream", action="append", required=True, metavar="SPEC")
+    bench.add_argument(
+        "--queries",
+        required=True,
+        metavar="Q",
+        help='a directory of .cel files, or JSON Lines of {"id", "query"}',
+    )
+    bench.add_argument("--events", required=True, metavar="E", help="JSON Lines or CSV events")
+    bench.add_argument("--engine", choices=ENGINES, default="engine", help=ENGINE_HELP)
+    bench.add_argument("--limit", type=int, help="use only the first N events (after sorting)")
+    bench.add_argument("--dnf-limit", type=int, default=256)
+    bench.set_defaults(handler=cmd_bench, query=None)
 
     explain = sub.add_parser("explain", help="show a query's compiled form")
     explain.add_argument("--stream", action="append", required=True, metavar="SPEC")

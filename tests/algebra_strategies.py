@@ -101,7 +101,8 @@ def simple_atom(draw: st.DrawFn, scopes: Scopes) -> Pred:
     attrs = [(Attr(scope, n), t) for scope, columns in scopes.items() for n, t in columns]
     kind = draw(st.integers(0, 2)) if attrs else 2
     if kind == 2:
-        return Cmp(draw(st.sampled_from(["<=", ">"])), Dur(), Const(draw(st.integers(1, 6)), INT))
+        bound = draw(st.sampled_from([Const(n, INT) for n in range(1, 7)] + [Const(2.5, FLOAT)]))
+        return Cmp(draw(st.sampled_from(["<=", "<", ">", "="])), Dur(), bound)
     left, typ = draw(st.sampled_from(attrs))
     if typ is STRING:
         others = [a for a, t in attrs if t is STRING and a != left]

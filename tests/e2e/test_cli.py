@@ -162,3 +162,25 @@ def test_demo_queries_over_the_bundled_sample(cesar):
     drops = {(d["t0"], d["t1"], d["attrs"]["Name"]) for d in by_stream["Drops"]}
     for alert in by_stream["DropAfterRise"]:
         assert any(t1 == alert["t1"] and name == alert["attrs"]["Name"] for _, t1, name in drops)
+
+
+def test_bench_prints_throughput_matches_and_counters(cesar):
+    queries = cesar.write(
+        "q.jsonl",
+        '{"id": "pairs", "query": "Stock NEXT{$1.Name = $2.Name} Stock"}\n'
+        '{"id": "big", "query": "FILTER{Volume > 5} Stock"}\n',
+    )
+    events = cesar.write("e.csv", "t,Name,Price,Volume\n1,A,1.0,10\n2,A,2.0,1\n3,B,3.0,7\n")
+    result = cesar.run(
+        "bench", "--stream", STOCK, "--queries", queries, "--events", events, "--engine", "engine"
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["queries"] == 2 and summary["events"] == 3
+    assert summary["matches"] == 3
+    assert summary["counters"]["fr_hits"] > 0
+    assert set(summary) >= {"events_per_s", "peak_rss_mb", "subscribe_ms_p50", "dag_nodes_by_level"}
+    naive = cesar.run(
+        "bench", "--stream", STOCK, "--queries", queries, "--events", events, "--engine", "naive"
+    )
+    assert json.loads(naive.stdout)["matches"] == 3

@@ -10,9 +10,9 @@ from tests.paper import QUERY_7, STOCK_VOL, minutes, table_1_events
 STOCK = "Stock(Name:string,Price:float)"
 
 
-@pytest.fixture(params=["reference", "automaton"])
+@pytest.fixture(params=["reference", "automaton", "engine", "naive"])
 def cesar(request, tmp_path):
-    """Every example runs on the reference evaluator and on the event automata."""
+    """Every example runs on the reference evaluator, the automata and the engine (two modes)."""
     return Cesar(tmp_path, "--engine", request.param)
 
 
