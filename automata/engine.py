@@ -178,8 +178,8 @@ class Engine:
         self._since: dict[str, float] = {}
         self._internal: set[str] = set()
         self._rank: dict[str, int] = {}
-        self._deadline: dict[int, float] = {}
-        self._expiry: dict[int, list[tuple[int, int]]] = {}
+        self._bound: dict[int, float] = {}
+        self._expiry: list[tuple[float, int]] = []
         self._next_instance = 0
 
     # ------------------------------------------------------------ subscriptions
@@ -213,6 +213,7 @@ class Engine:
                 (self._rank.get(stream, 0) for stream in automaton.reads), default=0
             )
         self._subscriptions[subscription] = record
+        touched.discard(ROOT)  # the start node holds no instances
         for node in touched:
             self._update_deadline(node)
 
@@ -235,6 +236,7 @@ class Engine:
             del self._since[automaton.name]
             del self._rank[automaton.name]
             self._internal.discard(automaton.name)
+        touched.discard(ROOT)
         for node in touched:
             if node in self.dag.nodes:
                 self._update_deadline(node)
@@ -257,17 +259,16 @@ class Engine:
         self._edges[edge_id] = compiled
 
     def _update_deadline(self, node: int) -> None:
+        """Recompute the node's DUR bound; re-queue its instances for collection."""
         leaving = self.dag.nodes[node].leaving
         bound = max((_dur_bound(self.dag.edges[e].label) for e in leaving), default=math.inf)
         if bound == math.inf:
-            self._deadline.pop(node, None)
-            self._expiry.pop(node, None)
-        else:
-            self._deadline[node] = bound
-            index = self.live.get(node)
-            heap = [(i.t0, i.id) for i in index.instances()] if index else []
-            heapq.heapify(heap)
-            self._expiry[node] = heap
+            self._bound.pop(node, None)
+            return
+        self._bound[node] = bound
+        index = self.live.get(node)
+        for instance in index.instances() if index else ():
+            heapq.heappush(self._expiry, (instance.t0 + bound - 1, instance.id))
 
     def _drop_node(self, node: int) -> None:
         index = self.live.pop(node, None)
@@ -276,8 +277,7 @@ class Engine:
                 del self.instances[instance.id]
             if node in self.an:
                 self.an.remove(node)
-        self._deadline.pop(node, None)
-        self._expiry.pop(node, None)
+        self._bound.pop(node, None)
 
     # ------------------------------------------------------------------ epochs
 
@@ -451,9 +451,9 @@ class Engine:
                 self.an.add(instance.node, edge)
             index.add(instance)
             self.instances[instance.id] = instance
-            heap = self._expiry.get(instance.node)
-            if heap is not None:
-                heapq.heappush(heap, (instance.t0, instance.id))
+            bound = self._bound.get(instance.node)
+            if bound is not None:
+                heapq.heappush(self._expiry, (instance.t0 + bound - 1, instance.id))
         self._enforce_limits({i.node for i in spawned})
 
     def _remove(self, instance: Instance) -> None:
@@ -465,16 +465,24 @@ class Engine:
             self.an.remove(instance.node)
 
     def _collect(self, t1: int) -> None:
-        """Drop instances whose node's ∃-edges all need a DUR their start can no longer give."""
-        for node, heap in self._expiry.items():
-            # The next event ends at t1 + 1 or later: DUR >= t1 + 2 - t0 > bound.
-            earliest_start = t1 + 2 - self._deadline[node]
-            while heap and heap[0][0] < earliest_start:
-                _, instance_id = heapq.heappop(heap)
-                instance = self.instances.get(instance_id)
-                if instance is not None and instance.node == node:
-                    self._remove(instance)
-                    self.counters.collected += 1
+        """Drop instances whose node's ∃-edges all need a DUR their start can no longer give.
+
+        An instance starting at t0 at a node whose edges fire only with DUR <= bound
+        can fire up to epoch t0 + bound - 1 (its *deadline*); the next epoch ends
+        after t1, so every instance with a deadline <= t1 is dead.  The queue may
+        hold stale entries (the node's bound changed, the instance left): each is
+        re-checked against the current bound when it comes up.
+        """
+        heap = self._expiry
+        while heap and heap[0][0] <= t1:
+            _, instance_id = heapq.heappop(heap)
+            instance = self.instances.get(instance_id)
+            if instance is None:
+                continue
+            bound = self._bound.get(instance.node)
+            if bound is not None and instance.t0 + bound - 1 <= t1:
+                self._remove(instance)
+                self.counters.collected += 1
 
     def _enforce_limits(self, nodes: set[int]) -> None:
         per_node = self.options.max_instances_per_node
