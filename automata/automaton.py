@@ -45,7 +45,7 @@ class EdgeKind(enum.Enum):
     FILTER = "filter"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class SplitConjunct:
     """One DNF conjunct of an edge predicate: its static part θ1 and dynamic part θ2."""
 

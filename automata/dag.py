@@ -27,12 +27,16 @@ its own nodes (only the root is shared): the engine without state merging.
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from automata.algebra import Columns
-from automata.automaton import Automaton, Edge, EdgeKind
+from automata.automaton import Automaton, Edge, EdgeKind, SplitConjunct
+from automata.normal import Conjunct
+from automata.terms import And, Cmp, Not, Or, Pred
 
 ROOT = 0
 _SELF = -1
@@ -65,7 +69,7 @@ class DagNode:
     entering: list[int] = field(default_factory=list)
     filter: int | None = None
     leaving: list[int] = field(default_factory=list)
-    outputs: set[str] = field(default_factory=set)
+    outputs: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,54 @@ class Placement:
     created_edges: tuple[int, ...]
 
 
-def _label(edge: Edge) -> Edge:
-    return replace(edge, source=0, target=0)
+class _Pool:
+    """Interns equal atoms, conjuncts and assignments so the DAG stores each once.
+
+    Under Zipf-skewed subscriptions most atoms and attribute maps repeat;
+    sharing them cuts the DAG's memory several-fold.  Weak references let an
+    entry go when no edge uses it any more.
+    """
+
+    def __init__(self) -> None:
+        self._objects: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
+
+    def get(self, item: Any) -> Any:
+        found = self._objects.get(item)
+        if found is None:
+            self._objects[item] = item
+            return item
+        return found
+
+    def pred(self, pred: Pred) -> Pred:
+        if isinstance(pred, Cmp):
+            interned: Cmp = self.get(pred)
+            return interned
+        if isinstance(pred, And):
+            return And(tuple(self.pred(item) for item in pred.items))
+        if isinstance(pred, Or):
+            return Or(tuple(self.pred(item) for item in pred.items))
+        if isinstance(pred, Not):
+            return Not(self.pred(pred.item))
+        return pred
+
+    def label(self, edge: Edge) -> Edge:
+        conjuncts = tuple(
+            self.get(
+                SplitConjunct(
+                    Conjunct(tuple(self.get(a) for a in c.static.atoms)),
+                    Conjunct(tuple(self.get(a) for a in c.dynamic.atoms)),
+                )
+            )
+            for c in edge.conjuncts
+        )
+        return replace(
+            edge,
+            source=0,
+            target=0,
+            pred=self.pred(edge.pred),
+            conjuncts=conjuncts,
+            map=tuple(self.get(a) for a in edge.map),
+        )
 
 
 def _topological(automaton: Automaton) -> list[int]:
@@ -108,6 +158,8 @@ class QueryDag:
         self.nodes: dict[int, DagNode] = {ROOT: DagNode(ROOT, (), ("root",), 0, refs=0)}
         self.edges: dict[int, DagEdge] = {}
         self._by_signature: dict[Hashable, int] = {}
+        self._pool = _Pool()
+        self._schemas: dict[Columns, Columns] = {}  # one tuple per distinct node schema
         self._next_node = 1
         self._next_edge = 0
 
@@ -126,7 +178,8 @@ class QueryDag:
                 continue
             edges_in = entering.get(node_id, [])
             keys = [
-                (_label(e), _SELF if e.source == node_id else mapping[e.source]) for e in edges_in
+                (self._pool.label(e), _SELF if e.source == node_id else mapping[e.source])
+                for e in edges_in
             ]
             signature = frozenset(Counter(keys).items())
             existing = self._by_signature.get(signature) if self.merge else None
@@ -153,7 +206,7 @@ class QueryDag:
                     edge_map[positions[id(edge)]] = free[key].pop()
             mapping[node_id] = existing
         final = mapping[automaton.final]
-        self.nodes[final].outputs.add(automaton.name)
+        self.nodes[final].outputs |= {automaton.name}
         nodes = tuple(mapping[n.id] for n in automaton.nodes)
         edges = tuple(edge_map[i] for i in range(len(automaton.edges)))
         for node in nodes:
@@ -167,6 +220,7 @@ class QueryDag:
     def _new_node(self, attributes: Columns, signature: Hashable, level: int) -> int:
         node_id = self._next_node
         self._next_node += 1
+        attributes = self._schemas.setdefault(attributes, attributes)
         self.nodes[node_id] = DagNode(node_id, attributes, signature, level)
         if self.merge:
             self._by_signature[signature] = node_id
@@ -186,7 +240,7 @@ class QueryDag:
 
     def remove(self, placement: Placement) -> tuple[list[int], list[int]]:
         """Release a placement; returns the node and edge ids deleted (no one else used them)."""
-        self.nodes[placement.final].outputs.discard(placement.name)
+        self.nodes[placement.final].outputs -= {placement.name}
         for node in placement.nodes:
             self.nodes[node].refs -= 1
         for edge_id in placement.edges:

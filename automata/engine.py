@@ -28,9 +28,10 @@ through nodes and instances shared with older subscriptions.
 
 Options turn the optimisations off for comparison (Section 5.2.1): without
 ``merge`` each automaton has its own nodes; without ``indices`` the AN and AI
-indices are not used and every live instance of every active node reading the
-event's stream is checked (the FR index stays, as in the paper's naive
-system).
+indices are not used: every node of every automaton looks at every event of
+its stream (``nodes_visited``) and checks each of its instances — the paper's
+naive system, in which each user runs her own automaton behind a shared
+FR index.
 
 Memory safety: an instance that can never fire again because every ∃-edge of
 its node bounds DUR from above is collected once that bound has passed; with
@@ -73,12 +74,19 @@ class EngineOptions:
 
 @dataclass
 class EngineCounters:
-    """Deterministic work counters (per engine, cumulative)."""
+    """Deterministic work counters (per engine, cumulative).
+
+    ``nodes_touched``: nodes whose instances an event may affect (AN hits, or
+    active nodes visited by the naive mode); ``nodes_visited``: nodes the
+    naive mode looked at; ``instances_touched``: instances whose filter was
+    evaluated.
+    """
 
     epochs: int = 0
     events: int = 0
     fr_hits: int = 0
     nodes_touched: int = 0
+    nodes_visited: int = 0
     instances_touched: int = 0
     spawned: int = 0
     matches: int = 0
@@ -113,21 +121,21 @@ class Instance:
 
 @dataclass
 class _CompiledEdge:
-    """An edge's generated code: per conjunct the dynamic test and the whole test."""
+    """An edge's generated code: per conjunct the dynamic test (and, naive mode, the whole one)."""
 
     edge: Edge
     source: int
     target: int
     dynamic: tuple[Test, ...]
-    whole: tuple[Test, ...]
     guards: Test
+    whole: tuple[Test, ...] = ()
     build: Build | None = None
 
 
 @dataclass
 class _Subscription:
     id: str
-    automata: tuple[Automaton, ...]
+    streams: tuple[str, ...]
     placements: list[Placement] = field(default_factory=list)
 
 
@@ -196,7 +204,7 @@ class Engine:
         """
         if subscription in self._subscriptions:
             raise ValueError(f"subscription {subscription} exists")
-        record = _Subscription(subscription, tuple(automata))
+        record = _Subscription(subscription, tuple(a.name for a in automata))
         touched: set[int] = set()
         for automaton in automata:
             if automaton.name in self._since:
@@ -221,8 +229,8 @@ class Engine:
         """Remove a subscription; what only it used goes, other subscriptions are untouched."""
         record = self._subscriptions.pop(subscription)
         touched: set[int] = set()
-        for placement, automaton in zip(
-            reversed(record.placements), reversed(record.automata), strict=True
+        for placement, stream in zip(
+            reversed(record.placements), reversed(record.streams), strict=True
         ):
             dead_nodes, dead_edges = self.dag.remove(placement)
             for edge_id in dead_edges:
@@ -233,9 +241,9 @@ class Engine:
             for node in dead_nodes:
                 self._drop_node(node)
                 touched.discard(node)
-            del self._since[automaton.name]
-            del self._rank[automaton.name]
-            self._internal.discard(automaton.name)
+            del self._since[stream]
+            del self._rank[stream]
+            self._internal.discard(stream)
         touched.discard(ROOT)
         for node in touched:
             if node in self.dag.nodes:
@@ -250,9 +258,13 @@ class Engine:
             dag_edge.source,
             dag_edge.target,
             tuple(compiler.conjunct(c.dynamic.atoms) for c in edge.conjuncts),
-            tuple(compiler.conjunct(c.static.atoms + c.dynamic.atoms) for c in edge.conjuncts),
             compiler.guards(edge.guards),
         )
+        if edge.kind is EdgeKind.FILTER and not self.options.indices:
+            # Without the AN index nothing has checked the static part: test it all.
+            compiled.whole = tuple(
+                compiler.conjunct(c.static.atoms + c.dynamic.atoms) for c in edge.conjuncts
+            )
         if edge.kind is not EdgeKind.FILTER:
             compiled.build = compiler.build(edge.map)
             self.fr.add(edge_id, edge)
@@ -369,17 +381,20 @@ class Engine:
         self, event: Event, attrs: Mapping[str, Value], own: int
     ) -> Iterable[tuple[int, list[Instance]]]:
         """The active nodes the event may touch and, for each, the instances it affects."""
+        counters = self.counters
         if self.options.indices:
             nodes = self.an.probe(event.stream, attrs)
         else:
+            # Every subscription's automaton looks at every event: all nodes are visited.
             nodes = {}
-            for node in self.live:
-                filter_id = self.dag.nodes[node].filter
-                assert filter_id is not None
-                compiled = self._edges[filter_id]
+            for dag_node in self.dag.nodes.values():
+                if dag_node.filter is None:
+                    continue
+                compiled = self._edges[dag_node.filter]
                 if compiled.edge.stream == event.stream:
-                    nodes[node] = list(range(len(compiled.edge.conjuncts)))
-        counters = self.counters
+                    counters.nodes_visited += 1
+                    if dag_node.id in self.live:
+                        nodes[dag_node.id] = list(range(len(compiled.edge.conjuncts)))
         for node, positions in nodes.items():
             index = self.live[node]
             filter_id = self.dag.nodes[node].filter

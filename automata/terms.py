@@ -120,7 +120,7 @@ class Call:
 Term = Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Cmp:
     """An atomic predicate ``left op right``; ``op`` is one of ``= != < <= > >=``."""
 

@@ -86,6 +86,7 @@ class Parameters:
     zipf2: float = 1.0
     zipf3: float = 0.8
     duration: int = 20
+    events_per_tick: int = 1
 
 
 class Zipf:
@@ -230,10 +231,11 @@ class Generator:
         return expr
 
     def events(self, count: int) -> list[Event]:
-        """``count`` uniform events, one per tick from t = 1."""
+        """``count`` uniform events from t = 1, ``events_per_tick`` of them per tick."""
         rng = random.Random(self.rng.random())
         out = []
-        for t in range(1, count + 1):
+        for number in range(count):
+            t = 1 + number // self.params.events_per_tick
             values: dict[str, int | float] = {
                 a: rng.randrange(self.params.domain) for a in DISCRETE
             }
@@ -291,6 +293,7 @@ def run_engine(
         "active_nodes_avg": round(counters.active_nodes_sum / max(counters.epochs, 1), 1),
         "fr_hits_per_event": round(counters.fr_hits / max(counters.events, 1), 1),
         "nodes_touched_per_event": round(counters.nodes_touched / max(counters.events, 1), 2),
+        "nodes_visited_per_event": round(counters.nodes_visited / max(counters.events, 1), 1),
         "instances_touched_per_event": round(
             counters.instances_touched / max(counters.events, 1), 2
         ),
@@ -340,6 +343,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engines", default="full,nomerge,naive")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--zipf1", type=float, default=Parameters.zipf1)
+    parser.add_argument(
+        "--events-per-tick",
+        type=int,
+        default=Parameters.events_per_tick,
+        help="simultaneous events per time unit (DUR <= t then spans t times as many events)",
+    )
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument(
         "--smoke", action="store_true", help="every template, 200 queries, 300 events"
@@ -351,7 +360,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown engines {unknown}; choose from {sorted(ENGINES)}")
     templates = list(TEMPLATES) if args.smoke else [args.template]
     queries_n, events_n = (200, 300) if args.smoke else (args.queries, args.events)
-    params = Parameters(queries=queries_n, events=events_n, zipf1=args.zipf1)
+    params = Parameters(
+        queries=queries_n,
+        events=events_n,
+        zipf1=args.zipf1,
+        events_per_tick=args.events_per_tick,
+    )
     records = []
     for template in templates:
         generator = Generator(template, params, args.seed)
