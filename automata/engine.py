@@ -346,7 +346,6 @@ class Engine:
                 ):
                     self._fire(compiled, None, event, attrs, own, root, spawned, produced)
             for node, affected in self._affected(event, attrs, own):
-                counters.nodes_touched += 1
                 leaving = self.dag.nodes[node].leaving
                 for instance in affected:
                     killed[instance.id] = instance
@@ -395,6 +394,7 @@ class Engine:
                     counters.nodes_visited += 1
                     if dag_node.id in self.live:
                         nodes[dag_node.id] = list(range(len(compiled.edge.conjuncts)))
+        counters.nodes_touched += len(nodes)
         for node, positions in nodes.items():
             index = self.live[node]
             filter_id = self.dag.nodes[node].filter

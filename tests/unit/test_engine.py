@@ -91,3 +91,27 @@ def test_subscription_names_and_epoch_order_are_checked():
     engine.process([s(2, "a", 1)])
     with pytest.raises(ValueError, match="epoch"):
         engine.process([s(2, "a", 1)])
+
+
+def test_the_worked_example_of_docs_engine():
+    stock = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)")
+    first = "FILTER{Volume > 5000} Stock NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock"
+    engine = Engine()
+    for name, text in (("A", first), ("B", f"FILTER{{Price > 100}}({first})")):
+        engine.subscribe(name, compile_query(text, {"Stock": stock}, name).automata)
+    node = 1
+    assert engine.dag.nodes[node].refs == 2 and len(engine.dag.nodes[node].leaving) == 2
+
+    def quote(t, name, price, volume):
+        return Event.of("Stock", t, t, {"Name": name, "Price": price, "Volume": volume})
+
+    assert engine.process([quote(1, "IBM", 90.0, 8000)]) == []
+    assert node in engine.an and [i.binding["Name_1"] for i in engine.instances.values()] == ["IBM"]
+    assert engine.process([quote(2, "MSFT", 30.0, 100)]) == []
+    assert engine.counters.instances_touched == 0  # the AI hash skipped IBM's instance
+    out = engine.process([quote(3, "IBM", 120.0, 100)])
+    assert sorted(e.stream for e in out) == ["A", "B"]
+    assert node not in engine.an and not engine.instances
+    counters = engine.counters
+    assert (counters.fr_hits, counters.nodes_touched, counters.instances_touched) == (5, 2, 1)
+    engine.check_valid()
