@@ -23,3 +23,29 @@ def test_engines_benchmark_smoke_outputs_agree():
     assert reference["outputs"] == automaton["outputs"] > 0
     assert automaton["counters"]["events"] == 300
     assert automaton["counters"]["edge_checks"] > 0
+
+
+def test_techbench_smoke_runs_every_template_and_the_engines_agree(tmp_path):
+    out = tmp_path / "techbench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "perf.techbench", "--smoke", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(out.read_text())
+    records = summary["records"]
+    assert {r["template"] for r in records} == {
+        "LinearStat",
+        "LinearDyn",
+        "Filter",
+        "NonDeterministic",
+        "NonDeterministicAgg",
+    }
+    for template in {r["template"] for r in records}:
+        mine = [r for r in records if r["template"] == template]
+        assert [r["engine"] for r in mine] == ["full", "nomerge", "naive"]
+        assert len({r["match_digest"] for r in mine}) == 1
+    assert summary["subscribe_cel_ms_p50"] > 0
