@@ -122,12 +122,23 @@ Term = Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Cmp:
-    """An atomic predicate ``left op right``; ``op`` is one of ``= != < <= > >=``."""
+    """An atomic predicate ``left op right``; ``op`` is one of ``= != < <= > >=``.
+
+    Atoms are hashed over and over (DAG signatures, index keys), so the hash is
+    computed once and kept.
+    """
 
     op: str
     left: Term
     right: Term
     pos: Pos = position()
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash((self.op, self.left, self.right)))
+        assert self._hash is not None
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
