@@ -53,7 +53,7 @@ from automata.dag import ROOT, Placement, QueryDag
 from automata.evaluate import DEFAULT_FUNCTIONS, ArithmeticFault, Faults, FunctionRegistry
 from automata.schema import Event, Value
 from automata.terms import Const, Dur
-from index.ai import InstanceIndex
+from index.ai import Access, InstanceIndex, access_atom
 from index.an import ActiveNodeIndex
 from index.fr import ForwardRebindIndex
 
@@ -130,6 +130,7 @@ class _CompiledEdge:
     guards: Test
     whole: tuple[Test, ...] = ()
     build: Build | None = None
+    accesses: tuple[Access | None, ...] = ()
 
 
 @dataclass
@@ -260,6 +261,8 @@ class Engine:
             tuple(compiler.conjunct(c.dynamic.atoms) for c in edge.conjuncts),
             compiler.guards(edge.guards),
         )
+        if edge.kind is EdgeKind.FILTER:
+            compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
         if edge.kind is EdgeKind.FILTER and not self.options.indices:
             # Without the AN index nothing has checked the static part: test it all.
             compiled.whole = tuple(
@@ -460,8 +463,9 @@ class Engine:
             if index is None:
                 filter_id = self.dag.nodes[instance.node].filter
                 assert filter_id is not None
-                edge = self._edges[filter_id].edge
-                index = InstanceIndex(tuple(c.dynamic for c in edge.conjuncts))
+                compiled = self._edges[filter_id]
+                edge = compiled.edge
+                index = InstanceIndex(compiled.accesses)
                 self.live[instance.node] = index
                 self.an.add(instance.node, edge)
             index.add(instance)

@@ -16,7 +16,7 @@ Candidates are then verified against the whole conjunct by the engine.
 >>> from automata.normal import Conjunct
 >>> from automata.terms import Attr, Cmp, Scope
 >>> same = Conjunct((Cmp("=", Attr(Scope.LEFT, "k"), Attr(Scope.EVENT, "Name")),))
->>> index = InstanceIndex((same,))
+>>> index = InstanceIndex.for_conjuncts((same,))
 >>> for n, name in enumerate(["IBM", "MSFT", "IBM"]):
 ...     index.add(_Demo(n, {"k": name}))
 >>> sorted(i.id for i in index.probe(0, {"Name": "IBM"}))
@@ -164,9 +164,14 @@ class InstanceIndex(Generic[K]):
     Cost: add and remove O(conjuncts × log n); a probe O(log n + candidates).
     """
 
-    def __init__(self, dynamics: tuple[Conjunct, ...]) -> None:
-        self._clusters: tuple[_Cluster[K], ...] = tuple(_Cluster(access_atom(d)) for d in dynamics)
+    def __init__(self, accesses: tuple[Access | None, ...]) -> None:
+        self._clusters: tuple[_Cluster[K], ...] = tuple(_Cluster(a) for a in accesses)
         self._instances: dict[int, K] = {}
+
+    @classmethod
+    def for_conjuncts(cls, dynamics: tuple[Conjunct, ...]) -> InstanceIndex[K]:
+        """An index clustering by each conjunct's :func:`access_atom`."""
+        return cls(tuple(access_atom(d) for d in dynamics))
 
     def __len__(self) -> int:
         return len(self._instances)

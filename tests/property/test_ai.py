@@ -40,7 +40,7 @@ FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
     st.lists(st.integers(-1, 5), min_size=1, max_size=4),
 )
 def test_probe_yields_exactly_the_instances_the_access_atom_holds_for(op, flipped, ops, probes):
-    index = InstanceIndex((conjunct(op, flipped), Conjunct(())))
+    index = InstanceIndex.for_conjuncts((conjunct(op, flipped), Conjunct(())))
     model: dict[int, Inst] = {}
     for add, ident, value in ops:
         if add and ident not in model:
