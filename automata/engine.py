@@ -51,7 +51,7 @@ from automata.automaton import Automaton, Edge, EdgeKind
 from automata.codegen import Build, Compiler, Test
 from automata.dag import ROOT, Placement, QueryDag
 from automata.evaluate import DEFAULT_FUNCTIONS, ArithmeticFault, Faults, FunctionRegistry
-from automata.schema import Event, Value
+from automata.schema import Event, Value, epochs
 from automata.terms import Const, Dur
 from index.ai import Access, InstanceIndex, access_atom
 from index.an import ActiveNodeIndex
@@ -323,12 +323,9 @@ class Engine:
 
     def run(self, events: Iterable[Event]) -> list[Event]:
         """Process a finite list of events grouped into epochs by ``t1``."""
-        by_t1: dict[int, list[Event]] = {}
-        for event in events:
-            by_t1.setdefault(event.t1, []).append(event)
         out: list[Event] = []
-        for t1 in sorted(by_t1):
-            out.extend(self.process(by_t1[t1]))
+        for epoch in epochs(events):
+            out.extend(self.process(epoch))
         return out
 
     def _round(self, events: list[tuple[Event, float]]) -> list[tuple[Event, float]]:

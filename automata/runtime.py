@@ -47,7 +47,7 @@ from automata.evaluate import (
     holds,
     store,
 )
-from automata.schema import Event, Value
+from automata.schema import Event, Value, epochs
 from automata.terms import Scope
 
 _EMPTY: Mapping[str, Value] = {}
@@ -268,10 +268,7 @@ class Runner:
 
     def run(self, events: Iterable[Event]) -> list[Event]:
         """Process a finite list of events in any order: grouped into epochs by ``t1``."""
-        by_t1: dict[int, list[Event]] = {}
-        for event in events:
-            by_t1.setdefault(event.t1, []).append(event)
         out: list[Event] = []
-        for t1 in sorted(by_t1):
-            out.extend(self.process(by_t1[t1]))
+        for epoch in epochs(events):
+            out.extend(self.process(epoch))
         return out

@@ -284,3 +284,17 @@ def schemas_by_name(schemas: Iterable[StreamSchema]) -> dict[str, StreamSchema]:
             raise SchemaError(f"stream {schema.name} declared twice")
         out[schema.name] = schema
     return out
+
+
+def epochs(events: Iterable[Event]) -> list[list[Event]]:
+    """Events grouped into epochs (equal ``t1``), in increasing ``t1``.
+
+    >>> [[e.t0 for e in epoch] for epoch in epochs([Event.of("S", 2, 3, {}),
+    ...                                            Event.of("S", 1, 1, {}),
+    ...                                            Event.of("S", 3, 3, {})])]
+    [[1], [2, 3]]
+    """
+    by_t1: dict[int, list[Event]] = {}
+    for event in events:
+        by_t1.setdefault(event.t1, []).append(event)
+    return [by_t1[t1] for t1 in sorted(by_t1)]
