@@ -131,6 +131,7 @@ class _CompiledEdge:
     whole: tuple[Test, ...] = ()
     build: Build | None = None
     accesses: tuple[Access | None, ...] = ()
+    dur_bound: float = math.inf
 
 
 @dataclass
@@ -263,22 +264,25 @@ class Engine:
         )
         if edge.kind is EdgeKind.FILTER:
             compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
-        if edge.kind is EdgeKind.FILTER and not self.options.indices:
-            # Without the AN index nothing has checked the static part: test it all.
-            compiled.whole = tuple(
-                compiler.conjunct(c.static.atoms + c.dynamic.atoms) for c in edge.conjuncts
-            )
-        if edge.kind is not EdgeKind.FILTER:
+            if not self.options.indices:
+                # Without the AN index nothing has checked the static part: test it all.
+                compiled.whole = tuple(
+                    compiler.conjunct(c.static.atoms + c.dynamic.atoms) for c in edge.conjuncts
+                )
+        else:
             compiled.build = compiler.build(edge.map)
+            compiled.dur_bound = _dur_bound(edge)
             self.fr.add(edge_id, edge)
         self._edges[edge_id] = compiled
 
     def _update_deadline(self, node: int) -> None:
-        """Recompute the node's DUR bound; re-queue its instances for collection."""
+        """Recompute the node's DUR bound; if it changed, re-queue its instances for collection."""
         leaving = self.dag.nodes[node].leaving
-        bound = max((_dur_bound(self.dag.edges[e].label) for e in leaving), default=math.inf)
+        bound = max((self._edges[e].dur_bound for e in leaving), default=math.inf)
+        if bound == self._bound.get(node, math.inf):
+            return  # the queued deadlines are still right
         if bound == math.inf:
-            self._bound.pop(node, None)
+            del self._bound[node]
             return
         self._bound[node] = bound
         index = self.live.get(node)
