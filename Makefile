@@ -6,12 +6,20 @@ QUERIES := examples/queries/rising.cel examples/queries/drops.cel examples/queri
 
 .PHONY: setup demo test lint diagrams
 
+PROTOS := $(wildcard proto/cesar/v1/*.proto)
+GENERATED := proto/cesar/v1/.generated
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
-setup: $(VENV)/.installed
+# The cesar.v1 Python modules are generated from the .proto files, never committed.
+$(GENERATED): $(PROTOS) server/protogen.py $(VENV)/.installed
+	$(BIN)/python -m server.protogen
+	touch $@
+
+setup: $(VENV)/.installed $(GENERATED)
 
 demo: setup
 	$(BIN)/cesar run --stream '$(STOCK)' $(addprefix --query ,$(QUERIES)) examples/stocks_sample.csv

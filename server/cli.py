@@ -209,29 +209,18 @@ def _query_text(value: str) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Print a query's compiled algebra, output schema and automata (or their DOT source)."""
-    from automata.algebra import format_algebra
-    from automata.automaton import format_automaton, format_dot
+    """Print a query's compiled algebra, output schema, placement and automata (or DOT)."""
+    from automata.automaton import format_dot
     from automata.compiler import compile_query
     from automata.errors import CelError
+    from automata.explain import explain
 
     schemas = {schema.name: schema for schema in _stream_specs(args.stream)}  # type: ignore[attr-defined]
     try:
         compiled = compile_query(_query_text(args.query), schemas, "query")
     except CelError as exc:
         return _fail(str(exc))
-    if args.dot:
-        print(format_dot(compiled.automata))
-        return 0
-    print(f"publishes: {compiled.output.spec()}")
-    print("algebra:")
-    print(format_algebra(compiled.algebra, 1))
-    print(
-        "automata ($1.x: the instance's binding; a bare name: the incoming event; "
-        "DUR: instance and event together; DUR($2): the event alone):"
-    )
-    for automaton in compiled.automata:
-        print(format_automaton(automaton))
+    print(format_dot(compiled.automata) if args.dot else explain(compiled, schemas))
     return 0
 
 
@@ -288,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--dot", action="store_true", help="print Graphviz source instead")
     explain.add_argument("query", metavar="QUERY", help="a .cel file or the query text")
     explain.set_defaults(handler=cmd_explain)
+    serve = sub.add_parser("serve", help="run the server: a front and its shard processes")
+    from server.cliremote import add_remote_commands, add_serve_arguments
+
+    add_serve_arguments(serve)
+    add_remote_commands(sub)
     return parser
 
 

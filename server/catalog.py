@@ -1,0 +1,251 @@
+"""The durable catalog: one SQLite file (WAL) holding streams, subscriptions, events, alerts.
+
+Everything the server has acknowledged is here, so a server killed with
+``kill -9`` comes back with the same state (ARCHITECTURE.md, "Durability"):
+
+* ``streams``: input streams (DefineStream) and PUBLISHed ones;
+* ``subscriptions``: owner, CEL text, placement, creation time, the number of
+  event batches logged before it (its *position*) and its latest alert seq;
+* ``batches``: every accepted event batch in order (the event log) with its
+  idempotency key — on start the shards rebuild their instances by replaying
+  it, each subscription installed at its position;
+* ``alerts``: each alert with its per-subscription seq, the last
+  ``retention`` per subscription (older ones are pruned).
+
+A published batch, its alerts and the subscriptions' seqs are written in one
+transaction, so an acknowledged batch is all there or not at all.  The
+connection runs with ``synchronous=NORMAL``: in WAL mode a commit survives a
+crash of the process (not of the machine's power).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS streams (
+    name TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    subscription TEXT NOT NULL DEFAULT '',
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS subscriptions (
+    number INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    owner TEXT NOT NULL,
+    query TEXT NOT NULL,
+    name TEXT NOT NULL,
+    stream TEXT NOT NULL,
+    output_spec TEXT NOT NULL,
+    key_attribute TEXT NOT NULL,
+    shard INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS batches (
+    number INTEGER PRIMARY KEY,
+    idempotency_key TEXT UNIQUE,
+    accepted INTEGER NOT NULL,
+    payload BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY,
+    subscription TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    payload BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq);
+CREATE INDEX IF NOT EXISTS alerts_by_owner ON alerts (owner, id);
+"""
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    """A stream: its spec, who defined or publishes it, and the producing subscription."""
+
+    name: str
+    spec: str
+    owner: str
+    subscription: str
+
+
+@dataclass(frozen=True)
+class SubscriptionRow:
+    """A subscription as stored; ``key_attribute`` empty means global on ``shard``."""
+
+    id: str
+    owner: str
+    query: str
+    name: str
+    stream: str
+    output_spec: str
+    key_attribute: str
+    shard: int
+    created_ms: int
+    position: int
+    last_seq: int
+
+
+def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    """A connection in WAL mode; readers use their own (``readonly``)."""
+    uri = f"file:{path}{'?mode=ro' if readonly else ''}"
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA busy_timeout = 10000")
+    if not readonly:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+class Catalog:
+    """The server's SQLite file; the front is its only writer (one thread at a time)."""
+
+    def __init__(self, path: Path, retention: int) -> None:
+        self.path = path
+        self.retention = retention
+        self.db = connect(path)
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the main file and close."""
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.db.close()
+
+    # ------------------------------------------------------------------ streams
+
+    def streams(self) -> list[StreamRow]:
+        """Every stream, by name."""
+        rows = self.db.execute("SELECT name, spec, owner, subscription FROM streams ORDER BY name")
+        return [StreamRow(*row) for row in rows]
+
+    def add_stream(self, row: StreamRow) -> None:
+        """Store a new stream."""
+        self.db.execute(
+            "INSERT INTO streams VALUES (?, ?, ?, ?, ?)",
+            (row.name, row.spec, row.owner, row.subscription, _now_ms()),
+        )
+
+    # ------------------------------------------------------------ subscriptions
+
+    def subscriptions(self) -> list[SubscriptionRow]:
+        """Every live subscription, oldest first."""
+        rows = self.db.execute(
+            "SELECT id, owner, query, name, stream, output_spec, key_attribute, shard, "
+            "created_ms, position, last_seq FROM subscriptions ORDER BY number"
+        )
+        return [SubscriptionRow(*row) for row in rows]
+
+    def next_subscription_id(self) -> str:
+        """The id the next subscription gets (``s<number>``; numbers are never reused)."""
+        row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'subscriptions'")
+        found = row.fetchone()
+        return f"s{(found[0] if found else 0) + 1}"
+
+    def add_subscription(self, row: SubscriptionRow, publishes: StreamRow | None) -> None:
+        """Store a subscription and the stream it publishes, in one transaction."""
+        with _transaction(self.db):
+            self.db.execute(
+                "INSERT INTO subscriptions (id, owner, query, name, stream, output_spec, "
+                "key_attribute, shard, created_ms, position, last_seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.id,
+                    row.owner,
+                    row.query,
+                    row.name,
+                    row.stream,
+                    row.output_spec,
+                    row.key_attribute,
+                    row.shard,
+                    row.created_ms,
+                    row.position,
+                    row.last_seq,
+                ),
+            )
+            if publishes is not None:
+                self.add_stream(publishes)
+
+    def remove_subscription(self, subscription: str) -> None:
+        """Delete a subscription, the stream it publishes and its alerts."""
+        with _transaction(self.db):
+            self.db.execute("DELETE FROM subscriptions WHERE id = ?", (subscription,))
+            self.db.execute("DELETE FROM streams WHERE subscription = ?", (subscription,))
+            self.db.execute("DELETE FROM alerts WHERE subscription = ?", (subscription,))
+
+    # ------------------------------------------------------------- event log
+
+    def batch_count(self) -> int:
+        """How many event batches are logged."""
+        return int(self.db.execute("SELECT COUNT(*) FROM batches").fetchone()[0])
+
+    def find_batch(self, key: str) -> tuple[int, int] | None:
+        """(number, accepted) of the batch logged with idempotency key ``key``."""
+        row = self.db.execute(
+            "SELECT number, accepted FROM batches WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def batches(self) -> Iterator[tuple[int, bytes]]:
+        """The event log in order: (number, payload)."""
+        cursor = self.db.execute("SELECT number, payload FROM batches ORDER BY number")
+        yield from cursor
+
+    def commit_batch(
+        self,
+        number: int,
+        key: str | None,
+        accepted: int,
+        payload: bytes,
+        alerts: Sequence[tuple[str, int, str, bytes]],
+        last_seq: dict[str, int],
+    ) -> None:
+        """Log a batch with its alerts ``(subscription, seq, owner, payload)``, atomically."""
+        with _transaction(self.db):
+            self.db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?)", (number, key or None, accepted, payload)
+            )
+            if alerts:
+                self.db.executemany(
+                    "INSERT INTO alerts (subscription, seq, owner, payload) VALUES (?, ?, ?, ?)",
+                    alerts,
+                )
+                self.db.executemany(
+                    "UPDATE subscriptions SET last_seq = ? WHERE id = ?",
+                    [(seq, sub) for sub, seq in last_seq.items()],
+                )
+                self.db.executemany(
+                    "DELETE FROM alerts WHERE subscription = ? AND seq <= ?",
+                    [
+                        (sub, seq - self.retention)
+                        for sub, seq in last_seq.items()
+                        if seq > self.retention
+                    ],
+                )
+
+    def last_alert_id(self) -> int:
+        """The id of the newest alert (0 when none)."""
+        return int(self.db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
+
+
+class _transaction:
+    """``with _transaction(db):`` — BEGIN IMMEDIATE … COMMIT, ROLLBACK on error."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

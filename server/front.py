@@ -1,0 +1,613 @@
+"""The front: catalog, placement, routing, sequencing and fan-out (ARCHITECTURE.md, "Processes").
+
+:class:`Front` is the server's domain logic without gRPC: the servicers in
+:mod:`server.service` translate messages and call it.  It owns
+
+* the catalog (:mod:`server.catalog`) and, in memory, the streams, the live
+  subscriptions, the routing table and each subscription's latest seq;
+* the *open epoch*: events with the latest ``t1`` are held until an event
+  with a later ``t1`` (or a watermark) closes it, so shards only ever see
+  whole epochs (Section 3.1: simultaneous events are processed together);
+* the shards, reached through :class:`ShardPool`.
+
+Publishing, subscribing and unsubscribing run one at a time under one lock,
+so the event log, the subscriptions' positions in it and the alerts' seqs
+form one sequential history — the one replayed on start.  Listen streams
+read committed alerts from their own SQLite connections and never block that
+path: a slow consumer only falls behind, and past the retention window it is
+told so (OUT_OF_RANGE) instead of holding anything up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
+
+from automata.automaton import format_dot
+from automata.compiler import CompiledQuery, compile_query
+from automata.errors import CelError
+from automata.explain import explain
+from automata.parser import parse_query
+from automata.placement import partition_keys
+from automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
+from server.auth import Client
+from server.catalog import Catalog, StreamRow, SubscriptionRow, connect
+from server.convert import from_event, rejection, to_event, trusted_event
+from server.routing import GLOBAL, RoutingTable, key_lane
+from server.shardpool import ShardPool
+
+log = logging.getLogger("cesar.front")
+
+MAX_KEY_BYTES = 200
+PAGE = 1000
+
+
+class FrontError(Exception):
+    """An error for the caller; ``code`` names the gRPC status."""
+
+    code = "INTERNAL"
+
+
+class InvalidArgument(FrontError):
+    code = "INVALID_ARGUMENT"
+
+
+class NotFound(FrontError):
+    code = "NOT_FOUND"
+
+
+class AlreadyExists(FrontError):
+    code = "ALREADY_EXISTS"
+
+
+class PermissionDenied(FrontError):
+    code = "PERMISSION_DENIED"
+
+
+class FailedPrecondition(FrontError):
+    code = "FAILED_PRECONDITION"
+
+
+class ResourceExhausted(FrontError):
+    code = "RESOURCE_EXHAUSTED"
+
+
+class OutOfRange(FrontError):
+    code = "OUT_OF_RANGE"
+
+
+class Unavailable(FrontError):
+    code = "UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class Live:
+    """A live subscription: its catalog row and what it reads."""
+
+    row: SubscriptionRow
+    reads: frozenset[str]
+
+    @property
+    def key(self) -> str | None:
+        return self.row.key_attribute or None
+
+    @property
+    def lane(self) -> str:
+        return key_lane(self.row.key_attribute) if self.row.key_attribute else GLOBAL
+
+
+class Front:
+    """The server's state and operations; see the module docstring."""
+
+    def __init__(self, catalog: Catalog, shards: ShardPool) -> None:
+        self.catalog = catalog
+        self.shards = shards
+        self.lock = threading.Lock()
+        self.alerted = threading.Condition()
+        self.closing = False
+        self.counters: Counter[str] = Counter()
+        self.streams: dict[str, StreamRow] = {}
+        self.schemas: dict[str, StreamSchema] = {}
+        self.live: dict[str, Live] = {}
+        self.last_seq: dict[str, int] = {}
+        self.routing = RoutingTable(shards.count)
+        self.open: list[Event] = []
+        self.high: int | None = None
+        self.closed: int | None = None
+        self.batches = 0
+        self.last_alert = 0
+        self.listens: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        """Load the catalog, install every subscription and replay the event log."""
+        started = time.monotonic()
+        for row in self.catalog.streams():
+            if not row.subscription:
+                self._add_schema(row)
+        pending = self.catalog.subscriptions()
+        log_rows = iter(self.catalog.batches())
+        replayed = 0
+        for row in pending:
+            while replayed < row.position:
+                number, payload = next(log_rows)
+                self._replay(payload)
+                replayed = number
+            self._restore(row)
+        for _number, payload in log_rows:
+            self._replay(payload)
+        self.batches = self.catalog.batch_count()
+        self.last_alert = self.catalog.last_alert_id()
+        log.info(
+            "catalog loaded",
+            extra={
+                "streams": len(self.streams),
+                "subscriptions": len(self.live),
+                "batches_replayed": self.batches,
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+
+    def _add_schema(self, row: StreamRow) -> None:
+        self.streams[row.name] = row
+        self.schemas[row.name] = parse_stream_spec(row.spec)
+
+    def _restore(self, row: SubscriptionRow) -> None:
+        query = compile_query(row.query, self.schemas, row.name or row.id)
+        shard = row.shard % self.shards.count
+        live = Live(replace(row, shard=shard), query.reads)
+        self._install(live, query)
+        self._add_schema(StreamRow(row.stream, row.output_spec, row.owner, row.id))
+        self.last_seq[row.id] = row.last_seq
+
+    def _replay(self, payload: bytes) -> None:
+        batch = pb.PublishRequest.FromString(payload)
+        self._advance([trusted_event(e) for e in batch.events], batch.watermark or None)
+
+    # ---------------------------------------------------------------- streams
+
+    def define_stream(self, client: Client, spec: str) -> StreamRow:
+        """Declare an input stream."""
+        try:
+            schema = parse_stream_spec(spec)
+        except SchemaError as exc:
+            raise InvalidArgument(f"stream spec: {exc}") from None
+        with self.lock:
+            self._check_open()
+            taken = self.streams.get(schema.name)
+            if taken is not None:
+                raise AlreadyExists(f"stream {schema.name} exists ({_describe_stream(taken)})")
+            row = StreamRow(schema.name, schema.spec(), client.name, "")
+            self.catalog.add_stream(row)
+            self._add_schema(row)
+        log.info("stream defined", extra={"stream": row.name, "owner": client.name})
+        return row
+
+    def stream_rows(self) -> list[StreamRow]:
+        """Every stream, by name."""
+        with self.lock:
+            return sorted(self.streams.values(), key=lambda r: r.name)
+
+    # ---------------------------------------------------------- subscriptions
+
+    def compile(self, text: str, name: str | None = None) -> CompiledQuery:
+        """Compile CEL against the server's streams; InvalidArgument with line:column."""
+        try:
+            return compile_query(text, self.schemas, name or "query")
+        except CelError as exc:
+            raise InvalidArgument(str(exc)) from None
+
+    def explain(self, text: str, dot: bool) -> tuple[str, str, str | None]:
+        """(explain text, DOT or "", key attribute or None) for a query."""
+        query = self.compile(text)
+        keys = partition_keys(query.automata, self.schemas)
+        return (
+            explain(query, self.schemas),
+            format_dot(query.automata) if dot else "",
+            min(keys) if keys else None,
+        )
+
+    def subscribe(self, client: Client, text: str, name: str = "") -> SubscriptionRow:
+        """Compile, place, store and install a subscription; its row."""
+        if len(text.encode()) > client.limits.max_query_bytes:
+            raise ResourceExhausted(
+                f"query is {len(text.encode())} bytes; the limit for {client.name} is "
+                f"{client.limits.max_query_bytes}"
+            )
+        try:
+            publish = parse_query(text).publish
+        except CelError as exc:
+            raise InvalidArgument(str(exc)) from None
+        with self.lock:
+            self._check_open()
+            owned = sum(1 for live in self.live.values() if live.row.owner == client.name)
+            if owned >= client.limits.max_subscriptions:
+                raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
+            sub_id = self.catalog.next_subscription_id()
+            stream = publish or name or sub_id
+            taken = self.streams.get(stream)
+            if taken is not None:
+                raise AlreadyExists(f"stream {stream} exists ({_describe_stream(taken)})")
+            query = self.compile(text, name or sub_id)
+            key, shard = self._place(query)
+            row = SubscriptionRow(
+                id=sub_id,
+                owner=client.name,
+                query=text,
+                name=name or sub_id,
+                stream=query.name,
+                output_spec=query.output.spec(),
+                key_attribute=key or "",
+                shard=shard,
+                created_ms=int(time.time() * 1000),
+                position=self.batches,
+                last_seq=0,
+            )
+            publishes = StreamRow(query.name, row.output_spec, client.name, sub_id)
+            self.catalog.add_subscription(row, publishes)
+            self._install(Live(row, query.reads), query)
+            self._add_schema(publishes)
+            self.last_seq[sub_id] = 0
+            self.counters["subscribes"] += 1
+        with self.alerted:
+            self.alerted.notify_all()
+        log.info(
+            "subscribed",
+            extra={"subscription": sub_id, "owner": client.name, "key": key, "shard": shard},
+        )
+        return row
+
+    def _place(self, query: CompiledQuery) -> tuple[str | None, int]:
+        """(key attribute, shard) for a new subscription; see ARCHITECTURE.md."""
+        keys = partition_keys(query.automata, self.schemas)
+        producers = [
+            self.live[self.streams[s].subscription]
+            for s in sorted(query.reads)
+            if self.streams[s].subscription
+        ]
+        if producers:
+            lanes = {(p.key, p.row.shard if p.key is None else 0) for p in producers}
+            (key, shard), *others = sorted(lanes, key=str)
+            if not others and (key is None or key in keys):
+                return key, shard
+            where = ", ".join(
+                f"{p.row.stream} (subscription {p.row.id}: "
+                + (f"key-partitioned on {p.key}" if p.key else f"global on shard {p.row.shard}")
+                + ")"
+                for p in producers
+            )
+            raise FailedPrecondition(
+                f"this query must run where the streams it reads are produced: {where}; "
+                "a query reading a key-partitioned stream must join every step on that key"
+            )
+        if keys:
+            in_use = Counter(live.key for live in self.live.values() if live.key in keys)
+            return max(sorted(keys), key=lambda k: in_use[k]), 0
+        load = Counter(live.row.shard for live in self.live.values() if live.key is None)
+        return None, min(range(self.shards.count), key=lambda s: (load[s], s))
+
+    def _install(self, live: Live, query: CompiledQuery) -> None:
+        request = shard_pb2.InstallRequest(
+            lane=live.lane,
+            subscription=live.row.id,
+            query=live.row.query,
+            name=live.row.name,
+            stream_specs=[self.schemas[s].spec() for s in sorted(query.reads)],
+        )
+        targets = range(self.shards.count) if live.key else [live.row.shard]
+        self.shards.install(targets, request)
+        self.routing.add(live.reads, live.key, live.row.shard)
+        self.live[live.row.id] = live
+
+    def unsubscribe(self, client: Client, sub_id: str) -> None:
+        """Remove one of ``client``'s subscriptions."""
+        with self.lock:
+            self._check_open()
+            live = self._owned(client, sub_id, remove=True)
+            readers = [other for other in self.live.values() if live.row.stream in other.reads]
+            if readers:
+                names = ", ".join(f"{r.row.id} (client {r.row.owner})" for r in readers)
+                raise FailedPrecondition(
+                    f"subscription {sub_id} publishes {live.row.stream}, which {names} "
+                    "read; they must be removed first"
+                )
+            targets = range(self.shards.count) if live.key else [live.row.shard]
+            self.shards.remove(
+                targets, shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id)
+            )
+            self.routing.remove(live.reads, live.key, live.row.shard)
+            self.catalog.remove_subscription(sub_id)
+            del self.live[sub_id]
+            del self.last_seq[sub_id]
+            del self.streams[live.row.stream]
+            del self.schemas[live.row.stream]
+            self.counters["unsubscribes"] += 1
+        with self.alerted:
+            self.alerted.notify_all()
+        log.info("unsubscribed", extra={"subscription": sub_id, "owner": client.name})
+
+    def _owned(self, client: Client, sub_id: str, remove: bool = False) -> Live:
+        live = self.live.get(sub_id)
+        if live is None:
+            raise NotFound(f"no subscription {sub_id}")
+        if live.row.owner != client.name:
+            if remove:
+                raise PermissionDenied(f"subscription {sub_id} belongs to another client")
+            raise NotFound(f"no subscription {sub_id}")
+        return live
+
+    def subscriptions(self, client: Client) -> list[SubscriptionRow]:
+        """``client``'s subscriptions, oldest first, with their latest seq."""
+        with self.lock:
+            return [
+                replace(live.row, last_seq=self.last_seq[live.row.id])
+                for live in self.live.values()
+                if live.row.owner == client.name
+            ]
+
+    # ----------------------------------------------------------------- publish
+
+    def publish(
+        self,
+        events: Sequence[pb.Event],
+        key: str = "",
+        watermark: int | None = None,
+    ) -> pb.PublishResponse:
+        """Validate, log, apply and sequence one batch; the acknowledgement."""
+        if len(key.encode()) > MAX_KEY_BYTES:
+            raise InvalidArgument(f"idempotency_key is longer than {MAX_KEY_BYTES} bytes")
+        with self.lock:
+            self._check_open()
+            if key:
+                found = self.catalog.find_batch(key)
+                if found is not None:
+                    self.counters["duplicate_batches"] += 1
+                    return pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
+            response = pb.PublishResponse()
+            valid: list[tuple[int, int, Event]] = []
+            for index, message in enumerate(events):
+                try:
+                    if message.stream in self.streams and self.streams[message.stream].subscription:
+                        raise EventError(
+                            None,
+                            "stream",
+                            f"{message.stream} is published by subscription "
+                            f"{self.streams[message.stream].subscription}; only it writes there",
+                        )
+                    event = from_event(message, self._inputs())
+                except EventError as exc:
+                    response.rejected.append(rejection(index, exc))
+                    continue
+                valid.append((event.t1, index, event))
+            valid.sort(key=lambda item: (item[0], item[1]))
+            accepted: list[Event] = []
+            for t1, index, event in valid:
+                if (self.high is not None and t1 < self.high) or (
+                    self.closed is not None and t1 <= self.closed
+                ):
+                    done = max(self.high or t1, self.closed or t1)
+                    response.rejected.append(
+                        pb.Rejection(
+                            index=index,
+                            field="t1",
+                            reason=f"late: t1 = {t1}, but events up to t1 = {done} "
+                            "are already being processed",
+                        )
+                    )
+                    continue
+                accepted.append(event)
+            response.rejected.sort(key=lambda r: r.index)
+            payload = pb.PublishRequest(
+                events=[to_event(e) for e in accepted], watermark=watermark or 0
+            ).SerializeToString()
+            alerts = self._advance(accepted, watermark)
+            rows, touched = self._sequence(alerts)
+            self.batches += 1
+            self.catalog.commit_batch(self.batches, key, len(accepted), payload, rows, touched)
+            if rows:
+                self.last_alert = self.catalog.last_alert_id()
+            response.accepted = len(accepted)
+            response.batch = self.batches
+            self.counters["events_accepted"] += len(accepted)
+            self.counters["events_rejected"] += len(response.rejected)
+            self.counters["alerts"] += len(rows)
+            self.counters["batches"] += 1
+        if rows:
+            with self.alerted:
+                self.alerted.notify_all()
+        return response
+
+    def _inputs(self) -> Mapping[str, StreamSchema]:
+        return {n: s for n, s in self.schemas.items() if not self.streams[n].subscription}
+
+    def _advance(self, accepted: list[Event], watermark: int | None) -> list[shard_pb2.ShardAlert]:
+        """Add ``accepted`` (sorted by t1) to the open epoch; apply every epoch now closed."""
+        self.open.extend(accepted)
+        if accepted:
+            self.high = max(self.high or accepted[-1].t1, accepted[-1].t1)
+        if watermark:
+            self.closed = max(self.closed or watermark, watermark)
+        limit = self.closed if self.closed is not None else None
+        split = 0
+        for event in self.open:
+            if event.t1 < (self.high or 0) or (limit is not None and event.t1 <= limit):
+                split += 1
+            else:
+                break
+        released, self.open = self.open[:split], self.open[split:]
+        if not released:
+            return []
+        requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
+        lanes: list[dict[str, shard_pb2.LaneEvents]] = [{} for _ in requests]
+        for event in released:
+            destinations = self.routing.destinations(event.stream, dict(event.values))
+            if not destinations:
+                continue
+            message = to_event(event)
+            for shard, lane in destinations:
+                group = lanes[shard].get(lane)
+                if group is None:
+                    group = lanes[shard][lane] = requests[shard].lanes.add(lane=lane)
+                group.events.append(message)
+        return self.shards.apply(requests)
+
+    def _sequence(
+        self, alerts: list[shard_pb2.ShardAlert]
+    ) -> tuple[list[tuple[str, int, str, bytes]], dict[str, int]]:
+        rows = []
+        touched: dict[str, int] = {}
+        for alert in alerts:
+            sub = alert.subscription
+            seq = self.last_seq[sub] + 1
+            self.last_seq[sub] = touched[sub] = seq
+            message = pb.Alert(subscription=sub, seq=seq, event=alert.event, notice=alert.notice)
+            rows.append((sub, seq, self.live[sub].row.owner, message.SerializeToString()))
+        return rows, touched
+
+    # ------------------------------------------------------------------ listen
+
+    def listen(
+        self,
+        client: Client,
+        subscriptions: Sequence[str],
+        after_seq: Mapping[str, int],
+        active: Callable[[], bool],
+    ) -> Iterator[pb.Alert]:
+        """Alerts of ``client``'s subscriptions: resumed ones first, then live ones."""
+        with self.lock:
+            wanted = set(subscriptions)
+            for sub in wanted | set(after_seq):
+                self._owned(client, sub)
+            if self.listens[client.name] >= client.limits.max_listens:
+                raise ResourceExhausted(
+                    f"{client.name} has {self.listens[client.name]} Listen streams open, the limit"
+                )
+            self.listens[client.name] += 1
+            self.counters["listens_opened"] += 1
+        try:
+            yield from self._listen(client, wanted, after_seq, active)
+        finally:
+            with self.lock:
+                self.listens[client.name] -= 1
+
+    def _listen(
+        self,
+        client: Client,
+        wanted: set[str],
+        after_seq: Mapping[str, int],
+        active: Callable[[], bool],
+    ) -> Iterator[pb.Alert]:
+        db = connect(self.catalog.path, readonly=True)
+        try:
+            db.execute("BEGIN")
+            cursor = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
+            last = dict(
+                db.execute("SELECT id, last_seq FROM subscriptions WHERE owner = ?", (client.name,))
+            )
+            oldest = {
+                sub: db.execute(
+                    "SELECT MIN(seq) FROM alerts WHERE subscription = ?", (sub,)
+                ).fetchone()[0]
+                for sub in after_seq
+            }
+            db.execute("COMMIT")
+            for sub, after in sorted(after_seq.items()):
+                first = oldest[sub]
+                if after < last.get(sub, 0) and (first is None or after + 1 < first):
+                    self.counters["listen_out_of_range"] += 1
+                    raise OutOfRange(
+                        f"alerts of {sub} after seq {after} are past the retention window; "
+                        f"the oldest kept is seq {first}"
+                    )
+                while after < last.get(sub, 0):
+                    rows = db.execute(
+                        "SELECT seq, payload FROM alerts WHERE subscription = ? AND seq > ? "
+                        "AND id <= ? ORDER BY seq LIMIT ?",
+                        (sub, after, cursor, PAGE),
+                    ).fetchall()
+                    if not rows:
+                        break
+                    for seq, payload in rows:
+                        yield pb.Alert.FromString(payload)
+                        after = seq
+            while active():
+                with self.alerted:
+                    if self.last_alert <= cursor:
+                        self.alerted.wait(0.5)
+                rows = db.execute(
+                    "SELECT id, subscription, seq, payload FROM alerts WHERE owner = ? AND id > ? "
+                    "ORDER BY id LIMIT ?",
+                    (client.name, cursor, PAGE),
+                ).fetchall()
+                for row_id, sub, seq, payload in rows:
+                    cursor = row_id
+                    if wanted and sub not in wanted:
+                        continue
+                    if seq != last.get(sub, 0) + 1:
+                        self.counters["listen_overruns"] += 1
+                        raise OutOfRange(
+                            f"this consumer fell behind the retention window: alerts of {sub} "
+                            f"after seq {last.get(sub, 0)} were pruned before they were sent; "
+                            f"resume with after_seq {seq - 1} to continue from seq {seq}"
+                        )
+                    last[sub] = seq
+                    yield pb.Alert.FromString(payload)
+        finally:
+            db.close()
+
+    # ----------------------------------------------------------- routing, stats
+
+    def routing_table(self) -> pb.RoutingTable:
+        """The routing table for the feed."""
+        with self.lock:
+            table = pb.RoutingTable(shards=self.routing.shards, version=self.routing.version)
+            for stream in sorted(self.routing.streams):
+                route = self.routing.streams[stream]
+                table.streams.add(
+                    stream=stream,
+                    key_attributes=sorted(route.keys),
+                    global_shards=sorted(route.global_shards),
+                )
+            return table
+
+    def stats(self) -> pb.StatsResponse:
+        """Front counters and every shard's counters."""
+        with self.lock:
+            front = dict(self.counters)
+            front.update(
+                subscriptions=len(self.live),
+                streams=len(self.streams),
+                batches_logged=self.batches,
+                open_epoch_events=len(self.open),
+                listens=sum(self.listens.values()),
+            )
+            shards = self.shards.stats()
+        return pb.StatsResponse(front=front, shards=shards)
+
+    # --------------------------------------------------------------- shutdown
+
+    def _check_open(self) -> None:
+        if self.closing:
+            raise Unavailable("the server is shutting down")
+
+    def close(self) -> None:
+        """Stop intake (later calls get UNAVAILABLE), then checkpoint and close the catalog."""
+        with self.lock:
+            self.closing = True
+            self.catalog.close()
+        with self.alerted:
+            self.alerted.notify_all()
+
+
+def _describe_stream(row: StreamRow) -> str:
+    if row.subscription:
+        return f"published by subscription {row.subscription} of client {row.owner}"
+    return f"an input stream defined by client {row.owner}"
