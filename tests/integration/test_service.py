@@ -1,0 +1,330 @@
+"""The public API against a real server (front + 2 shards) over loopback gRPC."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from automata.schema import Event
+from cesar.v1 import cesar_pb2 as pb
+from server.convert import to_event
+from tests.integration.serverproc import (
+    QUERIES,
+    Server,
+    alert_line,
+    collect,
+    expected_lines,
+    normalized,
+    publish,
+    sample_events,
+    status_of,
+    subscribe,
+)
+
+SOURCES = [(q.stem, q.read_text()) for q in QUERIES]
+
+
+def _resume_all(subs: list[pb.Subscription]) -> pb.ListenRequest:
+    return pb.ListenRequest(after_seq={s.id: 0 for s in subs})
+
+
+def _last_seqs(conn) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
+    return {s.id: s.last_seq for s in listing.subscriptions}
+
+
+def test_alerts_equal_cesar_run_and_seqs_count_from_one(server: Server) -> None:
+    conn = server.connect()
+    subs = [subscribe(conn, text) for _, text in SOURCES]
+    assert [s.placement.key_attribute for s in subs] == ["Name", "Name", "Name"]
+    events = sample_events()
+    assert publish(conn, events) == len(events)
+    expected = normalized(expected_lines(SOURCES, events))
+    total = sum(expected.values())
+    assert total > 100
+    alerts = collect(conn, total, _resume_all(subs))
+    assert Counter(alert_line(a) for a in alerts) == expected
+    assert sum(_last_seqs(conn).values()) == total  # nothing beyond what cesar run prints
+    for sub in subs:
+        seqs = [a.seq for a in alerts if a.subscription == sub.id]
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_unsubscribe_stops_alerts_and_spares_the_others(server: Server) -> None:
+    conn = server.connect()
+    rising = subscribe(conn, QUERIES[0].read_text())
+    drops = subscribe(conn, QUERIES[1].read_text())
+    events = sample_events()
+    half = len(events) // 2
+    while events[half].t1 == events[half - 1].t1:
+        half += 1
+    publish(conn, events[:half])
+    seqs = _last_seqs(conn)
+    assert seqs[drops.id] == sum(expected_lines(SOURCES[1:2], events[:half]).values()) > 0
+    conn.stub.Unsubscribe(pb.UnsubscribeRequest(id=drops.id), metadata=conn.metadata)
+    publish(conn, events[half:])
+    assert set(_last_seqs(conn)) == {rising.id}
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+    rising_all = sum(expected_lines(SOURCES[:1], events).values())
+    assert _last_seqs(conn)[rising.id] == rising_all
+    assert stats.front["alerts"] == rising_all + seqs[drops.id]
+    code, _ = status_of(
+        conn.stub.Listen(pb.ListenRequest(subscriptions=[drops.id]), metadata=conn.metadata).next
+    )
+    assert code is grpc.StatusCode.NOT_FOUND
+
+
+def test_errors_users_can_act_on(server: Server) -> None:
+    conn = server.connect()
+    md = conn.metadata
+    code, details = status_of(
+        conn.stub.Subscribe, pb.SubscribeRequest(query="FILTER{Price >} Stock"), metadata=md
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "line 1, column 15" in details and "expected" in details
+    code, details = status_of(
+        conn.stub.Subscribe, pb.SubscribeRequest(query="FILTER{Pryce > 1} Stock"), metadata=md
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "Pryce" in details
+    rising = subscribe(conn, QUERIES[0].read_text())
+    code, details = status_of(
+        conn.stub.Subscribe, pb.SubscribeRequest(query=QUERIES[0].read_text()), metadata=md
+    )
+    assert code is grpc.StatusCode.ALREADY_EXISTS
+    assert f"subscription {rising.id} of client anonymous" in details
+    subscribe(conn, QUERIES[1].read_text())
+    reader = subscribe(conn, QUERIES[2].read_text())
+    code, details = status_of(
+        conn.stub.Unsubscribe, pb.UnsubscribeRequest(id=rising.id), metadata=md
+    )
+    assert code is grpc.StatusCode.FAILED_PRECONDITION and reader.id in details
+    code, _ = status_of(conn.stub.Unsubscribe, pb.UnsubscribeRequest(id="s999"), metadata=md)
+    assert code is grpc.StatusCode.NOT_FOUND
+    code, details = status_of(
+        conn.stub.DefineStream, pb.DefineStreamRequest(spec="Stock(A:int)"), metadata=md
+    )
+    assert code is grpc.StatusCode.ALREADY_EXISTS and "input stream" in details
+    code, _ = status_of(conn.stub.DefineStream, pb.DefineStreamRequest(spec="Bad("), metadata=md)
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    conn.stub.Unsubscribe(pb.UnsubscribeRequest(id=reader.id), metadata=md)
+    conn.stub.Unsubscribe(pb.UnsubscribeRequest(id=rising.id), metadata=md)
+
+
+def test_malformed_and_late_events_are_rejected_with_reasons_and_the_rest_applied(
+    server: Server,
+) -> None:
+    conn = server.connect()
+    drops = subscribe(conn, QUERIES[1].read_text())
+    events = sample_events()[:600]
+    good = [to_event(e) for e in events]
+    bad = [
+        pb.Event(stream="Stock", t0=1, t1=1, attributes={"Name": pb.Value(string_value="X")}),
+        pb.Event(stream="Nope", t0=1, t1=1),
+        pb.Event(
+            stream="Stock",
+            t0=5,
+            t1=4,
+            attributes={
+                "Name": pb.Value(string_value="X"),
+                "Price": pb.Value(float_value=1.0),
+                "Volume": pb.Value(int_value=1),
+            },
+        ),
+        pb.Event(
+            stream="Stock",
+            t1=events[0].t1,
+            point=True,
+            attributes={
+                "Name": pb.Value(int_value=3),
+                "Price": pb.Value(float_value=1.0),
+                "Volume": pb.Value(int_value=1),
+            },
+        ),
+        pb.Event(stream="Drops", t0=1, t1=1),
+    ]
+    first = conn.stub.PublishBatch(
+        pb.PublishRequest(events=bad[:2] + good[:300] + bad[2:]), metadata=conn.metadata
+    )
+    assert first.accepted == 300
+    reasons = {(r.index, r.field): r.reason for r in first.rejected}
+    assert set(reasons) == {
+        (0, "attributes.Price"),
+        (1, "stream"),
+        (302, "t0"),
+        (303, "attributes.Name"),
+        (304, "stream"),
+    }
+    assert reasons[(0, "attributes.Price")] == "missing"
+    assert "unknown stream 'Nope'" in reasons[(1, "stream")]
+    assert "expected a string" in reasons[(303, "attributes.Name")]
+    assert "published by subscription" in reasons[(304, "stream")]
+    late = pb.Event()
+    late.CopyFrom(good[0])
+    second = conn.stub.PublishBatch(
+        pb.PublishRequest(events=[late, *good[300:]], watermark=events[-1].t1),
+        metadata=conn.metadata,
+    )
+    assert second.accepted == 300
+    assert [(r.index, r.field) for r in second.rejected] == [(0, "t1")]
+    assert "late" in second.rejected[0].reason
+    expected = sum(expected_lines(SOURCES[1:2], events).values())
+    assert _last_seqs(conn)[drops.id] == expected
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+    assert stats.front["events_rejected"] == 6 and stats.front["events_accepted"] == 600
+
+
+def test_idempotency_key_applies_a_batch_once(server: Server) -> None:
+    conn = server.connect()
+    drops = subscribe(conn, QUERIES[1].read_text())
+    events = sample_events()[:400]
+    request = pb.PublishRequest(
+        events=[to_event(e) for e in events], idempotency_key="feed-1/0", watermark=events[-1].t1
+    )
+    first = conn.stub.PublishBatch(request, metadata=conn.metadata)
+    again = conn.stub.PublishBatch(request, metadata=conn.metadata)
+    assert (first.accepted, first.duplicate) == (400, False)
+    assert (again.accepted, again.duplicate, again.batch) == (400, True, first.batch)
+    assert _last_seqs(conn)[drops.id] == sum(expected_lines(SOURCES[1:2], events).values())
+
+
+def test_streaming_publish_acknowledges_every_message_in_order(server: Server) -> None:
+    conn = server.connect()
+    events = sample_events()
+    requests = [
+        pb.PublishRequest(events=[to_event(e) for e in events[i : i + 100]])
+        for i in range(0, len(events), 100)
+    ]
+    acks = list(conn.stub.Publish(iter(requests), metadata=conn.metadata))
+    assert [a.accepted for a in acks] == [len(r.events) for r in requests]
+    assert [a.batch for a in acks] == list(range(1, len(requests) + 1))
+
+
+def test_routing_key_partitioned_events_reach_one_shard_each(server: Server) -> None:
+    conn = server.connect()
+    subscribe(conn, QUERIES[1].read_text())
+    glob = subscribe(conn, "Stock NEXT{$2.Price > 1.1 * $1.Price} Stock PUBLISH Jumps")
+    assert glob.placement.key_attribute == ""
+    table = conn.stub.GetRouting(pb.GetRoutingRequest(), metadata=conn.metadata)
+    assert table.shards == 2
+    [route] = table.streams
+    assert (route.stream, list(route.key_attributes)) == ("Stock", ["Name"])
+    assert list(route.global_shards) == [glob.placement.shard]
+    events = sample_events()
+    publish(conn, events)
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+    per_shard = [s.counters["events"] for s in stats.shards]
+    # every event once in the key lane of one shard, and once more in the global lane
+    assert sum(per_shard) == 2 * len(events)
+    assert min(per_shard) > 0
+
+
+def test_explain_shows_placement(server: Server) -> None:
+    conn = server.connect()
+    response = conn.stub.Explain(
+        pb.ExplainRequest(query=QUERIES[1].read_text(), dot=True), metadata=conn.metadata
+    )
+    assert response.placement.key_attribute == "Name"
+    assert "placement: key-partitioned on Name" in response.text
+    assert response.dot.startswith("digraph")
+
+
+def test_slow_consumer_stalls_neither_publishing_nor_other_consumers(server: Server) -> None:
+    conn = server.connect()
+    every = subscribe(conn, "FILTER{Price > 0} Stock PUBLISH Every")
+    sample = sample_events()
+    span = sample[-1].t1 - sample[0].t1 + 1
+    events = [
+        Event(e.stream, e.t0 + k * span, e.t1 + k * span, e.values)
+        for k in range(8)
+        for e in sample
+    ]  # about 2 MB of alerts: more than the stalled stream's flow-control window
+    request = pb.ListenRequest(after_seq={every.id: 0})
+    stalled = conn.stub.Listen(request, metadata=conn.metadata)
+    publish(conn, events[:1000], close=False)
+    next(stalled)  # opened and read once, then never again
+    publish(conn, events[1000:])
+    alerts = collect(server.connect(), len(events), request)
+    assert [a.seq for a in alerts] == list(range(1, len(events) + 1))
+    stalled.cancel()
+
+
+def test_health_and_reflection(server: Server) -> None:
+    conn = server.connect()
+    health = health_pb2_grpc.HealthStub(conn.channel)
+    for service in ("", "cesar.v1.Cesar"):
+        reply = health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    stub = reflection_pb2_grpc.ServerReflectionStub(conn.channel)
+    [reply] = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+    )
+    names = {s.name for s in reply.list_services_response.service}
+    assert {"cesar.v1.Cesar", "grpc.health.v1.Health"} <= names
+
+
+@pytest.fixture
+def secured(tmp_path) -> Server:  # type: ignore[no-untyped-def]
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tok-alice alice max_subscriptions=3\ntok-bob bob max_query_bytes=64\n")
+    srv = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    yield srv
+    srv.stop()
+
+
+def test_clients_see_and_remove_only_their_own_subscriptions(secured: Server) -> None:
+    alice, bob = secured.connect("tok-alice"), secured.connect("tok-bob")
+    mine = subscribe(alice, QUERIES[1].read_text())
+    assert mine.owner == "alice"
+    assert _last_seqs(bob) == {}
+    code, _ = status_of(
+        bob.stub.Unsubscribe, pb.UnsubscribeRequest(id=mine.id), metadata=bob.metadata
+    )
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    code, _ = status_of(
+        bob.stub.Listen(pb.ListenRequest(subscriptions=[mine.id]), metadata=bob.metadata).next
+    )
+    assert code is grpc.StatusCode.NOT_FOUND
+    publish(bob, sample_events()[:300])
+    assert collect(bob, 0) == []
+    assert set(_last_seqs(alice)) == {mine.id}
+    for token in (None, "wrong"):
+        stranger = secured.connect(token)
+        code, _ = status_of(
+            stranger.stub.ListSubscriptions,
+            pb.ListSubscriptionsRequest(),
+            metadata=stranger.metadata,
+        )
+        assert code is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_per_client_limits(secured: Server) -> None:
+    alice, bob = secured.connect("tok-alice"), secured.connect("tok-bob")
+    for n in range(3):
+        subscribe(alice, f"FILTER{{Price > {n}}} Stock PUBLISH Over{n}")
+    code, details = status_of(
+        alice.stub.Subscribe,
+        pb.SubscribeRequest(query="FILTER{Price > 9} Stock"),
+        metadata=alice.metadata,
+    )
+    assert code is grpc.StatusCode.RESOURCE_EXHAUSTED and "3 subscriptions" in details
+    long_query = "FILTER{Price > 1 AND Price > 2 AND Price > 3 AND Price > 4} Stock"
+    code, details = status_of(
+        bob.stub.Subscribe, pb.SubscribeRequest(query=long_query), metadata=bob.metadata
+    )
+    assert code is grpc.StatusCode.RESOURCE_EXHAUSTED and "limit for bob is 64" in details
+
+
+def test_point_events_and_events_without_subscribers(server: Server) -> None:
+    conn = server.connect()
+    event = Event.of("Stock", 7, 7, {"Name": "A", "Price": 1.0, "Volume": 2})
+    message = to_event(event)
+    message.t0 = 0
+    message.point = True
+    assert (
+        conn.stub.PublishBatch(pb.PublishRequest(events=[message]), metadata=conn.metadata).accepted
+        == 1
+    )
