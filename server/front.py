@@ -536,6 +536,8 @@ class Front:
                     if not rows:
                         break
                     for seq, payload in rows:
+                        if seq != after + 1:
+                            self._overrun(sub, after, seq)
                         yield pb.Alert.FromString(payload)
                         after = seq
             while active():
@@ -552,16 +554,20 @@ class Front:
                     if wanted and sub not in wanted:
                         continue
                     if seq != last.get(sub, 0) + 1:
-                        self.counters["listen_overruns"] += 1
-                        raise OutOfRange(
-                            f"this consumer fell behind the retention window: alerts of {sub} "
-                            f"after seq {last.get(sub, 0)} were pruned before they were sent; "
-                            f"resume with after_seq {seq - 1} to continue from seq {seq}"
-                        )
+                        self._overrun(sub, last.get(sub, 0), seq)
                     last[sub] = seq
                     yield pb.Alert.FromString(payload)
         finally:
             db.close()
+
+    def _overrun(self, sub: str, sent: int, available: int) -> None:
+        """End a Listen whose consumer fell behind the retention window (the overflow policy)."""
+        self.counters["listen_overruns"] += 1
+        raise OutOfRange(
+            f"this consumer fell behind the retention window: alerts of {sub} after seq {sent} "
+            f"were pruned before they were sent; resume with after_seq {available - 1} to "
+            f"continue from seq {available}"
+        )
 
     # ----------------------------------------------------------- routing, stats
 
