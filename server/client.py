@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from cesar.v1 import cesar_pb2_grpc
 
+from cesar.v1 import cesar_pb2_grpc
 from server.shard import GRPC_OPTIONS
 
 

@@ -153,9 +153,9 @@ def alert_json(alert: Any, schemas: dict[str, Any]) -> str:
 
 def _listen(conn: Any, args: argparse.Namespace) -> int:
     import grpc
-    from cesar.v1 import cesar_pb2 as pb
 
     from automata.schema import parse_stream_spec
+    from cesar.v1 import cesar_pb2 as pb
 
     subs = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
     schemas = {}
@@ -188,10 +188,10 @@ def _batches(events: list[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _publish(conn: Any, args: argparse.Namespace) -> int:
-    from cesar.v1 import cesar_pb2 as pb
     from rich.progress import Progress
 
     from automata.schema import parse_stream_spec
+    from cesar.v1 import cesar_pb2 as pb
     from server.convert import to_event
     from server.eventfile import EventInputError, read_events
 
@@ -245,8 +245,9 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
 
 
 def _stats(conn: Any, args: argparse.Namespace) -> int:
-    from cesar.v1 import cesar_pb2 as pb
     from google.protobuf.json_format import MessageToDict
+
+    from cesar.v1 import cesar_pb2 as pb
 
     stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
     print(json.dumps(MessageToDict(stats, preserving_proto_field_name=True), indent=2))

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cesar.v1 import cesar_pb2 as pb
-
 from automata.schema import Event, EventError, StreamSchema, Value, validate_event
+from cesar.v1 import cesar_pb2 as pb
 
 
 def value_of(message: pb.Value) -> object:

@@ -27,9 +27,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from cesar.v1 import cesar_pb2 as pb
-from cesar.v1 import shard_pb2
-
 from automata.automaton import format_dot
 from automata.compiler import CompiledQuery, compile_query
 from automata.errors import CelError
@@ -37,6 +34,8 @@ from automata.explain import explain
 from automata.parser import parse_query
 from automata.placement import partition_keys
 from automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
 from server.auth import Client
 from server.catalog import Catalog, StreamRow, SubscriptionRow, connect
 from server.convert import from_event, rejection, to_event, trusted_event

@@ -21,10 +21,10 @@ import threading
 from concurrent import futures
 
 import grpc
-from cesar.v1 import cesar_pb2, cesar_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from cesar.v1 import cesar_pb2, cesar_pb2_grpc
 from server.auth import Clients, Limits, TokensError, parse_tokens
 from server.catalog import Catalog
 from server.front import AlreadyExists, Front

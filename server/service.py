@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
+
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
-
 from server.auth import Client, Clients
 from server.catalog import StreamRow, SubscriptionRow
 from server.front import Front, FrontError

@@ -21,11 +21,11 @@ from concurrent import futures
 from dataclasses import dataclass, field, fields
 
 import grpc
-from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
 from automata.compiler import compile_query
 from automata.engine import Engine, EngineOptions
 from automata.schema import epochs, parse_stream_spec
+from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 from server.convert import to_event, trusted_event
 from server.logs import configure_logging
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterable, Sequence
 
 import grpc
-from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
+from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 from server.shard import GRPC_OPTIONS
 
 log = logging.getLogger("cesar.front")

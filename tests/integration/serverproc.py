@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import grpc
-from cesar.v1 import cesar_pb2 as pb
 
 from automata.compiler import Program
 from automata.schema import Event, parse_stream_spec
+from cesar.v1 import cesar_pb2 as pb
 from server.client import Connection
 from server.convert import to_event, trusted_event
 from server.eventfile import event_json, read_events

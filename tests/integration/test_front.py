@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cesar.v1 import cesar_pb2 as pb
 
+from cesar.v1 import cesar_pb2 as pb
 from server.auth import Clients, Limits
 from server.catalog import Catalog
 from server.convert import to_event, trusted_event

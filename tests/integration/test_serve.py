@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import grpc
-from cesar.v1 import cesar_pb2 as pb
 
+from cesar.v1 import cesar_pb2 as pb
 from tests.integration.serverproc import (
     QUERIES,
     Server,

@@ -6,11 +6,11 @@ from collections import Counter
 
 import grpc
 import pytest
-from cesar.v1 import cesar_pb2 as pb
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from automata.schema import Event
+from cesar.v1 import cesar_pb2 as pb
 from server.convert import to_event
 from tests.integration.serverproc import (
     QUERIES,

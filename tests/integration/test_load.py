@@ -1,0 +1,136 @@
+"""Load smoke: 10K subscriptions from 50 concurrent clients, 100K events, alerts = ``cesar run``.
+
+The queries mix the three placements the server has — selections pinned to one
+stock, drops of one stock joined on Name (both key-partitioned) and a few
+global sequences — and every client listens to its own alerts at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from automata.compiler import Program
+from automata.schema import Event, parse_stream_spec
+from cesar.v1 import cesar_pb2 as pb
+from server.convert import to_event
+from server.eventfile import event_json
+from tests.integration.serverproc import STOCK, Server, alert_line, collect, subscribe
+
+CLIENTS = 50
+QUERIES = 10_000
+EVENTS = 100_000
+NAMES = 200
+
+
+def stock_events(count: int = EVENTS, seed: int = 7) -> list[Event]:
+    """A seeded random walk of ``NAMES`` stocks, 100 quotes per minute."""
+    rng = random.Random(seed)
+    price = [rng.uniform(10, 500) for _ in range(NAMES)]
+    out = []
+    for i in range(count):
+        k = rng.randrange(NAMES)
+        price[k] = round(price[k] * rng.uniform(0.97, 1.03), 4)
+        values = {"Name": f"N{k}", "Price": price[k], "Volume": rng.randrange(1, 10_000)}
+        out.append(Event.of("Stock", i // 100, i // 100, values))
+    return out
+
+
+def queries(count: int = QUERIES, seed: int = 11) -> list[tuple[str, str]]:
+    """(name, CEL) pairs: 60% pinned selections, 39% joined drops, 1% global sequences.
+
+    A global sequence pairs two stocks, so its runs mix keys; it pins both ends so that
+    every run ends soon (a NEXT without a selective right side keeps one instance per event).
+    """
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        name = f"N{rng.randrange(NAMES)}"
+        if i % 100 < 60:
+            text = f"FILTER{{Name = '{name}' AND Volume > {rng.randrange(9_900, 10_000)}}} Stock"
+        elif i % 100 < 99:
+            factor = round(rng.uniform(0.965, 0.975), 3)
+            text = (
+                f"FILTER{{Name = '{name}' AND After < {factor} * Before}} "
+                "(SELECT Name, Price_1 AS Before, Price AS After "
+                "FROM Stock NEXT{$1.Name = $2.Name} Stock)"
+            )
+        else:
+            other = f"N{rng.randrange(NAMES)}"
+            factor = round(rng.uniform(0.8, 1.2), 2)
+            text = (
+                f"FILTER{{Name = '{name}'}} Stock "
+                f"NEXT{{$2.Name = '{other}' AND $2.Price > {factor} * $1.Price}} Stock"
+            )
+        out.append((f"Q{i}", f"{text} PUBLISH Q{i}"))
+    return out
+
+
+def test_10k_subscriptions_50_clients_100k_events(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"token-{c} client-{c}\n" for c in range(CLIENTS)))
+    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    try:
+        texts = queries()
+        mine = [texts[c::CLIENTS] for c in range(CLIENTS)]
+
+        def subscribe_all(client: int) -> list[pb.Subscription]:
+            conn = server.connect(f"token-{client}")
+            try:
+                return [subscribe(conn, text) for _, text in mine[client]]
+            finally:
+                conn.close()
+
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            made = list(pool.map(subscribe_all, range(CLIENTS)))
+        assert sum(len(m) for m in made) == QUERIES
+        assert {s.placement.key_attribute for m in made for s in m} == {"Name", ""}
+
+        events = stock_events()
+        publisher = server.connect("token-0")
+        requests = [
+            pb.PublishRequest(
+                events=[to_event(e) for e in events[i : i + 1000]],
+                watermark=events[-1].t1 if i + 1000 >= len(events) else 0,
+            )
+            for i in range(0, len(events), 1000)
+        ]
+        acks = list(publisher.stub.Publish(iter(requests), metadata=publisher.metadata))
+        assert sum(a.accepted for a in acks) == EVENTS
+        assert not any(a.rejected for a in acks)
+
+        program = Program.build([parse_stream_spec(STOCK)], texts)
+        schemas = {q.name: q.output for q in program.queries}
+        expected = Counter(
+            alert_line_of(event_json(e, schemas[e.stream]))
+            for e in program.run(events, engine="engine")
+        )
+        assert sum(expected.values()) > 1000
+
+        def received(client: int) -> list[pb.Alert]:
+            conn = server.connect(f"token-{client}")
+            try:
+                listing = conn.stub.ListSubscriptions(
+                    pb.ListSubscriptionsRequest(), metadata=conn.metadata
+                )
+                total = sum(s.last_seq for s in listing.subscriptions)
+                request = pb.ListenRequest(after_seq={s.id: 0 for s in listing.subscriptions})
+                return collect(conn, total, request, timeout=300)
+            finally:
+                conn.close()
+
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            alerts = [a for got in pool.map(received, range(CLIENTS)) for a in got]
+        assert Counter(alert_line(a) for a in alerts) == expected
+        stats = publisher.stub.Stats(pb.StatsRequest(), metadata=publisher.metadata)
+        assert stats.front["alerts"] == sum(expected.values())
+        assert stats.front["events_rejected"] == 0
+    finally:
+        assert server.stop() == 0
+
+
+def alert_line_of(line: str) -> str:
+    return json.dumps(json.loads(line), sort_keys=True)
