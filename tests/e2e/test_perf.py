@@ -49,3 +49,21 @@ def test_techbench_smoke_runs_every_template_and_the_engines_agree(tmp_path):
         assert [r["engine"] for r in mine] == ["full", "nomerge", "naive"]
         assert len({r["match_digest"] for r in mine}) == 1
     assert summary["subscribe_cel_ms_p50"] > 0
+
+
+def test_serverbench_smoke_same_alerts_with_one_and_two_shards(tmp_path):
+    out = tmp_path / "server.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "perf.serverbench", "--smoke", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(out.read_text())
+    assert summary["alerts_agree"] is True
+    one, two = summary["records"]
+    assert (one["shards"], two["shards"]) == (1, 2)
+    assert one["alerts"] == two["alerts"] > 0
+    assert one["counters"]["matches"] == one["alerts"]

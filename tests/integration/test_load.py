@@ -1,21 +1,21 @@
 """Load smoke: 10K subscriptions from 50 concurrent clients, 100K events, alerts = ``cesar run``.
 
-The queries mix the three placements the server has — selections pinned to one
-stock, drops of one stock joined on Name (both key-partitioned) and a few
-global sequences — and every client listens to its own alerts at the end.
+The workload is :mod:`perf.serverbench`'s: selections pinned to one stock, drops
+of one stock joined on Name (both key-partitioned) and a few global sequences.
+Every client listens to its own alerts at the end.
 """
 
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from automata.compiler import Program
-from automata.schema import Event, parse_stream_spec
+from automata.schema import parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
+from perf.serverbench import queries, stock_events
 from server.convert import to_event
 from server.eventfile import event_json
 from tests.integration.serverproc import STOCK, Server, alert_line, collect, subscribe
@@ -23,50 +23,6 @@ from tests.integration.serverproc import STOCK, Server, alert_line, collect, sub
 CLIENTS = 50
 QUERIES = 10_000
 EVENTS = 100_000
-NAMES = 200
-
-
-def stock_events(count: int = EVENTS, seed: int = 7) -> list[Event]:
-    """A seeded random walk of ``NAMES`` stocks, 100 quotes per minute."""
-    rng = random.Random(seed)
-    price = [rng.uniform(10, 500) for _ in range(NAMES)]
-    out = []
-    for i in range(count):
-        k = rng.randrange(NAMES)
-        price[k] = round(price[k] * rng.uniform(0.97, 1.03), 4)
-        values = {"Name": f"N{k}", "Price": price[k], "Volume": rng.randrange(1, 10_000)}
-        out.append(Event.of("Stock", i // 100, i // 100, values))
-    return out
-
-
-def queries(count: int = QUERIES, seed: int = 11) -> list[tuple[str, str]]:
-    """(name, CEL) pairs: 60% pinned selections, 39% joined drops, 1% global sequences.
-
-    A global sequence pairs two stocks, so its runs mix keys; it pins both ends so that
-    every run ends soon (a NEXT without a selective right side keeps one instance per event).
-    """
-    rng = random.Random(seed)
-    out = []
-    for i in range(count):
-        name = f"N{rng.randrange(NAMES)}"
-        if i % 100 < 60:
-            text = f"FILTER{{Name = '{name}' AND Volume > {rng.randrange(9_900, 10_000)}}} Stock"
-        elif i % 100 < 99:
-            factor = round(rng.uniform(0.965, 0.975), 3)
-            text = (
-                f"FILTER{{Name = '{name}' AND After < {factor} * Before}} "
-                "(SELECT Name, Price_1 AS Before, Price AS After "
-                "FROM Stock NEXT{$1.Name = $2.Name} Stock)"
-            )
-        else:
-            other = f"N{rng.randrange(NAMES)}"
-            factor = round(rng.uniform(0.8, 1.2), 2)
-            text = (
-                f"FILTER{{Name = '{name}'}} Stock "
-                f"NEXT{{$2.Name = '{other}' AND $2.Price > {factor} * $1.Price}} Stock"
-            )
-        out.append((f"Q{i}", f"{text} PUBLISH Q{i}"))
-    return out
 
 
 def test_10k_subscriptions_50_clients_100k_events(tmp_path: Path) -> None:
@@ -74,7 +30,7 @@ def test_10k_subscriptions_50_clients_100k_events(tmp_path: Path) -> None:
     tokens.write_text("".join(f"token-{c} client-{c}\n" for c in range(CLIENTS)))
     server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
     try:
-        texts = queries()
+        texts = queries(QUERIES)
         mine = [texts[c::CLIENTS] for c in range(CLIENTS)]
 
         def subscribe_all(client: int) -> list[pb.Subscription]:
@@ -89,7 +45,7 @@ def test_10k_subscriptions_50_clients_100k_events(tmp_path: Path) -> None:
         assert sum(len(m) for m in made) == QUERIES
         assert {s.placement.key_attribute for m in made for s in m} == {"Name", ""}
 
-        events = stock_events()
+        events = stock_events(EVENTS)
         publisher = server.connect("token-0")
         requests = [
             pb.PublishRequest(

@@ -1,0 +1,103 @@
+"""The client subcommands (define-stream, subscribe, list, publish, listen) against a server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.serverproc import (
+    CESAR,
+    QUERIES,
+    SAMPLE,
+    Server,
+    expected_lines,
+    normalized,
+    sample_events,
+)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Server]:
+    server = Server(tmp_path / "data").start()
+    yield server
+    server.stop()
+
+
+def cesar(server: Server, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CESAR), *map(str, args), "--server", server.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_subscribe_publish_listen_as_a_user(served: Server) -> None:
+    ids = [cesar(served, "subscribe", q).stdout.strip() for q in QUERIES]
+    assert ids == ["s1", "s2", "s3"]
+    listing = cesar(served, "list").stdout.splitlines()
+    assert [line.split("\t")[:3] for line in listing] == [
+        ["s1", "Rising", "key:Name"],
+        ["s2", "Drops", "key:Name"],
+        ["s3", "DropAfterRise", "key:Name"],
+    ]
+    published = cesar(served, "publish", "--quiet", SAMPLE)
+    assert published.returncode == 0, published.stderr
+    assert "published 2340 event(s), 0 rejected" in published.stderr
+    expected = normalized(
+        expected_lines([(q.stem, q.read_text()) for q in QUERIES], sample_events())
+    )
+    total = sum(expected.values())
+    listened = cesar(served, "listen", "--after-seq", "0", "--count", str(total), "--timeout", "60")
+    records = [json.loads(line) for line in listened.stdout.splitlines()]
+    assert len(records) == total
+    plain = [
+        json.dumps({k: v for k, v in r.items() if k not in ("subscription", "seq")}, sort_keys=True)
+        for r in records
+    ]
+    assert sorted(plain) == sorted(expected.elements())
+    assert {r["subscription"] for r in records} == {"s1", "s2", "s3"}
+    only = cesar(served, "listen", "--subscription", "s2", "--after-seq", "2", "--count", "1")
+    assert json.loads(only.stdout)["seq"] == 3
+    assert cesar(served, "unsubscribe", "s3").returncode == 0
+    assert [line.split("\t")[0] for line in cesar(served, "list").stdout.splitlines()] == [
+        "s1",
+        "s2",
+    ]
+    stats = json.loads(cesar(served, "stats").stdout)
+    assert stats["front"]["events_accepted"] == "2340"
+    assert len(stats["shards"]) == 2
+
+
+def test_errors_print_the_status_and_exit_1(served: Server, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.cel"
+    bad.write_text("FILTER{Price >} Stock")
+    result = cesar(served, "subscribe", bad)
+    assert result.returncode == 1
+    assert result.stderr.startswith("cesar: INVALID_ARGUMENT: line 1, column 15")
+    result = cesar(served, "unsubscribe", "s42")
+    assert (result.returncode, result.stderr.strip()) == (
+        1,
+        "cesar: NOT_FOUND: no subscription s42",
+    )
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"t": 5, "Name": "A", "Price": 1.5, "Volume": 3}\n')
+    assert cesar(served, "publish", "--quiet", events).returncode == 0
+    again = cesar(served, "publish", "--quiet", events)
+    assert again.returncode == 1
+    assert "event 1: t1: late: t1 = 5" in again.stderr
+
+
+def test_define_stream_and_streams(served: Server) -> None:
+    assert cesar(served, "define-stream", "News(Name:string,Score:int)").stdout.strip() == (
+        "News(Name:string,Score:int)"
+    )
+    assert cesar(served, "subscribe", "FILTER{Score > 3} News PUBLISH Hot").returncode == 0
+    lines = cesar(served, "streams").stdout.splitlines()
+    assert lines[0].startswith("Hot(Name:string,Score:int)\tsubscription s1")
+    assert lines[1].startswith("News(Name:string,Score:int)\tinput")
+    assert lines[2].startswith("Stock(")
