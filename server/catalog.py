@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     shard INTEGER NOT NULL,
     created_ms INTEGER NOT NULL,
     position INTEGER NOT NULL,
-    last_seq INTEGER NOT NULL DEFAULT 0
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    algebra BLOB NOT NULL DEFAULT x''
 );
 CREATE TABLE IF NOT EXISTS batches (
     number INTEGER PRIMARY KEY,
@@ -78,7 +79,11 @@ class StreamRow:
 
 @dataclass(frozen=True)
 class SubscriptionRow:
-    """A subscription as stored; ``key_attribute`` empty means global on ``shard``."""
+    """A subscription as stored; ``key_attribute`` empty means global on ``shard``.
+
+    ``query`` is its CEL text, or empty when ``algebra`` holds a serialized
+    ``cesar.v1.Algebra`` message instead.
+    """
 
     id: str
     owner: str
@@ -91,6 +96,7 @@ class SubscriptionRow:
     created_ms: int
     position: int
     last_seq: int
+    algebra: bytes = b""
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -138,7 +144,7 @@ class Catalog:
         """Every live subscription, oldest first."""
         rows = self.db.execute(
             "SELECT id, owner, query, name, stream, output_spec, key_attribute, shard, "
-            "created_ms, position, last_seq FROM subscriptions ORDER BY number"
+            "created_ms, position, last_seq, algebra FROM subscriptions ORDER BY number"
         )
         return [SubscriptionRow(*row) for row in rows]
 
@@ -153,8 +159,8 @@ class Catalog:
         with _transaction(self.db):
             self.db.execute(
                 "INSERT INTO subscriptions (id, owner, query, name, stream, output_spec, "
-                "key_attribute, shard, created_ms, position, last_seq) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "key_attribute, shard, created_ms, position, last_seq, algebra) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     row.id,
                     row.owner,
@@ -167,6 +173,7 @@ class Catalog:
                     row.created_ms,
                     row.position,
                     row.last_seq,
+                    row.algebra,
                 ),
             )
             if publishes is not None:

@@ -36,6 +36,7 @@ from automata.placement import partition_keys
 from automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
+from server.algebra_proto import AlgebraMessageError, compile_algebra
 from server.auth import Client
 from server.catalog import Catalog, StreamRow, SubscriptionRow, connect
 from server.convert import from_event, rejection, to_event, trusted_event
@@ -114,6 +115,11 @@ class Front:
         self.counters: Counter[str] = Counter()
         self.streams: dict[str, StreamRow] = {}
         self.schemas: dict[str, StreamSchema] = {}
+        self.inputs: dict[str, StreamSchema] = {}
+        self.owned: Counter[str] = Counter()
+        self.lanes: Counter[str | None] = Counter()
+        self.global_load: Counter[int] = Counter()
+        self.readers: dict[str, set[str]] = {}
         self.live: dict[str, Live] = {}
         self.last_seq: dict[str, int] = {}
         self.routing = RoutingTable(shards.count)
@@ -158,9 +164,11 @@ class Front:
     def _add_schema(self, row: StreamRow) -> None:
         self.streams[row.name] = row
         self.schemas[row.name] = parse_stream_spec(row.spec)
+        if not row.subscription:
+            self.inputs[row.name] = self.schemas[row.name]
 
     def _restore(self, row: SubscriptionRow) -> None:
-        query = compile_query(row.query, self.schemas, row.name or row.id)
+        query = self._compile_source(row.query, row.algebra, row.name or row.id)
         shard = row.shard % self.shards.count
         live = Live(replace(row, shard=shard), query.reads)
         self._install(live, query)
@@ -204,6 +212,15 @@ class Front:
         except CelError as exc:
             raise InvalidArgument(str(exc)) from None
 
+    def _compile_source(self, text: str, algebra: bytes, name: str) -> CompiledQuery:
+        """Compile CEL text, or a serialized Algebra message when ``algebra`` is not empty."""
+        if not algebra:
+            return self.compile(text, name)
+        try:
+            return compile_algebra(pb.Algebra.FromString(algebra), self.schemas, name)
+        except AlgebraMessageError as exc:
+            raise InvalidArgument(str(exc)) from None
+
     def explain(self, text: str, dot: bool) -> tuple[str, str, str | None]:
         """(explain text, DOT or "", key attribute or None) for a query."""
         query = self.compile(text)
@@ -214,20 +231,26 @@ class Front:
             min(keys) if keys else None,
         )
 
-    def subscribe(self, client: Client, text: str, name: str = "") -> SubscriptionRow:
-        """Compile, place, store and install a subscription; its row."""
-        if len(text.encode()) > client.limits.max_query_bytes:
+    def subscribe(
+        self, client: Client, text: str, name: str = "", algebra: pb.Algebra | None = None
+    ) -> SubscriptionRow:
+        """Compile, place, store and install a subscription (CEL ``text`` or ``algebra``)."""
+        if bool(text) == (algebra is not None):
+            raise InvalidArgument("give exactly one of query (CEL text) and algebra")
+        size = len(text.encode()) if algebra is None else algebra.ByteSize()
+        if size > client.limits.max_query_bytes:
             raise ResourceExhausted(
-                f"query is {len(text.encode())} bytes; the limit for {client.name} is "
+                f"query is {size} bytes; the limit for {client.name} is "
                 f"{client.limits.max_query_bytes}"
             )
         try:
-            publish = parse_query(text).publish
+            publish = parse_query(text).publish if algebra is None else None
         except CelError as exc:
             raise InvalidArgument(str(exc)) from None
+        blob = b"" if algebra is None else algebra.SerializeToString()
         with self.lock:
             self._check_open()
-            owned = sum(1 for live in self.live.values() if live.row.owner == client.name)
+            owned = self.owned[client.name]
             if owned >= client.limits.max_subscriptions:
                 raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
             sub_id = self.catalog.next_subscription_id()
@@ -235,7 +258,7 @@ class Front:
             taken = self.streams.get(stream)
             if taken is not None:
                 raise AlreadyExists(f"stream {stream} exists ({_describe_stream(taken)})")
-            query = self.compile(text, name or sub_id)
+            query = self._compile_source(text, blob, name or sub_id)
             key, shard = self._place(query)
             row = SubscriptionRow(
                 id=sub_id,
@@ -249,6 +272,7 @@ class Front:
                 created_ms=int(time.time() * 1000),
                 position=self.batches,
                 last_seq=0,
+                algebra=blob,
             )
             publishes = StreamRow(query.name, row.output_spec, client.name, sub_id)
             self.catalog.add_subscription(row, publishes)
@@ -288,9 +312,8 @@ class Front:
                 "a query reading a key-partitioned stream must join every step on that key"
             )
         if keys:
-            in_use = Counter(live.key for live in self.live.values() if live.key in keys)
-            return max(sorted(keys), key=lambda k: in_use[k]), 0
-        load = Counter(live.row.shard for live in self.live.values() if live.key is None)
+            return max(sorted(keys), key=lambda k: self.lanes[k]), 0
+        load = self.global_load
         return None, min(range(self.shards.count), key=lambda s: (load[s], s))
 
     def _install(self, live: Live, query: CompiledQuery) -> None:
@@ -301,10 +324,26 @@ class Front:
             name=live.row.name,
             stream_specs=[self.schemas[s].spec() for s in sorted(query.reads)],
         )
+        if live.row.algebra:
+            request.algebra.ParseFromString(live.row.algebra)
         targets = range(self.shards.count) if live.key else [live.row.shard]
         self.shards.install(targets, request)
         self.routing.add(live.reads, live.key, live.row.shard)
+        self._count(live, 1)
         self.live[live.row.id] = live
+
+    def _count(self, live: Live, delta: int) -> None:
+        """Keep the per-client, per-lane and per-shard tallies placement and limits read."""
+        self.owned[live.row.owner] += delta
+        for stream in live.reads:
+            readers = self.readers.setdefault(stream, set())
+            if delta > 0:
+                readers.add(live.row.id)
+            else:
+                readers.discard(live.row.id)
+        self.lanes[live.key] += delta
+        if live.key is None:
+            self.global_load[live.row.shard] += delta
 
     def unsubscribe(self, client: Client, sub_id: str) -> None:
         """Remove one of ``client``'s subscriptions."""
@@ -323,6 +362,7 @@ class Front:
                 targets, shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id)
             )
             self.routing.remove(live.reads, live.key, live.row.shard)
+            self._count(live, -1)
             self.catalog.remove_subscription(sub_id)
             del self.live[sub_id]
             del self.last_seq[sub_id]
@@ -381,7 +421,7 @@ class Front:
                             f"{message.stream} is published by subscription "
                             f"{self.streams[message.stream].subscription}; only it writes there",
                         )
-                    event = from_event(message, self._inputs())
+                    event = from_event(message, self.inputs)
                 except EventError as exc:
                     response.rejected.append(rejection(index, exc))
                     continue
@@ -423,9 +463,6 @@ class Front:
             with self.alerted:
                 self.alerted.notify_all()
         return response
-
-    def _inputs(self) -> Mapping[str, StreamSchema]:
-        return {n: s for n, s in self.schemas.items() if not self.streams[n].subscription}
 
     def _advance(self, accepted: list[Event], watermark: int | None) -> list[shard_pb2.ShardAlert]:
         """Add ``accepted`` (sorted by t1) to the open epoch; apply every epoch now closed."""

@@ -42,6 +42,7 @@ def _subscription(row: SubscriptionRow) -> pb.Subscription:
         placement=pb.Placement(key_attribute=row.key_attribute, shard=row.shard),
         created_unix_ms=row.created_ms,
         last_seq=row.last_seq,
+        algebra=pb.Algebra.FromString(row.algebra) if row.algebra else None,
     )
 
 
@@ -109,7 +110,8 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
 
     @_errors
     def Subscribe(self, request, context):
-        row = self.front.subscribe(self._caller(context), request.query, request.name)
+        algebra = request.algebra if request.HasField("algebra") else None
+        row = self.front.subscribe(self._caller(context), request.query, request.name, algebra)
         return _subscription(row)
 
     @_errors

@@ -26,6 +26,7 @@ from automata.compiler import compile_query
 from automata.engine import Engine, EngineOptions
 from automata.schema import epochs, parse_stream_spec
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
+from server.algebra_proto import compile_algebra
 from server.convert import to_event, trusted_event
 from server.logs import configure_logging
 
@@ -56,7 +57,12 @@ class ShardState:
     def install(self, request: shard_pb2.InstallRequest) -> None:
         """Compile and subscribe a query in its lane."""
         catalog = {s.name: s for s in map(parse_stream_spec, request.stream_specs)}
-        query = compile_query(request.query, catalog, request.name or request.subscription)
+        name = request.name or request.subscription
+        query = (
+            compile_algebra(request.algebra, catalog, name)
+            if request.HasField("algebra")
+            else compile_query(request.query, catalog, name)
+        )
         lane = self.lanes.setdefault(request.lane, Lane(Engine(self.options)))
         lane.engine.subscribe(request.subscription, query.automata)
         lane.streams[query.name] = request.subscription

@@ -9,11 +9,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from automata.schema import Event
+from automata.compiler import compile_query
+from automata.schema import Event, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
+from server.algebra_proto import to_algebra
 from server.convert import to_event
 from tests.integration.serverproc import (
     QUERIES,
+    STOCK,
     Server,
     alert_line,
     collect,
@@ -328,3 +331,35 @@ def test_point_events_and_events_without_subscribers(server: Server) -> None:
         conn.stub.PublishBatch(pb.PublishRequest(events=[message]), metadata=conn.metadata).accepted
         == 1
     )
+
+
+def test_subscribe_with_the_algebra_message(server: Server) -> None:
+    conn = server.connect()
+    stock = {"Stock": parse_stream_spec(STOCK)}
+    drops = compile_query(QUERIES[1].read_text(), stock, "Drops")
+    message = to_algebra(drops.algebra)
+    made = conn.stub.Subscribe(
+        pb.SubscribeRequest(algebra=message, name="AlgebraDrops"), metadata=conn.metadata
+    )
+    assert (made.stream, made.placement.key_attribute, made.query) == ("AlgebraDrops", "Name", "")
+    events = sample_events()
+    publish(conn, events)
+    expected = sum(expected_lines(SOURCES[1:2], events).values())
+    assert _last_seqs(conn)[made.id] == expected > 0
+    listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
+    assert listing.subscriptions[0].algebra == message
+
+    broken = pb.Algebra()
+    broken.CopyFrom(message)
+    broken.select.predicate.compare.left.attribute.name = "Pryce"
+    code, details = status_of(
+        conn.stub.Subscribe, pb.SubscribeRequest(algebra=broken), metadata=conn.metadata
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("algebra.select.predicate: unknown attribute Pryce")
+    code, details = status_of(
+        conn.stub.Subscribe,
+        pb.SubscribeRequest(query="Stock", algebra=message),
+        metadata=conn.metadata,
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "exactly one" in details
