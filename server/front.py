@@ -504,7 +504,9 @@ class Front:
             sub = alert.subscription
             seq = self.last_seq[sub] + 1
             self.last_seq[sub] = touched[sub] = seq
-            message = pb.Alert(subscription=sub, seq=seq, event=alert.event, notice=alert.notice)
+            message = pb.Alert(subscription=sub, seq=seq, notice=alert.notice)
+            if alert.HasField("event"):
+                message.event.CopyFrom(alert.event)
             rows.append((sub, seq, self.live[sub].row.owner, message.SerializeToString()))
         return rows, touched
 

@@ -126,3 +126,23 @@ def test_listen_resumes_within_retention_and_says_when_it_cannot(tmp_path: Path)
         assert f"oldest kept is seq {last - 4}" in details
     finally:
         server.stop()
+
+
+def test_instance_limits_reach_the_subscription_as_notices(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", "--max-instances-per-node", "5").start()
+    try:
+        conn = server.connect()
+        never = subscribe(conn, "Stock NEXT{$2.Price > 1000 * $1.Price} Stock PUBLISH Never")
+        publish(conn, sample_events()[:60])
+        [row] = conn.stub.ListSubscriptions(
+            pb.ListSubscriptionsRequest(), metadata=conn.metadata
+        ).subscriptions
+        assert row.last_seq > 0
+        alerts = collect(conn, row.last_seq, pb.ListenRequest(after_seq={never.id: 0}))
+        assert all(a.notice and not a.HasField("event") for a in alerts)
+        assert "dropped" in alerts[0].notice
+        stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+        assert sum(s.counters["dropped"] for s in stats.shards) > 0
+        assert sum(s.counters["instances"] for s in stats.shards) <= 5
+    finally:
+        server.stop()
