@@ -38,8 +38,7 @@ from pathlib import Path
 
 from automata.schema import Event, Value
 from cesar.v1 import cesar_pb2 as pb
-from server.client import Connection
-from server.convert import to_event
+from server.client import Connection, publish_requests
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
 NAMES = 200
@@ -111,11 +110,6 @@ class ServerRun:
     counters: dict[str, int]
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
 def run(shards: int, texts: list[tuple[str, str]], events: list[Event], clients: int) -> ServerRun:
     """Start a server with ``shards``, drive it, stop it; its figures."""
     cesar = Path(sys.executable).with_name("cesar")
@@ -157,13 +151,7 @@ def _drive(
     subscribe_s = time.perf_counter() - started
 
     conn = Connection.open(address)
-    requests = [
-        pb.PublishRequest(
-            events=[to_event(e) for e in events[i : i + 1000]],
-            watermark=events[-1].t1 if i + 1000 >= len(events) else 0,
-        )
-        for i in range(0, len(events), 1000)
-    ]
+    requests = publish_requests(events)
     started = time.perf_counter()
     acks = list(conn.stub.Publish(iter(requests)))
     publish_s = time.perf_counter() - started
@@ -205,7 +193,7 @@ def _drive(
         subscribe_s=round(subscribe_s, 3),
         subscribes_per_s=round(len(texts) / subscribe_s, 1),
         subscribe_p50_ms=round(1000 * statistics.median(latencies), 2),
-        subscribe_p99_ms=round(1000 * _percentile(latencies, 0.99), 2),
+        subscribe_p99_ms=round(1000 * statistics.quantiles(latencies, n=100)[98], 2),
         publish_s=round(publish_s, 3),
         events_per_s=round(len(events) / publish_s, 1),
         last_alert_s=round(last_alert_s, 3),

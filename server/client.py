@@ -8,12 +8,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
+from automata.schema import Event
+from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
+from server.convert import to_event
 from server.shard import GRPC_OPTIONS
 
 
@@ -39,3 +43,26 @@ class Connection:
     def close(self) -> None:
         """Close the channel."""
         self.channel.close()
+
+
+def publish_requests(
+    events: Sequence[Event], batch: int = 1000, close: bool = True
+) -> list[pb.PublishRequest]:
+    """``events`` (sorted by t1) as PublishRequests of ``batch`` events each.
+
+    With ``close`` the last request carries a watermark at the last ``t1``, so
+    the server processes the final epoch at once instead of waiting for a later
+    event.
+
+    >>> from automata.schema import Event
+    >>> reqs = publish_requests([Event.of("S", t, t, {}) for t in range(5)], batch=2)
+    >>> [(len(r.events), r.watermark) for r in reqs]
+    [(2, 0), (2, 0), (1, 4)]
+    """
+    out = [
+        pb.PublishRequest(events=[to_event(e) for e in events[i : i + batch]])
+        for i in range(0, len(events), batch)
+    ]
+    if out and close:
+        out[-1].watermark = events[-1].t1
+    return out

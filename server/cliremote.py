@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -182,17 +182,12 @@ def _listen(conn: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _batches(events: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(events), size):
-        yield events[start : start + size]
-
-
 def _publish(conn: Any, args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from automata.schema import parse_stream_spec
     from cesar.v1 import cesar_pb2 as pb
-    from server.convert import to_event
+    from server.client import publish_requests
     from server.eventfile import EventInputError, read_events
 
     listing = conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata)
@@ -211,22 +206,14 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
         print(f"cesar: {args.events}: {exc}", file=sys.stderr)
         return 2
     events = result.events
-    batches = list(_batches(events, args.batch))
-    last_t1 = max((e.t1 for e in events), default=0)
-
-    def requests() -> Iterator[pb.PublishRequest]:
-        for number, batch in enumerate(batches, 1):
-            final = number == len(batches) and not args.keep_open
-            yield pb.PublishRequest(
-                events=[to_event(e) for e in batch], watermark=last_t1 if final else 0
-            )
+    requests = publish_requests(events, args.batch, close=not args.keep_open)
 
     accepted = rejected = 0
     with Progress(disable=not sys.stderr.isatty() or args.quiet, transient=True) as progress:
         task = progress.add_task("publishing", total=len(events))
         offset = 0
-        for batch, ack in zip(
-            batches, conn.stub.Publish(requests(), metadata=conn.metadata), strict=False
+        for request, ack in zip(
+            requests, conn.stub.Publish(iter(requests), metadata=conn.metadata), strict=False
         ):
             accepted += ack.accepted
             rejected += len(ack.rejected)
@@ -236,8 +223,8 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
                     f"{rejection.reason}",
                     file=sys.stderr,
                 )
-            offset += len(batch)
-            progress.update(task, advance=len(batch))
+            offset += len(request.events)
+            progress.update(task, advance=len(request.events))
     print(f"published {accepted} event(s), {rejected} rejected", file=sys.stderr)
     if result.skipped:
         print(f"cesar: skipped {result.skipped} malformed event line(s)", file=sys.stderr)

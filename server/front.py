@@ -471,10 +471,9 @@ class Front:
             self.high = max(self.high or accepted[-1].t1, accepted[-1].t1)
         if watermark:
             self.closed = max(self.closed or watermark, watermark)
-        limit = self.closed if self.closed is not None else None
         split = 0
         for event in self.open:
-            if event.t1 < (self.high or 0) or (limit is not None and event.t1 <= limit):
+            if event.t1 < (self.high or 0) or (self.closed is not None and event.t1 <= self.closed):
                 split += 1
             else:
                 break

@@ -69,18 +69,22 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
             )
         return client  # type: ignore[return-value]
 
+    def _abort(self, exc: Exception, context: grpc.ServicerContext) -> None:
+        """Turn a front error into its status; a shard failure also stops the server."""
+        if isinstance(exc, ShardFailure):
+            log.error("shard failure", extra={"error": str(exc)})
+            self.on_shard_failure()
+            context.abort(grpc.StatusCode.INTERNAL, f"a shard failed: {exc}")
+        context.abort(getattr(grpc.StatusCode, exc.code), str(exc))  # type: ignore[attr-defined]
+
     @staticmethod
     def _errors(method: F) -> F:
         @functools.wraps(method)
         def wrapper(self: CesarServicer, request: Any, context: grpc.ServicerContext) -> Any:
             try:
                 return method(self, request, context)
-            except FrontError as exc:
-                context.abort(getattr(grpc.StatusCode, exc.code), str(exc))
-            except ShardFailure as exc:
-                log.error("shard failure", extra={"error": str(exc)})
-                self.on_shard_failure()
-                context.abort(grpc.StatusCode.INTERNAL, f"a shard failed: {exc}")
+            except (FrontError, ShardFailure) as exc:
+                self._abort(exc, context)
 
         return wrapper  # type: ignore[return-value]
 
@@ -90,12 +94,8 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         def wrapper(self: CesarServicer, request: Any, context: grpc.ServicerContext) -> Any:
             try:
                 yield from method(self, request, context)
-            except FrontError as exc:
-                context.abort(getattr(grpc.StatusCode, exc.code), str(exc))
-            except ShardFailure as exc:
-                log.error("shard failure", extra={"error": str(exc)})
-                self.on_shard_failure()
-                context.abort(grpc.StatusCode.INTERNAL, f"a shard failed: {exc}")
+            except (FrontError, ShardFailure) as exc:
+                self._abort(exc, context)
 
         return wrapper  # type: ignore[return-value]
 

@@ -17,8 +17,8 @@ import grpc
 from automata.compiler import Program
 from automata.schema import Event, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
-from server.client import Connection
-from server.convert import to_event, trusted_event
+from server.client import Connection, publish_requests
+from server.convert import trusted_event
 from server.eventfile import event_json, read_events
 
 CESAR = Path(sys.executable).with_name("cesar")
@@ -119,18 +119,10 @@ def normalized(lines: Counter[str]) -> Counter[str]:
 
 
 def publish(conn: Connection, events: Sequence[Event], batch: int = 500, close: bool = True) -> int:
-    """PublishBatch ``events`` in batches; the last closes its epoch. Accepted count."""
+    """PublishBatch ``events`` in batches; with ``close`` the last closes its epoch. Accepted."""
     accepted = 0
-    for start in range(0, len(events), batch):
-        chunk = events[start : start + batch]
-        last = start + batch >= len(events)
-        response = conn.stub.PublishBatch(
-            pb.PublishRequest(
-                events=[to_event(e) for e in chunk],
-                watermark=chunk[-1].t1 if (last and close) else 0,
-            ),
-            metadata=conn.metadata,
-        )
+    for request in publish_requests(events, batch, close):
+        response = conn.stub.PublishBatch(request, metadata=conn.metadata)
         assert not response.rejected, response.rejected
         accepted += response.accepted
     return accepted
