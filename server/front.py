@@ -13,9 +13,8 @@
 Publishing, subscribing and unsubscribing run one at a time under one lock,
 so the event log, the subscriptions' positions in it and the alerts' seqs
 form one sequential history — the one replayed on start.  Listen streams
-read committed alerts from their own SQLite connections and never block that
-path: a slow consumer only falls behind, and past the retention window it is
-told so (OUT_OF_RANGE) instead of holding anything up.
+(:mod:`server.alerts`) read committed alerts from their own SQLite connections
+and never block that path.
 """
 
 from __future__ import annotations
@@ -36,55 +35,26 @@ from automata.placement import partition_keys
 from automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
+from server.alerts import Listeners
 from server.algebra_proto import AlgebraMessageError, compile_algebra
 from server.auth import Client
-from server.catalog import Catalog, StreamRow, SubscriptionRow, connect
+from server.catalog import Catalog, StreamRow, SubscriptionRow
 from server.convert import from_event, rejection, to_event, trusted_event
+from server.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+)
 from server.routing import GLOBAL, RoutingTable, key_lane
 from server.shardpool import ShardPool
 
 log = logging.getLogger("cesar.front")
 
 MAX_KEY_BYTES = 200
-PAGE = 1000
-
-
-class FrontError(Exception):
-    """An error for the caller; ``code`` names the gRPC status."""
-
-    code = "INTERNAL"
-
-
-class InvalidArgument(FrontError):
-    code = "INVALID_ARGUMENT"
-
-
-class NotFound(FrontError):
-    code = "NOT_FOUND"
-
-
-class AlreadyExists(FrontError):
-    code = "ALREADY_EXISTS"
-
-
-class PermissionDenied(FrontError):
-    code = "PERMISSION_DENIED"
-
-
-class FailedPrecondition(FrontError):
-    code = "FAILED_PRECONDITION"
-
-
-class ResourceExhausted(FrontError):
-    code = "RESOURCE_EXHAUSTED"
-
-
-class OutOfRange(FrontError):
-    code = "OUT_OF_RANGE"
-
-
-class Unavailable(FrontError):
-    code = "UNAVAILABLE"
 
 
 @dataclass(frozen=True)
@@ -110,9 +80,9 @@ class Front:
         self.catalog = catalog
         self.shards = shards
         self.lock = threading.Lock()
-        self.alerted = threading.Condition()
         self.closing = False
         self.counters: Counter[str] = Counter()
+        self.listeners = Listeners(catalog.path, self.counters)
         self.streams: dict[str, StreamRow] = {}
         self.schemas: dict[str, StreamSchema] = {}
         self.inputs: dict[str, StreamSchema] = {}
@@ -127,7 +97,6 @@ class Front:
         self.high: int | None = None
         self.closed: int | None = None
         self.batches = 0
-        self.last_alert = 0
         self.listens: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ start
@@ -150,7 +119,7 @@ class Front:
         for _number, payload in log_rows:
             self._replay(payload)
         self.batches = self.catalog.batch_count()
-        self.last_alert = self.catalog.last_alert_id()
+        self.listeners.notify(self.catalog.last_alert_id())
         log.info(
             "catalog loaded",
             extra={
@@ -280,8 +249,6 @@ class Front:
             self._add_schema(publishes)
             self.last_seq[sub_id] = 0
             self.counters["subscribes"] += 1
-        with self.alerted:
-            self.alerted.notify_all()
         log.info(
             "subscribed",
             extra={"subscription": sub_id, "owner": client.name, "key": key, "shard": shard},
@@ -369,8 +336,6 @@ class Front:
             del self.streams[live.row.stream]
             del self.schemas[live.row.stream]
             self.counters["unsubscribes"] += 1
-        with self.alerted:
-            self.alerted.notify_all()
         log.info("unsubscribed", extra={"subscription": sub_id, "owner": client.name})
 
     def _owned(self, client: Client, sub_id: str, remove: bool = False) -> Live:
@@ -451,8 +416,6 @@ class Front:
             rows, touched = self._sequence(alerts)
             self.batches += 1
             self.catalog.commit_batch(self.batches, key, len(accepted), payload, rows, touched)
-            if rows:
-                self.last_alert = self.catalog.last_alert_id()
             response.accepted = len(accepted)
             response.batch = self.batches
             self.counters["events_accepted"] += len(accepted)
@@ -460,8 +423,7 @@ class Front:
             self.counters["alerts"] += len(rows)
             self.counters["batches"] += 1
         if rows:
-            with self.alerted:
-                self.alerted.notify_all()
+            self.listeners.notify(self.catalog.last_alert_id())
         return response
 
     def _advance(self, accepted: list[Event], watermark: int | None) -> list[shard_pb2.ShardAlert]:
@@ -530,81 +492,10 @@ class Front:
             self.listens[client.name] += 1
             self.counters["listens_opened"] += 1
         try:
-            yield from self._listen(client, wanted, after_seq, active)
+            yield from self.listeners.stream(client.name, wanted, after_seq, active)
         finally:
             with self.lock:
                 self.listens[client.name] -= 1
-
-    def _listen(
-        self,
-        client: Client,
-        wanted: set[str],
-        after_seq: Mapping[str, int],
-        active: Callable[[], bool],
-    ) -> Iterator[pb.Alert]:
-        db = connect(self.catalog.path, readonly=True)
-        try:
-            db.execute("BEGIN")
-            cursor = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
-            last = dict(
-                db.execute("SELECT id, last_seq FROM subscriptions WHERE owner = ?", (client.name,))
-            )
-            oldest = {
-                sub: db.execute(
-                    "SELECT MIN(seq) FROM alerts WHERE subscription = ?", (sub,)
-                ).fetchone()[0]
-                for sub in after_seq
-            }
-            db.execute("COMMIT")
-            for sub, after in sorted(after_seq.items()):
-                first = oldest[sub]
-                if after < last.get(sub, 0) and (first is None or after + 1 < first):
-                    self.counters["listen_out_of_range"] += 1
-                    raise OutOfRange(
-                        f"alerts of {sub} after seq {after} are past the retention window; "
-                        f"the oldest kept is seq {first}"
-                    )
-                while after < last.get(sub, 0):
-                    rows = db.execute(
-                        "SELECT seq, payload FROM alerts WHERE subscription = ? AND seq > ? "
-                        "AND id <= ? ORDER BY seq LIMIT ?",
-                        (sub, after, cursor, PAGE),
-                    ).fetchall()
-                    if not rows:
-                        break
-                    for seq, payload in rows:
-                        if seq != after + 1:
-                            self._overrun(sub, after, seq)
-                        yield pb.Alert.FromString(payload)
-                        after = seq
-            while active():
-                with self.alerted:
-                    if self.last_alert <= cursor:
-                        self.alerted.wait(0.5)
-                rows = db.execute(
-                    "SELECT id, subscription, seq, payload FROM alerts WHERE owner = ? AND id > ? "
-                    "ORDER BY id LIMIT ?",
-                    (client.name, cursor, PAGE),
-                ).fetchall()
-                for row_id, sub, seq, payload in rows:
-                    cursor = row_id
-                    if wanted and sub not in wanted:
-                        continue
-                    if seq != last.get(sub, 0) + 1:
-                        self._overrun(sub, last.get(sub, 0), seq)
-                    last[sub] = seq
-                    yield pb.Alert.FromString(payload)
-        finally:
-            db.close()
-
-    def _overrun(self, sub: str, sent: int, available: int) -> None:
-        """End a Listen whose consumer fell behind the retention window (the overflow policy)."""
-        self.counters["listen_overruns"] += 1
-        raise OutOfRange(
-            f"this consumer fell behind the retention window: alerts of {sub} after seq {sent} "
-            f"were pruned before they were sent; resume with after_seq {available - 1} to "
-            f"continue from seq {available}"
-        )
 
     # ----------------------------------------------------------- routing, stats
 
@@ -641,13 +532,16 @@ class Front:
         if self.closing:
             raise Unavailable("the server is shutting down")
 
+    def stop_intake(self) -> None:
+        """Later calls get UNAVAILABLE and Listen streams end."""
+        self.closing = True
+        self.listeners.close()
+
     def close(self) -> None:
-        """Stop intake (later calls get UNAVAILABLE), then checkpoint and close the catalog."""
+        """Stop intake, then checkpoint and close the catalog."""
+        self.stop_intake()
         with self.lock:
-            self.closing = True
             self.catalog.close()
-        with self.alerted:
-            self.alerted.notify_all()
 
 
 def _describe_stream(row: StreamRow) -> str:

@@ -27,7 +27,8 @@ from grpc_reflection.v1alpha import reflection
 from cesar.v1 import cesar_pb2, cesar_pb2_grpc
 from server.auth import Clients, Limits, TokensError, parse_tokens
 from server.catalog import Catalog
-from server.front import AlreadyExists, Front
+from server.errors import AlreadyExists
+from server.front import Front
 from server.logs import configure_logging
 from server.service import CesarServicer
 from server.shard import GRPC_OPTIONS
@@ -115,9 +116,7 @@ def serve(args: argparse.Namespace) -> int:
         stop.wait()
         log.info("shutting down", extra={"grace_seconds": args.grace})
         health_servicer.enter_graceful_shutdown()
-        front.closing = True
-        with front.alerted:
-            front.alerted.notify_all()
+        front.stop_intake()
         server.stop(args.grace).wait()
         front.close()
     except ShardFailure as exc:

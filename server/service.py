@@ -18,7 +18,8 @@ from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
 from server.auth import Client, Clients
 from server.catalog import StreamRow, SubscriptionRow
-from server.front import Front, FrontError
+from server.errors import FrontError
+from server.front import Front
 from server.shardpool import ShardFailure
 
 log = logging.getLogger("cesar.front")
@@ -139,7 +140,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
             client,
             list(request.subscriptions),
             dict(request.after_seq),
-            lambda: context.is_active() and not self.front.closing,
+            context.is_active,
         )
 
     @_stream_errors

@@ -11,7 +11,8 @@ from cesar.v1 import cesar_pb2 as pb
 from server.auth import Clients, Limits
 from server.catalog import Catalog
 from server.convert import to_event, trusted_event
-from server.front import Front, OutOfRange
+from server.errors import OutOfRange
+from server.front import Front
 from server.shardpool import ShardPool
 from tests.integration.serverproc import STOCK, expected_lines, sample_events
 
