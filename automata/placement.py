@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from automata.automaton import Automaton, Edge, EdgeKind
+from automata.normal import Conjunct
 from automata.schema import StreamSchema, Value
 from automata.terms import Attr, Cmp, Const, Scope
 
@@ -160,3 +161,36 @@ def partition_keys(
         ):
             found.add(key)
     return frozenset(found)
+
+
+def static_interest(automata: Sequence[Automaton]) -> dict[str, tuple[Conjunct, ...]]:
+    """Per stream read from outside, the static conjuncts an event must satisfy one of to matter.
+
+    An event of stream ``S`` can fire an ∃-edge or affect an instance through a
+    FILTER edge only if it satisfies the static part of one of that edge's DNF
+    conjuncts; an event satisfying none of them, on every edge reading ``S``,
+    changes no output and need not be delivered.  A TRUE (empty) conjunct
+    means every event matters.  This is what the feed filters events for
+    global subscriptions by (ARCHITECTURE.md, "Placement and routing").
+
+    >>> from automata.compiler import compile_query
+    >>> from automata.schema import parse_stream_spec
+    >>> catalog = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
+    >>> q = compile_query("FILTER{Name = 'IBM'} Stock NEXT{$2.Price > 99} Stock", catalog, "q")
+    >>> from automata.terms import to_cel
+    >>> [to_cel(c.pred()) for c in static_interest(q.automata)["Stock"]]
+    ["Name = 'IBM'", 'Price > 99']
+    """
+    internal = {a.name for a in automata if a.internal}
+    found: dict[str, dict[Conjunct, None]] = {}
+    for automaton in automata:
+        for edge in automaton.edges:
+            if edge.stream in internal:
+                continue
+            statics = found.setdefault(edge.stream, {})
+            for conjunct in edge.conjuncts:
+                statics[conjunct.static] = None
+    return {
+        stream: (Conjunct(()),) if Conjunct(()) in statics else tuple(statics)
+        for stream, statics in found.items()
+    }

@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 
 from automata.compiler import compile_query
 from automata.construct import build_automata
-from automata.placement import partition_keys
+from automata.evaluate import Env, Faults, holds
+from automata.placement import partition_keys, static_interest
 from automata.reference import evaluate
 from automata.schema import StreamSchema
+from automata.terms import Scope
 from tests.algebra_strategies import SCHEMAS, expressions, input_streams
 
 STREAMS = {name: StreamSchema(name, columns) for name, columns in SCHEMAS.items()}
@@ -86,3 +88,41 @@ def test_steps_that_mix_keys_are_not_keyed(text, streams):
     keys = partition_keys(query.automata, STREAMS)
     assert "k" not in keys
     _partitioned_equals_whole(query.algebra, keys, streams)
+
+
+def _satisfies(conjunct, event) -> bool:  # type: ignore[no-untyped-def]
+    env = Env({Scope.EVENT: dict(event.values)}, event.duration)
+    return holds(conjunct.pred(), env, Faults())
+
+
+@settings(max_examples=1500, **SETTINGS)
+@given(expressions(), input_streams())
+def test_events_outside_the_static_interest_change_nothing(expr, streams):
+    automata = build_automata(expr, StreamSchema("out", expr.attributes))
+    interest = static_interest(automata)
+    kept = {
+        name: [e for e in events if any(_satisfies(c, e) for c in interest.get(name, ()))]
+        for name, events in streams.items()
+    }
+    assert Counter(evaluate(expr, kept)) == Counter(evaluate(expr, streams))
+
+
+INTEREST = [
+    *(t.format(extra=e) for t in TEMPLATES for e in EXTRAS),
+    *UNKEYED,
+    # events with v = 1 or 2 end a run (first component) without extending it (second)
+    "(SELECT *, 1 AS n FROM S) FOLD{$2.v >= 1, $2.v >= 3, $.n + 1 AS n} T",
+    "FILTER{v > 2} S NEXT{$2.k = 'a' AND $2.v < 2} T",
+]
+
+
+@settings(max_examples=600, **SETTINGS)
+@given(st.sampled_from(INTEREST), input_streams())
+def test_queries_see_the_same_through_their_static_interest(text, streams):
+    query = compile_query(text, STREAMS, "q")
+    interest = static_interest(query.automata)
+    kept = {
+        name: [e for e in events if any(_satisfies(c, e) for c in interest.get(name, ()))]
+        for name, events in streams.items()
+    }
+    assert Counter(evaluate(query.algebra, kept)) == Counter(evaluate(query.algebra, streams))
