@@ -18,7 +18,7 @@ from automata.schema import StreamSchema
 def placement_line(keys: frozenset[str]) -> str:
     """How the query is placed: key-partitioned on which attributes, or global."""
     if not keys:
-        return "global (runs on one shard, which sees every event of the streams it reads)"
+        return "global (runs on one shard, which sees the events its edges' static parts admit)"
     return "key-partitioned on " + " or ".join(sorted(keys)) + " (runs on every shard)"
 
 

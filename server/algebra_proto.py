@@ -277,17 +277,18 @@ def _to_term(term: Term) -> pb.Term:
     raise TypeError(f"no message for {term!r}")
 
 
-def _to_pred(pred: Pred) -> pb.Predicate:
+def to_predicate(pred: Pred) -> pb.Predicate:
+    """The message for a predicate."""
     if isinstance(pred, Cmp):
         return pb.Predicate(
             compare=pb.Comparison(op=pred.op, left=_to_term(pred.left), right=_to_term(pred.right))
         )
     if isinstance(pred, And):
-        return pb.Predicate(all=pb.Predicates(items=[_to_pred(p) for p in pred.items]))
+        return pb.Predicate(all=pb.Predicates(items=[to_predicate(p) for p in pred.items]))
     if isinstance(pred, Or):
-        return pb.Predicate(any=pb.Predicates(items=[_to_pred(p) for p in pred.items]))
+        return pb.Predicate(any=pb.Predicates(items=[to_predicate(p) for p in pred.items]))
     if isinstance(pred, Not):
-        return pb.Predicate(negate=_to_pred(pred.item))
+        return pb.Predicate(negate=to_predicate(pred.item))
     return pb.Predicate(truth=pred.value)
 
 
@@ -301,7 +302,7 @@ def to_algebra(expr: alg.Expr) -> pb.Algebra:
         return pb.Algebra(stream=pb.StreamRef(name=expr.name))
     if isinstance(expr, alg.Select):
         return pb.Algebra(
-            select=pb.SelectOp(input=to_algebra(expr.input), predicate=_to_pred(expr.pred))
+            select=pb.SelectOp(input=to_algebra(expr.input), predicate=to_predicate(expr.pred))
         )
     if isinstance(expr, alg.Project):
         return pb.Algebra(project=pb.ProjectOp(input=to_algebra(expr.input), keep=expr.keep))
@@ -323,15 +324,15 @@ def to_algebra(expr: alg.Expr) -> pb.Algebra:
             next=pb.NextOp(
                 left=to_algebra(expr.left),
                 right=to_algebra(expr.right),
-                predicate=_to_pred(expr.pred),
+                predicate=to_predicate(expr.pred),
             )
         )
     return pb.Algebra(
         fold=pb.FoldOp(
             left=to_algebra(expr.left),
             right=to_algebra(expr.right),
-            step=_to_pred(expr.step),
-            keep=_to_pred(expr.keep),
+            step=to_predicate(expr.step),
+            keep=to_predicate(expr.keep),
             aggregates=_assignments(expr.aggregates),
         )
     )

@@ -30,13 +30,15 @@ from automata.automaton import format_dot
 from automata.compiler import CompiledQuery, compile_query
 from automata.errors import CelError
 from automata.explain import explain
+from automata.normal import Conjunct
 from automata.parser import parse_query
-from automata.placement import partition_keys
+from automata.placement import partition_keys, static_interest
 from automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
+from index.static import ConjunctRegistry
 from server.alerts import Listeners
-from server.algebra_proto import AlgebraMessageError, compile_algebra
+from server.algebra_proto import AlgebraMessageError, compile_algebra, to_predicate
 from server.auth import Client
 from server.catalog import Catalog, StreamRow, SubscriptionRow
 from server.convert import from_event, rejection, to_event, trusted_event
@@ -90,6 +92,8 @@ class Front:
         self.lanes: Counter[str | None] = Counter()
         self.global_load: Counter[int] = Counter()
         self.readers: dict[str, set[str]] = {}
+        self.interest = ConjunctRegistry()
+        self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
         self.live: dict[str, Live] = {}
         self.last_seq: dict[str, int] = {}
         self.routing = RoutingTable(shards.count)
@@ -296,6 +300,11 @@ class Front:
         targets = range(self.shards.count) if live.key else [live.row.shard]
         self.shards.install(targets, request)
         self.routing.add(live.reads, live.key, live.row.shard)
+        if live.key is None:
+            statics = static_interest(query.automata)
+            self.statics[live.row.id] = statics
+            for stream, conjuncts in statics.items():
+                self.interest.add((live.row.id, stream), stream, conjuncts)
         self._count(live, 1)
         self.live[live.row.id] = live
 
@@ -329,6 +338,8 @@ class Front:
                 targets, shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id)
             )
             self.routing.remove(live.reads, live.key, live.row.shard)
+            for stream in self.statics.pop(sub_id, {}):
+                self.interest.remove((sub_id, stream))
             self._count(live, -1)
             self.catalog.remove_subscription(sub_id)
             del self.live[sub_id]
@@ -445,7 +456,12 @@ class Front:
         requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
         lanes: list[dict[str, shard_pb2.LaneEvents]] = [{} for _ in requests]
         for event in released:
-            destinations = self.routing.destinations(event.stream, dict(event.values))
+            values = dict(event.values)
+            destinations = self.routing.key_destinations(event.stream, values)
+            interested = self.interest.probe(event.stream, values)
+            destinations.extend(
+                (shard, GLOBAL) for shard in sorted({self.live[s].row.shard for s, _ in interested})
+            )
             if not destinations:
                 continue
             message = to_event(event)
@@ -509,8 +525,20 @@ class Front:
                     stream=stream,
                     key_attributes=sorted(route.keys),
                     global_shards=sorted(route.global_shards),
+                    global_interest=self._interest(stream),
                 )
             return table
+
+    def _interest(self, stream: str) -> list[pb.GlobalInterest]:
+        """Per global shard, the distinct static conjuncts its subscriptions need of ``stream``."""
+        shards: dict[int, dict[Conjunct, None]] = {}
+        for sub, statics in self.statics.items():
+            for conjunct in statics.get(stream, ()):
+                shards.setdefault(self.live[sub].row.shard, {})[conjunct] = None
+        return [
+            pb.GlobalInterest(shard=shard, conjuncts=[to_predicate(c.pred()) for c in conjuncts])
+            for shard, conjuncts in sorted(shards.items())
+        ]
 
     def stats(self) -> pb.StatsResponse:
         """Front counters and every shard's counters."""

@@ -4,7 +4,8 @@ A shard runs one engine per *lane*.  Subscriptions key-partitioned on
 attribute ``K`` share the lane ``key:K`` on every shard, and an event reaches
 that lane on shard ``crc32(key_bytes(event[K])) mod shards``; global
 subscriptions share the lane ``global`` of the one shard each is placed on,
-which receives every event of the streams they read.  The Spark feed routes
+which receives the events of the streams they read that satisfy their *static
+interest* (:func:`automata.placement.static_interest`; GetRouting lists it).  The Spark feed routes
 by the same rule (GetRouting gives the table), so :func:`key_bytes` is
 specified exactly:
 
@@ -95,11 +96,9 @@ class RoutingTable:
                 del self.streams[stream]
         self.version += 1
 
-    def destinations(self, stream: str, values: dict[str, Value]) -> list[tuple[int, str]]:
-        """The (shard, lane) pairs an event of ``stream`` with ``values`` goes to."""
+    def key_destinations(self, stream: str, values: dict[str, Value]) -> list[tuple[int, str]]:
+        """The (shard, key lane) pairs an event of ``stream`` with ``values`` goes to."""
         route = self.streams.get(stream)
         if route is None:
             return []
-        out = [(shard_of(values[key], self.shards), key_lane(key)) for key in route.keys]
-        out.extend((shard, GLOBAL) for shard in route.global_shards)
-        return out
+        return [(shard_of(values[key], self.shards), key_lane(key)) for key in route.keys]

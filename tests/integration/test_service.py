@@ -363,3 +363,30 @@ def test_subscribe_with_the_algebra_message(server: Server) -> None:
         metadata=conn.metadata,
     )
     assert code is grpc.StatusCode.INVALID_ARGUMENT and "exactly one" in details
+
+
+def test_routing_global_shards_receive_only_events_their_static_interest_admits(
+    server: Server,
+) -> None:
+    conn = server.connect()
+    text = (
+        "FILTER{Name = 'AAPL'} Stock NEXT{$2.Name = 'AMZN' AND $2.Price > 27 * $1.Price} Stock "
+        "PUBLISH Pair"
+    )
+    pair = subscribe(conn, text)
+    assert pair.placement.key_attribute == ""
+    table = conn.stub.GetRouting(pb.GetRoutingRequest(), metadata=conn.metadata)
+    [route] = table.streams
+    [interest] = route.global_interest
+    assert interest.shard == pair.placement.shard
+    names = sorted(c.compare.right.constant.string_value for c in interest.conjuncts)
+    assert names == ["AAPL", "AMZN"]
+    events = sample_events()
+    publish(conn, events)
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+    admitted = sum(1 for e in events if dict(e.values)["Name"] in ("AAPL", "AMZN"))
+    assert admitted < len(events)
+    assert [s.counters["events"] for s in stats.shards if s.shard == pair.placement.shard] == [
+        admitted
+    ]
+    assert _last_seqs(conn)[pair.id] == sum(expected_lines([("Pair", text)], events).values()) > 0
