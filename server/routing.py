@@ -36,11 +36,6 @@ def key_lane(attribute: str) -> str:
     return f"key:{attribute}"
 
 
-def lane_key(lane: str) -> str | None:
-    """The key attribute of a lane, None for the global lane."""
-    return lane[4:] if lane.startswith("key:") else None
-
-
 def key_bytes(value: Value) -> bytes:
     """The bytes a key value hashes as (see the module docstring)."""
     if isinstance(value, bool):
