@@ -39,6 +39,7 @@ from cesar.v1 import shard_pb2
 from index.static import ConjunctRegistry
 from server.alerts import Listeners
 from server.algebra_proto import AlgebraMessageError, compile_algebra, to_predicate
+from server.arrowevents import decode as decode_arrow
 from server.auth import Client
 from server.catalog import Catalog, StreamRow, SubscriptionRow
 from server.convert import from_event, rejection, to_event, trusted_event
@@ -57,6 +58,10 @@ from server.shardpool import ShardPool
 log = logging.getLogger("cesar.front")
 
 MAX_KEY_BYTES = 200
+
+
+class ReplayError(RuntimeError):
+    """The catalog cannot be replayed with this server's configuration."""
 
 
 @dataclass(frozen=True)
@@ -97,9 +102,9 @@ class Front:
         self.live: dict[str, Live] = {}
         self.last_seq: dict[str, int] = {}
         self.routing = RoutingTable(shards.count)
-        self.open: list[Event] = []
-        self.high: int | None = None
-        self.closed: int | None = None
+        self.pending: list[list[tuple[Event, str]]] = [[] for _ in range(shards.count)]
+        self.horizon: list[int | None] = [None] * shards.count
+        self.closed: list[int | None] = [None] * shards.count
         self.batches = 0
         self.listens: Counter[str] = Counter()
 
@@ -150,7 +155,13 @@ class Front:
 
     def _replay(self, payload: bytes) -> None:
         batch = pb.PublishRequest.FromString(payload)
-        self._advance([trusted_event(e) for e in batch.events], batch.watermark or None)
+        shard = batch.shard if batch.HasField("shard") else None
+        if shard is not None and batch.shards != self.shards.count:
+            raise ReplayError(
+                f"the event log holds batches the feed routed for {batch.shards} shards; "
+                f"start the server with --shards {batch.shards}"
+            )
+        self._advance([trusted_event(e) for e in batch.events], batch.watermark or None, shard)
 
     # ---------------------------------------------------------------- streams
 
@@ -370,15 +381,21 @@ class Front:
 
     # ----------------------------------------------------------------- publish
 
-    def publish(
-        self,
-        events: Sequence[pb.Event],
-        key: str = "",
-        watermark: int | None = None,
-    ) -> pb.PublishResponse:
-        """Validate, log, apply and sequence one batch; the acknowledgement."""
+    def publish(self, request: pb.PublishRequest) -> pb.PublishResponse:
+        """Validate, log, apply and sequence one batch; the acknowledgement.
+
+        Without ``request.shard`` the front routes each event; with it (the
+        feed's batches) every event is for that shard and only its epochs count.
+        """
+        key = request.idempotency_key
         if len(key.encode()) > MAX_KEY_BYTES:
             raise InvalidArgument(f"idempotency_key is longer than {MAX_KEY_BYTES} bytes")
+        shard = request.shard if request.HasField("shard") else None
+        if shard is not None and (request.shards != self.shards.count or shard >= request.shards):
+            raise FailedPrecondition(
+                f"the batch was routed for shard {shard} of {request.shards}; this server has "
+                f"{self.shards.count} shards: fetch the routing table again (GetRouting)"
+            )
         with self.lock:
             self._check_open()
             if key:
@@ -388,89 +405,137 @@ class Front:
                     return pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
             response = pb.PublishResponse()
             valid: list[tuple[int, int, Event]] = []
-            for index, message in enumerate(events):
-                try:
-                    if message.stream in self.streams and self.streams[message.stream].subscription:
-                        raise EventError(
-                            None,
-                            "stream",
-                            f"{message.stream} is published by subscription "
-                            f"{self.streams[message.stream].subscription}; only it writes there",
-                        )
-                    event = from_event(message, self.inputs)
-                except EventError as exc:
-                    response.rejected.append(rejection(index, exc))
-                    continue
-                valid.append((event.t1, index, event))
+            for index, item in enumerate(self._incoming(request)):
+                if isinstance(item, EventError):
+                    response.rejected.append(rejection(index, item))
+                else:
+                    valid.append((item.t1, index, item))
             valid.sort(key=lambda item: (item[0], item[1]))
             accepted: list[Event] = []
             for t1, index, event in valid:
-                if (self.high is not None and t1 < self.high) or (
-                    self.closed is not None and t1 <= self.closed
-                ):
-                    done = max(self.high or t1, self.closed or t1)
+                settled = self._settled(t1, shard)
+                if settled is not None:
                     response.rejected.append(
                         pb.Rejection(
                             index=index,
                             field="t1",
-                            reason=f"late: t1 = {t1}, but events up to t1 = {done} "
-                            "are already being processed",
+                            reason=f"late: t1 = {t1}, but events up to t1 = {settled} "
+                            "are already being processed"
+                            + ("" if shard is None else f" on shard {shard}"),
                         )
                     )
                     continue
                 accepted.append(event)
             response.rejected.sort(key=lambda r: r.index)
-            payload = pb.PublishRequest(
-                events=[to_event(e) for e in accepted], watermark=watermark or 0
-            ).SerializeToString()
-            alerts = self._advance(accepted, watermark)
+            logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
+            logged.watermark = request.watermark
+            if shard is not None:
+                logged.shard, logged.shards = shard, request.shards
+            alerts = self._advance(accepted, request.watermark or None, shard)
             rows, touched = self._sequence(alerts)
             self.batches += 1
-            self.catalog.commit_batch(self.batches, key, len(accepted), payload, rows, touched)
+            self.catalog.commit_batch(
+                self.batches, key, len(accepted), logged.SerializeToString(), rows, touched
+            )
             response.accepted = len(accepted)
             response.batch = self.batches
             self.counters["events_accepted"] += len(accepted)
             self.counters["events_rejected"] += len(response.rejected)
             self.counters["alerts"] += len(rows)
             self.counters["batches"] += 1
+            if shard is not None:
+                self.counters["routed_batches"] += 1
         if rows:
             self.listeners.notify(self.catalog.last_alert_id())
         return response
 
-    def _advance(self, accepted: list[Event], watermark: int | None) -> list[shard_pb2.ShardAlert]:
-        """Add ``accepted`` (sorted by t1) to the open epoch; apply every epoch now closed."""
-        self.open.extend(accepted)
-        if accepted:
-            self.high = max(self.high or accepted[-1].t1, accepted[-1].t1)
-        if watermark:
-            self.closed = max(self.closed or watermark, watermark)
-        split = 0
-        for event in self.open:
-            if event.t1 < (self.high or 0) or (self.closed is not None and event.t1 <= self.closed):
-                split += 1
-            else:
-                break
-        released, self.open = self.open[:split], self.open[split:]
-        if not released:
-            return []
-        requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
-        lanes: list[dict[str, shard_pb2.LaneEvents]] = [{} for _ in requests]
-        for event in released:
-            values = dict(event.values)
-            destinations = self.routing.key_destinations(event.stream, values)
-            interested = self.interest.probe(event.stream, values)
-            destinations.extend(
-                (shard, GLOBAL) for shard in sorted({self.live[s].row.shard for s, _ in interested})
-            )
-            if not destinations:
+    def _incoming(self, request: pb.PublishRequest) -> Iterator[Event | EventError]:
+        """The request's events (then its Arrow rows), each validated or its error."""
+        for message in request.events:
+            producer = self.streams.get(message.stream)
+            if producer is not None and producer.subscription:
+                yield EventError(
+                    None,
+                    "stream",
+                    f"{message.stream} is published by subscription "
+                    f"{producer.subscription}; only it writes there",
+                )
                 continue
-            message = to_event(event)
-            for shard, lane in destinations:
-                group = lanes[shard].get(lane)
+            try:
+                yield from_event(message, self.inputs)
+            except EventError as exc:
+                yield exc
+        if request.arrow_events:
+            try:
+                yield from decode_arrow(request.arrow_events, self.inputs)
+            except EventError as exc:
+                raise InvalidArgument(f"arrow_events: {exc.reason}") from None
+
+    def _settled(self, t1: int, shard: int | None) -> int | None:
+        """None if an event at ``t1`` can still join its epoch (of ``shard``, or of every shard).
+
+        Otherwise the time up to which epochs are settled: a later epoch is open
+        (its horizon is past ``t1``) or a watermark closed ``t1``'s.
+        """
+        shards = range(self.shards.count) if shard is None else [shard]
+        marks = [c for k in shards if (c := self.closed[k]) is not None and t1 <= c]
+        marks += [h for k in shards if (h := self.horizon[k]) is not None and t1 < h]
+        return max(marks, default=None)
+
+    def _advance(
+        self, accepted: list[Event], watermark: int | None, shard: int | None
+    ) -> list[shard_pb2.ShardAlert]:
+        """Add ``accepted`` (sorted by t1) to the open epochs; apply every epoch now closed.
+
+        Each shard keeps its own open epoch.  Events the front routes advance
+        every shard's horizon (they are one ordered stream); a routed batch
+        advances its shard's only.
+        """
+        shards = range(self.shards.count) if shard is None else [shard]
+        for event in accepted:
+            for k, lane in self._destinations(event, shard):
+                self.pending[k].append((event, lane))
+        if accepted:
+            for k in shards:
+                self.horizon[k] = max(self.horizon[k] or accepted[-1].t1, accepted[-1].t1)
+        if watermark:
+            for k in shards:
+                self.closed[k] = max(self.closed[k] or watermark, watermark)
+        requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
+        released = False
+        for k in shards:
+            horizon, closed = self.horizon[k], self.closed[k]
+            split = 0
+            for event, _lane in self.pending[k]:
+                if (horizon is not None and event.t1 < horizon) or (
+                    closed is not None and event.t1 <= closed
+                ):
+                    split += 1
+                else:
+                    break
+            if not split:
+                continue
+            released = True
+            lanes: dict[str, shard_pb2.LaneEvents] = {}
+            for event, lane in self.pending[k][:split]:
+                group = lanes.get(lane)
                 if group is None:
-                    group = lanes[shard][lane] = requests[shard].lanes.add(lane=lane)
-                group.events.append(message)
-        return self.shards.apply(requests)
+                    group = lanes[lane] = requests[k].lanes.add(lane=lane)
+                group.events.append(to_event(event))
+            del self.pending[k][:split]
+        return self.shards.apply(requests) if released else []
+
+    def _destinations(self, event: Event, shard: int | None) -> list[tuple[int, str]]:
+        """The (shard, lane) pairs ``event`` goes to (only ``shard``'s when given)."""
+        values = dict(event.values)
+        destinations = self.routing.key_destinations(event.stream, values)
+        interested = self.interest.probe(event.stream, values)
+        destinations.extend(
+            (k, GLOBAL) for k in sorted({self.live[s].row.shard for s, _ in interested})
+        )
+        if shard is None:
+            return destinations
+        return [(k, lane) for k, lane in destinations if k == shard]
 
     def _sequence(
         self, alerts: list[shard_pb2.ShardAlert]
@@ -548,7 +613,7 @@ class Front:
                 subscriptions=len(self.live),
                 streams=len(self.streams),
                 batches_logged=self.batches,
-                open_epoch_events=len(self.open),
+                open_epoch_events=sum(len(p) for p in self.pending),
                 listens=sum(self.listens.values()),
             )
             shards = self.shards.stats()

@@ -147,16 +147,12 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def Publish(self, request_iterator, context):
         self._caller(context)
         for request in request_iterator:
-            yield self.front.publish(
-                request.events, request.idempotency_key, request.watermark or None
-            )
+            yield self.front.publish(request)
 
     @_errors
     def PublishBatch(self, request, context):
         self._caller(context)
-        return self.front.publish(
-            request.events, request.idempotency_key, request.watermark or None
-        )
+        return self.front.publish(request)
 
     @_errors
     def GetRouting(self, request, context):

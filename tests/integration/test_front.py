@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from automata.schema import Event
 from cesar.v1 import cesar_pb2 as pb
+from server.arrowevents import column, encode
 from server.auth import Clients, Limits
 from server.catalog import Catalog
 from server.convert import to_event, trusted_event
-from server.errors import OutOfRange
+from server.errors import FailedPrecondition, InvalidArgument, OutOfRange
 from server.front import Front
+from server.routing import shard_of
 from server.shardpool import ShardPool
-from tests.integration.serverproc import STOCK, expected_lines, sample_events
+from tests.integration.serverproc import (
+    QUERIES,
+    STOCK,
+    alert_line,
+    expected_lines,
+    normalized,
+    sample_events,
+)
 
 EVERY = "FILTER{Price > 0} Stock PUBLISH Every"
 
@@ -36,10 +49,12 @@ def test_a_consumer_behind_the_retention_window_is_told_and_counted(front: Front
     front.define_stream(client, STOCK)
     sub = front.subscribe(client, EVERY)
     events = [to_event(e) for e in sample_events()[:60]]
-    front.publish(events[:3], watermark=events[2].t1)
+    front.publish(pb.PublishRequest(events=events[:3], watermark=events[2].t1))
     listener = front.listen(client, [], {sub.id: 0}, lambda: True)
     assert next(listener).seq == 1
-    front.publish(events[3:], watermark=events[-1].t1)  # far more alerts than the 5 kept
+    front.publish(
+        pb.PublishRequest(events=events[3:], watermark=events[-1].t1)
+    )  # far more alerts than the 5 kept
     oldest = front.last_seq[sub.id] - 4
     message = rf"after seq 3 were pruned .* resume with after_seq {oldest - 1} .* seq {oldest}$"
     with pytest.raises(OutOfRange, match=message):
@@ -53,7 +68,9 @@ def test_listen_limit_per_client(front: Front) -> None:
     front.define_stream(client, STOCK)
     sub = front.subscribe(client, EVERY)
     first = front.listen(client, [sub.id], {sub.id: 0}, lambda: True)
-    front.publish([to_event(sample_events()[0])], watermark=sample_events()[0].t1)
+    front.publish(
+        pb.PublishRequest(events=[to_event(sample_events()[0])], watermark=sample_events()[0].t1)
+    )
     assert next(first).seq == 1
     with pytest.raises(Exception, match="1 Listen streams open"):
         next(front.listen(client, [sub.id], {}, lambda: True))
@@ -68,9 +85,9 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
     front.start()
     front.define_stream(client, STOCK)
-    front.publish(events[:10])
+    front.publish(pb.PublishRequest(events=events[:10]))
     drops = front.subscribe(client, Path("examples/queries/drops.cel").read_text())
-    front.publish(events[10:1000])
+    front.publish(pb.PublishRequest(events=events[10:1000]))
     seq_before = front.last_seq[drops.id]
     front.close()
     shards.stop()
@@ -79,8 +96,10 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     again.start()
     try:
         assert again.last_seq[drops.id] == seq_before
-        assert [e.t1 for e in again.open] == [e.t1 for e in events[:1000] if e.t1 == events[999].t1]
-        again.publish(events[1000:], watermark=events[-1].t1)
+        assert [e.t1 for e, _lane in again.pending[0]] == [
+            e.t1 for e in events[:1000] if e.t1 == events[999].t1
+        ]
+        again.publish(pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
         all_drops = expected_lines(
             [("drops", Path("examples/queries/drops.cel").read_text())],
             [trusted_event(e) for e in events[10:]],
@@ -96,8 +115,89 @@ def test_publish_rejects_unknown_fields_as_the_cli_does(front: Front) -> None:
     front.define_stream(client, STOCK)
     event = to_event(sample_events()[0])
     event.attributes["Extra"].int_value = 1
-    response = front.publish([event])
+    response = front.publish(pb.PublishRequest(events=[event]))
     assert [(r.field, r.reason) for r in response.rejected] == [
         ("attributes.Extra", "not an attribute of the stream")
     ]
     assert isinstance(response, pb.PublishResponse)
+
+
+def _arrow_batch(events: list[Event]) -> bytes:
+    """Stock events as the feed's Arrow table."""
+    columns = {
+        "stream": [e.stream for e in events],
+        "t0": [e.t0 for e in events],
+        "t1": [e.t1 for e in events],
+    }
+    for name in ("Name", "Price", "Volume"):
+        columns[column("Stock", name)] = [e.attrs()[name] for e in events]
+    return encode(pa.table(columns))
+
+
+def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -> None:
+    client = Clients(Limits(10, 10_000, 2)).anonymous
+    shards = ShardPool(2)
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
+    front.start()
+    try:
+        front.define_stream(client, STOCK)
+        queries = [(p.stem, p.read_text()) for p in QUERIES]
+        subs = {front.subscribe(client, text, name).id: name for name, text in queries}
+        events = sample_events()
+        half = len(events) // 2
+        mark = events[half - 1].t1
+        parts = [[e for e in events if shard_of(e.attrs()["Name"], 2) == k] for k in (0, 1)]
+        # shard 1 runs ahead of shard 0: its whole stream first, then shard 0's in two batches
+        order = [
+            (1, parts[1], events[-1].t1),
+            (0, [e for e in parts[0] if e.t1 <= mark], mark),
+            (0, [e for e in parts[0] if e.t1 > mark], events[-1].t1),
+        ]
+        for number, (shard, part, watermark) in enumerate(order):
+            request = pb.PublishRequest(
+                arrow_events=_arrow_batch(part),
+                shard=shard,
+                shards=2,
+                watermark=watermark,
+                idempotency_key=f"feed:{number}:{shard}",
+            )
+            response = front.publish(request)
+            assert (response.accepted, list(response.rejected)) == (len(part), [])
+            assert front.publish(request).duplicate
+        late = front.publish(pb.PublishRequest(events=[to_event(parts[0][0])], shard=0, shards=2))
+        assert [r.field for r in late.rejected] == ["t1"]
+        assert "on shard 0" in late.rejected[0].reason
+        with pytest.raises(FailedPrecondition, match="this server has 2 shards"):
+            front.publish(pb.PublishRequest(shard=0, shards=3))
+        got: Counter[str] = Counter()
+        for sub in subs:
+            stream = front.listen(client, [], {sub: 0}, lambda: True)
+            got.update(alert_line(a) for a in islice(stream, front.last_seq[sub]))
+            stream.close()
+        assert normalized(got) == normalized(expected_lines(queries, events))
+    finally:
+        front.close()
+        shards.stop()
+
+
+def test_arrow_rows_are_validated_like_messages(front: Front) -> None:
+    client = Clients(Limits(10, 10_000, 2)).anonymous
+    front.define_stream(client, STOCK)
+    table = pa.table(
+        {
+            "stream": ["Stock", "Stock", "Nope"],
+            "t0": [5, 1, 1],
+            "t1": [1, 1, 1],
+            "Stock.Name": ["IBM", None, "X"],
+            "Stock.Price": [1.0, 2.0, 3.0],
+            "Stock.Volume": [1, 2, 3],
+        }
+    )
+    response = front.publish(pb.PublishRequest(arrow_events=encode(table)))
+    assert [(r.index, r.field) for r in response.rejected] == [
+        (0, "t0"),
+        (1, "attributes.Name"),
+        (2, "stream"),
+    ]
+    with pytest.raises(InvalidArgument, match="not an Arrow IPC stream"):
+        front.publish(pb.PublishRequest(arrow_events=b"junk"))
