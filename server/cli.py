@@ -282,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_arguments(serve)
     add_remote_commands(sub)
+    from server.clifeed import add_feed_command
+
+    add_feed_command(sub)
     return parser
 
 

@@ -106,8 +106,9 @@ def _streams(conn: Any, args: argparse.Namespace) -> int:
 def _subscribe(conn: Any, args: argparse.Namespace) -> int:
     from cesar.v1 import cesar_pb2 as pb
 
-    path = Path(args.query)
-    text = path.read_text() if path.is_file() else args.query
+    text = args.query
+    if "\n" not in text and len(text) < 4096 and Path(text).is_file():
+        text = Path(text).read_text()
     name = args.name or ""
     row = conn.stub.Subscribe(pb.SubscribeRequest(query=text, name=name), metadata=conn.metadata)
     print(row.id)
