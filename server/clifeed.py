@@ -31,13 +31,14 @@ def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         "--lateness",
         type=int,
         default=0,
-        help="allowed lateness in stream time units: the watermark is max(t1) - LATENESS",
+        help="allowed lateness in stream time units: rows with t1 <= max(t1) - LATENESS - 1 "
+        "are released, later rows at or before that watermark are late",
     )
     feed.add_argument("--trigger", type=float, default=1.0, help="seconds between micro-batches")
     feed.add_argument(
         "--available-now",
         action="store_true",
-        help="process what the source holds now, then stop",
+        help="process what the source holds now, release every held row, then stop",
     )
     feed.add_argument("--format", choices=("json", "csv"), default="json", help="directory files")
     feed.add_argument(
@@ -90,6 +91,8 @@ def cmd_feed(args: argparse.Namespace) -> int:
             query.awaitTermination(0.5)
         query.stop()
         query.awaitTermination()
+        if options.available_now and not stopping:
+            feed.finish()
     except StreamingQueryException as exc:
         print(f"cesar feed: the streaming query failed: {exc}", file=sys.stderr)
         return 1

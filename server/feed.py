@@ -7,8 +7,9 @@ ARCHITECTURE.md, "Feed".  Each micro-batch (:meth:`Feed.process`, a
    so new subscriptions and streams count from the next micro-batch;
 2. validates and routes the rows on executors (:func:`server.feedrows.prepare`,
    Arrow, through ``mapInArrow``);
-3. advances the watermark to ``max(t1) - lateness`` over the batch's valid
-   rows; rows at or behind the previous watermark are late;
+3. advances the watermark to ``max(t1) - lateness - 1`` over the valid rows
+   seen (so with lateness 0 the newest epoch stays open for rows to come);
+   rows at or before the previous watermark are late;
 4. writes rejected and late rows to the dead letter (JSON files, one
    directory per micro-batch, with field and reason);
 5. releases the rows the watermark passed — this batch's and those held from
@@ -270,7 +271,7 @@ class Feed:
             counts = summary.asDict()
             watermark = state.watermark
             if counts["max_t1"] is not None:
-                candidate = counts["max_t1"] - lateness
+                candidate = counts["max_t1"] - lateness - 1
                 watermark = candidate if watermark is None else max(watermark, candidate)
             if counts["rejected"] or counts["late"]:
                 self.dead_letter(routed, late, state.watermark, batch)
@@ -280,7 +281,7 @@ class Feed:
                     self.store.uri(f"feed/held/{before}")
                 )
                 fresh = fresh.unionByName(held)
-            acks = self.deliver(fresh, plan, batch, watermark)
+            acks = self.deliver(fresh, plan, str(batch), watermark)
             top = max(
                 (t for t in (counts["max_t1"], state.held_max) if t is not None), default=None
             )
@@ -332,9 +333,9 @@ class Feed:
         rows.write.mode("overwrite").json(f"{self.options.dead_letter}/batch={batch}")
 
     def deliver(
-        self, rows: DataFrame, plan: Plan, batch: int, watermark: int | None
+        self, rows: DataFrame, plan: Plan, label: str, watermark: int | None
     ) -> list[dict[str, Any]]:
-        """Send the rows the watermark passed; the acknowledgements."""
+        """Send the rows the watermark passed (keys named by ``label``); the acknowledgements."""
         if watermark is None:
             return []
         target = Target(
@@ -351,16 +352,39 @@ class Feed:
             .sortWithinPartitions("shard", "t1", "batch", "arrival")
         )
         acks = released.mapInArrow(
-            partial(send, target=target, batch=batch, watermark=watermark), ACKS
+            partial(send, target=target, label=label, watermark=watermark), ACKS
         ).collect()
         rejected = [a for a in acks if a["reason"] is not None]
         if rejected:
             frame = self.spark.createDataFrame(
-                [(batch, a["field"], a["reason"], a["raw"]) for a in rejected],
-                "batch bigint, field string, reason string, raw string",
+                [(label, a["field"], a["reason"], a["raw"]) for a in rejected],
+                "batch string, field string, reason string, raw string",
             )
-            frame.write.mode("overwrite").json(f"{self.options.dead_letter}/server-batch={batch}")
+            frame.write.mode("overwrite").json(f"{self.options.dead_letter}/server-batch={label}")
         return [a.asDict() for a in acks]
+
+    def finish(self) -> None:
+        """The source is complete: release every held row and close every epoch.
+
+        ``--available-now`` calls this after the last micro-batch; a later run
+        on the same checkpoint treats rows at or before the closing watermark
+        as late.
+        """
+        numbers = self.store.numbers("feed/state")
+        if not numbers:
+            return
+        last = numbers[-1]
+        state = State.load(self.store.read(f"feed/state/{last}.json"))
+        if state.held_max is None:
+            return
+        plan = self.plan()
+        held = self.spark.read.parquet(self.store.uri(f"feed/held/{last}"))
+        acks = self.deliver(held, plan, f"{last}.close", state.held_max)
+        state.totals["sent"] += sum(a["accepted"] for a in acks if a["reason"] is None)
+        state.totals["rejected"] += sum(1 for a in acks if a["reason"] is not None)
+        closed = State(state.held_max, None, state.totals)
+        self.store.write(f"feed/state/{last}.json", closed.dump())
+        log.info("closed", extra={"batch": last, "watermark": closed.watermark, **closed.totals})
 
     def close(self) -> None:
         """Close the driver's connection to the front."""

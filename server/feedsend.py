@@ -4,7 +4,8 @@
 are partitioned by shard and sorted by ``(shard, t1, batch, arrival)``.  Each
 shard's rows become Arrow IPC payloads (:mod:`server.arrowevents`) of at most
 ``max_rows`` events, cut only between epochs when the shard has more rows than
-that, each with the idempotency key ``FEED:BATCH:SHARD:CHUNK``: a micro-batch
+that, each with the idempotency key ``FEED:LABEL:SHARD:CHUNK`` (LABEL: the batch
+id, or ``N.close`` for the closing release of ``--available-now``): a micro-batch
 that Spark runs again after a crash sends the same keys, and the front applies
 each key once.  The last payload of a shard carries the micro-batch's
 watermark, so the front processes every epoch at once.
@@ -64,7 +65,7 @@ class Target:
 
 
 def send(
-    batches: Iterator[pa.RecordBatch], target: Target, batch: int, watermark: int
+    batches: Iterator[pa.RecordBatch], target: Target, label: str, watermark: int
 ) -> Iterator[pa.RecordBatch]:
     """Publish this partition's rows; yield acknowledgements and rejections (module docstring)."""
     parts = [b for b in batches if b.num_rows]
@@ -81,7 +82,7 @@ def send(
                     arrow_events=encode(_events(chunk)),
                     shard=shard,
                     shards=target.shards,
-                    idempotency_key=f"{target.feed}:{batch}:{shard}:{number}",
+                    idempotency_key=f"{target.feed}:{label}:{shard}:{number}",
                     watermark=watermark if number == len(chunks) - 1 else 0,
                 )
                 response = _publish(connection, request)
