@@ -1,0 +1,79 @@
+"""A stand-in server that only acknowledges: the feed's routing measured without the engines.
+
+:class:`AckSink` serves the public ``cesar.v1.Cesar`` API over real gRPC with
+a fixed routing table and stream list (taken from a real server), and answers
+every PublishBatch at once: it counts the events each shard was sent and,
+with ``keep``, keeps them (as Arrow tables) for tests that check where every
+event went.  Idempotency keys are honoured as the real front does.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent import futures
+from dataclasses import dataclass, field
+
+import grpc
+import pyarrow as pa
+
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import cesar_pb2_grpc
+from server.shard import GRPC_OPTIONS
+
+
+@dataclass
+class Received:
+    """What the sink was sent, per shard."""
+
+    events: Counter[int] = field(default_factory=Counter)
+    messages: Counter[int] = field(default_factory=Counter)
+    tables: dict[int, list[pa.Table]] = field(default_factory=dict)
+    keys: set[str] = field(default_factory=set)
+    duplicates: int = 0
+
+
+class _Servicer(cesar_pb2_grpc.CesarServicer):
+    def __init__(self, sink: AckSink) -> None:
+        self.sink = sink
+
+    def GetRouting(self, request, context):  # type: ignore[no-untyped-def]
+        return self.sink.routing
+
+    def ListStreams(self, request, context):  # type: ignore[no-untyped-def]
+        return pb.ListStreamsResponse(streams=self.sink.streams)
+
+    def PublishBatch(self, request, context):  # type: ignore[no-untyped-def]
+        table = pa.ipc.open_stream(request.arrow_events).read_all()
+        received = self.sink.received
+        with self.sink.lock:
+            if request.idempotency_key in received.keys:
+                received.duplicates += 1
+                return pb.PublishResponse(accepted=table.num_rows, duplicate=True)
+            received.keys.add(request.idempotency_key)
+            received.events[request.shard] += table.num_rows
+            received.messages[request.shard] += 1
+            if self.sink.keep:
+                received.tables.setdefault(request.shard, []).append(table)
+        return pb.PublishResponse(accepted=table.num_rows)
+
+
+class AckSink:
+    """The acknowledging server on a free loopback port (see the module docstring)."""
+
+    def __init__(
+        self, routing: pb.RoutingTable, streams: list[pb.StreamInfo], keep: bool = False
+    ) -> None:
+        self.routing = routing
+        self.streams = streams
+        self.keep = keep
+        self.lock = threading.Lock()
+        self.received = Received()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=GRPC_OPTIONS)
+        cesar_pb2_grpc.add_CesarServicer_to_server(_Servicer(self), self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.address = f"127.0.0.1:{port}"
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop(grace=None)
