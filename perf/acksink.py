@@ -30,6 +30,7 @@ class Received:
     messages: Counter[int] = field(default_factory=Counter)
     tables: dict[int, list[pa.Table]] = field(default_factory=dict)
     keys: set[str] = field(default_factory=set)
+    watermarks: dict[int, int] = field(default_factory=dict)
     duplicates: int = 0
 
 
@@ -44,6 +45,10 @@ class _Servicer(cesar_pb2_grpc.CesarServicer):
         return pb.ListStreamsResponse(streams=self.sink.streams)
 
     def PublishBatch(self, request, context):  # type: ignore[no-untyped-def]
+        if not request.arrow_events:
+            with self.sink.lock:
+                self.sink.received.watermarks[request.shard] = request.watermark
+            return pb.PublishResponse()
         table = pa.ipc.open_stream(request.arrow_events).read_all()
         received = self.sink.received
         with self.sink.lock:

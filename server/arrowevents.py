@@ -2,7 +2,8 @@
 
 A batch of events of several streams is one Arrow table: ``stream`` (utf8),
 ``t0`` and ``t1`` (int64), and one column ``<stream>/<attribute>`` per attribute
-of each stream present, typed as the schema says (null in other streams' rows).
+of each stream present, typed as the schema says (null in other streams' rows);
+optionally ``arrival`` (int64), the order in which the feed read the rows.
 Naming columns by stream keeps two streams that use one attribute name with
 different types apart.  The feed builds such tables with Arrow compute only
 (no Python object per row); the front reads them back with :func:`decode`,
@@ -12,8 +13,8 @@ protobuf event.
 >>> from automata.schema import parse_stream_spec
 >>> schema = parse_stream_spec("S(Name:string,Price:float)")
 >>> table = pa.table({"stream": ["S"], "t0": [1], "t1": [2], "S/Name": ["IBM"], "S/Price": [9.5]})
->>> [e.values for e in decode(encode(table), {"S": schema})]
-[(('Name', 'IBM'), ('Price', 9.5))]
+>>> [(e.values, arrival) for e, arrival in decode(encode(table), {"S": schema})]
+[((('Name', 'IBM'), ('Price', 9.5)), None)]
 """
 
 from __future__ import annotations
@@ -45,8 +46,13 @@ def encode(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def decode(data: bytes, schemas: Mapping[str, StreamSchema]) -> Iterator[Event | EventError]:
-    """Each row of an Arrow IPC stream as a validated event, or the error that rejects it.
+def decode(
+    data: bytes, schemas: Mapping[str, StreamSchema]
+) -> Iterator[tuple[Event | EventError, int | None]]:
+    """Each row of an Arrow IPC stream as a validated event (or its error), with its arrival.
+
+    The optional ``arrival`` column (int64) orders simultaneous events as they
+    arrived at the feed; without it the row order does.
 
     Raises :class:`EventError` (field ``arrow_events``) when the bytes are not an
     Arrow IPC stream or lack the ``stream``, ``t0`` and ``t1`` columns.
@@ -68,7 +74,7 @@ def decode(data: bytes, schemas: Mapping[str, StreamSchema]) -> Iterator[Event |
         schema = schemas.get(name) if isinstance(name, str) else None
         if schema is None:
             reason = "missing" if not name else f"unknown stream {name!r}"
-            yield EventError(None, "stream", reason)
+            yield EventError(None, "stream", reason), row.get("arrival")
             continue
         raw: dict[str, object] = {"t0": row["t0"], "t1": row["t1"]}
         for attribute, key in by_stream.get(name, ()):
@@ -77,6 +83,9 @@ def decode(data: bytes, schemas: Mapping[str, StreamSchema]) -> Iterator[Event |
         if raw["t0"] is None:
             raw["t0"] = raw["t1"]
         try:
-            yield validate_event(schema, {k: v for k, v in raw.items() if v is not None})
+            yield (
+                validate_event(schema, {k: v for k, v in raw.items() if v is not None}),
+                row.get("arrival"),
+            )
         except EventError as exc:
-            yield exc
+            yield exc, row.get("arrival")

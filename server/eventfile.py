@@ -57,6 +57,18 @@ def _point_time(raw: dict[str, object]) -> dict[str, object]:
     return raw
 
 
+def json_event(line: str, schemas: Mapping[str, StreamSchema]) -> Event:
+    """One JSON Lines line as a validated event; raise :class:`EventError` with the reason."""
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise EventError(None, None, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(raw, dict):
+        raise EventError(None, None, "expected a JSON object")
+    schema = _stream_of(raw, schemas)
+    return validate_event(schema, _point_time(raw))
+
+
 def _json_lines(
     lines: Iterator[tuple[int, str]], schemas: Mapping[str, StreamSchema]
 ) -> Iterator[tuple[int, Event | EventError]]:
@@ -64,16 +76,7 @@ def _json_lines(
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield number, EventError(None, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
-            continue
-        if not isinstance(raw, dict):
-            yield number, EventError(None, None, "expected a JSON object")
-            continue
-        try:
-            schema = _stream_of(raw, schemas)
-            yield number, validate_event(schema, _point_time(raw))
+            yield number, json_event(line, schemas)
         except EventError as exc:
             yield number, exc
 

@@ -32,26 +32,27 @@ import json
 import logging
 import os
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cesar.v1 import cesar_pb2 as pb
 from server.client import Connection
-from server.feedrows import NOWHERE, REJECTED, Plan, prepare
-from server.feedsend import ACKS, Target, send
+from server.feedrows import Plan
+from server.feedsend import OUTPUT, Target, close_epochs, publish_partition
 from server.synthetic import SyntheticSource
 
 log = logging.getLogger("cesar.feed")
 
-COUNTERS = ("rows", "accepted", "rejected", "late", "sent", "duplicate_messages", "unrouted")
+SUMMED = ("rows", "accepted", "rejected", "late", "unrouted", "sent", "duplicates")
+COUNTERS = SUMMED
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def session(master: str | None, app: str = "cesar-feed") -> SparkSession:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+        .config("spark.sql.files.maxPartitionBytes", str(4 << 20))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -97,7 +99,7 @@ def session(master: str | None, app: str = "cesar-feed") -> SparkSession:
 
 
 def source_frame(spark: SparkSession, options: Options) -> DataFrame:
-    """The streaming rows as ``m`` (``map<string, string>``) and ``raw`` (the input text)."""
+    """The streaming rows: JSON lines as ``raw``; CSV rows as ``m`` (header → cell) and ``raw``."""
     kind, _, rest = options.source.partition(":")
     if kind == "synthetic":
         lines = spark.readStream.format("cesar_synthetic").option("rate", rest or "1000").load()
@@ -127,9 +129,7 @@ def source_frame(spark: SparkSession, options: Options) -> DataFrame:
 
 
 def _json(lines: DataFrame) -> DataFrame:
-    return lines.select(
-        F.from_json("value", "map<string,string>").alias("m"), F.col("value").alias("raw")
-    )
+    return lines.select(F.col("value").alias("raw"))
 
 
 class Store:
@@ -182,15 +182,15 @@ class Store:
 
 @dataclass
 class State:
-    """What a micro-batch leaves for the next: the watermark, held rows and counters."""
+    """What a micro-batch leaves for the next: the watermark, the newest t1 seen, counters."""
 
     watermark: int | None = None
-    held_max: int | None = None
+    seen: int | None = None
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
 
     def dump(self) -> bytes:
         return json.dumps(
-            {"watermark": self.watermark, "held_max": self.held_max, "totals": self.totals}
+            {"watermark": self.watermark, "seen": self.seen, "totals": self.totals}
         ).encode()
 
     @staticmethod
@@ -199,7 +199,20 @@ class State:
             return State()
         raw = json.loads(data)
         totals = dict.fromkeys(COUNTERS, 0) | raw["totals"]
-        return State(raw["watermark"], raw["held_max"], totals)
+        return State(raw["watermark"], raw["seen"], totals)
+
+
+class _Phases:
+    """Wall seconds of a micro-batch's phases, for the log (the feed is not the core)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[f"seconds_{phase}"] = round(now - self.start, 3)
+        self.start = now
 
 
 class Feed:
@@ -244,145 +257,90 @@ class Feed:
             return -1, State()
         return earlier[-1], State.load(self.store.read(f"feed/state/{earlier[-1]}.json"))
 
-    def process(self, frame: DataFrame, batch: int) -> None:
-        """One micro-batch: validate, route, order, deliver, remember (module docstring)."""
-        plan = self.plan()
-        before, state = self.previous(batch)
-        lateness = self.options.lateness
-        routed = (
-            frame.withColumn("arrival", F.monotonically_increasing_id())
-            .mapInArrow(partial(prepare, plan=plan, batch=batch), plan.spark_schema())
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-        try:
-            valid = F.col("shard") != REJECTED
-            late = valid & (F.col("t1") <= state.watermark) if state.watermark is not None else None
-            on_time = valid if late is None else valid & ~late
-            first = F.col("first")
-            summary = routed.agg(
-                F.count(F.when(first, 1)).alias("rows"),
-                F.count(F.when(first & ~valid, 1)).alias("rejected"),
-                (F.count(F.when(first & late, 1)) if late is not None else F.lit(0)).alias("late"),
-                F.count(F.when(first & on_time, 1)).alias("accepted"),
-                F.count(F.when(first & (F.col("shard") == NOWHERE) & on_time, 1)).alias("unrouted"),
-                F.max(F.when(on_time, F.col("t1"))).alias("max_t1"),
-            ).first()
-            assert summary is not None
-            counts = summary.asDict()
-            watermark = state.watermark
-            if counts["max_t1"] is not None:
-                candidate = counts["max_t1"] - lateness - 1
-                watermark = candidate if watermark is None else max(watermark, candidate)
-            if counts["rejected"] or counts["late"]:
-                self.dead_letter(routed, late, state.watermark, batch)
-            fresh = routed.where(on_time & (F.col("shard") >= 0)).drop("field", "reason", "raw")
-            if state.held_max is not None:
-                held = self.spark.read.schema(fresh.schema).parquet(
-                    self.store.uri(f"feed/held/{before}")
-                )
-                fresh = fresh.unionByName(held)
-            acks = self.deliver(fresh, plan, str(batch), watermark)
-            top = max(
-                (t for t in (counts["max_t1"], state.held_max) if t is not None), default=None
-            )
-            held_max = None
-            if top is not None and watermark is not None and top > watermark:
-                fresh.where(F.col("t1") > watermark).write.mode("overwrite").parquet(
-                    self.store.uri(f"feed/held/{batch}")
-                )
-                held_max = top
-            totals = dict(state.totals)
-            for name in ("rows", "rejected", "late", "accepted", "unrouted"):
-                totals[name] += counts[name]
-            totals["sent"] += sum(a["accepted"] for a in acks if a["reason"] is None)
-            totals["duplicate_messages"] += sum(1 for a in acks if a["duplicate"])
-            totals["rejected"] += sum(1 for a in acks if a["reason"] is not None)
-            self.store.write(f"feed/state/{batch}.json", State(watermark, held_max, totals).dump())
-            self.forget(batch)
-            log.info(
-                "micro-batch",
-                extra={
-                    "batch": batch,
-                    "watermark": watermark,
-                    "routing_version": plan.version,
-                    **{f"batch_{k}": v for k, v in counts.items() if k != "max_t1"},
-                    **totals,
-                },
-            )
-        finally:
-            routed.unpersist()
-
-    def dead_letter(self, routed: DataFrame, late: Any, watermark: int | None, batch: int) -> None:
-        """Write the batch's rejected and late rows, once each, with field and reason."""
-        reason = F.col("reason")
-        field_ = F.col("field")
-        if late is not None:
-            message = F.format_string(
-                "late: t1 = %d is not after the watermark %d (allowed lateness %d)",
-                F.col("t1"),
-                F.lit(watermark),
-                F.lit(self.options.lateness),
-            )
-            reason = F.when(late, message).otherwise(reason)
-            field_ = F.when(late, F.lit("t1")).otherwise(field_)
-        bad = F.col("shard") == REJECTED
-        wanted = bad if late is None else bad | late
-        rows = routed.where(F.col("first") & wanted).select(
-            "batch", "arrival", field_.alias("field"), reason.alias("reason"), "raw"
-        )
-        rows.write.mode("overwrite").json(f"{self.options.dead_letter}/batch={batch}")
-
-    def deliver(
-        self, rows: DataFrame, plan: Plan, label: str, watermark: int | None
-    ) -> list[dict[str, Any]]:
-        """Send the rows the watermark passed (keys named by ``label``); the acknowledgements."""
-        if watermark is None:
-            return []
-        target = Target(
+    def target(self) -> Target:
+        """What executors need to reach the front."""
+        return Target(
             address=self.options.server,
             token=self.options.token,
             tls_ca=self.options.tls_ca,
-            shards=plan.shards,
             feed=self.id,
             max_rows=self.options.max_rows,
+            lateness=self.options.lateness,
         )
-        released = (
-            rows.where(F.col("t1") <= watermark)
-            .repartition(plan.shards, "shard")
-            .sortWithinPartitions("shard", "t1", "batch", "arrival")
-        )
-        acks = released.mapInArrow(
-            partial(send, target=target, label=label, watermark=watermark), ACKS
-        ).collect()
-        rejected = [a for a in acks if a["reason"] is not None]
-        if rejected:
-            frame = self.spark.createDataFrame(
-                [(label, a["field"], a["reason"], a["raw"]) for a in rejected],
-                "batch string, field string, reason string, raw string",
+
+    def process(self, frame: DataFrame, batch: int) -> None:
+        """One micro-batch: validate, route, publish, close its epochs, remember."""
+        clock = _Phases()
+        plan = self.plan()
+        _, state = self.previous(batch)
+        target = self.target()
+        rows = (
+            frame.withColumn("arrival", F.monotonically_increasing_id())
+            .mapInArrow(
+                partial(
+                    publish_partition,
+                    plan=plan,
+                    target=target,
+                    batch=batch,
+                    watermark=state.watermark,
+                ),
+                OUTPUT,
             )
-            frame.write.mode("overwrite").json(f"{self.options.dead_letter}/server-batch={label}")
-        return [a.asDict() for a in acks]
+            .collect()
+        )
+        clock.mark("publish")
+        summaries = [r for r in rows if r["kind"] == "summary"]
+        counts = {name: sum(r[name] for r in summaries) for name in SUMMED}
+        tops = [r["max_t1"] for r in summaries if r["max_t1"] is not None]
+        seen = max([*tops, *([state.seen] if state.seen is not None else [])], default=None)
+        watermark = state.watermark
+        if tops:
+            candidate = max(tops) - self.options.lateness - 1
+            watermark = candidate if watermark is None else max(watermark, candidate)
+        if watermark is not None and watermark != state.watermark:
+            close_epochs(target, plan, str(batch), watermark)
+        clock.mark("close")
+        dead = [r for r in rows if r["kind"] == "dead"]
+        if dead:
+            self.dead_letter(dead, str(batch))
+        totals = {name: state.totals[name] + counts.get(name, 0) for name in COUNTERS}
+        self.store.write(f"feed/state/{batch}.json", State(watermark, seen, totals).dump())
+        self.forget(batch)
+        log.info(
+            "micro-batch",
+            extra={
+                "batch": batch,
+                "watermark": watermark,
+                "routing_version": plan.version,
+                **{f"batch_{name}": value for name, value in counts.items()},
+                **totals,
+                **clock.seconds,
+            },
+        )
+
+    def dead_letter(self, rows: list[Row], label: str) -> None:
+        """Write rejected and late rows, with field and reason, as JSON files of this batch."""
+        frame = self.spark.createDataFrame(
+            [(label, r["field"], r["reason"], r["raw"]) for r in rows],
+            "batch string, field string, reason string, raw string",
+        )
+        frame.coalesce(1).write.mode("overwrite").json(f"{self.options.dead_letter}/batch={label}")
 
     def finish(self) -> None:
-        """The source is complete: release every held row and close every epoch.
+        """The source is complete: close every epoch up to the newest event seen.
 
         ``--available-now`` calls this after the last micro-batch; a later run
-        on the same checkpoint treats rows at or before the closing watermark
-        as late.
+        on the same checkpoint treats rows at or before that time as late.
         """
         numbers = self.store.numbers("feed/state")
         if not numbers:
             return
         last = numbers[-1]
         state = State.load(self.store.read(f"feed/state/{last}.json"))
-        if state.held_max is None:
+        if state.seen is None or state.seen == state.watermark:
             return
-        plan = self.plan()
-        held = self.spark.read.parquet(self.store.uri(f"feed/held/{last}"))
-        acks = self.deliver(held, plan, f"{last}.close", state.held_max)
-        state.totals["sent"] += sum(a["accepted"] for a in acks if a["reason"] is None)
-        state.totals["rejected"] += sum(1 for a in acks if a["reason"] is not None)
-        closed = State(state.held_max, None, state.totals)
+        close_epochs(self.target(), self.plan(), f"{last}.end", state.seen)
+        closed = State(state.seen, state.seen, state.totals)
         self.store.write(f"feed/state/{last}.json", closed.dump())
         log.info("closed", extra={"batch": last, "watermark": closed.watermark, **closed.totals})
 
@@ -391,8 +349,7 @@ class Feed:
         self.connection.close()
 
     def forget(self, batch: int) -> None:
-        """Drop state and held rows older than the previous batch's."""
-        for directory, suffix in (("feed/state", ".json"), ("feed/held", "")):
-            for number in self.store.numbers(directory):
-                if number < batch - 1:
-                    self.store.delete(f"{directory}/{number}{suffix}")
+        """Drop the state files older than the previous batch's."""
+        for number in self.store.numbers("feed/state"):
+            if number < batch - 1:
+                self.store.delete(f"feed/state/{number}.json")

@@ -1,10 +1,11 @@
 """The feed's work on each batch of rows, in Arrow: validate, then route (ARCHITECTURE.md, "Feed").
 
-Spark parses each input line into a ``map<string, string>`` (``m``: JSON
-objects by Spark's JSON reader, CSV rows by header).  :func:`prepare` turns an
-Arrow batch of such rows into events typed by the catalog's schemas, with the
-reason of every rejected row, and gives each event the shards it must reach
-under the front's routing table (:mod:`server.routing`):
+JSON Lines arrive as text (``raw``) and are read by :mod:`server.feedjson`;
+CSV rows arrive as a ``map<string, string>`` (``m``, header → cell), typed and
+checked here by :func:`validate`.  Both give events typed by the
+catalog's schemas, with the reason of every rejected row; :func:`route` then
+gives each event the shards it must reach under the front's routing table
+(:mod:`server.routing`):
 
 * ``crc32(key bytes) mod shards`` for every key attribute of its stream;
 * each global shard whose interest (static conjuncts, ``GlobalInterest``)
@@ -12,14 +13,13 @@ under the front's routing table (:mod:`server.routing`):
   Arrow compute calls by :func:`compile_predicate`.
 
 Everything is vectorized: Python touches one value per distinct key, never one
-per row.  An event reaching two shards becomes two rows; ``first`` marks one
-row per input row so counts and the dead letter see each row once.
+per row.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,11 +28,8 @@ import pyarrow.compute as pc
 
 from automata.schema import AttrType, StreamSchema, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
-from server.arrowevents import ARROW_TYPES, column
+from server.arrowevents import column
 from server.routing import key_bytes
-
-REJECTED = -1  # shard of a row that is not a valid event
-NOWHERE = -2  # shard of a valid event no subscription needs
 
 INTEGER = r"^-?[0-9]{1,18}(\.0*)?$"
 NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
@@ -71,47 +68,6 @@ class Plan:
     def schemas(self) -> dict[str, StreamSchema]:
         """The input streams by name."""
         return {s.name: s for s in map(parse_stream_spec, self.specs)}
-
-    def spark_schema(self) -> str:
-        """The DDL of :func:`prepare`'s output (attribute columns are backquoted)."""
-        spark_types = {
-            AttrType.STRING: "string",
-            AttrType.INT: "bigint",
-            AttrType.FLOAT: "double",
-            AttrType.BOOL: "boolean",
-        }
-        columns = ["stream string", "t0 bigint", "t1 bigint"]
-        for schema in self.schemas().values():
-            for name, typ in schema.attributes:
-                columns.append(f"`{column(schema.name, name)}` {spark_types[typ]}")
-        columns += [
-            "shard int",
-            "first boolean",
-            "batch bigint",
-            "arrival bigint",
-            "field string",
-            "reason string",
-            "raw string",
-        ]
-        return ", ".join(columns)
-
-    def arrow_schema(self) -> pa.Schema:
-        """The Arrow schema of :func:`prepare`'s output."""
-        fields = [pa.field("stream", pa.string()), pa.field("t0", pa.int64())]
-        fields.append(pa.field("t1", pa.int64()))
-        for schema in self.schemas().values():
-            for name, typ in schema.attributes:
-                fields.append(pa.field(column(schema.name, name), ARROW_TYPES[typ]))
-        fields += [
-            pa.field("shard", pa.int32()),
-            pa.field("first", pa.bool_()),
-            pa.field("batch", pa.int64()),
-            pa.field("arrival", pa.int64()),
-            pa.field("field", pa.string()),
-            pa.field("reason", pa.string()),
-            pa.field("raw", pa.string()),
-        ]
-        return pa.schema(fields)
 
 
 # ------------------------------------------------------------------ validation
@@ -237,8 +193,9 @@ def _extras(m: _Fields, allowed: set[str], reasons: _Reasons) -> None:
 def validate(batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.Table:
     """Rows of ``m``/``raw``/``arrival`` as typed events plus ``field``/``reason`` of rejections.
 
-    The output has the columns of :meth:`Plan.arrow_schema` except ``shard``,
-    ``first`` and ``batch``; a rejected row has a reason and null values.
+    The output has the columns ``stream``, ``t0``, ``t1``, ``<stream>/<attribute>``,
+    ``arrival``, ``field``, ``reason`` and ``raw``; a rejected row has a reason and
+    null values.
     """
     parts = []
     m = batch.column("m")
@@ -418,25 +375,13 @@ class Router:
         return masks
 
 
-def prepare(batches: Iterator[pa.RecordBatch], plan: Plan, batch: int) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` step: validate and route each batch (see the module docstring)."""
-    router = Router.of(plan)
-    schema = plan.arrow_schema()
-    for record in batches:
-        if not record.num_rows:
-            continue
-        checked = validate(record, router.schemas)
-        yield from route(checked, router, batch, schema).to_batches()
+def route(valid: pa.Table, router: Router) -> tuple[dict[int, pa.Table], int]:
+    """Valid events by destination shard, and how many events no shard needs.
 
-
-def route(checked: pa.Table, router: Router, batch: int, schema: pa.Schema) -> pa.Table:
-    """One row per (event, shard) for valid rows; rejected and unneeded rows once each."""
-    parts = []
-    valid_mask = pc.is_null(checked.column("reason"))
-    rejected = checked.filter(pc.invert(valid_mask))
-    if rejected.num_rows:
-        parts.append(_tag(rejected, REJECTED, True))
-    valid = checked.filter(valid_mask)
+    An event two shards need is in both tables.
+    """
+    out: dict[int, list[pa.Table]] = {}
+    unrouted = 0
     for stream in router.schemas:
         rows = valid.filter(pc.equal(valid.column("stream"), stream))
         if not rows.num_rows:
@@ -445,30 +390,10 @@ def route(checked: pa.Table, router: Router, batch: int, schema: pa.Schema) -> p
         for shard, mask in enumerate(router.destinations(rows, stream)):
             chosen = rows.filter(mask)
             if chosen.num_rows:
-                first = pc.invert(pc.filter(sent, mask))
-                parts.append(_tag(chosen, shard, first))
+                out.setdefault(shard, []).append(chosen)
             sent = pc.or_(sent, mask)
-        nowhere = rows.filter(pc.invert(sent))
-        if nowhere.num_rows:
-            parts.append(_tag(nowhere, NOWHERE, True))
-    tables = [
-        part.append_column("batch", pa.repeat(pa.scalar(batch), part.num_rows)) for part in parts
-    ]
-    if not tables:
-        return schema.empty_table()
-    merged = pa.concat_tables(tables, promote_options="default")
-    return pa.table({f.name: _column(merged, f) for f in schema}, schema=schema)
-
-
-def _tag(table: pa.Table, shard: int, first: pa.Array | bool) -> pa.Table:
-    rows = table.num_rows
-    table = table.append_column("shard", pa.repeat(pa.scalar(shard, pa.int32()), rows))
-    if isinstance(first, bool):
-        first = pa.repeat(pa.scalar(first), rows)
-    return table.append_column("first", first)
-
-
-def _column(table: pa.Table, field: pa.Field) -> pa.ChunkedArray:
-    if field.name in table.column_names:
-        return table.column(field.name).cast(field.type)
-    return pa.chunked_array([pa.nulls(table.num_rows, field.type)])
+        unrouted += rows.num_rows - pc.sum(sent.cast(pa.int64())).as_py()
+    tables = {
+        shard: pa.concat_tables(parts, promote_options="default") for shard, parts in out.items()
+    }
+    return tables, unrouted

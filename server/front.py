@@ -19,6 +19,7 @@ and never block that path.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -102,7 +103,11 @@ class Front:
         self.live: dict[str, Live] = {}
         self.last_seq: dict[str, int] = {}
         self.routing = RoutingTable(shards.count)
-        self.pending: list[list[tuple[Event, str]]] = [[] for _ in range(shards.count)]
+        self.pending: list[list[tuple[int, int, bool, str, Event]]] = [
+            [] for _ in range(shards.count)
+        ]
+        self.ticks = 0
+        self.applied: list[int | None] = [None] * shards.count
         self.horizon: list[int | None] = [None] * shards.count
         self.closed: list[int | None] = [None] * shards.count
         self.batches = 0
@@ -404,15 +409,15 @@ class Front:
                     self.counters["duplicate_batches"] += 1
                     return pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
             response = pb.PublishResponse()
-            valid: list[tuple[int, int, Event]] = []
-            for index, item in enumerate(self._incoming(request)):
+            valid: list[tuple[int, int, int, Event]] = []
+            for index, (item, arrival) in enumerate(self._incoming(request)):
                 if isinstance(item, EventError):
                     response.rejected.append(rejection(index, item))
                 else:
-                    valid.append((item.t1, index, item))
+                    valid.append((item.t1, index if arrival is None else arrival, index, item))
             valid.sort(key=lambda item: (item[0], item[1]))
             accepted: list[Event] = []
-            for t1, index, event in valid:
+            for t1, _order, index, event in valid:
                 settled = self._settled(t1, shard)
                 if settled is not None:
                     response.rejected.append(
@@ -449,22 +454,25 @@ class Front:
             self.listeners.notify(self.catalog.last_alert_id())
         return response
 
-    def _incoming(self, request: pb.PublishRequest) -> Iterator[Event | EventError]:
-        """The request's events (then its Arrow rows), each validated or its error."""
+    def _incoming(
+        self, request: pb.PublishRequest
+    ) -> Iterator[tuple[Event | EventError, int | None]]:
+        """The request's events (then its Arrow rows), each validated or its error, with arrival."""
         for message in request.events:
             producer = self.streams.get(message.stream)
             if producer is not None and producer.subscription:
-                yield EventError(
+                error = EventError(
                     None,
                     "stream",
                     f"{message.stream} is published by subscription "
                     f"{producer.subscription}; only it writes there",
                 )
+                yield error, None
                 continue
             try:
-                yield from_event(message, self.inputs)
+                yield from_event(message, self.inputs), None
             except EventError as exc:
-                yield exc
+                yield exc, None
         if request.arrow_events:
             try:
                 yield from decode_arrow(request.arrow_events, self.inputs)
@@ -472,12 +480,17 @@ class Front:
                 raise InvalidArgument(f"arrow_events: {exc.reason}") from None
 
     def _settled(self, t1: int, shard: int | None) -> int | None:
-        """None if an event at ``t1`` can still join its epoch (of ``shard``, or of every shard).
+        """None if an event at ``t1`` may still join its epoch; else how far epochs are settled.
 
-        Otherwise the time up to which epochs are settled: a later epoch is open
-        (its horizon is past ``t1``) or a watermark closed ``t1``'s.
+        For the front's own routing (``shard`` None) every shard counts: a later
+        epoch is open (the horizon is past ``t1``) or a watermark closed
+        ``t1``'s.  A routed batch's event is late on its shard only once a
+        watermark closed its epoch or a later epoch was applied there.
         """
-        shards = range(self.shards.count) if shard is None else [shard]
+        if shard is not None:
+            marks = [m for m in (self.closed[shard], self.applied[shard]) if m is not None]
+            return max(marks) if marks and t1 <= max(marks) else None
+        shards = range(self.shards.count)
         marks = [c for k in shards if (c := self.closed[k]) is not None and t1 <= c]
         marks += [h for k in shards if (h := self.horizon[k]) is not None and t1 < h]
         return max(marks, default=None)
@@ -485,17 +498,22 @@ class Front:
     def _advance(
         self, accepted: list[Event], watermark: int | None, shard: int | None
     ) -> list[shard_pb2.ShardAlert]:
-        """Add ``accepted`` (sorted by t1) to the open epochs; apply every epoch now closed.
+        """Add ``accepted`` (in (t1, arrival) order) to the shards' pending events; apply the ready.
 
-        Each shard keeps its own open epoch.  Events the front routes advance
-        every shard's horizon (they are one ordered stream); a routed batch
-        advances its shard's only.
+        Each shard keeps its pending events sorted by (t1, arrival).  An event
+        the front routed itself is ready once a later event arrived (the
+        horizon, shared by all shards: they are one ordered stream) or a
+        watermark passed it; an event of a routed batch (the feed's) only once
+        its shard's watermark passed it, so the feed's pieces of a micro-batch
+        may arrive in any order.  Ready events leave in order, whole epochs only.
         """
+        routed = shard is not None
         shards = range(self.shards.count) if shard is None else [shard]
         for event in accepted:
+            self.ticks += 1
             for k, lane in self._destinations(event, shard):
-                self.pending[k].append((event, lane))
-        if accepted:
+                bisect.insort(self.pending[k], (event.t1, self.ticks, routed, lane, event))
+        if accepted and not routed:
             for k in shards:
                 self.horizon[k] = max(self.horizon[k] or accepted[-1].t1, accepted[-1].t1)
         if watermark:
@@ -506,9 +524,9 @@ class Front:
         for k in shards:
             horizon, closed = self.horizon[k], self.closed[k]
             split = 0
-            for event, _lane in self.pending[k]:
-                if (horizon is not None and event.t1 < horizon) or (
-                    closed is not None and event.t1 <= closed
+            for t1, _tick, by_feed, _lane, _event in self.pending[k]:
+                if (closed is not None and t1 <= closed) or (
+                    not by_feed and horizon is not None and t1 < horizon
                 ):
                     split += 1
                 else:
@@ -517,11 +535,12 @@ class Front:
                 continue
             released = True
             lanes: dict[str, shard_pb2.LaneEvents] = {}
-            for event, lane in self.pending[k][:split]:
+            for t1, _tick, _by_feed, lane, event in self.pending[k][:split]:
                 group = lanes.get(lane)
                 if group is None:
                     group = lanes[lane] = requests[k].lanes.add(lane=lane)
                 group.events.append(to_event(event))
+                self.applied[k] = t1
             del self.pending[k][:split]
         return self.shards.apply(requests) if released else []
 

@@ -96,7 +96,7 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     again.start()
     try:
         assert again.last_seq[drops.id] == seq_before
-        assert [e.t1 for e, _lane in again.pending[0]] == [
+        assert [entry[0] for entry in again.pending[0]] == [
             e.t1 for e in events[:1000] if e.t1 == events[999].t1
         ]
         again.publish(pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))

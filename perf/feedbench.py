@@ -1,0 +1,294 @@
+"""The Spark feed: its own routing throughput, and the pipeline end to end, 1 shard vs 2.
+
+On the one-minute stock data (``../shared/data/stocks``, 193,676 quotes of 6
+stocks), in one run and one local[2] Spark session:
+
+1. **routing**: the feed validates, orders and routes the quotes (as JSON
+   Lines files) for a 2-shard routing table taken from a real server holding
+   the demo subscriptions (key-partitioned) and a global one, into a server
+   that only acknowledges (:mod:`perf.acksink`).  Reported: rows per second
+   of micro-batch time (Spark's ``triggerExecution``), events sent per shard,
+   PublishBatch messages.
+2. **end to end**, for each shard count: ``cesar serve`` with the same
+   subscriptions; the feed reads files dropped into its source directory
+   (a) all at once — throughput, events acknowledged per second from the
+   first drop to the last acknowledgement — and (b) paced at ``--rate``
+   events/s — latency from a file's drop to each alert it causes (the alert's
+   ``t1`` names the file), p50 and p99.  The alerts must equal ``cesar run``'s
+   count on the same events (checked).
+
+    python -m perf.feedbench                     # the whole data set
+    python -m perf.feedbench --smoke             # 12,000 quotes (CI)
+    python -m perf.feedbench --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from automata.compiler import Program
+from automata.schema import Event, parse_stream_spec
+from cesar.v1 import cesar_pb2 as pb
+from perf.acksink import AckSink
+from server.feed import Feed, Options, session
+from tests.integration.serverproc import QUERIES, STOCK, Server
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared/data/stocks/intraday_1min_6_us_stocks_2020-10-26_2021-01-08.csv"
+GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
+FILE_ROWS = 12_000
+
+
+def minute_events(limit: int | None = None) -> list[Event]:
+    """The one-minute quotes as Stock events, t in minutes since the Unix epoch."""
+    out = []
+    with open(DATA) as handle:
+        next(handle)
+        for line in handle:
+            symbol, ts, _open, _high, _low, close, volume = line.rstrip("\n").split(",")
+            minute = int(datetime.fromisoformat(ts).timestamp()) // 60
+            values = {"Name": symbol, "Price": float(close), "Volume": int(volume)}
+            out.append(Event.of("Stock", minute, minute, values))
+            if limit is not None and len(out) == limit:
+                break
+    return out
+
+
+def queries() -> list[tuple[str, str]]:
+    return [(p.stem, p.read_text()) for p in QUERIES] + [("G", GLOBAL)]
+
+
+def json_files(events: list[Event], rows: int) -> list[list[str]]:
+    lines = [
+        json.dumps({"stream": "Stock", "t": e.t1, **e.attrs()}, separators=(",", ":"))
+        for e in events
+    ]
+    return [lines[i : i + rows] for i in range(0, len(lines), rows)]
+
+
+def drop(directory: Path, number: int, lines: list[str]) -> None:
+    """Write beside the directory and rename in, each file a later modification time."""
+    staging = directory.parent / f"{number:05}.staging"
+    staging.write_text("\n".join(lines) + "\n")
+    stamp = 1_700_000_000 + number
+    os.utime(staging, (stamp, stamp))
+    os.replace(staging, directory / f"{number:05}.jsonl")
+
+
+def subscribe_all(server: Server) -> tuple[pb.RoutingTable, list[pb.StreamInfo], list[str]]:
+    conn = server.connect()
+    ids = []
+    for name, text in queries():
+        request = pb.SubscribeRequest(query=text, name=name)
+        ids.append(conn.stub.Subscribe(request, metadata=conn.metadata).id)
+    routing = conn.stub.GetRouting(pb.GetRoutingRequest(), metadata=conn.metadata)
+    streams = list(conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata).streams)
+    conn.close()
+    return routing, streams, ids
+
+
+def feed_options(address: str, tmp: Path, available_now: bool) -> Options:
+    return Options(
+        server=address,
+        source=str(tmp / "in"),
+        checkpoint=str(tmp / "checkpoint"),
+        dead_letter=str(tmp / "dead"),
+        available_now=available_now,
+        trigger_seconds=0.2,
+        max_files_per_trigger=1 if not available_now else None,
+    )
+
+
+def routing_run(spark: Any, events: list[Event], tmp: Path) -> dict[str, Any]:
+    """Part 1: the feed alone, into a sink that only acknowledges."""
+    server = Server(tmp / "data", shards=2).start()
+    try:
+        routing, streams, _ = subscribe_all(server)
+    finally:
+        server.stop()
+    sink = AckSink(routing, streams)
+    (tmp / "in").mkdir()
+    for number, lines in enumerate(json_files(events, len(events))):
+        drop(tmp / "in", number, lines)
+    feed = Feed(spark, feed_options(sink.address, tmp, available_now=True))
+    started = time.perf_counter()
+    try:
+        query = feed.start()
+        query.awaitTermination()
+        feed.finish()
+        wall = time.perf_counter() - started
+        progress = query.recentProgress
+    finally:
+        feed.close()
+        sink.stop()
+    batch_ms = sum(p["durationMs"]["triggerExecution"] for p in progress if p["numInputRows"])
+    rows = sum(p["numInputRows"] for p in progress)
+    return {
+        "rows": rows,
+        "micro_batches": sum(1 for p in progress if p["numInputRows"]),
+        "batch_seconds": round(batch_ms / 1000, 3),
+        "rows_per_s": round(rows / (batch_ms / 1000)),
+        "wall_seconds_with_query_start": round(wall, 3),
+        "events_sent_per_shard": dict(sorted(sink.received.events.items())),
+        "messages_per_shard": dict(sorted(sink.received.messages.items())),
+    }
+
+
+class Listener:
+    """A Listen stream in a thread: every alert with the time it arrived."""
+
+    def __init__(self, server: Server, ids: list[str]) -> None:
+        self.conn = server.connect()
+        request = pb.ListenRequest(after_seq={i: 0 for i in ids})
+        self.stream = self.conn.stub.Listen(request, metadata=self.conn.metadata)
+        self.alerts: list[tuple[float, int]] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for alert in self.stream:
+                self.alerts.append((time.perf_counter(), alert.event.t1))
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                raise
+
+    def close(self) -> None:
+        self.stream.cancel()
+        self.thread.join(10)
+        self.conn.close()
+
+
+def accepted(server: Server) -> int:
+    conn = server.connect()
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata).front
+    conn.close()
+    return int(stats["events_accepted"])
+
+
+def end_to_end(
+    spark: Any, shards: int, events: list[Event], expected: int, rate: float, tmp: Path
+) -> dict[str, Any]:
+    """Part 2 for one shard count: throughput (all at once), then latency (paced)."""
+    result: dict[str, Any] = {"shards": shards}
+    files = json_files(events, min(FILE_ROWS, len(events) // 10))
+    half = len(files) // 2
+    server = Server(tmp / "data", shards=shards).start()
+    try:
+        _, _, ids = subscribe_all(server)
+        listener = Listener(server, ids)
+        (tmp / "in").mkdir()
+        feed = Feed(spark, feed_options(server.address, tmp, available_now=False))
+        query = feed.start()
+        try:
+            first_half = sum(len(f) for f in files[:half])
+            started = time.perf_counter()
+            for number in range(half):
+                drop(tmp / "in", number, files[number])
+            # the newest minute (at most one quote per stock) waits for the next file
+            while accepted(server) < first_half - 6:
+                time.sleep(0.05)
+            elapsed = time.perf_counter() - started
+            result["throughput_events_per_s"] = round(accepted(server) / elapsed)
+            dropped: list[tuple[float, int, int]] = []
+            for number in range(half, len(files)):
+                lines = files[number]
+                at = time.perf_counter()
+                drop(tmp / "in", number, lines)
+                first_t = json.loads(lines[0])["t"]
+                last_t = json.loads(lines[-1])["t"]
+                dropped.append((at, first_t, last_t))
+                time.sleep(len(lines) / rate)
+            deadline = time.monotonic() + 300
+            while len(listener.alerts) < expected - 50 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(2.0)
+        finally:
+            query.stop()
+            feed.close()
+        listener.close()
+        late_t = dropped[0][1]
+        latencies = []
+        for received, t1 in listener.alerts:
+            if t1 < late_t:
+                continue
+            made = max(at for at, first_t, _ in dropped if first_t <= t1)
+            latencies.append(received - made)
+        latencies.sort()
+        result.update(
+            paced_rate_events_per_s=rate,
+            alerts=len(listener.alerts),
+            alerts_expected_before_last_epoch=expected,
+            latency_alerts=len(latencies),
+            latency_p50_ms=round(1000 * statistics.median(latencies)),
+            latency_p99_ms=round(1000 * latencies[int(0.99 * (len(latencies) - 1))]),
+        )
+    finally:
+        server.stop()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.feedbench", description=__doc__)
+    parser.add_argument("--events", type=int, help="use the first N quotes (default: all)")
+    parser.add_argument("--rate", type=float, default=5000, help="paced events/s for latency")
+    parser.add_argument("--shards", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--smoke", action="store_true", help="12,000 quotes, paced at 4,000/s")
+    parser.add_argument("--json", type=Path, help="also write the summary here")
+    args = parser.parse_args(argv)
+    limit = 12_000 if args.smoke else args.events
+    rate = 4000.0 if args.smoke else args.rate
+    events = minute_events(limit)
+    program = Program.build([parse_stream_spec(STOCK)], queries())
+    outputs = program.run(events, engine="engine")
+    last = events[-1].t1
+    expected = sum(1 for e in outputs if e.t1 < last)
+    spark = session("local[2]", "cesar-feedbench")
+    summary: dict[str, Any] = {
+        "date": datetime.now().isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        "events": len(events),
+        "queries": [name for name, _ in queries()],
+        "alerts_cesar_run": len(outputs),
+    }
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            summary["routing"] = routing_run(spark, events, Path(scratch) / "routing")
+            runs = []
+            for shards in args.shards:
+                runs.append(
+                    end_to_end(spark, shards, events, expected, rate, Path(scratch) / f"s{shards}")
+                )
+            summary["end_to_end"] = runs
+    finally:
+        spark.stop()
+    for run in summary["end_to_end"]:
+        assert run["alerts"] >= expected, f"{run['shards']} shard(s): alerts lost"
+    if len(summary["end_to_end"]) == 2:
+        one, two = summary["end_to_end"]
+        summary["throughput_ratio_2_vs_1"] = round(
+            two["throughput_events_per_s"] / one["throughput_events_per_s"], 2
+        )
+    text = json.dumps(summary, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
