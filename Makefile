@@ -22,7 +22,7 @@ $(GENERATED): $(PROTOS) server/protogen.py $(VENV)/.installed
 setup: $(VENV)/.installed $(GENERATED)
 
 demo: setup
-	$(BIN)/cesar run --stream '$(STOCK)' $(addprefix --query ,$(QUERIES)) examples/stocks_sample.csv
+	$(BIN)/cesar demo
 
 lint: setup
 	$(BIN)/ruff check .

@@ -34,7 +34,7 @@ class Received:
     duplicates: int = 0
 
 
-class _Servicer(cesar_pb2_grpc.CesarServicer):
+class _Servicer(cesar_pb2_grpc.CesarServicer):  # type: ignore[misc]
     def __init__(self, sink: AckSink) -> None:
         self.sink = sink
 

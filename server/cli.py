@@ -283,8 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_arguments(serve)
     add_remote_commands(sub)
     from server.clifeed import add_feed_command
+    from server.demo import add_demo_command
 
     add_feed_command(sub)
+    add_demo_command(sub)
     return parser
 
 

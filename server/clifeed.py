@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from types import FrameType
 
 from server.logs import configure_logging
@@ -39,6 +40,13 @@ def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         "--available-now",
         action="store_true",
         help="process what the source holds now, release every held row, then stop",
+    )
+    feed.add_argument(
+        "--idle-stop",
+        type=float,
+        metavar="SECONDS",
+        help="treat the source as complete once rows have arrived and then none for SECONDS: "
+        "release every epoch, then stop",
     )
     feed.add_argument("--format", choices=("json", "csv"), default="json", help="directory files")
     feed.add_argument(
@@ -86,12 +94,24 @@ def cmd_feed(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     query = feed.start()
     print(f"feeding {options.server} from {options.source}", flush=True)
+    last_input: float | None = None
+    last_batch = -1
+    idle = False
     try:
-        while query.isActive and not stopping:
+        while query.isActive and not stopping and not idle:
             query.awaitTermination(0.5)
+            progress = query.lastProgress
+            fresh = progress is not None and progress["batchId"] != last_batch
+            if fresh and progress["numInputRows"]:
+                last_batch, last_input = progress["batchId"], time.monotonic()
+            idle = (
+                args.idle_stop is not None
+                and last_input is not None
+                and time.monotonic() - last_input > args.idle_stop
+            )
         query.stop()
         query.awaitTermination()
-        if options.available_now and not stopping:
+        if (options.available_now or idle) and not stopping:
             feed.finish()
     except StreamingQueryException as exc:
         print(f"cesar feed: the streaming query failed: {exc}", file=sys.stderr)

@@ -333,13 +333,15 @@ def _compile_term(term: pb.Term, stream: str) -> Term | None:
     return None
 
 
-def key_shards(values: pa.Array, shards: int) -> pa.Array:
+def key_shards(values: pa.Array | pa.ChunkedArray, shards: int) -> pa.Array:
     """``crc32(key_bytes(v)) mod shards`` for each value; Python runs once per distinct value.
 
     >>> key_shards(pa.array(["IBM", "IBM", "AAPL"]), 2).to_pylist()
     [1, 1, 0]
     """
-    encoded = pc.dictionary_encode(values).combine_chunks()
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    encoded = pc.dictionary_encode(values)
     table = [zlib.crc32(key_bytes(v)) % shards for v in encoded.dictionary.to_pylist()]
     return pc.take(pa.array(table, pa.int32()), encoded.indices)
 

@@ -139,7 +139,7 @@ def collect(
     stream = conn.stub.Listen(
         request or pb.ListenRequest(), metadata=conn.metadata, timeout=timeout
     )
-    out = []
+    out: list[pb.Alert] = []
     if count == 0:
         stream.cancel()
         return out
