@@ -300,7 +300,14 @@ def compile_predicate(pred: pb.Predicate, stream: str, positive: bool = True) ->
         ">": pc.greater,
         ">=": pc.greater_equal,
     }[compare.op]
-    return lambda table: pc.fill_null(operator(left(table), right(table)), not positive)
+
+    def compared(table: pa.Table) -> pa.Array:
+        result = pc.fill_null(operator(left(table), right(table)), not positive)
+        if isinstance(result, pa.Scalar):  # constants on both sides
+            return pa.repeat(result, table.num_rows)
+        return result
+
+    return compared
 
 
 def _constant(value: bool) -> Mask:

@@ -1,0 +1,120 @@
+"""The feed's vectorized paths against the project's own meanings.
+
+* :func:`server.feedrows.compile_predicate` (static interest as Arrow filters)
+  against :func:`automata.evaluate.holds`: equal where Arrow evaluates the
+  predicate, and never narrower anywhere (a global shard may get an event it
+  does not need, never miss one);
+* :func:`server.feedjson.check_json` (Arrow's JSON reader, then ``cesar run``'s
+  rules) against :func:`server.eventfile.json_event` line by line: the same
+  events, and the same field and reason for every rejected line.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from automata.evaluate import Env, Faults, holds
+from automata.schema import AttrType, Event, EventError, parse_stream_spec
+from automata.terms import And, Arith, Call, Cmp, Const, Dur, Neg, Not, Or, Pred, Scope, Term
+from server.algebra_proto import to_predicate
+from server.arrowevents import column
+from server.eventfile import json_event
+from server.feedjson import check_json
+from server.feedrows import compile_predicate
+from tests.strategies import event_values, typed_preds
+
+S = parse_stream_spec("S(x:int,y:int,f:float,s:string)")
+
+
+def arrow_evaluable(node: Pred | Term) -> bool:
+    """Whether the predicate uses only what the Arrow filter evaluates exactly."""
+    if isinstance(node, Cmp):
+        return arrow_evaluable(node.left) and arrow_evaluable(node.right)
+    if isinstance(node, And | Or):
+        return all(arrow_evaluable(item) for item in node.items)
+    if isinstance(node, Not):
+        return arrow_evaluable(node.item)
+    if isinstance(node, Arith):
+        return node.op in "+-*" and arrow_evaluable(node.left) and arrow_evaluable(node.right)
+    if isinstance(node, Neg):
+        return arrow_evaluable(node.operand)
+    return not isinstance(node, Dur | Call)
+
+
+@given(typed_preds, st.lists(event_values, min_size=1, max_size=12))
+def test_compiled_interest_admits_what_the_predicate_admits(pred, rows):
+    table = pa.table(
+        {
+            "t0": [0] * len(rows),
+            "t1": [0] * len(rows),
+            **{column("S", name): [r[name] for r in rows] for name in ("x", "y", "f", "s")},
+        }
+    )
+    mask = compile_predicate(to_predicate(pred), "S")(table).to_pylist()
+    truth = [holds(pred, Env({Scope.EVENT: r}, 0), Faults()) for r in rows]
+    assert all(m or not t for m, t in zip(mask, truth, strict=True))  # never narrower
+    if arrow_evaluable(pred):
+        assert mask == truth
+
+
+def test_arrow_evaluable_sees_the_forms_arrow_skips():
+    one = Const(1, AttrType.INT)
+    assert arrow_evaluable(Cmp("<", Arith("+", one, one), one))
+    assert not arrow_evaluable(Cmp("<", Arith("/", one, one), one))
+    assert not arrow_evaluable(Not(Cmp("<", Call("ABS", (one,)), one)))
+    assert not arrow_evaluable(Cmp("<", Dur(), one))
+
+
+values = st.one_of(
+    st.integers(-5, 5),
+    st.sampled_from([0.5, -2.25, 1e300, 3.0]),
+    st.sampled_from(["", "a", "IBM"]),
+    st.booleans(),
+    st.none(),
+    st.just([1]),
+)
+keys = st.sampled_from(["stream", "t", "t0", "t1", "x", "y", "f", "s", "extra"])
+objects = st.dictionaries(keys, values, max_size=9)
+valid_objects = st.fixed_dictionaries(
+    {
+        "t": st.integers(0, 5),
+        "x": st.integers(-5, 5),
+        "y": st.integers(-5, 5),
+        "f": st.sampled_from([0.5, -2.25, 3]),
+        "s": st.sampled_from(["", "a"]),
+    },
+    optional={"stream": st.just("S")},
+)
+lines = st.one_of(
+    valid_objects.map(json.dumps),
+    valid_objects.map(json.dumps),
+    objects.map(json.dumps),
+    st.sampled_from(["not json", "[1, 2]", "{", '"S"', "{}"]),
+)
+
+
+@given(st.lists(lines, min_size=1, max_size=10))
+def test_json_rows_mean_what_cesar_run_reads(texts):
+    batch = pa.RecordBatch.from_pydict(
+        {"raw": texts, "arrival": list(range(len(texts)))},
+        schema=pa.schema([("raw", pa.string()), ("arrival", pa.int64())]),
+    )
+    checked = check_json(batch, {"S": S}).to_pylist()
+    got = {}
+    for row in checked:
+        if row["reason"] is not None:
+            got[row["arrival"]] = (row["field"], row["reason"])
+        else:
+            values = {name: row[column("S", name)] for name in S.names}
+            got[row["arrival"]] = Event.of("S", row["t0"], row["t1"], values)
+    expected = {}
+    for index, text in enumerate(texts):
+        try:
+            expected[index] = json_event(text, {"S": S})
+        except EventError as exc:
+            expected[index] = (exc.field or "", exc.reason)
+    assert got == expected
