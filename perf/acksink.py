@@ -29,6 +29,7 @@ class Received:
     events: Counter[int] = field(default_factory=Counter)
     messages: Counter[int] = field(default_factory=Counter)
     tables: dict[int, list[pa.Table]] = field(default_factory=dict)
+    log: list[tuple[str, int, pa.Table]] = field(default_factory=list)
     keys: set[str] = field(default_factory=set)
     watermarks: dict[int, int] = field(default_factory=dict)
     duplicates: int = 0
@@ -60,6 +61,7 @@ class _Servicer(cesar_pb2_grpc.CesarServicer):  # type: ignore[misc]
             received.messages[request.shard] += 1
             if self.sink.keep:
                 received.tables.setdefault(request.shard, []).append(table)
+                received.log.append((request.idempotency_key, request.shard, table))
         return pb.PublishResponse(accepted=table.num_rows)
 
 

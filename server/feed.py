@@ -1,29 +1,27 @@
 """``cesar feed``: the Structured Streaming job between event sources and the server.
 
 ARCHITECTURE.md, "Feed".  Each micro-batch (:meth:`Feed.process`, a
-``foreachBatch`` function on the driver):
+``foreachBatch`` function on the driver) is one Spark job:
 
-1. fetches the front's routing table and streams (GetRouting, ListStreams),
-   so new subscriptions and streams count from the next micro-batch;
-2. validates and routes the rows on executors (:func:`server.feedrows.prepare`,
-   Arrow, through ``mapInArrow``);
-3. advances the watermark to ``max(t1) - lateness - 1`` over the valid rows
-   seen (so with lateness 0 the newest epoch stays open for rows to come);
-   rows at or before the previous watermark are late;
-4. writes rejected and late rows to the dead letter (JSON files, one
-   directory per micro-batch, with field and reason);
-5. releases the rows the watermark passed — this batch's and those held from
-   earlier ones — to their shards, partitioned by shard and sorted by
-   ``(t1, arrival)`` (:func:`server.feedsend.send`, on executors);
-6. keeps the rest as held rows (Parquet) and the watermark and counters as a
-   small state file, both under the checkpoint directory, named by batch id.
+1. the driver fetches the front's routing table and streams (GetRouting,
+   ListStreams), so new subscriptions and streams count from the next batch;
+2. executors validate their partition's rows, set aside rows at or before the
+   previous watermark (late), route the rest and publish each shard its events
+   (:func:`server.feedsend.publish_partition`, Arrow throughout);
+3. the driver advances the watermark to ``max(t1) - lateness - 1`` over the
+   valid rows seen (with lateness 0 the newest epoch stays open for rows to
+   come) and closes the batch on every shard with it: the front applies a
+   shard's pending events in ``(t1, arrival)`` order once the watermark passes;
+4. rejected and late rows go to the dead letter (JSON files, one directory
+   per micro-batch, with field and reason); the watermark and counters go to a
+   small state file under the checkpoint, named by batch id.
 
-Spark's checkpoint (offsets and commits) decides which input rows a batch
-has; a batch Spark runs again after a crash reads the same rows and the same
-state of the previous batch and sends the same idempotency keys, so the
-server applies nothing twice and nothing is lost.  All paths go through
-Spark or the Hadoop FileSystem API, never the driver's local disk, so the job
-runs unchanged on a cluster (``--master spark://...``).
+Spark's checkpoint decides which input rows a batch has; a batch Spark runs
+again after a crash reads the same rows into the same partitions, starts from
+the same state and sends the same idempotency keys, so the server applies
+nothing twice and nothing is lost.  Paths go through Spark or the Hadoop
+FileSystem API, never the driver's local disk, and executors publish
+directly, so the job runs unchanged on a cluster (``--master spark://...``).
 """
 
 from __future__ import annotations
@@ -81,9 +79,7 @@ def session(master: str | None, app: str = "cesar-feed") -> SparkSession:
     builder = SparkSession.builder.appName(app)
     if master is not None:
         builder = builder.master(master)
-    elif "SPARK_MASTER" not in os.environ and "spark.master" not in os.environ.get(
-        "PYSPARK_SUBMIT_ARGS", ""
-    ):
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not started by spark-submit
         builder = builder.master("local[2]")
     spark = (
         builder.config("spark.driver.extraJavaOptions", "-Xss32m")

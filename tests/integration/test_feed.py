@@ -9,6 +9,9 @@ for global ones.
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +26,15 @@ from index.static import ConjunctRegistry
 from perf.acksink import AckSink
 from server.feed import Feed, Options
 from server.routing import shard_of
-from tests.integration.serverproc import QUERIES, STOCK, Server, sample_events, subscribe
+from server.synthetic import tick
+from tests.integration.serverproc import (
+    QUERIES,
+    SAMPLE,
+    STOCK,
+    Server,
+    sample_events,
+    subscribe,
+)
 
 GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
 
@@ -103,3 +114,156 @@ def test_global_subscriptions_get_only_what_their_static_predicates_admit(
     assert set(got) == {placed.placement.shard}
     expected = Counter((e.t1, e.attrs()["Name"], e.attrs()["Price"]) for e in admitted)
     assert Counter(got[placed.placement.shard]) == expected
+
+
+def key_table(shards: int = 2) -> pb.RoutingTable:
+    table = pb.RoutingTable(shards=shards, version=1)
+    table.streams.add(stream="Stock", key_attributes=["Name"])
+    return table
+
+
+STREAMS = [pb.StreamInfo(name="Stock", spec=STOCK)]
+
+
+def run_query(spark: SparkSession, options: Options, until) -> Feed:  # type: ignore[no-untyped-def]
+    """Run the feed's streaming query until ``until()`` holds, then stop it and close epochs."""
+    feed = Feed(spark, options)
+    query = feed.start()
+    deadline = time.monotonic() + 120
+    try:
+        while not until():
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, "the feed did not get there in time"
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    feed.finish()
+    feed.close()
+    return feed
+
+
+def test_synthetic_source_is_deterministic_and_routing_follows_the_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    sink = AckSink(key_table(), STREAMS, keep=True)
+    options = Options(
+        server=sink.address,
+        source="synthetic:3000",
+        checkpoint=str(tmp_path / "checkpoint"),
+        dead_letter=str(tmp_path / "dead"),
+        trigger_seconds=0.2,
+    )
+    amzn = pb.Predicate(
+        compare=pb.Comparison(
+            op="=",
+            left=pb.Term(attribute=pb.AttributeRef(scope=pb.SCOPE_EVENT, name="Name")),
+            right=pb.Term(constant=pb.Value(string_value="AMZN")),
+        )
+    )
+    switched: list[int] = []  # the last micro-batch that may have used the first table
+
+    def batch_of(key: str) -> int:
+        return int(key.split(":")[1])
+
+    def until() -> bool:
+        batches = [batch_of(key) for key, _, _ in sink.received.log]
+        if not switched and sum(sink.received.events.values()) >= 3000:
+            table = pb.RoutingTable(shards=2, version=2)
+            route = table.streams.add(stream="Stock", global_shards=[1])
+            route.global_interest.add(shard=1).conjuncts.append(amzn)
+            sink.routing = table  # as after a subscribe and an unsubscribe
+            switched.append(max(batches) + 1)
+        return bool(switched) and max(batches) > switched[0] + 2
+
+    try:
+        run_query(spark, options, until)
+    finally:
+        sink.stop()
+    seen: Counter[tuple[int, int, str, float]] = Counter()
+    for key, shard, table in sink.received.log:
+        for row in table.to_pylist():
+            seen[(shard, row["t1"], row["Stock/Name"], row["Stock/Price"])] += 1
+            new = (shard, row["Stock/Name"]) == (1, "AMZN")
+            old = shard == shard_of(row["Stock/Name"], 2)
+            if batch_of(key) > switched[0]:
+                assert new  # batches planned after the change follow the new table
+            elif batch_of(key) < switched[0]:
+                assert old
+            else:
+                assert new or old
+    assert max(seen.values()) == 1  # nothing sent twice
+    last = max(t1 for _, t1, _, _ in seen)
+    generated = [json.loads(tick(i)) for i in range(6 * (last + 1))]
+    rows = {(g["t"], g["Name"], g["Price"]) for g in generated}
+    assert {(t1, name, price) for _, t1, name, price in seen} <= rows  # the generator's rows
+
+
+def test_csv_files_with_bad_cells_go_to_the_dead_letter(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    sink = AckSink(key_table(), STREAMS, keep=True)
+    source = tmp_path / "in"
+    source.mkdir()
+    text = SAMPLE.read_text().splitlines()
+    bad = ["26728651,IBM,cheap,100", "26728651,IBM,1.5"]
+    (source / "quotes.csv").write_text("\n".join([*text, *bad]) + "\n")
+    options = Options(
+        server=sink.address,
+        source=str(source),
+        checkpoint=str(tmp_path / "checkpoint"),
+        dead_letter=str(tmp_path / "dead"),
+        available_now=True,
+        format="csv",
+    )
+    feed = Feed(spark, options)
+    try:
+        feed.start().awaitTermination()
+        feed.finish()
+    finally:
+        feed.close()
+        sink.stop()
+    assert sum(sink.received.events.values()) == len(sample_events())
+    dead = [
+        json.loads(line)
+        for path in (tmp_path / "dead").rglob("*.json")
+        for line in path.read_text().splitlines()
+    ]
+    assert sorted((d["field"], d["reason"]) for d in dead) == [
+        ("Price", "expected a float, got 'cheap'"),
+        ("Volume", "missing"),
+    ]
+
+
+def test_socket_source(spark: SparkSession, tmp_path: Path) -> None:
+    sink = AckSink(key_table(), STREAMS, keep=True)
+    events = sample_events()[:600]
+    lines = [json.dumps({"stream": "Stock", "t": e.t1, **e.attrs()}) for e in events]
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(("\n".join(lines) + "\n").encode())
+            time.sleep(60)
+
+    threading.Thread(target=serve, daemon=True).start()
+    options = Options(
+        server=sink.address,
+        source=f"socket://127.0.0.1:{port}",
+        checkpoint=str(tmp_path / "checkpoint"),
+        dead_letter=str(tmp_path / "dead"),
+        trigger_seconds=0.2,
+    )
+    try:
+        run_query(spark, options, lambda: sum(sink.received.events.values()) >= len(events))
+    finally:
+        sink.stop()
+        listener.close()
+    got = Counter(
+        (row["t1"], row["Stock/Name"])
+        for tables in sink.received.tables.values()
+        for table in tables
+        for row in table.to_pylist()
+    )
+    assert got == Counter((e.t1, e.attrs()["Name"]) for e in events)
