@@ -67,3 +67,21 @@ def test_serverbench_smoke_same_alerts_with_one_and_two_shards(tmp_path):
     assert (one["shards"], two["shards"]) == (1, 2)
     assert one["alerts"] == two["alerts"] > 0
     assert one["counters"]["matches"] == one["alerts"]
+
+
+def test_feedbench_smoke_routes_every_row_and_loses_no_alert(tmp_path):
+    out = tmp_path / "feedbench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "perf.feedbench", "--smoke", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary["routing"]["warm"]["rows"] == summary["events"] == 12_000
+    assert sum(summary["routing"]["warm"]["events_sent_per_shard"].values()) >= 12_000
+    for run in summary["end_to_end"]:
+        assert run["alerts"] == summary["alerts_cesar_run"]
+        assert run["latency_p99_ms"] >= run["latency_p50_ms"] > 0
