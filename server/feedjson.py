@@ -26,8 +26,7 @@ import pyarrow.json as pj
 from automata.schema import AttrType, Event, EventError, StreamSchema
 from server.arrowevents import ARROW_TYPES, column
 from server.eventfile import json_event
-
-RESERVED = ("stream", "t", "t0", "t1")
+from server.feedrows import RESERVED
 
 
 def check_json(record: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.Table:

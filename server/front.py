@@ -5,9 +5,12 @@
 
 * the catalog (:mod:`server.catalog`) and, in memory, the streams, the live
   subscriptions, the routing table and each subscription's latest seq;
-* the *open epoch*: events with the latest ``t1`` are held until an event
-  with a later ``t1`` (or a watermark) closes it, so shards only ever see
-  whole epochs (Section 3.1: simultaneous events are processed together);
+* each shard's *pending* events: an event the front routes itself waits
+  until an event with a later ``t1`` (or a watermark) closes its epoch; an
+  event of a batch the feed routed to a shard waits, in ``(t1, arrival)``
+  order, until the feed's watermark for that shard passes it.  Shards only
+  ever see whole epochs, in order (Section 3.1: simultaneous events are
+  processed together);
 * the shards, reached through :class:`ShardPool`.
 
 Publishing, subscribing and unsubscribing run one at a time under one lock,
