@@ -19,7 +19,7 @@ stocks), in one run and one local[2] Spark session:
    count on the same events (checked).
 
     python -m perf.feedbench                     # the whole data set
-    python -m perf.feedbench --smoke             # 12,000 quotes (CI)
+    python -m perf.feedbench --smoke             # the bundled sample, 2,340 quotes (CI)
     python -m perf.feedbench --json out.json
 """
 
@@ -44,19 +44,21 @@ from automata.compiler import Program
 from automata.schema import Event, Value, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
 from perf.acksink import AckSink
+from server.eventfile import drop_file, input_line, read_events
 from server.feed import Feed, Options, session
 from tests.integration.serverproc import QUERIES, STOCK, Server
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared/data/stocks/intraday_1min_6_us_stocks_2020-10-26_2021-01-08.csv"
+SAMPLE = ROOT / "examples" / "stocks_sample.csv"
 GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
 FILE_ROWS = 12_000
 
 
-def minute_events(limit: int | None = None) -> list[Event]:
+def minute_events(path: Path, limit: int | None = None) -> list[Event]:
     """The one-minute quotes as Stock events, t in minutes since the Unix epoch."""
     out = []
-    with open(DATA) as handle:
+    with open(path) as handle:
         next(handle)
         for line in handle:
             symbol, ts, _open, _high, _low, close, volume = line.rstrip("\n").split(",")
@@ -72,25 +74,19 @@ def minute_events(limit: int | None = None) -> list[Event]:
     return out
 
 
+def sample_events() -> list[Event]:
+    """The bundled sample (a day of the same six stocks), for ``--smoke``."""
+    with open(SAMPLE) as handle:
+        return read_events(handle, str(SAMPLE), {"Stock": parse_stream_spec(STOCK)}).events
+
+
 def queries() -> list[tuple[str, str]]:
     return [(p.stem, p.read_text()) for p in QUERIES] + [("G", GLOBAL)]
 
 
 def json_files(events: list[Event], rows: int) -> list[list[str]]:
-    lines = [
-        json.dumps({"stream": "Stock", "t": e.t1, **e.attrs()}, separators=(",", ":"))
-        for e in events
-    ]
+    lines = [input_line(e) for e in events]
     return [lines[i : i + rows] for i in range(0, len(lines), rows)]
-
-
-def drop(directory: Path, number: int, lines: list[str]) -> None:
-    """Write beside the directory and rename in, each file a later modification time."""
-    staging = directory.parent / f"{number:05}.staging"
-    staging.write_text("\n".join(lines) + "\n")
-    stamp = 1_700_000_000 + number
-    os.utime(staging, (stamp, stamp))
-    os.replace(staging, directory / f"{number:05}.jsonl")
 
 
 def subscribe_all(server: Server) -> tuple[pb.RoutingTable, list[pb.StreamInfo], list[str]]:
@@ -134,7 +130,7 @@ def routing_run(spark: Any, events: list[Event], tmp: Path) -> dict[str, Any]:
         scratch = tmp / name
         (scratch / "in").mkdir(parents=True)
         for number, lines in enumerate(json_files(events, len(events))):
-            drop(scratch / "in", number, lines)
+            drop_file(scratch / "in", number, lines)
         feed = Feed(spark, feed_options(sink.address, scratch, available_now=True))
         try:
             query = feed.start()
@@ -191,9 +187,13 @@ def applied(server: Server) -> int:
 
 
 def end_to_end(
-    spark: Any, shards: int, events: list[Event], expected: int, rate: float, tmp: Path
+    spark: Any, shards: int, events: list[Event], alerts: tuple[int, int], rate: float, tmp: Path
 ) -> dict[str, Any]:
-    """Part 2 for one shard count: throughput (all at once), then latency (paced)."""
+    """Part 2 for one shard count: throughput (all at once), then latency (paced).
+
+    ``alerts``: ``cesar run``'s alerts before the newest epoch, and in all.
+    """
+    expected, total = alerts
     result: dict[str, Any] = {"shards": shards}
     files = json_files(events, min(FILE_ROWS, len(events) // 10))
     half = len(files) // 2
@@ -208,7 +208,7 @@ def end_to_end(
             first_half = sum(len(f) for f in files[:half])
             started = time.perf_counter()
             for number in range(half):
-                drop(tmp / "in", number, files[number])
+                drop_file(tmp / "in", number, files[number])
             # the newest minute (a quote per stock, on up to 2 shards) waits for the next file
             while applied(server) < first_half - 12:
                 time.sleep(0.05)
@@ -221,9 +221,9 @@ def end_to_end(
             paced = [rest[i : i + step] for i in range(0, len(rest), step)]
             for number, lines in enumerate(paced, start=half):
                 at = time.perf_counter()
-                drop(tmp / "in", number, lines)
-                first_t = json.loads(lines[0])["t"]
-                last_t = json.loads(lines[-1])["t"]
+                drop_file(tmp / "in", number, lines)
+                first_t = json.loads(lines[0])["t1"]
+                last_t = json.loads(lines[-1])["t1"]
                 dropped.append((at, first_t, last_t))
                 time.sleep(len(lines) / rate)
             deadline = time.monotonic() + 300
@@ -232,7 +232,11 @@ def end_to_end(
             time.sleep(2.0)
         finally:
             query.stop()
-            feed.close()
+        feed.finish()  # the source is complete: close the newest epoch too
+        feed.close()
+        deadline = time.monotonic() + 60
+        while len(listener.alerts) < total and time.monotonic() < deadline:
+            time.sleep(0.1)
         listener.close()
         late_t = dropped[0][1]
         latencies = []
@@ -245,7 +249,6 @@ def end_to_end(
         result.update(
             paced_rate_events_per_s=rate,
             alerts=len(listener.alerts),
-            alerts_expected_before_last_epoch=expected,
             latency_alerts=len(latencies),
             latency_p50_ms=round(1000 * statistics.median(latencies)),
             latency_p99_ms=round(1000 * latencies[int(0.99 * (len(latencies) - 1))]),
@@ -257,15 +260,19 @@ def end_to_end(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.feedbench", description=__doc__)
+    parser.add_argument("--data", type=Path, default=DATA, help="the one-minute stock CSV")
     parser.add_argument("--events", type=int, help="use the first N quotes (default: all)")
     parser.add_argument("--rate", type=float, default=5000, help="paced events/s for latency")
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--smoke", action="store_true", help="12,000 quotes, paced at 4,000/s")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the bundled sample (examples/stocks_sample.csv, 2,340 quotes), paced at 1,000/s",
+    )
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
-    limit = 12_000 if args.smoke else args.events
-    rate = 4000.0 if args.smoke else args.rate
-    events = minute_events(limit)
+    rate = 1000.0 if args.smoke else args.rate
+    events = sample_events() if args.smoke else minute_events(args.data, args.events)
     program = Program.build([parse_stream_spec(STOCK)], queries())
     outputs = program.run(events, engine="engine")
     last = events[-1].t1
@@ -285,13 +292,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = []
             for shards in args.shards:
                 runs.append(
-                    end_to_end(spark, shards, events, expected, rate, Path(scratch) / f"s{shards}")
+                    end_to_end(
+                        spark,
+                        shards,
+                        events,
+                        (expected, len(outputs)),
+                        rate,
+                        Path(scratch) / f"s{shards}",
+                    )
                 )
             summary["end_to_end"] = runs
     finally:
         spark.stop()
     for run in summary["end_to_end"]:
-        assert run["alerts"] >= expected, f"{run['shards']} shard(s): alerts lost"
+        assert run["alerts"] == len(outputs), f"{run['shards']} shard(s): alerts differ"
     if len(summary["end_to_end"]) == 2:
         one, two = summary["end_to_end"]
         summary["throughput_ratio_2_vs_1"] = round(

@@ -12,8 +12,6 @@ processes.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -29,7 +27,7 @@ from automata.schema import parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
 from server.client import Connection
 from server.convert import trusted_event
-from server.eventfile import event_json, read_events
+from server.eventfile import drop_file, event_json, input_line, read_events
 
 ROOT = Path(__file__).resolve().parents[1]
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
@@ -95,15 +93,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
             print("feed started (Spark local[2]); dropping quotes into its source", file=sys.stderr)
             for number, start in enumerate(range(0, len(events), args.rows_per_file)):
-                lines = [
-                    json.dumps({"stream": e.stream, "t": e.t1, **e.attrs()})
-                    for e in events[start : start + args.rows_per_file]
-                ]
-                staging = work / f"{number:04}.staging"
-                staging.write_text("\n".join(lines) + "\n")
-                stamp = 1_700_000_000 + number
-                os.utime(staging, (stamp, stamp))
-                os.replace(staging, source / f"{number:04}.jsonl")
+                chunk = events[start : start + args.rows_per_file]
+                drop_file(source, number, [input_line(e) for e in chunk])
                 time.sleep(args.pause)
             if feed.wait() != 0:
                 print((work / "feed.log").read_text()[-4000:], file=sys.stderr)

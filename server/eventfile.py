@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,3 +195,28 @@ def event_json(event: Event, schema: StreamSchema | None = None) -> str:
         {"stream": event.stream, "t0": event.t0, "t1": event.t1, "attrs": values},
         ensure_ascii=False,
     )
+
+
+def input_line(event: Event) -> str:
+    """``event`` as a JSON Lines input line (what ``cesar run`` and the feed read back).
+
+    >>> input_line(Event.of("Stock", 3, 3, {"Name": "IBM"}))
+    '{"stream": "Stock", "t0": 3, "t1": 3, "Name": "IBM"}'
+    """
+    return json.dumps({"stream": event.stream, "t0": event.t0, "t1": event.t1, **event.attrs()})
+
+
+def drop_file(directory: Path, number: int, lines: list[str]) -> Path:
+    """Put a JSON Lines file into a feed's source directory the way the file source wants.
+
+    The file is written beside the directory and renamed in (atomic), named and
+    stamped by ``number``: Spark takes files in modification-time order, and
+    files written within one clock tick would tie.
+    """
+    staging = directory.parent / f".{directory.name}-{number:06}.staging"
+    staging.write_text("\n".join(lines) + "\n")
+    stamp = 1_700_000_000 + number
+    os.utime(staging, (stamp, stamp))
+    target = directory / f"{number:06}.jsonl"
+    os.replace(staging, target)
+    return target

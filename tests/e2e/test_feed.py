@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from automata.schema import Event
 from cesar.v1 import cesar_pb2 as pb
+from server.eventfile import drop_file, input_line
 from tests.integration.serverproc import (
     CESAR,
     QUERIES,
@@ -26,23 +26,6 @@ from tests.integration.serverproc import (
 )
 
 FILES = 8
-
-
-def event_line(event: Event) -> str:
-    return json.dumps({"stream": event.stream, "t0": event.t0, "t1": event.t1, **event.attrs()})
-
-
-def drop(directory: Path, number: int, lines: list[str]) -> None:
-    """Write a file beside the directory, then rename it in (the file source's contract).
-
-    Spark takes files in modification-time order; files written within one
-    clock tick would tie, so each gets its own second.
-    """
-    staging = directory.parent / f"{number:02}.staging"
-    staging.write_text("\n".join(lines) + "\n")
-    stamp = 1_700_000_000 + number
-    os.utime(staging, (stamp, stamp))
-    os.replace(staging, directory / f"{number:02}.jsonl")
 
 
 def batches_logged(log: Path) -> list[dict[str, object]]:
@@ -94,7 +77,7 @@ def test_feed_killed_and_restarted_delivers_every_alert_once(tmp_path: Path) -> 
         subs = [subscribe(conn, path.read_text(), path.stem) for path in QUERIES]
         events = sample_events()
         size = -(-len(events) // FILES)
-        files = [[event_line(e) for e in events[i : i + size]] for i in range(0, len(events), size)]
+        files = [[input_line(e) for e in events[i : i + size]] for i in range(0, len(events), size)]
         first = events[0]
         malformed = [
             "this is not json",
@@ -102,18 +85,18 @@ def test_feed_killed_and_restarted_delivers_every_alert_once(tmp_path: Path) -> 
             json.dumps({"stream": "Stock", "t": first.t1 + 500, "Name": "IBM", "Price": 1.0}),
         ]
         files[3] += malformed
-        late = event_line(Event.of("Stock", first.t0, first.t1, first.attrs()))
+        late = input_line(Event.of("Stock", first.t0, first.t1, first.attrs()))
         files[-1].append(late)
         (tmp_path / "in").mkdir()
         for number in range(4):
-            drop(tmp_path / "in", number, files[number])
+            drop_file(tmp_path / "in", number, files[number])
         log = tmp_path / "feed.log"
         feed = start_feed(server, tmp_path, log)
         wait_for(lambda: len(batches_logged(log)) >= 4, 120, "four micro-batches")
         feed.send_signal(signal.SIGKILL)
         feed.wait(30)
         for number in range(4, FILES):
-            drop(tmp_path / "in", number, files[number])
+            drop_file(tmp_path / "in", number, files[number])
         again = start_feed(server, tmp_path, log, "--available-now")
         assert again.wait(300) == 0, log.read_text()[-3000:]
 
@@ -159,3 +142,12 @@ def test_feed_killed_and_restarted_delivers_every_alert_once(tmp_path: Path) -> 
         conn.close()
     finally:
         server.stop()
+
+
+def test_the_demo_prints_every_alert_as_cesar_run_does() -> None:
+    result = subprocess.run(
+        [str(CESAR), "demo", "--pause", "0.1"], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "290 alerts; cesar run on the same quotes: 290 (identical)" in result.stderr
+    assert len(result.stdout.splitlines()) == 290

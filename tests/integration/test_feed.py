@@ -24,6 +24,7 @@ from automata.schema import Event, parse_stream_spec
 from cesar.v1 import cesar_pb2 as pb
 from index.static import ConjunctRegistry
 from perf.acksink import AckSink
+from server.eventfile import input_line
 from server.feed import Feed, Options
 from server.routing import shard_of
 from server.synthetic import tick
@@ -48,7 +49,7 @@ def run_feed(spark: SparkSession, server: Server, tmp: Path, events: list[Event]
     sink = AckSink(routing, list(streams), keep=True)
     source = tmp / "in"
     source.mkdir()
-    lines = [json.dumps({"stream": e.stream, "t": e.t1, **e.attrs()}) for e in events]
+    lines = [input_line(e) for e in events]
     (source / "events.jsonl").write_text("\n".join(lines) + "\n")
     options = Options(
         server=sink.address,
@@ -237,7 +238,7 @@ def test_csv_files_with_bad_cells_go_to_the_dead_letter(
 def test_socket_source(spark: SparkSession, tmp_path: Path) -> None:
     sink = AckSink(key_table(), STREAMS, keep=True)
     events = sample_events()[:600]
-    lines = [json.dumps({"stream": "Stock", "t": e.t1, **e.attrs()}) for e in events]
+    lines = [input_line(e) for e in events]
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 
