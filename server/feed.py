@@ -49,8 +49,7 @@ from server.synthetic import SyntheticSource
 
 log = logging.getLogger("cesar.feed")
 
-SUMMED = ("rows", "accepted", "rejected", "late", "unrouted", "sent", "duplicates")
-COUNTERS = SUMMED
+COUNTERS = ("rows", "accepted", "rejected", "late", "unrouted", "sent", "duplicates")
 
 
 @dataclass(frozen=True)
@@ -286,7 +285,7 @@ class Feed:
         )
         clock.mark("publish")
         summaries = [r for r in rows if r["kind"] == "summary"]
-        counts = {name: sum(r[name] for r in summaries) for name in SUMMED}
+        counts = {name: sum(r[name] for r in summaries) for name in COUNTERS}
         tops = [r["max_t1"] for r in summaries if r["max_t1"] is not None]
         seen = max([*tops, *([state.seen] if state.seen is not None else [])], default=None)
         watermark = state.watermark
@@ -299,7 +298,7 @@ class Feed:
         dead = [r for r in rows if r["kind"] == "dead"]
         if dead:
             self.dead_letter(dead, str(batch))
-        totals = {name: state.totals[name] + counts.get(name, 0) for name in COUNTERS}
+        totals = {name: state.totals[name] + counts[name] for name in COUNTERS}
         self.store.write(f"feed/state/{batch}.json", State(watermark, seen, totals).dump())
         self.forget(batch)
         log.info(
