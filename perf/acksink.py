@@ -66,10 +66,14 @@ class _Servicer(cesar_pb2_grpc.CesarServicer):  # type: ignore[misc]
 
 
 class AckSink:
-    """The acknowledging server on a free loopback port (see the module docstring)."""
+    """The acknowledging server on loopback, on ``port`` (0: a free one); see the module doc."""
 
     def __init__(
-        self, routing: pb.RoutingTable, streams: list[pb.StreamInfo], keep: bool = False
+        self,
+        routing: pb.RoutingTable,
+        streams: list[pb.StreamInfo],
+        keep: bool = False,
+        port: int = 0,
     ) -> None:
         self.routing = routing
         self.streams = streams
@@ -78,8 +82,8 @@ class AckSink:
         self.received = Received()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=GRPC_OPTIONS)
         cesar_pb2_grpc.add_CesarServicer_to_server(_Servicer(self), self.server)
-        port = self.server.add_insecure_port("127.0.0.1:0")
-        self.address = f"127.0.0.1:{port}"
+        bound = self.server.add_insecure_port(f"127.0.0.1:{port}")
+        self.address = f"127.0.0.1:{bound}"
         self.server.start()
 
     def stop(self) -> None:

@@ -44,7 +44,7 @@ from pyspark.sql.streaming import StreamingQuery
 from cesar.v1 import cesar_pb2 as pb
 from server.client import Connection
 from server.feedrows import Plan
-from server.feedsend import OUTPUT, Target, close_epochs, publish_partition
+from server.feedsend import OUTPUT, Target, close_epochs, publish_partition, retrying
 from server.synthetic import SyntheticSource
 
 log = logging.getLogger("cesar.feed")
@@ -239,10 +239,14 @@ class Feed:
         return writer.start()
 
     def plan(self) -> Plan:
-        """The front's routing table and input streams, now."""
+        """The front's routing table and input streams, now (waiting out a server restart)."""
         stub, metadata = self.connection.stub, self.connection.metadata
-        table = stub.GetRouting(pb.GetRoutingRequest(), metadata=metadata, timeout=60)
-        streams = stub.ListStreams(pb.ListStreamsRequest(), metadata=metadata, timeout=60)
+        table = retrying(
+            lambda: stub.GetRouting(pb.GetRoutingRequest(), metadata=metadata, timeout=60)
+        )
+        streams = retrying(
+            lambda: stub.ListStreams(pb.ListStreamsRequest(), metadata=metadata, timeout=60)
+        )
         return Plan.of(table, list(streams.streams))
 
     def previous(self, batch: int) -> tuple[int, State]:

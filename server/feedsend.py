@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 import pyarrow as pa
@@ -50,6 +51,7 @@ OUTPUT_SCHEMA = pa.schema(
     ]
 )
 RETRY_SECONDS = 120.0
+Reply = TypeVar("Reply")
 
 
 @dataclass(frozen=True)
@@ -199,12 +201,20 @@ def _events(rows: pa.Table) -> pa.Table:
 
 
 def publish(connection: Connection, request: pb.PublishRequest) -> pb.PublishResponse:
-    """PublishBatch, retried while the server is unavailable (restarting) for a while."""
+    """PublishBatch, retried while the server is unavailable (see :func:`retrying`)."""
+    return retrying(
+        lambda: connection.stub.PublishBatch(request, metadata=connection.metadata, timeout=300)
+    )
+
+
+def retrying(call: Callable[[], Reply]) -> Reply:
+    """``call()``, again with backoff while it fails UNAVAILABLE (a server restarting), up to
+    ``RETRY_SECONDS``; any other error, or the last one, is raised."""
     deadline = time.monotonic() + RETRY_SECONDS
     pause = 0.2
     while True:
         try:
-            return connection.stub.PublishBatch(request, metadata=connection.metadata, timeout=300)
+            return call()
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
                 raise

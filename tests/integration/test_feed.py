@@ -268,3 +268,33 @@ def test_socket_source(spark: SparkSession, tmp_path: Path) -> None:
         for row in table.to_pylist()
     )
     assert got == Counter((e.t1, e.attrs()["Name"]) for e in events)
+
+
+def test_the_feed_waits_out_a_server_that_is_down(spark: SparkSession, tmp_path: Path) -> None:
+    first = AckSink(key_table(), STREAMS)
+    port = int(first.address.rsplit(":", 1)[1])
+    first.stop()  # the server is down when the feed starts its first micro-batch
+    source = tmp_path / "in"
+    source.mkdir()
+    events = sample_events()[:300]
+    (source / "quotes.jsonl").write_text("\n".join(input_line(e) for e in events) + "\n")
+    options = Options(
+        server=first.address,
+        source=str(source),
+        checkpoint=str(tmp_path / "checkpoint"),
+        dead_letter=str(tmp_path / "dead"),
+        available_now=True,
+    )
+    feed = Feed(spark, options)
+    query = feed.start()
+    time.sleep(3)
+    assert query.isActive  # waiting, not failed
+    sink = AckSink(key_table(), STREAMS, port=port)  # back, on the same address
+    try:
+        query.awaitTermination(120)
+        assert query.exception() is None
+        feed.finish()
+    finally:
+        feed.close()
+        sink.stop()
+    assert sum(sink.received.events.values()) == len(events)
