@@ -2,7 +2,6 @@
 VENV := .venv
 BIN := $(VENV)/bin
 STOCK := Stock(Name:string,Price:float,Volume:int)[min]
-QUERIES := examples/queries/rising.cel examples/queries/drops.cel examples/queries/drop_after_rise.cel
 
 .PHONY: setup demo test lint diagrams
 
