@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -59,14 +60,21 @@ def run_feed(spark: SparkSession, server: Server, tmp: Path, events: list[Event]
         available_now=True,
         max_rows=500,
     )
-    feed = Feed(spark, options)
+    try:
+        run_available_now(spark, options)
+    finally:
+        sink.stop()
+    return sink
+
+
+def run_available_now(spark: SparkSession, options: Options) -> None:
+    """Run the feed over what its source holds, then close every epoch (``--available-now``)."""
+    feed = Feed(spark, replace(options, available_now=True))
     try:
         feed.start().awaitTermination()
         feed.finish()
     finally:
         feed.close()
-        sink.stop()
-    return sink
 
 
 def received(sink: AckSink) -> dict[int, list[tuple[int, str, float]]]:
@@ -216,12 +224,9 @@ def test_csv_files_with_bad_cells_go_to_the_dead_letter(
         available_now=True,
         format="csv",
     )
-    feed = Feed(spark, options)
     try:
-        feed.start().awaitTermination()
-        feed.finish()
+        run_available_now(spark, options)
     finally:
-        feed.close()
         sink.stop()
     assert sum(sink.received.events.values()) == len(sample_events())
     dead = [
