@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from automata.algebra import Expr
+from automata.ast import Query
 from automata.automaton import Automaton
 from automata.construct import build_automata
 from automata.engine import Engine, EngineOptions
@@ -65,7 +66,21 @@ def compile_query(
     column and an excerpt of ``text``.  Publishing onto a stream that already
     exists in ``catalog`` is an error.
     """
-    query = parse_query(text)
+    return compile_parsed(parse_query(text), text, catalog, default_name, options)
+
+
+def compile_parsed(
+    query: Query,
+    text: str,
+    catalog: Mapping[str, StreamSchema],
+    default_name: str | None = None,
+    options: Options = DEFAULT_OPTIONS,
+) -> CompiledQuery:
+    """Compile the syntax tree ``query`` parsed from ``text``: ``compile_query`` after parsing.
+
+    For a caller that needs the tree first (the server reads the PUBLISH name
+    before it knows a subscription's default name) without parsing twice.
+    """
     try:
         translation = translate(query, catalog, default_name, options)
         if translation.output.name in catalog:

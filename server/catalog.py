@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS alerts (
     owner TEXT NOT NULL,
     payload BLOB NOT NULL
 );
+CREATE INDEX IF NOT EXISTS streams_by_subscription ON streams (subscription);
 CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq);
 CREATE INDEX IF NOT EXISTS alerts_by_owner ON alerts (owner, id);
 """
@@ -148,36 +149,42 @@ class Catalog:
         )
         return [SubscriptionRow(*row) for row in rows]
 
-    def next_subscription_id(self) -> str:
-        """The id the next subscription gets (``s<number>``; numbers are never reused)."""
+    def next_subscription_number(self) -> int:
+        """The number of the next subscription (ids are ``s<number>``; numbers are never reused)."""
         row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'subscriptions'")
         found = row.fetchone()
-        return f"s{(found[0] if found else 0) + 1}"
+        return (found[0] if found else 0) + 1
 
-    def add_subscription(self, row: SubscriptionRow, publishes: StreamRow | None) -> None:
-        """Store a subscription and the stream it publishes, in one transaction."""
+    def add_subscriptions(self, rows: Sequence[tuple[SubscriptionRow, StreamRow]]) -> None:
+        """Store subscriptions, numbered in order, and the streams they publish: one transaction."""
+        now = _now_ms()
         with _transaction(self.db):
-            self.db.execute(
+            self.db.executemany(
                 "INSERT INTO subscriptions (id, owner, query, name, stream, output_spec, "
                 "key_attribute, shard, created_ms, position, last_seq, algebra) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.id,
-                    row.owner,
-                    row.query,
-                    row.name,
-                    row.stream,
-                    row.output_spec,
-                    row.key_attribute,
-                    row.shard,
-                    row.created_ms,
-                    row.position,
-                    row.last_seq,
-                    row.algebra,
-                ),
+                [
+                    (
+                        row.id,
+                        row.owner,
+                        row.query,
+                        row.name,
+                        row.stream,
+                        row.output_spec,
+                        row.key_attribute,
+                        row.shard,
+                        row.created_ms,
+                        row.position,
+                        row.last_seq,
+                        row.algebra,
+                    )
+                    for row, _ in rows
+                ],
             )
-            if publishes is not None:
-                self.add_stream(publishes)
+            self.db.executemany(
+                "INSERT INTO streams VALUES (?, ?, ?, ?, ?)",
+                [(s.name, s.spec, s.owner, s.subscription, now) for _, s in rows],
+            )
 
     def remove_subscription(self, subscription: str) -> None:
         """Delete a subscription, the stream it publishes and its alerts."""

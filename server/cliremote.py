@@ -105,14 +105,32 @@ def _streams(conn: Any, args: argparse.Namespace) -> int:
 
 def _subscribe(conn: Any, args: argparse.Namespace) -> int:
     from cesar.v1 import cesar_pb2 as pb
+    from server.front import MAX_SUBSCRIBE_BATCH
 
-    text = args.query
-    if "\n" not in text and len(text) < 4096 and Path(text).is_file():
-        text = Path(text).read_text()
-    name = args.name or ""
-    row = conn.stub.Subscribe(pb.SubscribeRequest(query=text, name=name), metadata=conn.metadata)
-    print(row.id)
-    return 0
+    texts = [
+        Path(q).read_text() if "\n" not in q and len(q) < 4096 and Path(q).is_file() else q
+        for q in args.query
+    ]
+    if len(texts) == 1:
+        request = pb.SubscribeRequest(query=texts[0], name=args.name or "")
+        print(conn.stub.Subscribe(request, metadata=conn.metadata).id)
+        return 0
+    if args.name:
+        raise SystemExit("cesar subscribe: --name needs exactly one query")
+    failed = 0
+    for start in range(0, len(texts), MAX_SUBSCRIBE_BATCH):
+        chunk = texts[start : start + MAX_SUBSCRIBE_BATCH]
+        batch = pb.SubscribeBatchRequest(
+            subscriptions=[pb.SubscribeRequest(query=t) for t in chunk]
+        )
+        response = conn.stub.SubscribeBatch(batch, metadata=conn.metadata)
+        for query, result in zip(args.query[start:], response.results, strict=False):
+            if result.HasField("subscription"):
+                print(result.subscription.id)
+            else:
+                failed += 1
+                print(f"{query}: {result.failure.code}: {result.failure.message}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _unsubscribe(conn: Any, args: argparse.Namespace) -> int:
@@ -251,8 +269,12 @@ def add_remote_commands(sub: Any) -> None:
     streams = sub.add_parser("streams", help="list a server's streams")
     streams.set_defaults(handler=_remote(_streams))
 
-    subscribe = sub.add_parser("subscribe", help="register a CEL query; prints its id")
-    subscribe.add_argument("query", metavar="FILE.cel", help="a .cel file or the query text")
+    subscribe = sub.add_parser(
+        "subscribe", help="register CEL queries (several: one SubscribeBatch); prints their ids"
+    )
+    subscribe.add_argument(
+        "query", nargs="+", metavar="FILE.cel", help="a .cel file or the query text"
+    )
     subscribe.add_argument("--name", help="published stream name when the query has no PUBLISH")
     subscribe.set_defaults(handler=_remote(_subscribe))
 

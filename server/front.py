@@ -30,8 +30,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from automata.ast import Query
 from automata.automaton import format_dot
-from automata.compiler import CompiledQuery, compile_query
+from automata.compiler import CompiledQuery, compile_parsed, compile_query
 from automata.errors import CelError
 from automata.explain import explain
 from automata.normal import Conjunct
@@ -50,6 +51,7 @@ from server.convert import from_event, rejection, to_event, trusted_event
 from server.errors import (
     AlreadyExists,
     FailedPrecondition,
+    FrontError,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -62,6 +64,7 @@ from server.shardpool import ShardPool
 log = logging.getLogger("cesar.front")
 
 MAX_KEY_BYTES = 200
+MAX_SUBSCRIBE_BATCH = 10_000
 
 
 class ReplayError(RuntimeError):
@@ -82,6 +85,33 @@ class Live:
     @property
     def lane(self) -> str:
         return key_lane(self.row.key_attribute) if self.row.key_attribute else GLOBAL
+
+
+@dataclass(frozen=True)
+class SubscribeItem:
+    """One subscription to register: CEL ``text`` or an ``algebra`` message, and its name."""
+
+    text: str = ""
+    name: str = ""
+    algebra: pb.Algebra | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked item, its syntax tree (CEL) and its compiled form when compiled early."""
+
+    item: SubscribeItem
+    syntax: Query | None
+    query: CompiledQuery | None
+
+    @property
+    def publish(self) -> str | None:
+        """The PUBLISH name of a CEL query, if it has one."""
+        return self.syntax.publish if self.syntax is not None else None
+
+
+def _subscription_number(sub_id: str) -> int:
+    return int(sub_id[1:])
 
 
 class Front:
@@ -127,12 +157,17 @@ class Front:
         pending = self.catalog.subscriptions()
         log_rows = iter(self.catalog.batches())
         replayed = 0
+        restored: list[tuple[Live, CompiledQuery]] = []
         for row in pending:
+            if replayed < row.position:
+                self._install(restored)
+                restored = []
             while replayed < row.position:
                 number, payload = next(log_rows)
                 self._replay(payload)
                 replayed = number
-            self._restore(row)
+            restored.append(self._restore(row))
+        self._install(restored)
         for _number, payload in log_rows:
             self._replay(payload)
         self.batches = self.catalog.batch_count()
@@ -153,13 +188,12 @@ class Front:
         if not row.subscription:
             self.inputs[row.name] = self.schemas[row.name]
 
-    def _restore(self, row: SubscriptionRow) -> None:
+    def _restore(self, row: SubscriptionRow) -> tuple[Live, CompiledQuery]:
+        """Compile and register a stored subscription; the caller installs it on the shards."""
         query = self._compile_source(row.query, row.algebra, row.name or row.id)
-        shard = row.shard % self.shards.count
-        live = Live(replace(row, shard=shard), query.reads)
-        self._install(live, query)
-        self._add_schema(StreamRow(row.stream, row.output_spec, row.owner, row.id))
-        self.last_seq[row.id] = row.last_seq
+        live = Live(replace(row, shard=row.shard % self.shards.count), query.reads)
+        self._register(live, query)
+        return live, query
 
     def _replay(self, payload: bytes) -> None:
         batch = pb.PublishRequest.FromString(payload)
@@ -227,56 +261,145 @@ class Front:
         self, client: Client, text: str, name: str = "", algebra: pb.Algebra | None = None
     ) -> SubscriptionRow:
         """Compile, place, store and install a subscription (CEL ``text`` or ``algebra``)."""
-        if bool(text) == (algebra is not None):
-            raise InvalidArgument("give exactly one of query (CEL text) and algebra")
-        size = len(text.encode()) if algebra is None else algebra.ByteSize()
+        (result,) = self.subscribe_many(client, [SubscribeItem(text, name, algebra)])
+        if isinstance(result, FrontError):
+            raise result
+        return result
+
+    def subscribe_many(
+        self, client: Client, items: Sequence[SubscribeItem]
+    ) -> list[SubscriptionRow | FrontError]:
+        """Register ``items`` in order; each succeeds or fails on its own (its error returned).
+
+        Queries are parsed and compiled before the lock is taken, against the
+        streams defined then (a query is compiled again under the lock only if
+        a stream it reads changed meanwhile, or if its default name is the
+        subscription id); the admitted ones are stored in one transaction and
+        installed with one call per shard.  Cost: one SQLite commit and one
+        round trip per shard for the whole batch.
+        """
+        if not 1 <= len(items) <= MAX_SUBSCRIBE_BATCH:
+            raise InvalidArgument(
+                f"a batch holds 1 to {MAX_SUBSCRIBE_BATCH} subscriptions, not {len(items)}"
+            )
+        with self.lock:
+            schemas = dict(self.schemas)
+        prepared = [self._prepare(client, item, schemas) for item in items]
+        results: list[SubscriptionRow | FrontError] = []
+        admitted: list[tuple[Live, CompiledQuery]] = []
+        with self.lock:
+            self._check_open()
+            number = self.catalog.next_subscription_number()
+            for item in prepared:
+                if isinstance(item, FrontError):
+                    results.append(item)
+                    continue
+                try:
+                    live, query = self._admit(client, item, f"s{number}", schemas)
+                except FrontError as exc:
+                    results.append(exc)
+                    continue
+                number += 1
+                admitted.append((live, query))
+                results.append(live.row)
+            if admitted:
+                try:
+                    self.catalog.add_subscriptions(
+                        [(live.row, self.streams[live.row.stream]) for live, _ in admitted]
+                    )
+                except BaseException:
+                    for live, _ in reversed(admitted):
+                        self._unregister(live)
+                    raise
+                self._install(admitted)
+                self.counters["subscribes"] += len(admitted)
+        for live, _ in admitted:
+            log.info(
+                "subscribed",
+                extra={
+                    "subscription": live.row.id,
+                    "owner": client.name,
+                    "key": live.key,
+                    "shard": live.row.shard,
+                },
+            )
+        return results
+
+    def _prepare(
+        self, client: Client, item: SubscribeItem, schemas: Mapping[str, StreamSchema]
+    ) -> Prepared | FrontError:
+        """Check, parse and (when its name is known) compile one item, without the lock."""
+        if bool(item.text) == (item.algebra is not None):
+            return InvalidArgument("give exactly one of query (CEL text) and algebra")
+        size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
         if size > client.limits.max_query_bytes:
-            raise ResourceExhausted(
+            return ResourceExhausted(
                 f"query is {size} bytes; the limit for {client.name} is "
                 f"{client.limits.max_query_bytes}"
             )
+        if item.algebra is not None:
+            prepared = Prepared(item, None, None)
+        else:
+            try:
+                prepared = Prepared(item, parse_query(item.text), None)
+            except CelError as exc:
+                return InvalidArgument(str(exc))
+        if prepared.publish or item.name:
+            try:
+                return replace(prepared, query=self._compile_prepared(prepared, item.name, schemas))
+            except FrontError:
+                pass  # it may read a stream defined meanwhile: compiled again under the lock
+        return prepared
+
+    def _compile_prepared(
+        self, prepared: Prepared, name: str, schemas: Mapping[str, StreamSchema]
+    ) -> CompiledQuery:
+        item = prepared.item
         try:
-            publish = parse_query(text).publish if algebra is None else None
-        except CelError as exc:
+            if prepared.syntax is not None:
+                return compile_parsed(prepared.syntax, item.text, schemas, name)
+            assert item.algebra is not None
+            return compile_algebra(item.algebra, schemas, name)
+        except (CelError, AlgebraMessageError) as exc:
             raise InvalidArgument(str(exc)) from None
-        blob = b"" if algebra is None else algebra.SerializeToString()
-        with self.lock:
-            self._check_open()
-            owned = self.owned[client.name]
-            if owned >= client.limits.max_subscriptions:
-                raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
-            sub_id = self.catalog.next_subscription_id()
-            stream = publish or name or sub_id
-            taken = self.streams.get(stream)
-            if taken is not None:
-                raise AlreadyExists(f"stream {stream} exists ({_describe_stream(taken)})")
-            query = self._compile_source(text, blob, name or sub_id)
-            key, shard = self._place(query)
-            row = SubscriptionRow(
-                id=sub_id,
-                owner=client.name,
-                query=text,
-                name=name or sub_id,
-                stream=query.name,
-                output_spec=query.output.spec(),
-                key_attribute=key or "",
-                shard=shard,
-                created_ms=int(time.time() * 1000),
-                position=self.batches,
-                last_seq=0,
-                algebra=blob,
-            )
-            publishes = StreamRow(query.name, row.output_spec, client.name, sub_id)
-            self.catalog.add_subscription(row, publishes)
-            self._install(Live(row, query.reads), query)
-            self._add_schema(publishes)
-            self.last_seq[sub_id] = 0
-            self.counters["subscribes"] += 1
-        log.info(
-            "subscribed",
-            extra={"subscription": sub_id, "owner": client.name, "key": key, "shard": shard},
+
+    def _admit(
+        self,
+        client: Client,
+        prepared: Prepared,
+        sub_id: str,
+        schemas: Mapping[str, StreamSchema],
+    ) -> tuple[Live, CompiledQuery]:
+        """Check limits and names, place and register one subscription (under the lock)."""
+        owned = self.owned[client.name]
+        if owned >= client.limits.max_subscriptions:
+            raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
+        item = prepared.item
+        stream = prepared.publish or item.name or sub_id
+        taken = self.streams.get(stream)
+        if taken is not None:
+            raise AlreadyExists(f"stream {stream} exists ({_describe_stream(taken)})")
+        query = prepared.query
+        if query is None or any(self.schemas.get(s) is not schemas[s] for s in query.reads):
+            query = self._compile_prepared(prepared, item.name or sub_id, self.schemas)
+        key, shard = self._place(query)
+        row = SubscriptionRow(
+            id=sub_id,
+            owner=client.name,
+            query=item.text,
+            name=item.name or sub_id,
+            stream=query.name,
+            output_spec=query.output.spec(),
+            key_attribute=key or "",
+            shard=shard,
+            created_ms=int(time.time() * 1000),
+            position=self.batches,
+            last_seq=0,
+            algebra=b"" if item.algebra is None else item.algebra.SerializeToString(),
         )
-        return row
+        live = Live(row, query.reads)
+        self._register(live, query)
+        return live, query
 
     def _place(self, query: CompiledQuery) -> tuple[str | None, int]:
         """(key attribute, shard) for a new subscription; see ARCHITECTURE.md."""
@@ -306,18 +429,8 @@ class Front:
         load = self.global_load
         return None, min(range(self.shards.count), key=lambda s: (load[s], s))
 
-    def _install(self, live: Live, query: CompiledQuery) -> None:
-        request = shard_pb2.InstallRequest(
-            lane=live.lane,
-            subscription=live.row.id,
-            query=live.row.query,
-            name=live.row.name,
-            stream_specs=[self.schemas[s].spec() for s in sorted(query.reads)],
-        )
-        if live.row.algebra:
-            request.algebra.ParseFromString(live.row.algebra)
-        targets = range(self.shards.count) if live.key else [live.row.shard]
-        self.shards.install(targets, request)
+    def _register(self, live: Live, query: CompiledQuery) -> None:
+        """Enter a subscription in the in-memory state: routes, interest, tallies, streams."""
         self.routing.add(live.reads, live.key, live.row.shard)
         if live.key is None:
             statics = static_interest(query.automata)
@@ -326,6 +439,39 @@ class Front:
                 self.interest.add((live.row.id, stream), stream, conjuncts)
         self._count(live, 1)
         self.live[live.row.id] = live
+        self.last_seq[live.row.id] = live.row.last_seq
+        self._add_schema(
+            StreamRow(live.row.stream, live.row.output_spec, live.row.owner, live.row.id)
+        )
+
+    def _unregister(self, live: Live) -> None:
+        """Undo :meth:`_register`."""
+        sub_id = live.row.id
+        self.routing.remove(live.reads, live.key, live.row.shard)
+        for stream in self.statics.pop(sub_id, {}):
+            self.interest.remove((sub_id, stream))
+        self._count(live, -1)
+        del self.live[sub_id]
+        del self.last_seq[sub_id]
+        del self.streams[live.row.stream]
+        del self.schemas[live.row.stream]
+
+    def _install(self, admitted: Sequence[tuple[Live, CompiledQuery]]) -> None:
+        """Install registered subscriptions on their shards: one call per shard, in order."""
+        batches = [shard_pb2.InstallBatch() for _ in range(self.shards.count)]
+        for live, query in admitted:
+            request = shard_pb2.InstallRequest(
+                lane=live.lane,
+                subscription=live.row.id,
+                query=live.row.query,
+                name=live.row.name,
+                stream_specs=[self.schemas[s].spec() for s in sorted(query.reads)],
+            )
+            if live.row.algebra:
+                request.algebra.ParseFromString(live.row.algebra)
+            for target in range(self.shards.count) if live.key else [live.row.shard]:
+                batches[target].subscriptions.append(request)
+        self.shards.install(batches)
 
     def _count(self, live: Live, delta: int) -> None:
         """Keep the per-client, per-lane and per-shard tallies placement and limits read."""
@@ -345,9 +491,9 @@ class Front:
         with self.lock:
             self._check_open()
             live = self._owned(client, sub_id, remove=True)
-            readers = [other for other in self.live.values() if live.row.stream in other.reads]
+            readers = sorted(self.readers.get(live.row.stream, ()), key=_subscription_number)
             if readers:
-                names = ", ".join(f"{r.row.id} (client {r.row.owner})" for r in readers)
+                names = ", ".join(f"{r} (client {self.live[r].row.owner})" for r in readers)
                 raise FailedPrecondition(
                     f"subscription {sub_id} publishes {live.row.stream}, which {names} "
                     "read; they must be removed first"
@@ -356,15 +502,8 @@ class Front:
             self.shards.remove(
                 targets, shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id)
             )
-            self.routing.remove(live.reads, live.key, live.row.shard)
-            for stream in self.statics.pop(sub_id, {}):
-                self.interest.remove((sub_id, stream))
-            self._count(live, -1)
+            self._unregister(live)
             self.catalog.remove_subscription(sub_id)
-            del self.live[sub_id]
-            del self.last_seq[sub_id]
-            del self.streams[live.row.stream]
-            del self.schemas[live.row.stream]
             self.counters["unsubscribes"] += 1
         log.info("unsubscribed", extra={"subscription": sub_id, "owner": client.name})
 

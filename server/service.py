@@ -19,7 +19,7 @@ from cesar.v1 import cesar_pb2_grpc
 from server.auth import Client, Clients
 from server.catalog import StreamRow, SubscriptionRow
 from server.errors import FrontError
-from server.front import Front
+from server.front import Front, SubscribeItem
 from server.shardpool import ShardFailure
 
 log = logging.getLogger("cesar.front")
@@ -114,6 +114,20 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         algebra = request.algebra if request.HasField("algebra") else None
         row = self.front.subscribe(self._caller(context), request.query, request.name, algebra)
         return _subscription(row)
+
+    @_errors
+    def SubscribeBatch(self, request, context):
+        items = [
+            SubscribeItem(r.query, r.name, r.algebra if r.HasField("algebra") else None)
+            for r in request.subscriptions
+        ]
+        response = pb.SubscribeBatchResponse()
+        for result in self.front.subscribe_many(self._caller(context), items):
+            if isinstance(result, FrontError):
+                response.results.add(failure=pb.Failure(code=result.code, message=str(result)))
+            else:
+                response.results.add(subscription=_subscription(result))
+        return response
 
     @_errors
     def Unsubscribe(self, request, context):

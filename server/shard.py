@@ -117,7 +117,8 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
 
     def Install(self, request, context):
         with self.lock:
-            self.state.install(request)
+            for install in request.subscriptions:
+                self.state.install(install)
         return shard_pb2.InstallResponse()
 
     def Remove(self, request, context):

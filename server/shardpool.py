@@ -80,9 +80,11 @@ class ShardPool:
                 raise ShardFailure(f"shard {index}: {exc.code().name}: {exc.details()}") from exc
         return results
 
-    def install(self, targets: Iterable[int], request: shard_pb2.InstallRequest) -> None:
-        """Install a subscription on ``targets``."""
-        self._all([(i, self.stubs[i].Install.future(request)) for i in targets])
+    def install(self, batches: Sequence[shard_pb2.InstallBatch]) -> None:
+        """Install ``batches[i]`` on shard ``i`` (shards with an empty batch are not called)."""
+        self._all(
+            [(i, self.stubs[i].Install.future(b)) for i, b in enumerate(batches) if b.subscriptions]
+        )
 
     def remove(self, targets: Iterable[int], request: shard_pb2.RemoveRequest) -> None:
         """Remove a subscription from ``targets``."""

@@ -37,7 +37,7 @@ def cesar(server: Server, *args: str | Path) -> subprocess.CompletedProcess[str]
 
 
 def test_subscribe_publish_listen_as_a_user(served: Server) -> None:
-    ids = [cesar(served, "subscribe", q).stdout.strip() for q in QUERIES]
+    ids = cesar(served, "subscribe", *QUERIES).stdout.split()  # one SubscribeBatch
     assert ids == ["s1", "s2", "s3"]
     listing = cesar(served, "list").stdout.splitlines()
     assert [line.split("\t")[:3] for line in listing] == [
@@ -79,6 +79,9 @@ def test_errors_print_the_status_and_exit_1(served: Server, tmp_path: Path) -> N
     result = cesar(served, "subscribe", bad)
     assert result.returncode == 1
     assert result.stderr.startswith("cesar: INVALID_ARGUMENT: line 1, column 15")
+    result = cesar(served, "subscribe", "FILTER{Price > 1} Stock PUBLISH Fine", bad)
+    assert result.returncode == 1 and result.stdout.startswith("s")
+    assert result.stderr.startswith(f"{bad}: INVALID_ARGUMENT: line 1, column 15")
     result = cesar(served, "unsubscribe", "s42")
     assert (result.returncode, result.stderr.strip()) == (
         1,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from itertools import islice
@@ -14,10 +15,10 @@ from automata.schema import Event
 from cesar.v1 import cesar_pb2 as pb
 from server.arrowevents import column, encode
 from server.auth import Clients, Limits
-from server.catalog import Catalog
+from server.catalog import Catalog, SubscriptionRow
 from server.convert import to_event, trusted_event
-from server.errors import FailedPrecondition, InvalidArgument, OutOfRange
-from server.front import Front
+from server.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
+from server.front import Front, SubscribeItem
 from server.routing import shard_of
 from server.shardpool import ShardPool
 from tests.integration.serverproc import (
@@ -201,3 +202,56 @@ def test_arrow_rows_are_validated_like_messages(front: Front) -> None:
     ]
     with pytest.raises(InvalidArgument, match="not an Arrow IPC stream"):
         front.publish(pb.PublishRequest(arrow_events=b"junk"))
+
+
+def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesar_run(
+    tmp_path: Path,
+) -> None:
+    client = Clients(Limits(6, 10_000, 2)).anonymous
+    texts = [q.read_text() for q in QUERIES] + [
+        "FILTER{Price > 300} Stock PUBLISH Dear",
+        "FILTER{Name = 'AMZN'} Dear PUBLISH DearAmazon",  # reads Dear, published just before
+        "FILTER{Price >} Stock",
+        "FILTER{Price > 1} Stock PUBLISH Dear",
+        "SELECT Name FROM Stock NEXT{$2.Price > 1.01 * $1.Price} Stock PUBLISH AnyRise",
+        "FILTER{Price > 2} Stock PUBLISH OverTheLimit",
+    ]
+    events = [to_event(e) for e in sample_events()]
+    shards = ShardPool(2)
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
+    front.start()
+    front.define_stream(client, STOCK)
+    front.publish(pb.PublishRequest(events=events[:300]))
+    with pytest.raises(InvalidArgument, match="1 to 10000 subscriptions, not 0"):
+        front.subscribe_many(client, [])
+    results = front.subscribe_many(client, [SubscribeItem(t) for t in texts])
+    errors = [(i, r.code) for i, r in enumerate(results) if isinstance(r, FrontError)]
+    assert errors == [(5, "INVALID_ARGUMENT"), (6, "ALREADY_EXISTS"), (8, "RESOURCE_EXHAUSTED")]
+    rows = [r for r in results if isinstance(r, SubscriptionRow)]
+    assert [r.id for r in rows] == ["s1", "s2", "s3", "s4", "s5", "s6"]
+    assert [r.stream for r in rows] == ["Rising", "Drops", "DropAfterRise", "Dear", "DearAmazon",
+                                        "AnyRise"]  # fmt: skip
+    assert rows[1].key_attribute == "Name" and rows[5].key_attribute == ""
+    assert {s.name for s in front.stream_rows()} >= {r.stream for r in rows}
+    front.publish(pb.PublishRequest(events=events[300:1200]))
+    front.close()
+    shards.stop()
+
+    shards = ShardPool(2)  # a restart installs the stored batch again, at its position
+    again = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
+    again.start()
+    try:
+        again.publish(pb.PublishRequest(events=events[1200:], watermark=events[-1].t1))
+        expected = expected_lines(
+            [(r.id, r.query) for r in rows], [trusted_event(e) for e in events[300:]]
+        )
+        per_stream = Counter[str]()
+        for line, count in expected.items():
+            per_stream[json.loads(line)["stream"]] += count
+        assert all(per_stream[r.stream] > 0 for r in rows)
+        assert {r.stream: again.last_seq[r.id] for r in rows} == dict(per_stream)
+        again.unsubscribe(client, "s6")  # numbers are never reused
+        assert again.subscribe(client, "FILTER{Price > 3} Stock PUBLISH Later").id == "s7"
+    finally:
+        again.close()
+        shards.stop()
