@@ -59,6 +59,7 @@ from server.errors import (
     Unavailable,
 )
 from server.routing import GLOBAL, RoutingTable, key_lane
+from server.rss import rss_bytes
 from server.shardpool import ShardPool
 
 log = logging.getLogger("cesar.front")
@@ -776,6 +777,7 @@ class Front:
                 batches_logged=self.batches,
                 open_epoch_events=sum(len(p) for p in self.pending),
                 listens=sum(self.listens.values()),
+                rss_bytes=rss_bytes(),
             )
             shards = self.shards.stats()
         return pb.StatsResponse(front=front, shards=shards)

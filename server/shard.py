@@ -29,6 +29,7 @@ from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 from server.algebra_proto import compile_algebra
 from server.convert import to_event, trusted_event
 from server.logs import configure_logging
+from server.rss import rss_bytes
 
 log = logging.getLogger("cesar.shard")
 
@@ -94,7 +95,12 @@ class ShardState:
 
     def counters(self) -> dict[str, int]:
         """Engine counters summed over lanes, plus live instances, nodes and lanes."""
-        total: dict[str, int] = {"lanes": len(self.lanes), "instances": 0, "nodes": 0}
+        total: dict[str, int] = {
+            "lanes": len(self.lanes),
+            "instances": 0,
+            "nodes": 0,
+            "rss_bytes": rss_bytes(),
+        }
         for lane in self.lanes.values():
             engine = lane.engine
             for f in fields(engine.counters):

@@ -71,6 +71,8 @@ def test_subscribe_publish_listen_as_a_user(served: Server) -> None:
     stats = json.loads(cesar(served, "stats").stdout)
     assert stats["front"]["events_accepted"] == "2340"
     assert len(stats["shards"]) == 2
+    assert int(stats["front"]["rss_bytes"]) > 2**20
+    assert all(int(shard["counters"]["rss_bytes"]) > 2**20 for shard in stats["shards"])
 
 
 def test_errors_print_the_status_and_exit_1(served: Server, tmp_path: Path) -> None:
