@@ -101,6 +101,8 @@ class Listeners:
                 with self.condition:
                     if self.last_alert <= cursor and not self.closed:
                         self.condition.wait(0.5)
+                    committed = self.last_alert
+                self.counters["listen_polls"] += 1
                 rows = db.execute(
                     "SELECT id, subscription, seq, payload FROM alerts WHERE owner = ? AND id > ? "
                     "ORDER BY id LIMIT ?",
@@ -114,6 +116,11 @@ class Listeners:
                         self._overrun(sub, last.get(sub, 0), seq)
                     last[sub] = seq
                     yield pb.Alert.FromString(payload)
+                if len(rows) < PAGE:
+                    # The query saw every alert up to `committed`; those it did not return are
+                    # other owners'. Without this, a stream would spin while the newest alert
+                    # is someone else's.
+                    cursor = max(cursor, committed)
         finally:
             db.close()
 

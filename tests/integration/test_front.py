@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from itertools import islice
@@ -14,7 +16,7 @@ import pytest
 from automata.schema import Event
 from cesar.v1 import cesar_pb2 as pb
 from server.arrowevents import column, encode
-from server.auth import Clients, Limits
+from server.auth import Client, Clients, Limits
 from server.catalog import Catalog, SubscriptionRow
 from server.convert import to_event, trusted_event
 from server.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
@@ -255,3 +257,22 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
     finally:
         again.close()
         shards.stop()
+
+
+def test_an_idle_listen_stream_does_not_poll_while_other_clients_get_alerts(
+    front: Front,
+) -> None:
+    limits = Limits(10, 10_000, 2)
+    quiet, busy = Client("quiet", limits), Client("busy", limits)
+    front.define_stream(quiet, STOCK)
+    front.subscribe(busy, EVERY)
+    stream = front.listen(quiet, [], {}, lambda: True)
+    reader = threading.Thread(target=next, args=(stream, None), daemon=True)
+    reader.start()
+    events = [to_event(e) for e in sample_events()[:200]]
+    front.publish(pb.PublishRequest(events=events, watermark=events[-1].t1))
+    time.sleep(0.3)
+    before = front.counters["listen_polls"]
+    time.sleep(1.5)  # no new alert: the stream waits (0.5 s wake-ups), it does not spin
+    assert front.counters["listen_polls"] - before <= 5
+    assert front.last_seq[front.subscriptions(busy)[0].id] == 200
