@@ -1,6 +1,5 @@
 """Throughput against number of queries, per engine, from techbench JSON files (Figures 16-17).
 
-    pip install -e '.[perf]'        # matplotlib, only for plotting
     python -m perf.plot OUT.png RUN.json [RUN.json ...]
 
 Each RUN.json is a ``perf.techbench --json`` output; every (template, engine) pair becomes one
@@ -13,6 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def series(paths: Sequence[str]) -> dict[str, list[tuple[int, float]]]:
@@ -51,3 +51,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def loadtest_figure(result: dict[str, Any], path: Path) -> None:
+    """Four panels of a ``cesar loadtest`` result over time: rates, latency, memory, latency CDF."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    line = result["timeline"]
+    t = [p["t"] for p in line]
+    figure, ((rates, latency), (memory, spread)) = plt.subplots(2, 2, figsize=(11, 7))
+    rates.plot(t, [p["events_per_s"] for p in line], label="events/s acknowledged")
+    rates.plot(t, [p["alerts_per_s"] for p in line], label="alerts/s received")
+    rates.set_title("throughput")
+    latency.plot(t, [p["latency_p50_ms"] for p in line], label="p50")
+    latency.plot(t, [p["latency_p99_ms"] for p in line], label="p99")
+    latency.set_title("publish → alert latency per 2 s window (ms)")
+    memory.plot(t, [p["rss_front_mb"] for p in line], label="front")
+    memory.plot(t, [p["rss_shards_mb"] for p in line], label="shards (sum)")
+    memory.set_title("server RSS (MB)")
+    marks = result["load"]["latency_ms"]
+    spread.bar(list(marks), list(marks.values()))
+    spread.set_title("latency over the run (ms)")
+    for axes in (rates, latency, memory):
+        axes.set_xlabel("seconds since the load began")
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8)
+    s = result["settings"]
+    figure.suptitle(
+        f"cesar loadtest: {result['subscribe']['subscriptions']:,} subscriptions, "
+        f"{s['subscribers']} clients, {s['publishers']} publishers, churn {s['churn']}/s, "
+        f"{s['serve'] or '?'} shards"
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

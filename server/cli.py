@@ -287,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_feed_command(sub)
     add_demo_command(sub)
+    from perf.loadtest import add_loadtest_command
+
+    add_loadtest_command(sub)
     return parser
 
 

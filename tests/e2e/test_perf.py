@@ -85,3 +85,25 @@ def test_feedbench_smoke_routes_every_row_and_loses_no_alert(tmp_path):
     for run in summary["end_to_end"]:
         assert run["alerts"] == summary["alerts_cesar_run"]
         assert run["latency_p99_ms"] >= run["latency_p50_ms"] > 0
+
+
+def test_loadtest_smoke_loses_no_alert_and_draws_its_figure(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "server.cli", "loadtest", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "loadtest.json").read_text())
+    assert report["errors"] == {} and report["drained"] is True
+    check = report["check"]
+    assert check["stable_subscriptions"] == 1000
+    assert check["expected_alerts"] == check["received_stable_alerts"] > 0
+    assert (check["lost"], check["extra"], check["churn_subscriptions_with_gaps"]) == (0, 0, 0)
+    load = report["load"]
+    assert load["events"] >= 5000 and load["churn_subscribes"] >= 50
+    assert load["churn_unsubscribes"] >= 40 and load["latency_ms"]["p50"] > 0
+    assert all(point["rss_shards_mb"] > 0 for point in report["timeline"])
+    assert (tmp_path / "loadtest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
