@@ -1,8 +1,12 @@
-"""Regenerate examples/stocks_sample.csv from the shared one-minute stock data.
+"""Regenerate the bundled samples from the shared stock data.
 
-Keeps the regular session (09:31-16:00 New York time) of the first trading day,
-2020-10-26, for all six symbols, with the close as Price and t in minutes since
-the Unix epoch.  Run: python examples/make_sample.py ../shared/data/stocks
+* examples/stocks_sample.csv: the regular session (09:31-16:00 New York time) of
+  the first trading day of the one-minute data, 2020-10-26, for all six symbols,
+  with the close as Price and t in minutes since the Unix epoch;
+* examples/stocks_daily_sample.csv: the daily rows of AXP, CSCO, IBM and MSFT for
+  the first 1,000 trading days (2000-01-03 on), unchanged (perf.doubletop --smoke).
+
+Run: python examples/make_sample.py ../shared/data/stocks
 """
 
 import csv
@@ -11,6 +15,8 @@ from datetime import datetime
 from pathlib import Path
 
 SOURCE = "intraday_1min_6_us_stocks_2020-10-26_2021-01-08.csv"
+DAILY = "daily_27_us_stocks_2000-01-03_2017-11-10.csv"
+DAILY_SYMBOLS = {"AXP", "CSCO", "IBM", "MSFT"}
 
 
 def main(data_dir: str) -> None:
@@ -26,6 +32,19 @@ def main(data_dir: str) -> None:
                 continue
             minute = int(stamp.timestamp()) // 60
             writer.writerow([minute, row["symbol"], row["close"], row["volume"]])
+
+    daily_out = Path(__file__).with_name("stocks_daily_sample.csv")
+    with open(Path(data_dir) / DAILY, newline="") as src, open(daily_out, "w", newline="") as dst:
+        reader, writer = csv.reader(src), csv.writer(dst, lineterminator="\n")
+        writer.writerow(next(reader))
+        dates: list[str] = []
+        for row in reader:
+            if not dates or dates[-1] != row[1]:
+                dates.append(row[1])
+                if len(dates) > 1000:
+                    break
+            if row[0] in DAILY_SYMBOLS:
+                writer.writerow(row)
 
 
 if __name__ == "__main__":

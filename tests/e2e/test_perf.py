@@ -107,3 +107,17 @@ def test_loadtest_smoke_loses_no_alert_and_draws_its_figure(tmp_path):
     assert load["churn_unsubscribes"] >= 40 and load["latency_ms"]["p50"] > 0
     assert all(point["rss_shards_mb"] > 0 for point in report["timeline"])
     assert (tmp_path / "loadtest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_doubletop_smoke_both_formulations_find_the_same_tops_on_real_closes():
+    result = subprocess.run(
+        [sys.executable, "-m", "perf.doubletop", "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = json.loads(result.stdout)
+    assert record["matches"] == 2 and record["same_matches"] and record["scan_agrees"]
+    assert record["mu_events_per_s"] > 0 and record["resubscription_events_per_s"] > 0
