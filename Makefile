@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STOCK := Stock(Name:string,Price:float,Volume:int)[min]
 
-.PHONY: setup demo test lint diagrams
+.PHONY: setup demo test lint diagrams flink-venv
 
 PROTOS := $(wildcard proto/cesar/v1/*.proto)
 GENERATED := proto/cesar/v1/.generated
@@ -37,3 +37,12 @@ diagrams: setup
 	  $(BIN)/cesar explain --dot --stream '$(STOCK)' $$q > $${q%.cel}.dot && \
 	  dot -Tsvg $${q%.cel}.dot -o $${q%.cel}.svg || exit 1; \
 	done
+
+# perf.flinkcmp's Flink side: apache-flink in its own environment (its grpcio/protobuf pins
+# are older than cesar's); about 850 MB.
+.venv-flink/.installed: perf/flink-requirements.txt
+	python3 -m venv .venv-flink
+	.venv-flink/bin/pip install --quiet --disable-pip-version-check -r perf/flink-requirements.txt
+	touch $@
+
+flink-venv: .venv-flink/.installed

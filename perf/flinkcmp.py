@@ -1,0 +1,209 @@
+"""cesar against Flink SQL MATCH_RECOGNIZE on real daily closes, 1, 10 and 100 queries.
+
+    make flink-venv                                   # apache-flink in .venv-flink (once)
+    python -m perf.flinkcmp --json flink.json         # 27 stocks 2000-2017
+    python -m perf.flinkcmp --queries 1 10 --rows 20000
+
+Two pattern families, each written in CEL and in Flink SQL, both partitioned
+by stock and ordered by date:
+
+* **drop**: a quote followed by the stock's next quote below ``f`` times it.
+  CEL ``FILTER{After < f * Before}(SELECT ... FROM Quote NEXT{$1.Name =
+  $2.Name} Quote)``; SQL ``PATTERN (A B) DEFINE B AS B.price < f * A.price``.
+* **rise**: ``n`` quotes of a stock, each above the one before.  CEL: a FOLD
+  counting the run, ``FILTER{Quotes = n}``; SQL ``PATTERN (A B{n-1}) DEFINE
+  B AS B.price > LAST(B.price, 1)`` (the first B against A: Flink offers
+  logical offsets only, not ``PREV``).
+
+Both use ``AFTER MATCH SKIP TO NEXT ROW`` (every quote may start a match) and
+ONE ROW PER MATCH; there the semantics coincide and the matches must be equal
+(stock, first date, last date), query by query.  Query ``i`` of a run is a
+drop for even ``i`` (``f`` from 0.99 down to 0.90) and a rise for odd ``i``
+(``n`` from 3 to 8).  Where they differ (docs/benchmarks.md): a greedy
+``B{n-1,}`` reports one longest run per start, while the μ operator emits
+every prefix of a run; Flink needs a time attribute and orders by it, cesar
+processes simultaneous events as one epoch.
+
+Throughput for each side is input rows divided by wall time in one run on
+the same rows: cesar's merged engine in this process (compile time apart),
+and Flink's job from submission to end (batch mode, parallelism 1: one core,
+as cesar's engine; JVM start-up and planning excluded, job scheduling
+included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import platform
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from automata.compiler import Program
+from automata.schema import Event, parse_stream_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+DAILY = ROOT.parent / "shared" / "data" / "stocks" / "daily_27_us_stocks_2000-01-03_2017-11-10.csv"
+FLINK_PYTHON = ROOT / ".venv-flink" / "bin" / "python"
+QUOTE = "Quote(Name:string,Price:float)[day]"
+BASE = datetime.date(2000, 1, 3).toordinal()
+
+
+def queries(count: int) -> list[tuple[str, str, str]]:
+    """``count`` (id, CEL, SQL) triples: drops for even ids, rises for odd ids."""
+    out = []
+    for i in range(count):
+        if i % 2 == 0:
+            f = round(0.99 - 0.01 * ((i // 2) % 10), 2)
+            cel = (
+                f"FILTER{{After < {f} * Before}} (SELECT Name, Price_1 AS Before, Price AS After "
+                f"FROM Quote NEXT{{$1.Name = $2.Name}} Quote) PUBLISH Q{i}"
+            )
+            pattern, define, last = "(A B)", f"B AS B.price < {f} * A.price", "B.ts"
+        else:
+            n = 3 + (i // 2) % 6
+            cel = (
+                f"FILTER{{Quotes = {n}}} ((SELECT *, 1 AS Quotes FROM Quote) "
+                "FOLD{$2.Name = $.Name, $2.Price > $.Price, $.Quotes + 1 AS Quotes} Quote) "
+                f"PUBLISH Q{i}"
+            )
+            pattern, last = f"(A B{{{n - 1}}})", "LAST(B.ts)"
+            define = (
+                "B AS (LAST(B.price, 1) IS NULL AND B.price > A.price) "
+                "OR B.price > LAST(B.price, 1)"
+            )
+        sql = (
+            "SELECT symbol, t0, t1 FROM quotes MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts "
+            f"MEASURES A.ts AS t0, {last} AS t1 ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
+            f"PATTERN {pattern} DEFINE {define})"
+        )
+        out.append((f"Q{i}", cel, sql))
+    return out
+
+
+def load(path: Path, rows: int) -> list[tuple[str, str, float]]:
+    """(symbol, date, close) rows in file order (date, then symbol); the first ``rows``."""
+    out = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            out.append((row["symbol"], row["date"], float(row["close"])))
+            if rows and len(out) >= rows:
+                break
+    return out
+
+
+def _day(date: str) -> int:
+    return datetime.date.fromisoformat(date[:10]).toordinal() - BASE
+
+
+Match = tuple[str, int, int]
+
+
+def run_cesar(
+    rows: Sequence[tuple[str, str, float]], texts: Sequence[tuple[str, str, str]]
+) -> Side:
+    """Compile and run the CEL queries on the merged engine in this process."""
+    events = [Event.of("Quote", _day(d), _day(d), {"Name": s, "Price": p}) for s, d, p in rows]
+    tick = time.perf_counter()
+    program = Program.build([parse_stream_spec(QUOTE)], [(q, cel) for q, cel, _ in texts])
+    compile_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    published = program.run(events, engine="engine")
+    seconds = time.perf_counter() - tick
+    found: dict[str, list[Match]] = {q: [] for q, _, _ in texts}
+    for e in published:
+        found[e.stream].append((str(dict(e.values)["Name"]), e.t0, e.t1))
+    return Side(seconds, compile_s, {q: sorted(m) for q, m in found.items()})
+
+
+def run_flink(
+    rows: Sequence[tuple[str, str, float]], texts: Sequence[tuple[str, str, str]], python: Path
+) -> Side:
+    """Run the SQL statements as one Flink job (perf/flinkjob.py under ``python``)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        quotes = Path(scratch) / "quotes.csv"
+        with quotes.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            for s, d, p in rows:
+                writer.writerow([s, f"{d} 00:00:00", repr(p)])
+        statements = Path(scratch) / "statements.json"
+        statements.write_text(json.dumps([[q, sql] for q, _, sql in texts]))
+        tick = time.perf_counter()
+        done = subprocess.run(
+            [str(python), str(ROOT / "perf" / "flinkjob.py"), str(quotes), str(statements),
+             str(Path(scratch) / "out")],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        wall = time.perf_counter() - tick
+        if done.returncode != 0:
+            raise RuntimeError(f"the Flink job failed:\n{done.stderr[-3000:]}")
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    found: dict[str, list[Match]] = {q: [] for q, _, _ in texts}
+    for q, triples in report["matches"].items():
+        found[q] = sorted((s, _day(t0), _day(t1)) for s, t0, t1 in triples)
+    return Side(report["seconds"], wall - report["seconds"], found)
+
+
+@dataclass
+class Side:
+    """One engine's run: seconds processing, seconds before (compile / JVM + plan), matches."""
+
+    seconds: float
+    setup_seconds: float
+    matches: dict[str, list[Match]]
+
+
+def compare(rows: Sequence[tuple[str, str, float]], count: int, python: Path) -> dict[str, object]:
+    """Both engines on ``count`` queries over ``rows``; throughput and agreement."""
+    texts = queries(count)
+    cesar = run_cesar(rows, texts)
+    flink = run_flink(rows, texts, python)
+    differing = [q for q, _, _ in texts if cesar.matches[q] != flink.matches[q]]
+    return {
+        "queries": count,
+        "rows": len(rows),
+        "matches": sum(len(m) for m in cesar.matches.values()),
+        "matches_agree": not differing,
+        "differing_queries": differing,
+        "cesar_events_per_s": round(len(rows) / cesar.seconds, 1),
+        "flink_events_per_s": round(len(rows) / flink.seconds, 1),
+        "cesar_over_flink": round(flink.seconds / cesar.seconds, 2),
+        "cesar_compile_s": round(cesar.setup_seconds, 2),
+        "flink_startup_and_plan_s": round(flink.setup_seconds, 2),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DAILY, help="the daily CSV")
+    parser.add_argument("--rows", type=int, default=0, help="first rows only (0: all)")
+    parser.add_argument("--queries", type=int, nargs="+", default=[1, 10, 100])
+    parser.add_argument("--flink-python", type=Path, default=FLINK_PYTHON)
+    parser.add_argument("--json", type=Path, help="write the records here too")
+    args = parser.parse_args(argv)
+    if not args.flink_python.exists():
+        raise SystemExit(f"{args.flink_python} is missing: run `make flink-venv` first")
+    rows = load(args.data, args.rows)
+    records = []
+    for count in args.queries:
+        record = compare(rows, count, args.flink_python)
+        records.append(record)
+        print(json.dumps(record), flush=True)
+    summary = {
+        "machine": f"{platform.node()} {platform.machine()}",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "records": records,
+    }
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    return 0 if all(r["matches_agree"] for r in records) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
