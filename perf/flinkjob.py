@@ -9,8 +9,8 @@ imports nothing of cesar.  perf.flinkcmp starts it as
 QUOTES.csv has ``symbol,ts,price`` rows (``ts`` as ``YYYY-MM-DD HH:MM:SS``),
 STATEMENTS.json is a list of ``[query id, SELECT ... MATCH_RECOGNIZE ...]``
 whose rows are ``(symbol, t0, t1)``.  All statements run in one job (one
-statement set, the source read once) with parallelism 1, in batch mode over
-the bounded file.  Prints one JSON object: seconds from submission to the
+statement set, the source read once) with parallelism 1, in streaming mode over
+the bounded file (event time = ``ts``).  Prints one JSON object: seconds from submission to the
 job's end, and every query's matches as ``[symbol, t0, t1]`` triples.
 """
 
@@ -29,7 +29,8 @@ def main(quotes: str, statements: str, out: str) -> int:
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     env.get_config().set("parallelism.default", "1")
     env.execute_sql(
-        f"""CREATE TABLE quotes (symbol STRING, ts TIMESTAMP(3), price DOUBLE, WATERMARK FOR ts AS ts)
+        f"""CREATE TABLE quotes (
+              symbol STRING, ts TIMESTAMP(3), price DOUBLE, WATERMARK FOR ts AS ts)
         WITH ('connector' = 'filesystem', 'path' = '{quotes}', 'format' = 'csv',
               'csv.ignore-parse-errors' = 'false')"""
     )

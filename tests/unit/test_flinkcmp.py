@@ -8,6 +8,8 @@ computed directly, so a Flink run that agrees with cesar agrees with them.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from perf.flinkcmp import queries, run_cesar
 
 
@@ -25,7 +27,7 @@ def direct(rows: list[tuple[str, str, float]], query: int) -> list[tuple[str, in
             else:
                 n = 3 + (query // 2) % 6
                 run = quotes[start : start + n]
-                if len(run) == n and all(b[1] > a[1] for a, b in zip(run, run[1:], strict=False)):
+                if len(run) == n and all(b[1] > a[1] for a, b in pairwise(run)):
                     out.append((symbol, run[0][0], run[-1][0]))
     return sorted(out)
 
