@@ -26,9 +26,9 @@ processes simultaneous events as one epoch.
 
 Throughput for each side is input rows divided by wall time in one run on
 the same rows: cesar's merged engine in this process (compile time apart),
-and Flink's job from submission to end (batch mode, parallelism 1: one core,
-as cesar's engine; JVM start-up and planning excluded, job scheduling
-included).
+and Flink's job from submission to end (streaming mode on event time,
+parallelism 1: one core, as cesar's engine; JVM start-up and planning
+excluded, job scheduling included).
 """
 
 from __future__ import annotations
