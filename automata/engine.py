@@ -350,14 +350,11 @@ class Engine:
                 ):
                     self._fire(compiled, None, event, attrs, own, root, spawned, produced)
             for node, affected in self._affected(event, attrs, own):
-                leaving = self.dag.nodes[node].leaving
+                firing = self._firing(node, hits)
                 for instance in affected:
                     killed[instance.id] = instance
                     dur = event.t1 - instance.t0 + 1
-                    for edge_id in leaving:
-                        edge_positions = hits.get(edge_id)
-                        if edge_positions is None:
-                            continue
+                    for edge_id, edge_positions in firing:
                         compiled = self._edges[edge_id]
                         if self._holds(compiled, edge_positions, instance.binding, attrs, dur, own):
                             self._fire(
@@ -379,6 +376,22 @@ class Engine:
         return any(dynamic[p](binding, attrs, dur, own) for p in positions) and compiled.guards(
             binding, attrs, dur, own
         )
+
+    def _firing(
+        self, node: int, hits: Mapping[int, Sequence[int]]
+    ) -> list[tuple[int, Sequence[int]]]:
+        """The edges leaving ``node`` that the FR index hit, with their positions, in edge order.
+
+        Only a hit edge can fire, so this walks whichever is shorter: the node's
+        leaving edges or the hits.  O(min(leaving, hits)) — a node shared by many
+        subscriptions (one NEXT, thousands of FILTERs after it) has thousands of
+        leaving edges, of which an event hits a few.
+        """
+        leaving = self.dag.nodes[node].leaving
+        if len(hits) < len(leaving):
+            edges = self._edges
+            return sorted((e, p) for e, p in hits.items() if edges[e].source == node)
+        return [(e, hits[e]) for e in leaving if e in hits]
 
     def _affected(
         self, event: Event, attrs: Mapping[str, Value], own: int
