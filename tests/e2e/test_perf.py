@@ -121,3 +121,36 @@ def test_doubletop_smoke_both_formulations_find_the_same_tops_on_real_closes():
     record = json.loads(result.stdout)
     assert record["matches"] == 2 and record["same_matches"] and record["scan_agrees"]
     assert record["mu_events_per_s"] > 0 and record["resubscription_events_per_s"] > 0
+
+
+def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
+    from tests.integration.serverproc import Server
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text("t-a client-a\nt-b client-b\nt-pub publisher\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    command = [
+        sys.executable, "-m", "server.cli", "loadtest", "--server", server.address,
+        "--tokens", str(tokens), "--subscribers", "2", "--per-subscriber", "100",
+        "--publishers", "1", "--rate", "400", "--duration", "5", "--epoch-size", "20",
+        "--churn", "2", "--churn-life", "2", "--prefix", "T_",
+    ]  # fmt: skip
+    try:
+        first = subprocess.run(
+            [*command, "--out", str(tmp_path / "first")],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert first.returncode == 0, first.stdout + first.stderr
+        report = json.loads((tmp_path / "first" / "loadtest.json").read_text())
+        assert report["check"]["stable_subscriptions"] == 200
+        assert report["check"]["lost"] == report["check"]["extra"] == 0
+        assert report["check"]["expected_alerts"] > 0
+        again = subprocess.run(  # the same PUBLISH names: every subscription is refused
+            [*command, "--out", str(tmp_path / "again"), "--no-check"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert again.returncode == 1
+        errors = json.loads((tmp_path / "again" / "loadtest.json").read_text())["errors"]
+        assert errors["subscribe"] >= 200
+    finally:
+        server.stop()
