@@ -28,9 +28,12 @@ from pyflink.table import EnvironmentSettings, TableEnvironment
 def main(quotes: str, statements: str, out: str) -> int:
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     env.get_config().set("parallelism.default", "1")
+    # Every stock's row of a day has the same ts: a watermark at ts itself would make the
+    # day's other rows late, and MATCH_RECOGNIZE drops late rows.
     env.execute_sql(
         f"""CREATE TABLE quotes (
-              symbol STRING, ts TIMESTAMP(3), price DOUBLE, WATERMARK FOR ts AS ts)
+              symbol STRING, ts TIMESTAMP(3), price DOUBLE,
+              WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
         WITH ('connector' = 'filesystem', 'path' = '{quotes}', 'format' = 'csv',
               'csv.ignore-parse-errors' = 'false')"""
     )
