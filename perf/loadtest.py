@@ -41,11 +41,13 @@ there were errors or the check failed.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import platform
 import secrets
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -535,6 +537,26 @@ class _Worker(threading.Thread):
         return self.result
 
 
+def loopback(address: str) -> str:
+    """``address`` (HOST:PORT) if HOST is a loopback address; else SystemExit with the reason.
+
+    A load test floods its target: it only drives servers on this machine.
+
+    >>> loopback("127.0.0.1:50051"), loopback("[::1]:7")
+    ('127.0.0.1:50051', '[::1]:7')
+    """
+    host = address.rpartition(":")[0].strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except socket.gaierror as exc:
+        raise SystemExit(f"cesar loadtest: cannot resolve {host}: {exc}") from None
+    if not infos or not all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos):
+        raise SystemExit(
+            f"cesar loadtest: {address} is not a loopback address; it drives local servers only"
+        )
+    return address
+
+
 def _define(conn: Connection, spec: str) -> None:
     try:
         conn.stub.DefineStream(pb.DefineStreamRequest(spec=spec), metadata=conn.metadata)
@@ -574,7 +596,7 @@ def run(settings: Settings) -> dict[str, Any]:
             process, address, tokens = _serve(settings, Path(scratch))
         else:
             process = None
-            address = settings.server
+            address = loopback(settings.server)
             tokens = [line.split()[0] for line in Path(settings.tokens).read_text().splitlines()
                       if line.strip() and not line.startswith("#")]  # fmt: skip
             if len(tokens) < settings.subscribers + 1:

@@ -154,3 +154,15 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
         assert errors["subscribe"] >= 200
     finally:
         server.stop()
+
+
+def test_loadtest_refuses_a_server_off_this_machine(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("a x\nb y\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "server.cli", "loadtest", "--server", "10.1.2.3:50051",
+         "--tokens", str(tokens), "--subscribers", "1", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "10.1.2.3:50051 is not a loopback address" in result.stderr
