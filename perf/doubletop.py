@@ -44,7 +44,6 @@ import argparse
 import csv
 import datetime
 import json
-import platform
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -52,6 +51,7 @@ from pathlib import Path
 
 from automata.compiler import Program
 from automata.schema import Event, parse_stream_spec
+from perf.report import stamped, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DAILY = ROOT.parent / "shared" / "data" / "stocks" / "daily_27_us_stocks_2000-01-03_2017-11-10.csv"
@@ -231,13 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         record["scan_agrees"] = run("mu", events)[0] == scan(events)
         records.append(record)
         print(json.dumps(record), flush=True)
-    summary = {
-        "machine": f"{platform.node()} {platform.machine()}",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "records": records,
-    }
     if args.json:
-        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+        write_json(args.json, stamped(records))
     agree = all(r["same_matches"] and r["scan_agrees"] for r in records)
     return 0 if agree else 1
 

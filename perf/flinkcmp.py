@@ -37,7 +37,6 @@ import argparse
 import csv
 import datetime
 import json
-import platform
 import subprocess
 import tempfile
 import time
@@ -47,6 +46,7 @@ from pathlib import Path
 
 from automata.compiler import Program
 from automata.schema import Event, parse_stream_spec
+from perf.report import stamped, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DAILY = ROOT.parent / "shared" / "data" / "stocks" / "daily_27_us_stocks_2000-01-03_2017-11-10.csv"
@@ -195,13 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         record = compare(rows, count, args.flink_python)
         records.append(record)
         print(json.dumps(record), flush=True)
-    summary = {
-        "machine": f"{platform.node()} {platform.machine()}",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "records": records,
-    }
     if args.json:
-        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+        write_json(args.json, stamped(records))
     return 0 if all(r["matches_agree"] for r in records) else 1
 
 
