@@ -43,8 +43,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import os
-import platform
 import secrets
 import signal
 import socket
@@ -69,6 +67,7 @@ from automata.schema import Event
 from cesar.v1 import cesar_pb2 as pb
 from perf.loadwork import TEMPLATES, Query, Workload, input_schema
 from perf.plot import loadtest_figure
+from perf.report import machine, now
 from server.algebra_proto import compile_algebra
 from server.client import Connection
 from server.convert import to_event, trusted_event
@@ -163,7 +162,6 @@ class Run:
         self.started = 0.0
         self.stop = threading.Event()
         self.published = 0
-        self.live_subs = 0
         self.timeline: list[dict[str, float]] = []
         self.streams: list[Any] = []
         self.churn_ids: set[str] = set()
@@ -189,7 +187,6 @@ class Run:
                 continue
             with self.tally.lock:
                 self.tally.subscribe_s.append(time.perf_counter() - tick)
-                self.live_subs += len(chunk)
             for query, result in zip(chunk, response.results, strict=True):
                 if result.HasField("failure"):
                     self.tally.error(
@@ -424,8 +421,8 @@ class Run:
         lat = percentiles([lat for _, lat in self.tally.latencies])
         return {
             "settings": asdict(s),
-            "machine": f"{platform.node()} {platform.machine()}, {_cores()} cores",
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "machine": machine(),
+            "date": now(),
             "subscribe": {
                 "subscriptions": len(self.stable),
                 "seconds": round(subscribe_s, 1),
@@ -563,10 +560,6 @@ def _define(conn: Connection, spec: str) -> None:
     except grpc.RpcError as exc:
         if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
             raise
-
-
-def _cores() -> int:
-    return os.cpu_count() or 1
 
 
 def _serve(settings: Settings, data: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
