@@ -131,9 +131,9 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
     server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
     command = [
         sys.executable, "-m", "server.cli", "loadtest", "--server", server.address,
-        "--tokens", str(tokens), "--subscribers", "2", "--per-subscriber", "100",
-        "--publishers", "1", "--rate", "400", "--duration", "5", "--epoch-size", "20",
-        "--churn", "2", "--churn-life", "2", "--prefix", "T_",
+        "--tokens", str(tokens), "--subscribers", "2", "--per-subscriber", "200",
+        "--publishers", "1", "--rate", "500", "--duration", "5", "--epoch-size", "50",
+        "--churn", "2", "--churn-life", "2", "--prefix", "T_", "--template", "Filter",
     ]  # fmt: skip
     try:
         first = subprocess.run(
@@ -142,7 +142,7 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
         )  # fmt: skip
         assert first.returncode == 0, first.stdout + first.stderr
         report = json.loads((tmp_path / "first" / "loadtest.json").read_text())
-        assert report["check"]["stable_subscriptions"] == 200
+        assert report["check"]["stable_subscriptions"] == 400  # techbench Filter, as algebra
         assert report["check"]["lost"] == report["check"]["extra"] == 0
         assert report["check"]["expected_alerts"] > 0
         again = subprocess.run(  # the same PUBLISH names: every subscription is refused
@@ -151,7 +151,7 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
         )  # fmt: skip
         assert again.returncode == 1
         errors = json.loads((tmp_path / "again" / "loadtest.json").read_text())["errors"]
-        assert errors["subscribe"] >= 200
+        assert errors["subscribe"] >= 400
     finally:
         server.stop()
 
