@@ -5,20 +5,22 @@ STOCK := Stock(Name:string,Price:float,Volume:int)[min]
 
 .PHONY: setup demo test lint diagrams flink-venv
 
-PROTOS := $(wildcard proto/cesar/v1/*.proto)
-GENERATED := proto/cesar/v1/.generated
+# cesar is installed editable in setuptools' strict mode: a tree of links to the repository's
+# files under the package names cesar.* (build/__editable__.*), which mypy can read. The tree
+# holds the files that existed when it was made, so it is made again when the list of files
+# (build/files.txt, rewritten only when it changes) or pyproject.toml does; the build backend
+# (proto/build_backend.py) generates cesar.v1 from the .proto files at each install.
+$(shell mkdir -p build && git ls-files -co --exclude-standard -- automata index server perf \
+    examples proto | sort > build/files.new && \
+    (cmp -s build/files.new build/files.txt || mv build/files.new build/files.txt))
 
-$(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+$(VENV)/.installed: pyproject.toml build/files.txt $(wildcard proto/cesar/v1/*.proto)
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' \
+	    --config-settings editable_mode=strict
 	touch $@
 
-# The cesar.v1 Python modules are generated from the .proto files, never committed.
-$(GENERATED): $(PROTOS) server/protogen.py $(VENV)/.installed
-	$(BIN)/python -m server.protogen
-	touch $@
-
-setup: $(VENV)/.installed $(GENERATED)
+setup: $(VENV)/.installed
 
 demo: setup
 	$(BIN)/cesar demo
@@ -26,7 +28,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	MYPYPATH=$(wildcard build/__editable__.cesar-*) $(BIN)/mypy
 
 test: lint
 	$(BIN)/pytest

@@ -1,9 +1,7 @@
-"""The meaning and compilation of subscriptions: CEL, the CESAR algebra, its evaluator.
+"""Compiling one query: CEL, the CESAR algebra, its reference evaluator, event automata.
 
-Pure code without I/O or clocks; ``automata.compiler.compile_query`` is the
-entry point of the pipeline CEL text → syntax tree → algebra → automata;
-``automata.engine`` runs many subscriptions on one merged DAG.
+Pure code without I/O or clocks; :func:`cesar.automata.compiler.compile_query`
+is the entry point of the pipeline CEL text → syntax tree → algebra →
+automata; :mod:`cesar.automata.reference` is the oracle every fast path is
+tested against.  Running many queries at once is :mod:`cesar.server.engine`.
 """
-
-ENGINES = ("engine", "nomerge", "naive", "automaton", "reference")
-"""The evaluators of ``cesar run`` and ``cesar bench`` (:meth:`automata.compiler.Program.run`)."""

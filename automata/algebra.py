@@ -12,7 +12,7 @@ after its previous step and ``$2`` the new right event.  DUR is the duration of
 the event the predicate judges: the selected event, the concatenation, or the
 run extended by the new event.
 
->>> from automata.schema import AttrType as T
+>>> from cesar.automata.schema import AttrType as T
 >>> stock = Source("Stock", (("Name", T.STRING), ("Price", T.FLOAT)))
 >>> Seq(Rename(stock, (("Name", "Name_1"), ("Price", "Price_1"))), stock, TRUE).names
 ('Name_1', 'Price_1', 'Name', 'Price')
@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from automata.schema import AttrType
-from automata.terms import TRUE, Pred, Term, to_cel
-from automata.typecheck import assignable
+from cesar.automata.schema import AttrType
+from cesar.automata.terms import TRUE, Pred, Term, to_cel
+from cesar.automata.typecheck import assignable
 
 Columns = tuple[tuple[str, AttrType], ...]
 FIRST_SUFFIX = "_1"
@@ -225,7 +225,7 @@ Expr = Source | Select | Project | Rename | Introduce | Union | Seq | Fold
 def format_algebra(expr: Expr, indent: int = 0) -> str:
     """A readable, indented rendering of an algebra tree (used by ``cesar explain``).
 
-    >>> from automata.schema import AttrType as T
+    >>> from cesar.automata.schema import AttrType as T
     >>> print(format_algebra(Project(Source("S", (("a", T.INT), ("b", T.INT))), ("a",))))
     π[a]
       S(a:int, b:int)

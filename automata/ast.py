@@ -6,7 +6,7 @@ SELECT and PUBLISH.  Predicates and terms inside braces are the data types of
 parses back to an equal tree, adding parentheses only where the grammar
 needs them.
 
->>> from automata.terms import Attr, Cmp, Scope
+>>> from cesar.automata.terms import Attr, Cmp, Scope
 >>> q = Query(NextExpr(StreamRef("Stock"), StreamRef("Stock"),
 ...           Cmp("=", Attr(Scope.LEFT, "Name"), Attr(Scope.RIGHT, "Name"))), "Pairs")
 >>> format_query(q)
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from automata.terms import Pos, Pred, Term, to_cel
+from cesar.automata.terms import Pos, Pred, Term, to_cel
 
 
 def position() -> Pos:

@@ -31,10 +31,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from automata.algebra import Assign, Columns
-from automata.normal import Conjunct
-from automata.schema import StreamSchema
-from automata.terms import Pred, Term, to_cel
+from cesar.automata.algebra import Assign, Columns
+from cesar.automata.normal import Conjunct
+from cesar.automata.schema import StreamSchema
+from cesar.automata.terms import Pred, Term, to_cel
 
 
 class EdgeKind(enum.Enum):

@@ -25,8 +25,8 @@ not linear-plus.  Resubscription (Section 3.5) compiles it on its own into an
 *internal* automaton publishing ``<name>#<k>``, which the outer automaton reads
 like any stream; the list returned has producers before consumers.
 
->>> from automata.schema import AttrType as T, StreamSchema
->>> from automata.algebra import Seq, Rename, Source
+>>> from cesar.automata.schema import AttrType as T, StreamSchema
+>>> from cesar.automata.algebra import Seq, Rename, Source
 >>> s = Source("S", (("x", T.INT),))
 >>> [a.name for a in build_automata(Seq(s, Seq(Rename(s, (("x", "y"),)), s)),
 ...                                 StreamSchema("q", (("x", T.INT), ("y", T.INT))))]
@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from automata.algebra import (
+from cesar.automata.algebra import (
     Assign,
     Expr,
     Fold,
@@ -51,10 +51,10 @@ from automata.algebra import (
     Union,
     first_name,
 )
-from automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
-from automata.normal import canonical, canonical_term, dnf, split
-from automata.schema import AttrType, StreamSchema, TimeUnit
-from automata.terms import (
+from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
+from cesar.automata.normal import canonical, canonical_term, dnf, split
+from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
+from cesar.automata.terms import (
     TRUE,
     Attr,
     Const,
@@ -69,7 +69,7 @@ from automata.terms import (
     map_pred,
     map_term,
 )
-from automata.translate import DEFAULT_OPTIONS, Options
+from cesar.automata.translate import DEFAULT_OPTIONS, Options
 
 HIDDEN_FIRST = "@first"
 """Suffix of a binding that keeps an aggregate's value as a FOLD run entered (read as ``$1.x``)."""

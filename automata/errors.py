@@ -9,7 +9,7 @@ line 1, column 13: unexpected '}'; expected a term
 
 from __future__ import annotations
 
-from automata.terms import Pos
+from cesar.automata.terms import Pos
 
 
 class CelError(ValueError):

@@ -22,8 +22,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from automata.schema import INT_MAX, INT_MIN, AttrType, Value
-from automata.terms import (
+from cesar.automata.schema import INT_MAX, INT_MIN, AttrType, Value
+from cesar.automata.terms import (
     NEGATED,
     And,
     Arith,
@@ -279,7 +279,7 @@ def holds(
 def negate(pred: Pred) -> Pred:
     """The negation of ``pred`` with NOT pushed down to the atoms (De Morgan).
 
-    >>> from automata.terms import to_cel
+    >>> from cesar.automata.terms import to_cel
     >>> to_cel(negate(Or((Cmp("<", Dur(), Const(3, AttrType.INT)), Truth(False)))))
     'DUR >= 3 AND TRUE'
     """

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from automata.algebra import format_algebra
-from automata.automaton import format_automaton
-from automata.compiler import CompiledQuery
-from automata.placement import partition_keys
-from automata.schema import StreamSchema
+from cesar.automata.algebra import format_algebra
+from cesar.automata.automaton import format_automaton
+from cesar.automata.compiler import CompiledQuery
+from cesar.automata.partition import partition_keys
+from cesar.automata.schema import StreamSchema
 
 
 def placement_line(keys: frozenset[str]) -> str:

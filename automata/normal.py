@@ -8,7 +8,7 @@ sorted and de-duplicated.  :func:`dnf` then yields the conjuncts that indices
 register one by one, and :func:`split` separates each conjunct's *static* atoms
 (``attribute relop constant`` on the incoming event) from its *dynamic* rest.
 
->>> from automata.terms import Attr, Scope, to_cel
+>>> from cesar.automata.terms import Attr, Scope, to_cel
 >>> a, n = Attr(Scope.RIGHT, "Price"), Attr(Scope.RIGHT, "Name")
 >>> ibm = Const("IBM", AttrType.STRING)
 >>> p = And((Cmp("<", Const(10, AttrType.INT), a), Not(Cmp("!=", n, ibm))))
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from automata.evaluate import (
+from cesar.automata.evaluate import (
     DEFAULT_FUNCTIONS,
     ArithmeticFault,
     Env,
@@ -30,8 +30,8 @@ from automata.evaluate import (
     eval_term,
     negate,
 )
-from automata.schema import AttrType, Value
-from automata.terms import (
+from cesar.automata.schema import AttrType, Value
+from cesar.automata.terms import (
     FALSE,
     FLIPPED,
     TRUE,
@@ -205,7 +205,7 @@ def dnf(
     Raises :class:`DnfLimitError` if the expansion would exceed ``limit``
     conjuncts.  Cost: proportional to the expanded size, at most ``limit``.
 
-    >>> from automata.terms import Attr, Scope
+    >>> from cesar.automata.terms import Attr, Scope
     >>> x, y = Attr(Scope.EVENT, "x"), Attr(Scope.EVENT, "y")
     >>> one, two = Const(1, AttrType.INT), Const(2, AttrType.INT)
     >>> p = And((Or((Cmp("=", x, one), Cmp("=", x, two))), Cmp(">", y, one)))
@@ -249,7 +249,7 @@ def split(conjunct: Conjunct, incoming: Scope) -> tuple[Conjunct, Conjunct]:
     ``incoming`` is the scope of the event being matched: ``Scope.RIGHT`` on
     NEXT/FOLD edges, ``Scope.EVENT`` for a selection on one stream.
 
-    >>> from automata.terms import Attr, Scope
+    >>> from cesar.automata.terms import Attr, Scope
     >>> c = dnf(And((Cmp("=", Attr(Scope.RIGHT, "Name"), Attr(Scope.LEFT, "Name")),
     ...              Cmp(">", Attr(Scope.RIGHT, "Price"), Const(10, AttrType.INT)))))[0]
     >>> static, dynamic = split(c, Scope.RIGHT)

@@ -17,7 +17,7 @@ written, with no indices, no incremental state and no cleverness:
 Outputs are multisets (lists).  Quadratic and slow by design; exact is what
 counts.
 
->>> from automata.schema import AttrType as T, Event
+>>> from cesar.automata.schema import AttrType as T, Event
 >>> s = Source("S", (("x", T.INT),))
 >>> events = {"S": [Event.of("S", t, t, {"x": t}) for t in (1, 2, 3)]}
 >>> [(e.t0, e.t1) for e in evaluate(Seq(Rename(s, (("x", "x_1"),)), s), events)]
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from automata.algebra import (
+from cesar.automata.algebra import (
     Expr,
     Fold,
     Introduce,
@@ -41,7 +41,7 @@ from automata.algebra import (
     Union,
     first_name,
 )
-from automata.evaluate import (
+from cesar.automata.evaluate import (
     DEFAULT_FUNCTIONS,
     ArithmeticFault,
     Env,
@@ -51,8 +51,8 @@ from automata.evaluate import (
     holds,
     store,
 )
-from automata.schema import Event, Value
-from automata.terms import Pred, Scope
+from cesar.automata.schema import Event, Value
+from cesar.automata.terms import Pred, Scope
 
 
 @dataclass(frozen=True, slots=True)

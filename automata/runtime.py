@@ -21,8 +21,8 @@ the output events, without mutating its inputs:
 consumers, feeding each automaton's output (internal resubscription streams
 and PUBLISHed streams alike) to the automata that read it *in the same epoch*.
 
->>> from automata.compiler import compile_query
->>> from automata.schema import parse_stream_spec, Event
+>>> from cesar.automata.compiler import compile_query
+>>> from cesar.automata.schema import parse_stream_spec, Event
 >>> q = compile_query("S NEXT{} S", {"S": parse_stream_spec("S(x:int)")}, "q")
 >>> runner = Runner(q.automata)
 >>> runner.process([Event.of("S", 1, 1, {"x": 1})])
@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from automata.automaton import Automaton, Edge, EdgeKind
-from automata.evaluate import (
+from cesar.automata.automaton import Automaton, Edge, EdgeKind
+from cesar.automata.evaluate import (
     DEFAULT_FUNCTIONS,
     ArithmeticFault,
     Env,
@@ -47,8 +47,8 @@ from automata.evaluate import (
     holds,
     store,
 )
-from automata.schema import Event, Value, epochs
-from automata.terms import Scope
+from cesar.automata.schema import Event, Value, epochs
+from cesar.automata.terms import Scope
 
 _EMPTY: Mapping[str, Value] = {}
 

@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from automata.schema import AttrType, Value
+from cesar.automata.schema import AttrType, Value
 
 Pos = tuple[int, int] | None
 """A (line, column) source position, 1-based, or None for built nodes."""

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from automata import algebra as alg
-from automata.ast import (
+from cesar.automata import algebra as alg
+from cesar.automata.ast import (
     Agg,
     Expr,
     FilterExpr,
@@ -28,12 +28,12 @@ from automata.ast import (
     StreamRef,
     UnionExpr,
 )
-from automata.errors import CelSemanticError
-from automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
-from automata.normal import DEFAULT_DNF_LIMIT, DnfLimitError, canonical, dnf
-from automata.parser import DURATION_UNITS
-from automata.schema import AttrType, StreamSchema, TimeUnit
-from automata.terms import (
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.normal import DEFAULT_DNF_LIMIT, DnfLimitError, canonical, dnf
+from cesar.automata.parser import DURATION_UNITS
+from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
+from cesar.automata.terms import (
     Attr,
     Const,
     DurLit,
@@ -46,7 +46,7 @@ from automata.terms import (
     map_pred,
     map_term,
 )
-from automata.typecheck import assignable, check_pred, infer_type
+from cesar.automata.typecheck import assignable, check_pred, infer_type
 
 DURATION_SECONDS = {
     "SEC": 1,

@@ -3,22 +3,22 @@
 Types are static: a string compared with a number, arithmetic on strings or a
 bool ordered with ``<`` is a compile error naming both sides.
 
->>> from automata.terms import Attr, Scope, Const
+>>> from cesar.automata.terms import Attr, Scope, Const
 >>> types = {"Name": AttrType.STRING}
 >>> check_pred(Cmp("=", Attr(Scope.EVENT, "Name"), Const(5, AttrType.INT)),
 ...            lambda a: types[a.name])
 Traceback (most recent call last):
-automata.errors.CelSemanticError: line 1, column 1: cannot compare string Name with int 5
+cesar.automata.errors.CelSemanticError: line 1, column 1: cannot compare string Name with int 5
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from automata.errors import CelSemanticError
-from automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
-from automata.schema import AttrType
-from automata.terms import (
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.schema import AttrType
+from cesar.automata.terms import (
     And,
     Arith,
     Attr,

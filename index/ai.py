@@ -13,8 +13,8 @@ an event attribute:
 
 Candidates are then verified against the whole conjunct by the engine.
 
->>> from automata.normal import Conjunct
->>> from automata.terms import Attr, Cmp, Scope
+>>> from cesar.automata.normal import Conjunct
+>>> from cesar.automata.terms import Attr, Cmp, Scope
 >>> same = Conjunct((Cmp("=", Attr(Scope.LEFT, "k"), Attr(Scope.EVENT, "Name")),))
 >>> index = InstanceIndex.for_conjuncts((same,))
 >>> for n, name in enumerate(["IBM", "MSFT", "IBM"]):
@@ -32,9 +32,9 @@ from typing import Generic, Protocol, TypeVar
 
 from sortedcontainers import SortedKeyList
 
-from automata.normal import Conjunct
-from automata.schema import Value
-from automata.terms import FLIPPED, Attr, Scope
+from cesar.automata.normal import Conjunct
+from cesar.automata.schema import Value
+from cesar.automata.terms import FLIPPED, Attr, Scope
 
 
 class Keyed(Protocol):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from automata.automaton import Edge, EdgeKind
-from automata.schema import Value
-from index.static import ConjunctRegistry
+from cesar.automata.automaton import Edge, EdgeKind
+from cesar.automata.schema import Value
+from cesar.index.static import ConjunctRegistry
 
 
 class ActiveNodeIndex:

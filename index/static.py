@@ -22,9 +22,9 @@ Subscribe"):
 A candidate's remaining atoms are then checked.  Cost of a probe:
 O(attribute tuples + range lists × log n + candidates).
 
->>> from automata.normal import Conjunct
->>> from automata.terms import Attr, Cmp, Const, Scope
->>> from automata.schema import AttrType as T
+>>> from cesar.automata.normal import Conjunct
+>>> from cesar.automata.terms import Attr, Cmp, Const, Scope
+>>> from cesar.automata.schema import AttrType as T
 >>> def atom(a, op, c): return Cmp(op, Attr(Scope.EVENT, a), Const(c, T.INT))
 >>> index = StaticIndex()
 >>> index.add(Conjunct((atom("x", "=", 1), atom("y", ">", 5))), "e1")
@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedKeyList
 
-from automata.normal import Conjunct, is_static
-from automata.schema import Value
-from automata.terms import Attr, Const, Scope
+from cesar.automata.normal import Conjunct, is_static
+from cesar.automata.schema import Value
+from cesar.automata.terms import Attr, Const, Scope
 
 Payload = Hashable
 _OPS: dict[str, Callable[[Value, Value], bool]] = {

@@ -1,1 +1,1 @@
-"""Benchmarks: each module runs as ``python -m perf.<name>`` and has a ``--smoke`` mode."""
+"""Benchmarks: each module runs as ``python -m cesar.perf.<name>`` and has a ``--smoke`` mode."""

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import grpc
 import pyarrow as pa
 
+from cesar.server.shard.process import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
-from server.shard import GRPC_OPTIONS
 
 
 @dataclass

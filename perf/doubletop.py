@@ -1,8 +1,8 @@
 """Double-Top on real daily closes: the μ formulation against resubscription (Section 5.2.2).
 
-    python -m perf.doubletop                      # 27 stocks 2000-2017, smoothing 1, 5 and 20
-    python -m perf.doubletop --smooth 5 --json out.json
-    python -m perf.doubletop --smoke              # the bundled 4 stocks x 1,000 days (CI)
+    python -m cesar.perf.doubletop                      # 27 stocks 2000-2017, smoothing 1, 5 and 20
+    python -m cesar.perf.doubletop --smooth 5 --json out.json
+    python -m cesar.perf.doubletop --smoke              # the bundled 4 stocks x 1,000 days (CI)
 
 The pattern (the paper's variant, made exact): on one stock's series of
 closes ``p``, indices ``i < j < k < l < m`` such that
@@ -49,13 +49,14 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from automata.compiler import Program
-from automata.schema import Event, parse_stream_spec
-from perf.report import stamped, write_json
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.examples import DAILY_SAMPLE
+from cesar.perf.report import stamped, write_json
+from cesar.server.engine.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 DAILY = ROOT.parent / "shared" / "data" / "stocks" / "daily_27_us_stocks_2000-01-03_2017-11-10.csv"
-SAMPLE = ROOT / "examples" / "stocks_daily_sample.csv"
+SAMPLE = DAILY_SAMPLE
 QUOTE = "Quote(Name:string,Price:float,Prev:float)[day]"
 
 MU = """
@@ -190,7 +191,7 @@ def _legs(price: list[float], kind: dict[int, int], start: int, up: bool) -> lis
 
 def run(formulation: str, events: list[Event]) -> tuple[list[Match], float]:
     """(matches, seconds) of one formulation on the merged-DAG engine."""
-    program = Program.build([parse_stream_spec(QUOTE)], FORMULATIONS[formulation])
+    program = Workload.build([parse_stream_spec(QUOTE)], FORMULATIONS[formulation])
     tick = time.perf_counter()
     published = program.run(events, engine="engine")
     seconds = time.perf_counter() - tick

@@ -5,9 +5,9 @@ checks that their outputs agree (a digest of the sorted output multiset) and
 reports wall time, events per second, their ratio, and the automata's
 deterministic work counters.
 
-    python -m perf.engines                      # the demo queries over the bundled sample
-    python -m perf.engines --smoke              # the first 300 events (what CI runs)
-    python -m perf.engines --events E.csv --query Q.cel ... --stream SPEC --json out.json
+    python -m cesar.perf.engines                      # the demo queries over the bundled sample
+    python -m cesar.perf.engines --smoke              # the first 300 events (what CI runs)
+    python -m cesar.perf.engines --events E.csv --query Q.cel ... --stream SPEC --json out.json
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from automata.compiler import Program
-from automata.evaluate import Faults
-from automata.runtime import Runner
-from automata.schema import Event, parse_stream_spec
-from server.eventfile import read_events
+from cesar.automata.evaluate import Faults
+from cesar.automata.runtime import Runner
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.examples import QUERIES, STOCKS_SAMPLE
+from cesar.server.engine.workload import Workload
+from cesar.server.wire.eventfile import read_events
 
-ROOT = Path(__file__).resolve().parents[1]
 DEMO_STREAM = "Stock(Name:string,Price:float,Volume:int)[min]"
 SMOKE_EVENTS = 300
 
@@ -53,7 +53,7 @@ class EngineRun:
     counters: dict[str, int]
 
 
-def measure(program: Program, events: list[Event], engine: str) -> EngineRun:
+def measure(program: Workload, events: list[Event], engine: str) -> EngineRun:
     """Run one engine once over ``events``."""
     faults = Faults()
     start = time.perf_counter()
@@ -78,17 +78,17 @@ def measure(program: Program, events: list[Event], engine: str) -> EngineRun:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.engines", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.engines", description=__doc__)
     parser.add_argument("--stream", action="append", metavar="SPEC")
     parser.add_argument("--query", action="append", metavar="FILE.cel")
-    parser.add_argument("--events", default=str(ROOT / "examples" / "stocks_sample.csv"))
+    parser.add_argument("--events", default=str(STOCKS_SAMPLE))
     parser.add_argument("--limit", type=int, help="use only the first N events")
     parser.add_argument("--smoke", action="store_true", help=f"--limit {SMOKE_EVENTS}")
     parser.add_argument("--json", metavar="OUT", help="also write the records as JSON")
     args = parser.parse_args(argv)
     streams = [parse_stream_spec(spec) for spec in args.stream or [DEMO_STREAM]]
-    queries = args.query or sorted(str(p) for p in (ROOT / "examples" / "queries").glob("*.cel"))
-    program = Program.build(streams, [(Path(q).stem, Path(q).read_text()) for q in queries])
+    queries = args.query or sorted(str(p) for p in QUERIES.glob("*.cel"))
+    program = Workload.build(streams, [(Path(q).stem, Path(q).read_text()) for q in queries])
     with open(args.events, encoding="utf-8") as handle:
         events = read_events(handle, args.events, program.inputs, sort=True).events
     limit = SMOKE_EVENTS if args.smoke else args.limit

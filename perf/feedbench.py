@@ -18,9 +18,9 @@ stocks), in one run and one local[2] Spark session:
    p50 and p99.  The alerts must equal ``cesar run``'s
    count on the same events (checked).
 
-    python -m perf.feedbench                     # the whole data set
-    python -m perf.feedbench --smoke             # the bundled sample, 2,340 quotes (CI)
-    python -m perf.feedbench --json out.json
+    python -m cesar.perf.feedbench                     # the whole data set
+    python -m cesar.perf.feedbench --smoke             # the bundled sample, 2,340 quotes (CI)
+    python -m cesar.perf.feedbench --json out.json
 """
 
 from __future__ import annotations
@@ -40,17 +40,18 @@ from typing import Any
 
 import grpc
 
-from automata.compiler import Program
-from automata.schema import Event, Value, parse_stream_spec
+from cesar.automata.schema import Event, Value, parse_stream_spec
+from cesar.examples import STOCKS_SAMPLE
+from cesar.perf.acksink import AckSink
+from cesar.perf.serverproc import QUERIES, STOCK, Server
+from cesar.server.engine.workload import Workload
+from cesar.server.feed.job import Feed, Options, session
+from cesar.server.wire.eventfile import drop_file, input_line, read_events
 from cesar.v1 import cesar_pb2 as pb
-from perf.acksink import AckSink
-from server.eventfile import drop_file, input_line, read_events
-from server.feed import Feed, Options, session
-from tests.integration.serverproc import QUERIES, STOCK, Server
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared/data/stocks/intraday_1min_6_us_stocks_2020-10-26_2021-01-08.csv"
-SAMPLE = ROOT / "examples" / "stocks_sample.csv"
+SAMPLE = STOCKS_SAMPLE
 GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
 FILE_ROWS = 12_000
 
@@ -259,7 +260,7 @@ def end_to_end(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.feedbench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.feedbench", description=__doc__)
     parser.add_argument("--data", type=Path, default=DATA, help="the one-minute stock CSV")
     parser.add_argument("--events", type=int, help="use the first N quotes (default: all)")
     parser.add_argument("--rate", type=float, default=5000, help="paced events/s for latency")
@@ -273,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rate = 1000.0 if args.smoke else args.rate
     events = sample_events() if args.smoke else minute_events(args.data, args.events)
-    program = Program.build([parse_stream_spec(STOCK)], queries())
+    program = Workload.build([parse_stream_spec(STOCK)], queries())
     outputs = program.run(events, engine="engine")
     last = events[-1].t1
     expected = sum(1 for e in outputs if e.t1 < last)

@@ -1,8 +1,8 @@
 """cesar against Flink SQL MATCH_RECOGNIZE on real daily closes, 1, 10 and 100 queries.
 
     make flink-venv                                   # apache-flink in .venv-flink (once)
-    python -m perf.flinkcmp --json flink.json         # 27 stocks 2000-2017
-    python -m perf.flinkcmp --queries 1 10 --rows 20000
+    python -m cesar.perf.flinkcmp --json flink.json         # 27 stocks 2000-2017
+    python -m cesar.perf.flinkcmp --queries 1 10 --rows 20000
 
 Two pattern families, each written in CEL and in Flink SQL, both partitioned
 by stock and ordered by date:
@@ -44,9 +44,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from automata.compiler import Program
-from automata.schema import Event, parse_stream_spec
-from perf.report import stamped, write_json
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.perf.report import stamped, write_json
+from cesar.server.engine.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 DAILY = ROOT.parent / "shared" / "data" / "stocks" / "daily_27_us_stocks_2000-01-03_2017-11-10.csv"
@@ -111,7 +111,7 @@ def run_cesar(
     """Compile and run the CEL queries on the merged engine in this process."""
     events = [Event.of("Quote", _day(d), _day(d), {"Name": s, "Price": p}) for s, d, p in rows]
     tick = time.perf_counter()
-    program = Program.build([parse_stream_spec(QUOTE)], [(q, cel) for q, cel, _ in texts])
+    program = Workload.build([parse_stream_spec(QUOTE)], [(q, cel) for q, cel, _ in texts])
     compile_s = time.perf_counter() - tick
     tick = time.perf_counter()
     published = program.run(events, engine="engine")

@@ -62,15 +62,16 @@ from typing import Any
 import grpc
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from automata.compiler import CompiledQuery, Program, compile_query
-from automata.schema import Event
+from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.schema import Event
+from cesar.perf.loadwork import TEMPLATES, Query, Workload, input_schema
+from cesar.perf.plot import loadtest_figure
+from cesar.perf.report import machine, now
+from cesar.server.engine.workload import Workload as Queries
+from cesar.server.wire.algebra_proto import compile_algebra
+from cesar.server.wire.client import Connection
+from cesar.server.wire.convert import to_event, trusted_event
 from cesar.v1 import cesar_pb2 as pb
-from perf.loadwork import TEMPLATES, Query, Workload, input_schema
-from perf.plot import loadtest_figure
-from perf.report import machine, now
-from server.algebra_proto import compile_algebra
-from server.client import Connection
-from server.convert import to_event, trusted_event
 
 CESAR = Path(sys.executable).with_name("cesar")
 AlertKey = tuple[int, int, tuple[tuple[str, Any], ...]]
@@ -491,7 +492,7 @@ class Run:
                 compiled.append(compile_query(query.text, catalog, query.name))
             by_stream[compiled[-1].name] = sub_id
         expected: dict[str, Counter[AlertKey]] = {}
-        for event in Program(catalog, compiled).run(self.events, engine="engine"):
+        for event in Queries(catalog, compiled).run(self.events, engine="engine"):
             key = (event.t0, event.t1, event.values)
             expected.setdefault(by_stream[event.stream], Counter())[key] += 1
         lost = extra = 0

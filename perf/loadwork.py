@@ -28,10 +28,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from automata.schema import Event, StreamSchema, Value, parse_stream_spec
+from cesar.automata.schema import Event, StreamSchema, Value, parse_stream_spec
+from cesar.perf import techbench
+from cesar.server.wire.algebra_proto import to_algebra
 from cesar.v1 import cesar_pb2 as pb
-from perf import techbench
-from server.algebra_proto import to_algebra
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
 TECH = "S(d1:int,d2:int,d3:int,d4:int,c1:float,c2:float,c3:float,c4:float)"

@@ -1,6 +1,6 @@
 """Throughput against number of queries, per engine, from techbench JSON files (Figures 16-17).
 
-    python -m perf.plot OUT.png RUN.json [RUN.json ...]
+    python -m cesar.perf.plot OUT.png RUN.json [RUN.json ...]
 
 Each RUN.json is a ``perf.techbench --json`` output; every (template, engine) pair becomes one
 line of events/s against queries, on a log scale as in the paper's Figure 17.

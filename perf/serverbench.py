@@ -9,9 +9,9 @@ second), time until the last alert is received, alerts, and the shards'
 deterministic engine counters; then the 2-shard / 1-shard ratios.  The alert
 count must be the same for every shard count (checked).
 
-    python -m perf.serverbench                 # 10K queries, 50 clients, 100K events
-    python -m perf.serverbench --smoke         # 300 queries, 5 clients, 5K events (CI)
-    python -m perf.serverbench --queries Q --clients C --events E --shards 1 2 --json out.json
+    python -m cesar.perf.serverbench                 # 10K queries, 50 clients, 100K events
+    python -m cesar.perf.serverbench --smoke         # 300 queries, 5 clients, 5K events (CI)
+    python -m cesar.perf.serverbench --queries Q --clients C --events E --shards 1 2 --json out.json
 
 The workload (also the load smoke test's): a seeded random walk of 200 stocks
 (100 quotes a minute) and queries that are 60% selections pinned to a stock,
@@ -36,9 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from automata.schema import Event, Value
+from cesar.automata.schema import Event, Value
+from cesar.server.wire.client import Connection, publish_requests
 from cesar.v1 import cesar_pb2 as pb
-from server.client import Connection, publish_requests
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
 NAMES = 200
@@ -203,7 +203,7 @@ def _drive(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.serverbench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.serverbench", description=__doc__)
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--events", type=int, default=100_000)

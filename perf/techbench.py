@@ -1,8 +1,8 @@
 """The technical benchmark of the Cayuga paper (Section 5.1, Table 2) on three engines in one run.
 
-    python -m perf.techbench --template Filter --queries 10000 --events 5000 \\
+    python -m cesar.perf.techbench --template Filter --queries 10000 --events 5000 \\
         --engines full,nomerge,naive --seed 1 --json out.json
-    python -m perf.techbench --smoke        # a tiny configuration of every template (CI)
+    python -m cesar.perf.techbench --smoke        # a tiny configuration of every template (CI)
 
 The stream ``S`` has four discrete attributes ``d1..d4`` (integers, domain
 100) and four continuous ones ``c1..c4`` (uniform in [0, 1)); events are
@@ -51,12 +51,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from automata import algebra as alg
-from automata.compiler import compile_query
-from automata.construct import build_automata
-from automata.engine import Engine, EngineOptions
-from automata.schema import AttrType, Event, StreamSchema
-from automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Pred, Scope, Term
+from cesar.automata import algebra as alg
+from cesar.automata.compiler import compile_query
+from cesar.automata.construct import build_automata
+from cesar.automata.schema import AttrType, Event, StreamSchema
+from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Pred, Scope, Term
+from cesar.server.engine.engine import Engine
+from cesar.server.engine.workload import ENGINE_MODES
 
 DISCRETE = ("d1", "d2", "d3", "d4")
 CONTINUOUS = ("c1", "c2", "c3", "c4")
@@ -66,11 +67,8 @@ COLUMNS = tuple((a, AttrType.INT) for a in DISCRETE) + tuple(
 SCHEMA = StreamSchema("S", COLUMNS)
 SOURCE = alg.Source("S", COLUMNS)
 TEMPLATES = ("LinearStat", "LinearDyn", "Filter", "NonDeterministic", "NonDeterministicAgg")
-ENGINES = {
-    "full": EngineOptions(),
-    "nomerge": EngineOptions(merge=False),
-    "naive": EngineOptions(merge=False, indices=False),
-}
+ENGINES = {"full": "engine", "nomerge": "nomerge", "naive": "naive"}
+"""Section 5's names for the engine's modes (:data:`~cesar.server.engine.workload.ENGINE_MODES`)."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +263,9 @@ def run_engine(
     """Subscribe every query to a fresh engine, process the events, and measure."""
     gc.collect()
     rss_before = _rss_mb()
-    engine = Engine(ENGINES[name])
+    options = ENGINE_MODES[ENGINES[name]]
+    assert options is not None, f"{name} is an engine mode"
+    engine = Engine(options)
     subscribe_ms = []
     unmerged = 0
     for number, expr in enumerate(queries):
@@ -336,7 +336,7 @@ def cel_subscribe_ms(samples: int, seed: int) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.techbench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.techbench", description=__doc__)
     parser.add_argument("--template", choices=TEMPLATES, default="Filter")
     parser.add_argument("--queries", type=int, default=Parameters.queries)
     parser.add_argument("--events", type=int, default=Parameters.events)

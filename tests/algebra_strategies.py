@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from automata import algebra as alg
-from automata.algebra import AlgebraError, Expr
-from automata.schema import AttrType, Event
-from automata.terms import (
+from cesar.automata import algebra as alg
+from cesar.automata.algebra import AlgebraError, Expr
+from cesar.automata.schema import AttrType, Event
+from cesar.automata.terms import (
     And,
     Arith,
     Attr,

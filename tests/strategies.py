@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from automata.ast import (
+from cesar.automata.ast import (
     Agg,
     FilterExpr,
     FoldExpr,
@@ -16,9 +16,9 @@ from automata.ast import (
     StreamRef,
     UnionExpr,
 )
-from automata.parser import DURATION_UNITS, KEYWORDS
-from automata.schema import INT_MAX, AttrType, Event
-from automata.terms import (
+from cesar.automata.parser import DURATION_UNITS, KEYWORDS
+from cesar.automata.schema import INT_MAX, AttrType, Event
+from cesar.automata.terms import (
     ARITH_OPS,
     CMP_OPS,
     And,

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from tests.integration.serverproc import Server
+from cesar.perf.serverproc import Server
 
 API = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 

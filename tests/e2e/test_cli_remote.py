@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.serverproc import (
+from cesar.perf.serverproc import (
     CESAR,
     QUERIES,
     SAMPLE,

@@ -10,10 +10,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from automata.schema import Event
-from cesar.v1 import cesar_pb2 as pb
-from server.eventfile import drop_file, input_line
-from tests.integration.serverproc import (
+from cesar.automata.schema import Event
+from cesar.perf.serverproc import (
     CESAR,
     QUERIES,
     Server,
@@ -24,6 +22,8 @@ from tests.integration.serverproc import (
     sample_events,
     subscribe,
 )
+from cesar.server.wire.eventfile import drop_file, input_line
+from cesar.v1 import cesar_pb2 as pb
 
 FILES = 8
 

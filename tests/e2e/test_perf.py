@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_engines_benchmark_smoke_outputs_agree():
     result = subprocess.run(
-        [sys.executable, "-m", "perf.engines", "--smoke"],
+        [sys.executable, "-m", "cesar.perf.engines", "--smoke"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -28,7 +28,7 @@ def test_engines_benchmark_smoke_outputs_agree():
 def test_techbench_smoke_runs_every_template_and_the_engines_agree(tmp_path):
     out = tmp_path / "techbench.json"
     result = subprocess.run(
-        [sys.executable, "-m", "perf.techbench", "--smoke", "--json", str(out)],
+        [sys.executable, "-m", "cesar.perf.techbench", "--smoke", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -54,7 +54,7 @@ def test_techbench_smoke_runs_every_template_and_the_engines_agree(tmp_path):
 def test_serverbench_smoke_same_alerts_with_one_and_two_shards(tmp_path):
     out = tmp_path / "server.json"
     result = subprocess.run(
-        [sys.executable, "-m", "perf.serverbench", "--smoke", "--json", str(out)],
+        [sys.executable, "-m", "cesar.perf.serverbench", "--smoke", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -72,7 +72,7 @@ def test_serverbench_smoke_same_alerts_with_one_and_two_shards(tmp_path):
 def test_feedbench_smoke_routes_every_row_and_loses_no_alert(tmp_path):
     out = tmp_path / "feedbench.json"
     result = subprocess.run(
-        [sys.executable, "-m", "perf.feedbench", "--smoke", "--json", str(out)],
+        [sys.executable, "-m", "cesar.perf.feedbench", "--smoke", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -89,7 +89,15 @@ def test_feedbench_smoke_routes_every_row_and_loses_no_alert(tmp_path):
 
 def test_loadtest_smoke_loses_no_alert_and_draws_its_figure(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "server.cli", "loadtest", "--smoke", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "cesar.server.cli.main",
+            "loadtest",
+            "--smoke",
+            "--out",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -111,7 +119,7 @@ def test_loadtest_smoke_loses_no_alert_and_draws_its_figure(tmp_path):
 
 def test_doubletop_smoke_both_formulations_find_the_same_tops_on_real_closes():
     result = subprocess.run(
-        [sys.executable, "-m", "perf.doubletop", "--smoke"],
+        [sys.executable, "-m", "cesar.perf.doubletop", "--smoke"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -124,13 +132,13 @@ def test_doubletop_smoke_both_formulations_find_the_same_tops_on_real_closes():
 
 
 def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
-    from tests.integration.serverproc import Server
+    from cesar.perf.serverproc import Server
 
     tokens = tmp_path / "tokens"
     tokens.write_text("t-a client-a\nt-b client-b\nt-pub publisher\n")
     server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
     command = [
-        sys.executable, "-m", "server.cli", "loadtest", "--server", server.address,
+        sys.executable, "-m", "cesar.server.cli.main", "loadtest", "--server", server.address,
         "--tokens", str(tokens), "--subscribers", "2", "--per-subscriber", "200",
         "--publishers", "1", "--rate", "500", "--duration", "5", "--epoch-size", "50",
         "--churn", "2", "--churn-life", "2", "--prefix", "T_", "--template", "Filter",
@@ -160,7 +168,7 @@ def test_loadtest_refuses_a_server_off_this_machine(tmp_path):
     tokens = tmp_path / "tokens"
     tokens.write_text("a x\nb y\n")
     result = subprocess.run(
-        [sys.executable, "-m", "server.cli", "loadtest", "--server", "10.1.2.3:50051",
+        [sys.executable, "-m", "cesar.server.cli.main", "loadtest", "--server", "10.1.2.3:50051",
          "--tokens", str(tokens), "--subscribers", "1", "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip

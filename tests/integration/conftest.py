@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from server.feed import session as feed_session
-from tests.integration.serverproc import Server
+from cesar.perf.serverproc import Server
+from cesar.server.feed.job import session as feed_session
 
 
 @pytest.fixture

@@ -19,17 +19,12 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from automata.compiler import compile_query
-from automata.placement import static_interest
-from automata.schema import Event, parse_stream_spec
-from cesar.v1 import cesar_pb2 as pb
-from index.static import ConjunctRegistry
-from perf.acksink import AckSink
-from server.eventfile import input_line
-from server.feed import Feed, Options
-from server.routing import shard_of
-from server.synthetic import tick
-from tests.integration.serverproc import (
+from cesar.automata.compiler import compile_query
+from cesar.automata.partition import static_interest
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.index.static import ConjunctRegistry
+from cesar.perf.acksink import AckSink
+from cesar.perf.serverproc import (
     QUERIES,
     SAMPLE,
     STOCK,
@@ -37,6 +32,11 @@ from tests.integration.serverproc import (
     sample_events,
     subscribe,
 )
+from cesar.server.feed.job import Feed, Options
+from cesar.server.feed.synthetic import tick
+from cesar.server.wire.eventfile import input_line
+from cesar.server.wire.routing import shard_of
+from cesar.v1 import cesar_pb2 as pb
 
 GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
 

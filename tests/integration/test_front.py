@@ -13,17 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from automata.schema import Event
-from cesar.v1 import cesar_pb2 as pb
-from server.arrowevents import column, encode
-from server.auth import Client, Clients, Limits
-from server.catalog import Catalog, SubscriptionRow
-from server.convert import to_event, trusted_event
-from server.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
-from server.front import Front, SubscribeItem
-from server.routing import shard_of
-from server.shardpool import ShardPool
-from tests.integration.serverproc import (
+from cesar.automata.schema import Event
+from cesar.perf.serverproc import (
     QUERIES,
     STOCK,
     alert_line,
@@ -31,6 +22,15 @@ from tests.integration.serverproc import (
     normalized,
     sample_events,
 )
+from cesar.server.front.auth import Client, Clients, Limits
+from cesar.server.front.catalog import Catalog, SubscriptionRow
+from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
+from cesar.server.front.front import Front, SubscribeItem
+from cesar.server.shard.pool import ShardPool
+from cesar.server.wire.arrowevents import column, encode
+from cesar.server.wire.convert import to_event, trusted_event
+from cesar.server.wire.routing import shard_of
+from cesar.v1 import cesar_pb2 as pb
 
 EVERY = "FILTER{Price > 0} Stock PUBLISH Every"
 

@@ -11,10 +11,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cesar.v1 import cesar_pb2 as pb
-from perf.serverbench import queries, stock_events
-from server.client import publish_requests
-from tests.integration.serverproc import (
+from cesar.perf.serverbench import queries, stock_events
+from cesar.perf.serverproc import (
     Server,
     alert_line,
     collect,
@@ -22,6 +20,8 @@ from tests.integration.serverproc import (
     normalized,
     subscribe,
 )
+from cesar.server.wire.client import publish_requests
+from cesar.v1 import cesar_pb2 as pb
 
 CLIENTS = 50
 QUERIES = 10_000

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from google.protobuf.json_format import MessageToDict
 
-from server.convert import to_event
-from tests.integration.serverproc import QUERIES, Server, expected_lines, normalized, sample_events
+from cesar.perf.serverproc import QUERIES, Server, expected_lines, normalized, sample_events
+from cesar.server.wire.convert import to_event
 
 NODE_DIR = Path(__file__).with_name("node")
 

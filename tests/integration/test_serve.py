@@ -8,8 +8,7 @@ from pathlib import Path
 
 import grpc
 
-from cesar.v1 import cesar_pb2 as pb
-from tests.integration.serverproc import (
+from cesar.perf.serverproc import (
     QUERIES,
     Server,
     alert_line,
@@ -22,6 +21,7 @@ from tests.integration.serverproc import (
     subscribe,
     wait_gone,
 )
+from cesar.v1 import cesar_pb2 as pb
 
 SOURCES = [(q.stem, q.read_text()) for q in QUERIES]
 

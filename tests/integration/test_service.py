@@ -9,12 +9,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from automata.compiler import compile_query
-from automata.schema import Event, parse_stream_spec
-from cesar.v1 import cesar_pb2 as pb
-from server.algebra_proto import to_algebra
-from server.convert import to_event
-from tests.integration.serverproc import (
+from cesar.automata.compiler import compile_query
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.perf.serverproc import (
     QUERIES,
     STOCK,
     Server,
@@ -27,6 +24,9 @@ from tests.integration.serverproc import (
     status_of,
     subscribe,
 )
+from cesar.server.wire.algebra_proto import to_algebra
+from cesar.server.wire.convert import to_event
+from cesar.v1 import cesar_pb2 as pb
 
 SOURCES = [(q.stem, q.read_text()) for q in QUERIES]
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata.normal import Conjunct
-from automata.terms import Attr, Cmp, Scope
-from index.ai import InstanceIndex, access_atom
+from cesar.automata.normal import Conjunct
+from cesar.automata.terms import Attr, Cmp, Scope
+from cesar.index.ai import InstanceIndex, access_atom
 
 PY = {
     "=": lambda a, b: a == b,

@@ -9,9 +9,9 @@ from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
 
-from automata.reference import evaluate
-from automata.schema import StreamSchema
-from server.algebra_proto import from_algebra, to_algebra
+from cesar.automata.reference import evaluate
+from cesar.automata.schema import StreamSchema
+from cesar.server.wire.algebra_proto import from_algebra, to_algebra
 from tests.algebra_strategies import SCHEMAS, expressions, input_streams
 
 CATALOG = {name: StreamSchema(name, columns) for name, columns in SCHEMAS.items()}

@@ -11,9 +11,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata.compiler import Program
-from automata.schema import Event, parse_stream_spec
-from perf.doubletop import FORMULATIONS, QUOTE, matches, run, scan
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.perf.doubletop import FORMULATIONS, QUOTE, matches, run, scan
+from cesar.server.engine.workload import Workload
 
 # Hypothesis draws (and shrinks towards) the first choices: those make a double top.
 RISES = (1.25, 1.2, 1.3, 1.05)
@@ -50,7 +50,7 @@ def price_paths(draw: st.DrawFn) -> dict[str, list[float]]:
 
 
 def reference(formulation: str, events: list[Event]) -> list[tuple[object, ...]]:
-    program = Program.build([parse_stream_spec(QUOTE)], FORMULATIONS[formulation])
+    program = Workload.build([parse_stream_spec(QUOTE)], FORMULATIONS[formulation])
     final = program.queries[-1].name
     out = program.run(events, engine="reference")
     return matches([e for e in out if e.stream == final])  # type: ignore[return-value]

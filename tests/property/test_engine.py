@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from automata import algebra as alg
-from automata.construct import build_automata
-from automata.engine import Engine, EngineOptions
-from automata.reference import evaluate
-from automata.schema import Event, StreamSchema
-from automata.terms import Scope
+from cesar.automata import algebra as alg
+from cesar.automata.construct import build_automata
+from cesar.automata.reference import evaluate
+from cesar.automata.schema import Event, StreamSchema
+from cesar.automata.terms import Scope
+from cesar.server.engine.engine import Engine, EngineOptions
 from tests.algebra_strategies import SCHEMAS, SOURCES, expressions, input_streams, predicate
 
 MODES = {

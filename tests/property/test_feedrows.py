@@ -1,11 +1,11 @@
 """The feed's vectorized paths against the project's own meanings.
 
-* :func:`server.feedrows.compile_predicate` (static interest as Arrow filters)
+* :func:`server.feed.rows.compile_predicate` (static interest as Arrow filters)
   against :func:`automata.evaluate.holds`: equal where Arrow evaluates the
   predicate, and never narrower anywhere (a global shard may get an event it
   does not need, never miss one);
-* :func:`server.feedjson.check_json` (Arrow's JSON reader, then ``cesar run``'s
-  rules) against :func:`server.eventfile.json_event` line by line: the same
+* :func:`server.feed.jsonl.check_json` (Arrow's JSON reader, then ``cesar run``'s
+  rules) against :func:`server.wire.eventfile.json_event` line by line: the same
   events, and the same field and reason for every rejected line.
 """
 
@@ -17,14 +17,14 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from automata.evaluate import Env, Faults, holds
-from automata.schema import AttrType, Event, EventError, parse_stream_spec
-from automata.terms import And, Arith, Call, Cmp, Const, Dur, Neg, Not, Or, Pred, Scope, Term
-from server.algebra_proto import to_predicate
-from server.arrowevents import column
-from server.eventfile import json_event
-from server.feedjson import check_json
-from server.feedrows import compile_predicate
+from cesar.automata.evaluate import Env, Faults, holds
+from cesar.automata.schema import AttrType, Event, EventError, parse_stream_spec
+from cesar.automata.terms import And, Arith, Call, Cmp, Const, Dur, Neg, Not, Or, Pred, Scope, Term
+from cesar.server.feed.jsonl import check_json
+from cesar.server.feed.rows import compile_predicate
+from cesar.server.wire.algebra_proto import to_predicate
+from cesar.server.wire.arrowevents import column
+from cesar.server.wire.eventfile import json_event
 from tests.strategies import event_values, typed_preds
 
 S = parse_stream_spec("S(x:int,y:int,f:float,s:string)")

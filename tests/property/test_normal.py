@@ -3,9 +3,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from automata.evaluate import Env, Faults, holds
-from automata.normal import canonical, dnf, split
-from automata.terms import Scope
+from cesar.automata.evaluate import Env, Faults, holds
+from cesar.automata.normal import canonical, dnf, split
+from cesar.automata.terms import Scope
 from tests.strategies import event_values, typed_preds
 
 

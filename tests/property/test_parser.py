@@ -2,9 +2,9 @@
 
 from hypothesis import given
 
-from automata.ast import format_query
-from automata.parser import parse_query
-from automata.terms import to_cel
+from cesar.automata.ast import format_query
+from cesar.automata.parser import parse_query
+from cesar.automata.terms import to_cel
 from tests.strategies import queries, syntax_preds
 
 

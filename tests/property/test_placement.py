@@ -1,6 +1,6 @@
 """Placement is sound: a query key-partitioned on K means the same on each K-partition.
 
-For every key :func:`automata.placement.partition_keys` reports, the reference
+For every key :func:`automata.partition.partition_keys` reports, the reference
 evaluator (the oracle) run on each partition of the input by the key's value,
 then unioned, must equal it run on the whole input — which is exactly what
 running the query on every shard with events routed by hash(K) relies on.
@@ -14,13 +14,13 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from automata.compiler import compile_query
-from automata.construct import build_automata
-from automata.evaluate import Env, Faults, holds
-from automata.placement import partition_keys, static_interest
-from automata.reference import evaluate
-from automata.schema import StreamSchema
-from automata.terms import Scope
+from cesar.automata.compiler import compile_query
+from cesar.automata.construct import build_automata
+from cesar.automata.evaluate import Env, Faults, holds
+from cesar.automata.partition import partition_keys, static_interest
+from cesar.automata.reference import evaluate
+from cesar.automata.schema import StreamSchema
+from cesar.automata.terms import Scope
 from tests.algebra_strategies import SCHEMAS, expressions, input_streams
 
 STREAMS = {name: StreamSchema(name, columns) for name, columns in SCHEMAS.items()}

@@ -9,11 +9,11 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from automata import algebra as alg
-from automata.evaluate import Env, Faults, holds
-from automata.reference import evaluate
-from automata.schema import AttrType, Event
-from automata.terms import And, Arith, Attr, Cmp, Const, Dur, Scope, conjoin, map_pred
+from cesar.automata import algebra as alg
+from cesar.automata.evaluate import Env, Faults, holds
+from cesar.automata.reference import evaluate
+from cesar.automata.schema import AttrType, Event
+from cesar.automata.terms import And, Arith, Attr, Cmp, Const, Dur, Scope, conjoin, map_pred
 from tests.strategies import streams
 
 COLUMNS = (("k", AttrType.STRING), ("v", AttrType.INT))

@@ -12,10 +12,10 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from automata.construct import build_automata
-from automata.reference import evaluate
-from automata.runtime import Runner
-from automata.schema import StreamSchema
+from cesar.automata.construct import build_automata
+from cesar.automata.reference import evaluate
+from cesar.automata.runtime import Runner
+from cesar.automata.schema import StreamSchema
 from tests.algebra_strategies import expressions, input_streams, resubscriptions
 
 

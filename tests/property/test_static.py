@@ -3,10 +3,10 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automata.normal import Conjunct
-from automata.schema import AttrType
-from automata.terms import Attr, Cmp, Const, Scope
-from index.static import ConjunctRegistry, StaticIndex
+from cesar.automata.normal import Conjunct
+from cesar.automata.schema import AttrType
+from cesar.automata.terms import Attr, Cmp, Const, Scope
+from cesar.index.static import ConjunctRegistry, StaticIndex
 
 OPS = ["=", "!=", "<", "<=", ">", ">="]
 atoms = st.builds(

@@ -2,12 +2,12 @@
 
 import pytest
 
-from automata.automaton import EdgeKind, format_automaton, format_dot
-from automata.compiler import compile_query
-from automata.errors import CelSemanticError
-from automata.schema import parse_stream_spec
-from automata.terms import to_cel
-from automata.translate import Options
+from cesar.automata.automaton import EdgeKind, format_automaton, format_dot
+from cesar.automata.compiler import compile_query
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.schema import parse_stream_spec
+from cesar.automata.terms import to_cel
+from cesar.automata.translate import Options
 from tests.paper import QUERY_7, STOCK_VOL
 
 CATALOG = {

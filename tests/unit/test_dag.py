@@ -1,8 +1,8 @@
 """The merged query DAG: prefix sharing, parallel edges, reference counts, no-merge mode."""
 
-from automata.compiler import compile_query
-from automata.dag import ROOT, QueryDag
-from automata.schema import parse_stream_spec
+from cesar.automata.compiler import compile_query
+from cesar.automata.schema import parse_stream_spec
+from cesar.server.engine.dag import ROOT, QueryDag
 
 CATALOG = {"S": parse_stream_spec("S(k:string,v:int)"), "T": parse_stream_spec("T(k:string,v:int)")}
 

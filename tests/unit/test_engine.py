@@ -2,9 +2,9 @@
 
 import pytest
 
-from automata.compiler import compile_query
-from automata.engine import Engine, EngineOptions
-from automata.schema import Event, parse_stream_spec
+from cesar.automata.compiler import compile_query
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.server.engine.engine import Engine, EngineOptions
 
 S = parse_stream_spec("S(k:string,v:int)")
 

@@ -1,6 +1,6 @@
 import pytest
 
-from automata.evaluate import (
+from cesar.automata.evaluate import (
     DEFAULT_FUNCTIONS,
     ArithmeticFault,
     Env,
@@ -10,8 +10,8 @@ from automata.evaluate import (
     eval_term,
     holds,
 )
-from automata.schema import AttrType
-from automata.terms import Arith, Attr, Call, Cmp, Const, Dur, Neg, Not, Scope
+from cesar.automata.schema import AttrType
+from cesar.automata.terms import Arith, Attr, Call, Cmp, Const, Dur, Neg, Not, Scope
 
 
 def c(value):

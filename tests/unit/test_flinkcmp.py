@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from perf.flinkcmp import queries, run_cesar
+from cesar.perf.flinkcmp import queries, run_cesar
 
 
 def direct(rows: list[tuple[str, str, float]], query: int) -> list[tuple[str, int, int]]:

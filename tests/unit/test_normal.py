@@ -1,8 +1,21 @@
 import pytest
 
-from automata.normal import DnfLimitError, canonical, dnf, dnf_size, split
-from automata.schema import AttrType
-from automata.terms import FALSE, TRUE, And, Arith, Attr, Cmp, Const, Neg, Not, Or, Scope, to_cel
+from cesar.automata.normal import DnfLimitError, canonical, dnf, dnf_size, split
+from cesar.automata.schema import AttrType
+from cesar.automata.terms import (
+    FALSE,
+    TRUE,
+    And,
+    Arith,
+    Attr,
+    Cmp,
+    Const,
+    Neg,
+    Not,
+    Or,
+    Scope,
+    to_cel,
+)
 
 x, y = Attr(Scope.EVENT, "x"), Attr(Scope.EVENT, "y")
 r_price, l_price = Attr(Scope.RIGHT, "Price"), Attr(Scope.LEFT, "Price")

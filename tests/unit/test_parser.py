@@ -1,9 +1,17 @@
 import pytest
 
-from automata.ast import FilterExpr, FoldExpr, NextExpr, Query, SelectExpr, StreamRef, UnionExpr
-from automata.errors import CelSyntaxError
-from automata.parser import parse_query
-from automata.terms import And, Arith, Attr, Cmp, Const, DurLit, Neg, Not, Scope, Truth
+from cesar.automata.ast import (
+    FilterExpr,
+    FoldExpr,
+    NextExpr,
+    Query,
+    SelectExpr,
+    StreamRef,
+    UnionExpr,
+)
+from cesar.automata.errors import CelSyntaxError
+from cesar.automata.parser import parse_query
+from cesar.automata.terms import And, Arith, Attr, Cmp, Const, DurLit, Neg, Not, Scope, Truth
 
 # Queries in the original Cayuga grammar and in CEL.md's examples must parse.
 ACCEPTED = [

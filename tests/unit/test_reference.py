@@ -1,9 +1,9 @@
 """The reference evaluator on the algebra-level examples of Section 2.2."""
 
-from automata import algebra as alg
-from automata.reference import evaluate
-from automata.schema import AttrType, Event
-from automata.terms import TRUE
+from cesar.automata import algebra as alg
+from cesar.automata.reference import evaluate
+from cesar.automata.schema import AttrType, Event
+from cesar.automata.terms import TRUE
 
 QUOTES = alg.Source(
     "Q", (("name", AttrType.STRING), ("price", AttrType.INT), ("vol", AttrType.INT))

@@ -2,10 +2,10 @@
 
 import pytest
 
-from automata.compiler import compile_query
-from automata.evaluate import Faults
-from automata.runtime import AutomatonState, Runner, process_epoch
-from automata.schema import Event, parse_stream_spec
+from cesar.automata.compiler import compile_query
+from cesar.automata.evaluate import Faults
+from cesar.automata.runtime import AutomatonState, Runner, process_epoch
+from cesar.automata.schema import Event, parse_stream_spec
 from tests.paper import QUERY_7, STOCK_VOL, TABLE_1, minutes
 
 STOCK = parse_stream_spec(STOCK_VOL)

@@ -1,6 +1,6 @@
 import pytest
 
-from automata.schema import (
+from cesar.automata.schema import (
     AttrType,
     Event,
     EventError,

@@ -1,11 +1,12 @@
 import pytest
 
-from automata import algebra as alg
-from automata.compiler import Program, ProgramError, compile_query
-from automata.errors import CelSemanticError
-from automata.schema import parse_stream_spec
-from automata.terms import Attr, Cmp, Const, Scope
-from automata.translate import Options
+from cesar.automata import algebra as alg
+from cesar.automata.compiler import compile_query
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.schema import parse_stream_spec
+from cesar.automata.terms import Attr, Cmp, Const, Scope
+from cesar.automata.translate import Options
+from cesar.server.engine.workload import Workload, WorkloadError
 
 STOCK = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)[min]")
 TICKS = parse_stream_spec("Ticks(Name:string,Price:float)")
@@ -116,7 +117,7 @@ def test_dnf_limit_is_configurable():
 
 
 def test_program_orders_producers_first_and_rejects_cycles():
-    program = Program.build(
+    program = Workload.build(
         [STOCK],
         [
             ("consumer", "FILTER{Price > 2} Cheap PUBLISH Mid"),
@@ -124,15 +125,15 @@ def test_program_orders_producers_first_and_rejects_cycles():
         ],
     )
     assert [q.name for q in program.queries] == ["Cheap", "Mid"]
-    with pytest.raises(ProgramError, match="stream Stock declared twice"):
-        Program.build([STOCK, STOCK], [("q", "Stock")])
-    with pytest.raises(ProgramError, match="cycle"):
-        Program.build(
+    with pytest.raises(WorkloadError, match="stream Stock declared twice"):
+        Workload.build([STOCK, STOCK], [("q", "Stock")])
+    with pytest.raises(WorkloadError, match="cycle"):
+        Workload.build(
             [STOCK],
             [("a", "FILTER{Price > 1} B PUBLISH A"), ("b", "FILTER{Price > 1} A PUBLISH B")],
         )
-    with pytest.raises(ProgramError, match=r"query two: .*stream Cheap already exists"):
-        Program.build(
+    with pytest.raises(WorkloadError, match=r"query two: .*stream Cheap already exists"):
+        Workload.build(
             [STOCK],
             [("one", "Stock PUBLISH Cheap"), ("two", "Stock PUBLISH Cheap")],
         )

@@ -1,0 +1,122 @@
+"""``cesar feed``: its options and the loop that runs the Spark job until it ends or is stopped."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from types import FrameType
+
+from cesar.server.host.logs import configure_logging
+
+
+def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``cesar feed``."""
+    feed = sub.add_parser(
+        "feed", help="run the Spark Structured Streaming feed: validate, order, route, deliver"
+    )
+    feed.add_argument("--server", required=True, metavar="HOST:PORT", help="the front")
+    feed.add_argument(
+        "--source",
+        required=True,
+        help="a directory of JSON Lines (or CSV, with --format csv) files, "
+        "socket://HOST:PORT, or synthetic[:RATE] (stock ticks, RATE rows/s)",
+    )
+    feed.add_argument("--checkpoint", required=True, help="checkpoint directory (any Hadoop FS)")
+    feed.add_argument("--dead-letter", required=True, help="directory for rejected and late rows")
+    feed.add_argument("--token", help="bearer token")
+    feed.add_argument("--tls-ca", help="PEM roots; readable on the driver and every executor")
+    feed.add_argument("--master", help="Spark master (default local[2], or spark-submit's)")
+    feed.add_argument(
+        "--lateness",
+        type=int,
+        default=0,
+        help="allowed lateness in stream time units: rows with t1 <= max(t1) - LATENESS - 1 "
+        "are released, later rows at or before that watermark are late",
+    )
+    feed.add_argument("--trigger", type=float, default=1.0, help="seconds between micro-batches")
+    feed.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what the source holds now, release every held row, then stop",
+    )
+    feed.add_argument(
+        "--idle-stop",
+        type=float,
+        metavar="SECONDS",
+        help="treat the source as complete once rows have arrived and then none for SECONDS: "
+        "release every epoch, then stop",
+    )
+    feed.add_argument("--format", choices=("json", "csv"), default="json", help="directory files")
+    feed.add_argument(
+        "--csv-columns", help="CSV header names, comma-separated (default: the first file's)"
+    )
+    feed.add_argument("--max-files-per-trigger", type=int, help="files per micro-batch")
+    feed.add_argument(
+        "--max-rows", type=int, default=50_000, help="events per PublishBatch message"
+    )
+    feed.add_argument("--log-level", default="INFO")
+    feed.set_defaults(handler=cmd_feed)
+
+
+def cmd_feed(args: argparse.Namespace) -> int:
+    """Run the feed until its source is done (--available-now), SIGTERM/SIGINT, or a failure."""
+    configure_logging(args.log_level, "feed")
+    from pyspark.errors import StreamingQueryException
+
+    from cesar.server.feed.job import Feed, Options, session
+
+    options = Options(
+        server=args.server,
+        source=args.source,
+        checkpoint=args.checkpoint,
+        dead_letter=args.dead_letter,
+        token=args.token,
+        tls_ca=args.tls_ca,
+        master=args.master,
+        lateness=args.lateness,
+        trigger_seconds=args.trigger,
+        available_now=args.available_now,
+        format=args.format,
+        csv_columns=tuple(args.csv_columns.split(",")) if args.csv_columns else (),
+        max_files_per_trigger=args.max_files_per_trigger,
+        max_rows=args.max_rows,
+    )
+    spark = session(options.master)
+    feed = Feed(spark, options)
+    stopping: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    query = feed.start()
+    print(f"feeding {options.server} from {options.source}", flush=True)
+    last_input: float | None = None
+    last_batch = -1
+    idle = False
+    try:
+        while query.isActive and not stopping and not idle:
+            query.awaitTermination(0.5)
+            progress = query.lastProgress
+            fresh = progress is not None and progress["batchId"] != last_batch
+            if fresh and progress["numInputRows"]:
+                last_batch, last_input = progress["batchId"], time.monotonic()
+            idle = (
+                args.idle_stop is not None
+                and last_input is not None
+                and time.monotonic() - last_input > args.idle_stop
+            )
+        query.stop()
+        query.awaitTermination()
+        if (options.available_now or idle) and not stopping:
+            feed.finish()
+    except StreamingQueryException as exc:
+        print(f"cesar feed: the streaming query failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        feed.close()
+        spark.stop()
+    return 0

@@ -1,0 +1,312 @@
+"""The ``cesar`` command line.
+
+Subcommands import only what they need, so ``cesar`` starts fast; later
+subcommands that talk gRPC or run Spark import those libraries inside their
+handlers.  Commands that live above the server — ``cesar loadtest`` in
+:mod:`cesar.perf.loadtest` — register themselves through the ``cesar.commands``
+entry point group (``pyproject.toml``), so no server module imports ``perf``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cesar.server.engine.workload import ENGINE_MODES
+
+if TYPE_CHECKING:
+    from cesar.automata.schema import Event
+    from cesar.server.engine.workload import Workload
+
+EXIT_USAGE = 2
+COMMANDS = "cesar.commands"
+"""The entry point group of commands defined above the server: ``f(subparsers)`` adds one."""
+ENGINE_HELP = (
+    "engine: merged DAG with FR/AN/AI indices (default); nomerge: no state merging; "
+    "naive: one automaton per query with the FR index only; automaton: one automaton per query, "
+    "no indices; reference: the algebra, literally (slow)"
+)
+
+
+def _stream_specs(values: Sequence[str]) -> list[object]:
+    from cesar.automata.schema import SchemaError, parse_stream_spec
+
+    try:
+        return [parse_stream_spec(value) for value in values]
+    except SchemaError as exc:
+        raise SystemExit(_fail(f"--stream: {exc}")) from None
+
+
+def _fail(message: str) -> int:
+    print(f"cesar: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _query_sources(args: argparse.Namespace) -> list[tuple[str, str]]:
+    sources: list[tuple[str, str]] = []
+    for path in args.query or ():
+        try:
+            sources.append((Path(path).stem, Path(path).read_text()))
+        except OSError as exc:
+            raise SystemExit(_fail(f"--query {path}: {exc.strerror}")) from None
+    if args.queries and Path(args.queries).is_dir():
+        for path in sorted(Path(args.queries).glob("*.cel")):
+            sources.append((path.stem, path.read_text()))
+    elif args.queries:
+        try:
+            lines = Path(args.queries).read_text().splitlines()
+        except OSError as exc:
+            raise SystemExit(_fail(f"--queries {args.queries}: {exc.strerror}")) from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                sources.append((str(record["id"]), str(record["query"])))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise SystemExit(
+                    _fail(f'{args.queries}:{number}: expected {{"id": ..., "query": ...}}')
+                ) from None
+    if not sources:
+        raise SystemExit(_fail("give at least one --query FILE.cel or --queries FILE.jsonl"))
+    return sources
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Evaluate queries over an event file and print every published event as JSON."""
+    from cesar.automata.evaluate import Faults
+    from cesar.automata.translate import Options
+    from cesar.server.engine.workload import Workload, WorkloadError
+    from cesar.server.wire.eventfile import EventInputError, event_json, read_events
+
+    schemas = _stream_specs(args.stream)
+    try:
+        program = Workload.build(schemas, _query_sources(args), Options(dnf_limit=args.dnf_limit))
+    except WorkloadError as exc:
+        return _fail(str(exc))
+    try:
+        if args.events == "-":
+            result = read_events(
+                sys.stdin, "-", program.inputs, sort=args.sort, skip_bad=args.skip_bad
+            )
+        else:
+            with open(args.events, encoding="utf-8") as handle:
+                result = read_events(
+                    handle, args.events, program.inputs, sort=args.sort, skip_bad=args.skip_bad
+                )
+    except OSError as exc:
+        return _fail(f"{args.events}: {exc.strerror}")
+    except EventInputError as exc:
+        return _fail(f"{args.events}: {exc}")
+    faults = Faults()
+    outputs = program.run(result.events, faults, engine=args.engine)
+    schemas_out = {query.name: query.output for query in program.queries}
+    outputs.sort(key=lambda e: (e.t1, e.t0, e.stream, repr(e.values)))
+    write = sys.stdout.write
+    for event in outputs:
+        write(event_json(event, schemas_out[event.stream]) + "\n")
+    if result.skipped:
+        print(f"cesar: skipped {result.skipped} malformed event line(s)", file=sys.stderr)
+    if faults.arithmetic:
+        print(
+            f"cesar: {faults.arithmetic} predicate atom(s) were false because of an arithmetic "
+            "fault (division by zero or overflow)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event]]:
+    """Compile the queries and read the (sorted) events of ``cesar bench``."""
+    from cesar.automata.translate import Options
+    from cesar.server.engine.workload import Workload, WorkloadError
+    from cesar.server.wire.eventfile import EventInputError, read_events
+
+    schemas = _stream_specs(args.stream)
+    try:
+        program = Workload.build(schemas, _query_sources(args), Options(dnf_limit=args.dnf_limit))
+    except WorkloadError as exc:
+        raise SystemExit(_fail(str(exc))) from None
+    try:
+        with open(args.events, encoding="utf-8") as handle:
+            result = read_events(handle, args.events, program.inputs, sort=True, skip_bad=True)
+    except OSError as exc:
+        raise SystemExit(_fail(f"{args.events}: {exc.strerror}")) from None
+    except EventInputError as exc:
+        raise SystemExit(_fail(f"{args.events}: {exc}")) from None
+    events = result.events[: args.limit] if args.limit else result.events
+    return program, list(events)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Measure one engine on any queries and events; print a JSON summary."""
+    import resource
+    import statistics
+    import time
+    from dataclasses import asdict
+
+    from cesar.automata.evaluate import Faults
+    from cesar.server.engine.engine import Engine
+
+    started = time.perf_counter()
+    program, events = _read_program_events(args)
+    compile_s = time.perf_counter() - started
+    summary: dict[str, object] = {"engine": args.engine, "queries": len(program.queries)}
+    options = ENGINE_MODES[args.engine]
+    if options is not None:
+        engine = Engine(options)
+        subscribe_ms = []
+        for query in program.queries:
+            tick = time.perf_counter()
+            engine.subscribe(query.name, query.automata)
+            subscribe_ms.append((time.perf_counter() - tick) * 1000)
+        tick = time.perf_counter()
+        matches = len(engine.run(events))
+        seconds = time.perf_counter() - tick
+        cuts = (
+            statistics.quantiles(subscribe_ms, n=100)
+            if len(subscribe_ms) > 1
+            else subscribe_ms * 99
+        )
+        summary.update(
+            subscribe_ms_p50=round(cuts[49], 3),
+            subscribe_ms_p99=round(cuts[98], 3),
+            dag_nodes_by_level=engine.dag.levels(),
+            counters=asdict(engine.counters),
+            faults=engine.faults.arithmetic,
+        )
+    else:
+        faults = Faults()
+        tick = time.perf_counter()
+        matches = len(program.run(events, faults, engine=args.engine))
+        seconds = time.perf_counter() - tick
+        summary["faults"] = faults.arithmetic
+    summary.update(
+        events=len(events),
+        compile_s=round(compile_s, 3),
+        seconds=round(seconds, 3),
+        events_per_s=round(len(events) / seconds, 1) if seconds else None,
+        matches=matches,
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    )
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _query_text(value: str) -> str:
+    """A .cel file's contents, or ``value`` itself when it names no file."""
+    path = Path(value)
+    try:
+        named_file = path.is_file()
+    except OSError:  # not even a possible path (too long, say): it is query text
+        named_file = False
+    if not named_file:
+        return value
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise SystemExit(_fail(f"{value}: {exc.strerror}")) from None
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Print a query's compiled algebra, output schema, placement and automata (or DOT)."""
+    from cesar.automata.automaton import format_dot
+    from cesar.automata.compiler import compile_query
+    from cesar.automata.errors import CelError
+    from cesar.automata.explain import explain
+
+    schemas = {schema.name: schema for schema in _stream_specs(args.stream)}  # type: ignore[attr-defined]
+    try:
+        compiled = compile_query(_query_text(args.query), schemas, "query")
+    except CelError as exc:
+        return _fail(str(exc))
+    print(format_dot(compiled.automata) if args.dot else explain(compiled, schemas))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cesar", description="Cayuga-style complex event subscriptions."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="evaluate queries over an event file")
+    run.add_argument(
+        "--stream",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="input stream, e.g. 'Stock(Name:string,Price:float)[min]'",
+    )
+    run.add_argument("--query", action="append", metavar="FILE.cel", help="a CEL query file")
+    run.add_argument(
+        "--queries", metavar="FILE.jsonl", help='many queries as {"id", "query"} JSON lines'
+    )
+    run.add_argument(
+        "--engine",
+        choices=ENGINE_MODES,
+        default="engine",
+        help=ENGINE_HELP,
+    )
+    run.add_argument("--sort", action="store_true", help="sort events by t1 before evaluating")
+    run.add_argument(
+        "--skip-bad", action="store_true", help="skip malformed event lines and count them"
+    )
+    run.add_argument(
+        "--dnf-limit", type=int, default=256, help="maximum DNF conjuncts of one predicate"
+    )
+    run.add_argument("events", metavar="EVENTS", help="JSON Lines or CSV file, or - for stdin")
+    run.set_defaults(handler=cmd_run)
+
+    bench = sub.add_parser("bench", help="measure an engine on queries and an event file")
+    bench.add_argument("--stream", action="append", required=True, metavar="SPEC")
+    bench.add_argument(
+        "--queries",
+        required=True,
+        metavar="Q",
+        help='a directory of .cel files, or JSON Lines of {"id", "query"}',
+    )
+    bench.add_argument("--events", required=True, metavar="E", help="JSON Lines or CSV events")
+    bench.add_argument("--engine", choices=ENGINE_MODES, default="engine", help=ENGINE_HELP)
+    bench.add_argument("--limit", type=int, help="use only the first N events (after sorting)")
+    bench.add_argument("--dnf-limit", type=int, default=256)
+    bench.set_defaults(handler=cmd_bench, query=None)
+
+    explain = sub.add_parser("explain", help="show a query's compiled form")
+    explain.add_argument("--stream", action="append", required=True, metavar="SPEC")
+    explain.add_argument("--dot", action="store_true", help="print Graphviz source instead")
+    explain.add_argument("query", metavar="QUERY", help="a .cel file or the query text")
+    explain.set_defaults(handler=cmd_explain)
+    serve = sub.add_parser("serve", help="run the server: a front and its shard processes")
+    from cesar.server.cli.remote import add_remote_commands, add_serve_arguments
+
+    add_serve_arguments(serve)
+    add_remote_commands(sub)
+    from cesar.server.cli.demo import add_demo_command
+    from cesar.server.cli.feed import add_feed_command
+
+    add_feed_command(sub)
+    add_demo_command(sub)
+    for entry in entry_points(group=COMMANDS):
+        entry.load()(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away: stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,312 @@
+"""The ``cesar`` subcommands that talk to a server: serve, define-stream, subscribe, ...
+
+Every client command takes ``--server HOST:PORT`` (default ``$CESAR_SERVER`` or
+``127.0.0.1:50051``), ``--token`` (default ``$CESAR_TOKEN``) and ``--tls-ca``.
+gRPC is imported inside the handlers so ``cesar --help`` stays fast.  An
+error status prints ``cesar: CODE: message`` and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXIT_ERROR = 1
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``cesar serve``."""
+    parser.add_argument("--data-dir", required=True, type=Path, help="catalog directory")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    parser.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    parser.add_argument(
+        "--shards", type=int, default=os.cpu_count() or 1, help="shard processes (default: cores)"
+    )
+    parser.add_argument("--tokens", type=Path, help="tokens file: TOKEN CLIENT [limit=N ...]")
+    parser.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
+    parser.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
+    parser.add_argument(
+        "--stream", action="append", default=[], metavar="SPEC", help="define if absent"
+    )
+    parser.add_argument(
+        "--retention", type=int, default=100_000, help="alerts kept per subscription"
+    )
+    parser.add_argument("--max-subscriptions", type=int, default=100_000, help="per client")
+    parser.add_argument("--max-query-bytes", type=int, default=65_536, help="per query")
+    parser.add_argument("--max-listens", type=int, default=64, help="Listen streams per client")
+    parser.add_argument("--max-instances-per-node", type=int, help="engine limit per node")
+    parser.add_argument("--max-instances", type=int, help="engine limit per lane")
+    parser.add_argument("--workers", type=int, default=256, help="gRPC worker threads")
+    parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
+    parser.add_argument("--log-level", default="INFO")
+    parser.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the server."""
+    from cesar.server.front.serve import serve
+
+    return serve(args)
+
+
+def _connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("CESAR_SERVER", "127.0.0.1:50051"),
+        metavar="HOST:PORT",
+    )
+    parser.add_argument("--token", default=os.environ.get("CESAR_TOKEN"), help="bearer token")
+    parser.add_argument("--tls-ca", type=Path, help="PEM root certificates: use TLS")
+
+
+def _remote(
+    handler: Callable[[Any, argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """Open the connection, run ``handler``, and turn an error status into a message."""
+
+    def run(args: argparse.Namespace) -> int:
+        import grpc
+
+        from cesar.server.wire.client import Connection
+
+        connection = Connection.open(args.server, args.token, args.tls_ca)
+        try:
+            return handler(connection, args)
+        except grpc.RpcError as exc:
+            print(f"cesar: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            return EXIT_ERROR
+        finally:
+            connection.close()
+
+    return run
+
+
+def _define_stream(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.v1 import cesar_pb2 as pb
+
+    info = conn.stub.DefineStream(pb.DefineStreamRequest(spec=args.spec), metadata=conn.metadata)
+    print(info.spec)
+    return 0
+
+
+def _streams(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.v1 import cesar_pb2 as pb
+
+    for info in conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata).streams:
+        by = f"subscription {info.subscription}" if info.subscription else "input"
+        print(f"{info.spec}\t{by}\t{info.owner}")
+    return 0
+
+
+def _subscribe(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.server.front.front import MAX_SUBSCRIBE_BATCH
+    from cesar.v1 import cesar_pb2 as pb
+
+    texts = [
+        Path(q).read_text() if "\n" not in q and len(q) < 4096 and Path(q).is_file() else q
+        for q in args.query
+    ]
+    if len(texts) == 1:
+        request = pb.SubscribeRequest(query=texts[0], name=args.name or "")
+        print(conn.stub.Subscribe(request, metadata=conn.metadata).id)
+        return 0
+    if args.name:
+        raise SystemExit("cesar subscribe: --name needs exactly one query")
+    failed = 0
+    for start in range(0, len(texts), MAX_SUBSCRIBE_BATCH):
+        chunk = texts[start : start + MAX_SUBSCRIBE_BATCH]
+        batch = pb.SubscribeBatchRequest(
+            subscriptions=[pb.SubscribeRequest(query=t) for t in chunk]
+        )
+        response = conn.stub.SubscribeBatch(batch, metadata=conn.metadata)
+        for query, result in zip(args.query[start:], response.results, strict=False):
+            if result.HasField("subscription"):
+                print(result.subscription.id)
+            else:
+                failed += 1
+                print(f"{query}: {result.failure.code}: {result.failure.message}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _unsubscribe(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.v1 import cesar_pb2 as pb
+
+    for sub in args.id:
+        conn.stub.Unsubscribe(pb.UnsubscribeRequest(id=sub), metadata=conn.metadata)
+    return 0
+
+
+def _list(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.v1 import cesar_pb2 as pb
+
+    response = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
+    for row in response.subscriptions:
+        where = (
+            f"key:{row.placement.key_attribute}"
+            if row.placement.key_attribute
+            else f"global@{row.placement.shard}"
+        )
+        query = " ".join(row.query.split())
+        print(f"{row.id}\t{row.stream}\t{where}\tseq={row.last_seq}\t{query}")
+    return 0
+
+
+def alert_json(alert: Any, schemas: dict[str, Any]) -> str:
+    """An alert as ``cesar run``'s JSON line plus ``subscription`` and ``seq``."""
+    from cesar.server.wire.convert import trusted_event
+    from cesar.server.wire.eventfile import event_json
+
+    record = {"subscription": alert.subscription, "seq": alert.seq}
+    if alert.notice:
+        record["notice"] = alert.notice
+        return json.dumps(record)
+    event = trusted_event(alert.event)
+    record.update(json.loads(event_json(event, schemas.get(event.stream))))
+    return json.dumps(record, ensure_ascii=False)
+
+
+def _listen(conn: Any, args: argparse.Namespace) -> int:
+    import grpc
+
+    from cesar.automata.schema import parse_stream_spec
+    from cesar.v1 import cesar_pb2 as pb
+
+    subs = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
+    schemas = {}
+    for row in subs.subscriptions:
+        schema = parse_stream_spec(row.output_spec)
+        schemas[schema.name] = schema
+    request = pb.ListenRequest(subscriptions=args.subscription or [])
+    if args.after_seq is not None:
+        targets = args.subscription or [row.id for row in subs.subscriptions]
+        for sub in targets:
+            request.after_seq[sub] = args.after_seq
+    stream = conn.stub.Listen(request, metadata=conn.metadata, timeout=args.timeout)
+    count = 0
+    try:
+        for alert in stream:
+            print(alert_json(alert, schemas), flush=True)
+            count += 1
+            if args.count is not None and count >= args.count:
+                stream.cancel()
+                break
+    except grpc.RpcError as exc:
+        if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise
+    return 0
+
+
+def _publish(conn: Any, args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from cesar.automata.schema import parse_stream_spec
+    from cesar.server.wire.client import publish_requests
+    from cesar.server.wire.eventfile import EventInputError, read_events
+    from cesar.v1 import cesar_pb2 as pb
+
+    listing = conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata)
+    inputs = {
+        info.name: parse_stream_spec(info.spec) for info in listing.streams if not info.subscription
+    }
+    try:
+        with open(args.events, encoding="utf-8") as handle:
+            result = read_events(
+                handle, args.events, inputs, sort=args.sort, skip_bad=args.skip_bad
+            )
+    except OSError as exc:
+        print(f"cesar: {args.events}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except EventInputError as exc:
+        print(f"cesar: {args.events}: {exc}", file=sys.stderr)
+        return 2
+    events = result.events
+    requests = publish_requests(events, args.batch, close=not args.keep_open)
+
+    accepted = rejected = 0
+    with Progress(disable=not sys.stderr.isatty() or args.quiet, transient=True) as progress:
+        task = progress.add_task("publishing", total=len(events))
+        offset = 0
+        for request, ack in zip(
+            requests, conn.stub.Publish(iter(requests), metadata=conn.metadata), strict=False
+        ):
+            accepted += ack.accepted
+            rejected += len(ack.rejected)
+            for rejection in ack.rejected:
+                print(
+                    f"cesar: event {offset + rejection.index + 1}: {rejection.field}: "
+                    f"{rejection.reason}",
+                    file=sys.stderr,
+                )
+            offset += len(request.events)
+            progress.update(task, advance=len(request.events))
+    print(f"published {accepted} event(s), {rejected} rejected", file=sys.stderr)
+    if result.skipped:
+        print(f"cesar: skipped {result.skipped} malformed event line(s)", file=sys.stderr)
+    return 0 if not rejected else EXIT_ERROR
+
+
+def _stats(conn: Any, args: argparse.Namespace) -> int:
+    from google.protobuf.json_format import MessageToDict
+
+    from cesar.v1 import cesar_pb2 as pb
+
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+    print(json.dumps(MessageToDict(stats, preserving_proto_field_name=True), indent=2))
+    return 0
+
+
+def add_remote_commands(sub: Any) -> None:
+    """Register the client subcommands on the ``cesar`` parser's subparsers."""
+    define = sub.add_parser("define-stream", help="declare an input stream on a server")
+    define.add_argument("spec", metavar="SPEC", help="e.g. 'Stock(Name:string,Price:float)[min]'")
+    define.set_defaults(handler=_remote(_define_stream))
+
+    streams = sub.add_parser("streams", help="list a server's streams")
+    streams.set_defaults(handler=_remote(_streams))
+
+    subscribe = sub.add_parser(
+        "subscribe", help="register CEL queries (several: one SubscribeBatch); prints their ids"
+    )
+    subscribe.add_argument(
+        "query", nargs="+", metavar="FILE.cel", help="a .cel file or the query text"
+    )
+    subscribe.add_argument("--name", help="published stream name when the query has no PUBLISH")
+    subscribe.set_defaults(handler=_remote(_subscribe))
+
+    unsubscribe = sub.add_parser("unsubscribe", help="remove subscriptions")
+    unsubscribe.add_argument("id", nargs="+", metavar="ID")
+    unsubscribe.set_defaults(handler=_remote(_unsubscribe))
+
+    listing = sub.add_parser("list", help="list my subscriptions")
+    listing.set_defaults(handler=_remote(_list))
+
+    listen = sub.add_parser("listen", help="print alerts as JSON lines as they arrive")
+    listen.add_argument("--subscription", action="append", metavar="ID", help="default: all mine")
+    listen.add_argument("--after-seq", type=int, metavar="N", help="resume after seq N")
+    listen.add_argument("--count", type=int, metavar="K", help="stop after K alerts")
+    listen.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds")
+    listen.set_defaults(handler=_remote(_listen))
+
+    publish = sub.add_parser("publish", help="publish events from a JSON Lines or CSV file")
+    publish.add_argument("events", metavar="EVENTS")
+    publish.add_argument("--batch", type=int, default=1000, help="events per message")
+    publish.add_argument("--sort", action="store_true", help="sort events by t1 first")
+    publish.add_argument("--skip-bad", action="store_true", help="skip malformed lines")
+    publish.add_argument(
+        "--keep-open",
+        action="store_true",
+        help="do not close the last epoch (by default a watermark at the last t1 is sent)",
+    )
+    publish.add_argument("--quiet", action="store_true", help="no progress bar")
+    publish.set_defaults(handler=_remote(_publish))
+
+    stats = sub.add_parser("stats", help="print the server's counters as JSON")
+    stats.set_defaults(handler=_remote(_stats))
+
+    for parser in (define, streams, subscribe, unsubscribe, listing, listen, publish, stats):
+        _connection_arguments(parser)

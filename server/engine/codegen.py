@@ -1,0 +1,178 @@
+"""Compiled edge predicates and attribute maps: Python source built from predicate data.
+
+The engine's hot loop evaluates the same conjuncts and maps millions of
+times.  Interpreting the term tree each time costs more than the matching;
+so each canonical conjunct, guard list and map is turned once into Python
+source and ``compile``d (INDEXING.md).  The predicate stays data: a
+:class:`Compiler` is a cache keyed by the canonical form, and the generated
+code has exactly the semantics of :mod:`automata.evaluate` — arithmetic
+through :func:`~automata.evaluate.arith` and :func:`~automata.evaluate.neg`,
+an atom whose arithmetic faults is false and counted, a map that faults
+raises :class:`~automata.evaluate.ArithmeticFault`.
+
+Generated functions take ``(L, E, D, V)``: the instance's binding, the
+incoming event's attributes, the composite DUR and the event's own DUR.
+
+>>> from cesar.automata.terms import Attr, Cmp, Const, Scope
+>>> from cesar.automata.schema import AttrType
+>>> test = Compiler().conjunct((Cmp("<", Attr(Scope.LEFT, "p"), Attr(Scope.EVENT, "Price")),))
+>>> test({"p": 10.0}, {"Price": 12.5}, 1, 1), test({"p": 10.0}, {"Price": 9.0}, 1, 1)
+(True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cesar.automata.algebra import Assign
+from cesar.automata.evaluate import (
+    DEFAULT_FUNCTIONS,
+    ArithmeticFault,
+    Faults,
+    FunctionRegistry,
+    arith,
+    neg,
+    store,
+)
+from cesar.automata.schema import AttrType, Value
+from cesar.automata.terms import Arith, Attr, Call, Cmp, Const, Dur, EventDur, Neg, Scope, Term
+
+Binding = Mapping[str, Value]
+Test = Callable[[Binding, Binding, int, int], bool]
+Build = Callable[[Binding, Binding, int, int], dict[str, Value]]
+
+_PY_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_SCOPE_VAR = {Scope.LEFT: "L", Scope.EVENT: "E"}
+
+
+class _Source:
+    """Python source for terms, with constants and functions passed in by name."""
+
+    def __init__(self, functions: FunctionRegistry) -> None:
+        self.functions = functions
+        self.constants: list[Value] = []
+        self.calls: dict[str, Callable[..., Value]] = {}
+
+    def term(self, term: Term) -> str:
+        if isinstance(term, Const):
+            self.constants.append(term.value)
+            return f"K[{len(self.constants) - 1}]"
+        if isinstance(term, Attr):
+            return f"{_SCOPE_VAR[term.scope]}[{term.name!r}]"
+        if isinstance(term, Dur):
+            return "D"
+        if isinstance(term, EventDur):
+            return "V"
+        if isinstance(term, Arith):
+            return f"arith({term.op!r}, {self.term(term.left)}, {self.term(term.right)})"
+        if isinstance(term, Neg):
+            return f"neg({self.term(term.operand)})"
+        if isinstance(term, Call):
+            function = self.functions.get(term.name)
+            assert function is not None, f"unknown function {term.name}"
+            self.calls[function.name] = function.impl
+            args = ", ".join(self.term(arg) for arg in term.args)
+            return f"F[{function.name!r}]({args})"
+        raise TypeError(f"cannot compile term {term!r}")
+
+    def namespace(self, faults: Faults) -> dict[str, Any]:
+        return {
+            "K": tuple(self.constants),
+            "F": dict(self.calls),
+            "arith": arith,
+            "neg": neg,
+            "store": store,
+            "ArithmeticFault": ArithmeticFault,
+            "faults": faults,
+            "FLOAT": AttrType.FLOAT,
+        }
+
+
+def can_fault(term: Term) -> bool:
+    """True if evaluating ``term`` may raise :class:`ArithmeticFault`."""
+    return isinstance(term, Arith | Neg | Call)
+
+
+def _define(source: _Source, body: list[str], faults: Faults) -> Callable[..., Any]:
+    text = "def generated(L, E, D, V):\n" + "\n".join("    " + line for line in body)
+    namespace = source.namespace(faults)
+    exec(compile(text, "<cesar codegen>", "exec"), namespace)
+    function: Callable[..., Any] = namespace["generated"]
+    return function
+
+
+class Compiler:
+    """Compiles conjuncts, guards and maps once each, keyed by their canonical form.
+
+    ``faults`` counts the atoms made false by a fault, as
+    :func:`~automata.evaluate.holds` does.
+    """
+
+    def __init__(
+        self, faults: Faults | None = None, functions: FunctionRegistry = DEFAULT_FUNCTIONS
+    ):
+        self.faults = faults if faults is not None else Faults()
+        self.functions = functions
+        self._tests: dict[tuple[Cmp, ...], Test] = {}
+        self._guards: dict[tuple[Term, ...], Test] = {}
+        self._builds: dict[tuple[Assign, ...], Build] = {}
+
+    def conjunct(self, atoms: tuple[Cmp, ...]) -> Test:
+        """A function telling whether every atom holds (a faulting atom is false)."""
+        cached = self._tests.get(atoms)
+        if cached is not None:
+            return cached
+        source = _Source(self.functions)
+        body: list[str] = []
+        for atom in atoms:
+            test = (
+                f"if not ({source.term(atom.left)} {_PY_OPS[atom.op]} "
+                f"{source.term(atom.right)}): return False"
+            )
+            if can_fault(atom.left) or can_fault(atom.right):
+                body += [
+                    "try:",
+                    f"    {test}",
+                    "except ArithmeticFault:",
+                    "    faults.arithmetic += 1",
+                    "    return False",
+                ]
+            else:
+                body.append(test)
+        body.append("return True")
+        function: Test = _define(source, body, self.faults)
+        self._tests[atoms] = function
+        return function
+
+    def guards(self, terms: tuple[Term, ...]) -> Test:
+        """A function telling whether every guard term evaluates without a fault."""
+        cached = self._guards.get(terms)
+        if cached is not None:
+            return cached
+        source = _Source(self.functions)
+        body = ["try:"]
+        body += [f"    {source.term(term)}" for term in terms] or ["    pass"]
+        body += ["except ArithmeticFault:", "    faults.arithmetic += 1", "    return False"]
+        body.append("return True")
+        function: Test = _define(source, body, self.faults)
+        self._guards[terms] = function
+        return function
+
+    def build(self, assigns: Sequence[Assign]) -> Build:
+        """A function computing a binding from an attribute map; raises ArithmeticFault."""
+        key = tuple(assigns)
+        cached = self._builds.get(key)
+        if cached is not None:
+            return cached
+        source = _Source(self.functions)
+        items = []
+        for assign in key:
+            value = source.term(assign.term)
+            if assign.type is AttrType.FLOAT:
+                value = f"store({value}, FLOAT)"
+            items.append(f"{assign.name!r}: {value}")
+        body = ["return {" + ", ".join(items) + "}"]
+        function: Build = _define(source, body, self.faults)
+        self._builds[key] = function
+        return function

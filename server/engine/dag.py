@@ -1,0 +1,294 @@
+"""The merged query DAG (Section 4.2): automata sharing equivalent prefixes, with reference counts.
+
+A :class:`QueryDag` holds the nodes and edges of every subscription's automata.
+Adding an automaton walks its nodes in topological order and maps each onto
+an existing DAG node with the same *signature* — the multiset of its entering
+edges (label and source; a self-loop's source is the node itself), Definition
+2 restricted to prefixes as in the paper — or onto a new node.  Edge labels
+are the canonical edge data (kind, stream, predicate, guards, map), so two
+subscriptions share a node exactly when they would hold the same instances
+there.  Multiplicities survive merging because they live in parallel edges:
+``S ∪ S`` is one node entered twice from the root, so each event spawns two
+instances, as the algebra's multiset union demands.
+
+Every node and edge counts the placements using it; removing a placement
+deletes what no other placement uses.  ``merge=False`` gives each automaton
+its own nodes (only the root is shared): the engine without state merging.
+
+>>> from cesar.automata.compiler import compile_query
+>>> from cesar.automata.schema import parse_stream_spec
+>>> S = {"S": parse_stream_spec("S(k:string,v:int)")}
+>>> dag = QueryDag()
+>>> a = dag.add(compile_query("FILTER{v > 1} S NEXT{} S", S, "a").automata[0])
+>>> b = dag.add(compile_query("FILTER{v = 2}(FILTER{v > 1} S NEXT{} S)", S, "b").automata[0])
+>>> a.nodes[:2] == b.nodes[:2], len(dag.nodes)
+(True, 4)
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from collections.abc import Hashable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cesar.automata.algebra import Columns
+from cesar.automata.automaton import Automaton, Edge, EdgeKind, SplitConjunct
+from cesar.automata.normal import Conjunct
+from cesar.automata.terms import And, Cmp, Not, Or, Pred
+
+ROOT = 0
+_SELF = -1
+
+
+@dataclass(eq=False)
+class DagEdge:
+    """An edge of the DAG: its ends, its label (an :class:`Edge` with ends zeroed), its users."""
+
+    id: int
+    source: int
+    target: int
+    label: Edge
+    refs: int = 0
+
+    @property
+    def kind(self) -> EdgeKind:
+        return self.label.kind
+
+
+@dataclass(eq=False)
+class DagNode:
+    """A node: binding schema, signature, level, edges, output streams, and its users."""
+
+    id: int
+    attributes: Columns
+    signature: Hashable
+    level: int
+    refs: int = 0
+    entering: list[int] = field(default_factory=list)
+    filter: int | None = None
+    leaving: list[int] = field(default_factory=list)
+    outputs: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one automaton lives in the DAG: its nodes' and edges' DAG ids, by position."""
+
+    name: str
+    nodes: tuple[int, ...]
+    edges: tuple[int, ...]
+    final: int
+    created_nodes: tuple[int, ...]
+    created_edges: tuple[int, ...]
+
+
+class _Pool:
+    """Interns equal atoms, conjuncts and assignments so the DAG stores each once.
+
+    Under Zipf-skewed subscriptions most atoms and attribute maps repeat;
+    sharing them cuts the DAG's memory several-fold.  Weak references let an
+    entry go when no edge uses it any more.
+    """
+
+    def __init__(self) -> None:
+        self._objects: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
+
+    def get(self, item: Any) -> Any:
+        found = self._objects.get(item)
+        if found is None:
+            self._objects[item] = item
+            return item
+        return found
+
+    def pred(self, pred: Pred) -> Pred:
+        if isinstance(pred, Cmp):
+            interned: Cmp = self.get(pred)
+            return interned
+        if isinstance(pred, And):
+            return And(tuple(self.pred(item) for item in pred.items))
+        if isinstance(pred, Or):
+            return Or(tuple(self.pred(item) for item in pred.items))
+        if isinstance(pred, Not):
+            return Not(self.pred(pred.item))
+        return pred
+
+    def label(self, edge: Edge) -> Edge:
+        conjuncts = tuple(
+            self.get(
+                SplitConjunct(
+                    Conjunct(tuple(self.get(a) for a in c.static.atoms)),
+                    Conjunct(tuple(self.get(a) for a in c.dynamic.atoms)),
+                )
+            )
+            for c in edge.conjuncts
+        )
+        return replace(
+            edge,
+            source=0,
+            target=0,
+            pred=self.pred(edge.pred),
+            conjuncts=conjuncts,
+            map=tuple(self.get(a) for a in edge.map),
+        )
+
+
+def _topological(automaton: Automaton) -> list[int]:
+    indegree = Counter(e.target for e in automaton.edges if e.source != e.target)
+    ready = [n.id for n in automaton.nodes if indegree[n.id] == 0]
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for edge in automaton.outgoing[node]:
+            if edge.target != node:
+                indegree[edge.target] -= 1
+                if indegree[edge.target] == 0:
+                    ready.append(edge.target)
+    assert len(order) == len(automaton.nodes), "automaton has a cycle beyond self-loops"
+    return order
+
+
+class QueryDag:
+    """The merged DAG of every placed automaton; add / remove / check_valid."""
+
+    def __init__(self, merge: bool = True) -> None:
+        self.merge = merge
+        self.nodes: dict[int, DagNode] = {ROOT: DagNode(ROOT, (), ("root",), 0, refs=0)}
+        self.edges: dict[int, DagEdge] = {}
+        self._by_signature: dict[Hashable, int] = {}
+        self._pool = _Pool()
+        self._schemas: dict[Columns, Columns] = {}  # one tuple per distinct node schema
+        self._next_node = 1
+        self._next_edge = 0
+
+    def add(self, automaton: Automaton) -> Placement:
+        """Place ``automaton``, sharing every equivalent prefix.  O(size of the automaton)."""
+        mapping: dict[int, int] = {0: ROOT}
+        edge_map: dict[int, int] = {}
+        created_nodes: list[int] = []
+        created_edges: list[int] = []
+        positions = {id(edge): index for index, edge in enumerate(automaton.edges)}
+        entering: dict[int, list[Edge]] = {}
+        for edge in automaton.edges:
+            entering.setdefault(edge.target, []).append(edge)
+        for node_id in _topological(automaton):
+            if node_id == 0:
+                continue
+            edges_in = entering.get(node_id, [])
+            keys = [
+                (self._pool.label(e), _SELF if e.source == node_id else mapping[e.source])
+                for e in edges_in
+            ]
+            signature = frozenset(Counter(keys).items())
+            existing = self._by_signature.get(signature) if self.merge else None
+            if existing is None:
+                level = 1 + max(
+                    (self.nodes[mapping[e.source]].level for e in edges_in if e.source != node_id),
+                    default=0,
+                )
+                existing = self._new_node(automaton.nodes[node_id].attributes, signature, level)
+                created_nodes.append(existing)
+                for edge, (label, source) in zip(edges_in, keys, strict=True):
+                    dag_edge = self._new_edge(
+                        existing if source == _SELF else source, existing, label
+                    )
+                    created_edges.append(dag_edge)
+                    edge_map[positions[id(edge)]] = dag_edge
+            else:
+                free: dict[tuple[Edge, int], list[int]] = {}
+                for entering_id in self.nodes[existing].entering:
+                    known = self.edges[entering_id]
+                    source = _SELF if known.source == existing else known.source
+                    free.setdefault((known.label, source), []).append(entering_id)
+                for edge, key in zip(edges_in, keys, strict=True):
+                    edge_map[positions[id(edge)]] = free[key].pop()
+            mapping[node_id] = existing
+        final = mapping[automaton.final]
+        self.nodes[final].outputs |= {automaton.name}
+        nodes = tuple(mapping[n.id] for n in automaton.nodes)
+        edges = tuple(edge_map[i] for i in range(len(automaton.edges)))
+        for node in nodes:
+            self.nodes[node].refs += 1
+        for edge_id in edges:
+            self.edges[edge_id].refs += 1
+        return Placement(
+            automaton.name, nodes, edges, final, tuple(created_nodes), tuple(created_edges)
+        )
+
+    def _new_node(self, attributes: Columns, signature: Hashable, level: int) -> int:
+        node_id = self._next_node
+        self._next_node += 1
+        attributes = self._schemas.setdefault(attributes, attributes)
+        self.nodes[node_id] = DagNode(node_id, attributes, signature, level)
+        if self.merge:
+            self._by_signature[signature] = node_id
+        return node_id
+
+    def _new_edge(self, source: int, target: int, label: Edge) -> int:
+        edge_id = self._next_edge
+        self._next_edge += 1
+        self.edges[edge_id] = DagEdge(edge_id, source, target, label)
+        self.nodes[target].entering.append(edge_id)
+        if label.kind is EdgeKind.FILTER:
+            assert self.nodes[source].filter is None, "a node has one filter edge"
+            self.nodes[source].filter = edge_id
+        else:
+            self.nodes[source].leaving.append(edge_id)
+        return edge_id
+
+    def remove(self, placement: Placement) -> tuple[list[int], list[int]]:
+        """Release a placement; returns the node and edge ids deleted (no one else used them)."""
+        self.nodes[placement.final].outputs -= {placement.name}
+        for node in placement.nodes:
+            self.nodes[node].refs -= 1
+        for edge_id in placement.edges:
+            self.edges[edge_id].refs -= 1
+        dead_edges = sorted({e for e in placement.edges if self.edges[e].refs == 0})
+        dead_nodes = sorted({n for n in placement.nodes if n != ROOT and self.nodes[n].refs == 0})
+        for edge_id in dead_edges:
+            edge = self.edges.pop(edge_id)
+            if edge.source in self.nodes:
+                source = self.nodes[edge.source]
+                if source.filter == edge_id:
+                    source.filter = None
+                elif edge_id in source.leaving:
+                    source.leaving.remove(edge_id)
+            self.nodes[edge.target].entering.remove(edge_id)
+        for node_id in dead_nodes:
+            signature = self.nodes.pop(node_id).signature
+            if self.merge:
+                del self._by_signature[signature]
+        return dead_nodes, dead_edges
+
+    def levels(self) -> dict[int, int]:
+        """Level (longest path from the root, self-loops ignored) → number of nodes."""
+        return dict(sorted(Counter(n.level for n in self.nodes.values() if n.id != ROOT).items()))
+
+    def check_valid(self) -> None:
+        """Assert the DAG's invariants: links both ways, signatures, reference counts."""
+        for node in self.nodes.values():
+            assert node.id == ROOT or node.refs > 0, f"node {node.id} is unused"
+            for edge_id in node.entering:
+                assert self.edges[edge_id].target == node.id
+            for edge_id in node.leaving:
+                edge = self.edges[edge_id]
+                assert edge.source == node.id and edge.kind is not EdgeKind.FILTER
+            if node.filter is not None:
+                edge = self.edges[node.filter]
+                assert edge.source == edge.target == node.id and edge.kind is EdgeKind.FILTER
+            if node.id != ROOT:
+                keys = []
+                for edge_id in node.entering:
+                    edge = self.edges[edge_id]
+                    keys.append((edge.label, _SELF if edge.source == node.id else edge.source))
+                assert frozenset(Counter(keys).items()) == node.signature, f"node {node.id}"
+                assert not self.merge or self._by_signature[node.signature] == node.id
+        for edge in self.edges.values():
+            assert edge.refs > 0, f"edge {edge.id} is unused"
+            assert edge.source in self.nodes and edge.target in self.nodes
+            assert self.nodes[edge.target].refs >= edge.refs
+            assert edge.label.source == edge.label.target == 0
+        if self.merge:
+            assert sorted(self._by_signature.values()) == sorted(n for n in self.nodes if n != ROOT)

@@ -1,0 +1,148 @@
+"""A workload: input streams plus queries, compiled producers first, run on any evaluator.
+
+:class:`Workload` compiles several queries that may read each other's
+PUBLISHed streams (resubscription, Section 3.5 of the Cayuga paper), orders
+them producers first and runs them on one of :data:`ENGINE_MODES`: the
+reference evaluator (the algebra, literally), one automaton per query
+(Algorithm 1), or the multi-query engine with or without merging and indices.
+All give the same multiset of published events; ``cesar run`` and the
+benchmarks use it.
+
+>>> from cesar.automata.schema import parse_stream_spec, Event
+>>> stock = parse_stream_spec("Stock(Name:string,Price:float)")
+>>> workload = Workload.build([stock], [("big", "FILTER{Price > 10} Stock")])
+>>> [e.values for e in workload.run([Event.of("Stock", 0, 0, {"Name": "A", "Price": 11.0})])]
+[(('Name', 'A'), ('Price', 11.0))]
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.errors import CelError
+from cesar.automata.evaluate import Faults
+from cesar.automata.parser import parse_query
+from cesar.automata.reference import evaluate
+from cesar.automata.runtime import Runner
+from cesar.automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
+from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs
+from cesar.server.engine.engine import Engine, EngineOptions
+
+ENGINE_MODES: dict[str, EngineOptions | None] = {
+    "engine": EngineOptions(),
+    "nomerge": EngineOptions(merge=False),
+    "naive": EngineOptions(merge=False, indices=False),
+    "automaton": None,
+    "reference": None,
+}
+"""The evaluators of ``cesar run`` and ``cesar bench``, best first: the multi-query engine's
+options, or None for one automaton per query and for the reference evaluator."""
+
+
+class WorkloadError(ValueError):
+    """A set of queries that cannot run together (a name clash or a read cycle)."""
+
+
+@dataclass
+class Workload:
+    """Input streams plus queries, compiled producers before consumers."""
+
+    inputs: dict[str, StreamSchema]
+    queries: list[CompiledQuery] = field(default_factory=list)
+
+    @property
+    def catalog(self) -> dict[str, StreamSchema]:
+        """Every stream a query may read: inputs and the outputs compiled so far."""
+        return {**self.inputs, **{q.name: q.output for q in self.queries}}
+
+    @staticmethod
+    def build(
+        inputs: Iterable[StreamSchema],
+        sources: Sequence[tuple[str, str]],
+        options: Options = DEFAULT_OPTIONS,
+    ) -> Workload:
+        """Compile ``(default name, text)`` pairs in an order where producers come first.
+
+        Raises :class:`WorkloadError` for input streams declared twice, queries
+        that read each other in a cycle, and any query that does not compile (the
+        message names the query and carries its :class:`CelError`).
+        """
+        try:
+            workload = Workload(schemas_by_name(inputs))
+        except SchemaError as exc:
+            raise WorkloadError(str(exc)) from None
+        parsed: list[tuple[str, str, str, set[str]]] = []
+        for label, text in sources:
+            try:
+                query = parse_query(text)
+            except CelError as exc:
+                raise WorkloadError(f"query {label}: {exc}") from None
+            refs = {ref.name for ref in stream_refs(query.expr)}
+            parsed.append((label, text, query.publish or label, refs))
+        # Kahn's algorithm, taking ready queries in the order given: O(queries + reads).
+        producer = {publish: i for i, (_, _, publish, _) in enumerate(parsed)}
+        waiting_on = [0] * len(parsed)
+        readers: dict[int, list[int]] = {}
+        for i, (_, _, publish, refs) in enumerate(parsed):
+            for ref in refs - {publish}:
+                if ref in producer:
+                    waiting_on[i] += 1
+                    readers.setdefault(producer[ref], []).append(i)
+        ready = [i for i, count in enumerate(waiting_on) if count == 0]
+        heapq.heapify(ready)
+        catalog = workload.catalog
+        while ready:
+            i = heapq.heappop(ready)
+            label, text, _, _ = parsed[i]
+            try:
+                compiled = compile_query(text, catalog, label, options)
+            except CelError as exc:
+                raise WorkloadError(f"query {label}: {exc}") from None
+            workload.queries.append(compiled)
+            catalog[compiled.name] = compiled.output
+            for reader in readers.get(i, ()):
+                waiting_on[reader] -= 1
+                if waiting_on[reader] == 0:
+                    heapq.heappush(ready, reader)
+        if len(workload.queries) < len(parsed):
+            names = ", ".join(label for i, (label, *_) in enumerate(parsed) if waiting_on[i])
+            raise WorkloadError(f"queries {names} read each other's streams in a cycle")
+        return workload
+
+    def run(
+        self, events: Sequence[Event], faults: Faults | None = None, engine: str = "reference"
+    ) -> list[Event]:
+        """Every published event of every query over ``events``.
+
+        ``engine`` is one of :data:`ENGINE_MODES`: ``"reference"`` (the algebra,
+        literally), ``"automaton"`` (one automaton per query, Algorithm 1),
+        ``"engine"`` (the merged DAG with FR/AN/AI indices), ``"nomerge"`` and
+        ``"naive"`` (the engine without state merging, and also without the AN
+        and AI indices).  All give the same multiset.
+        """
+        if engine == "automaton":
+            automata = [a for query in self.queries for a in query.automata]
+            return Runner(automata, faults).run(events)
+        options = ENGINE_MODES.get(engine)
+        if options is not None:
+            multi = Engine(options)
+            for query in self.queries:
+                multi.subscribe(query.name, query.automata)
+            matches = multi.run(events)
+            if faults is not None:
+                faults.arithmetic += multi.faults.arithmetic
+            return matches
+        if engine != "reference":
+            raise ValueError(f"unknown engine {engine!r}")
+        streams: dict[str, list[Event]] = {}
+        for event in events:
+            streams.setdefault(event.stream, []).append(event)
+        out: list[Event] = []
+        for query in self.queries:
+            produced = evaluate(query.algebra, streams, faults, name=query.name)
+            streams[query.name] = produced
+            out.extend(produced)
+        return out

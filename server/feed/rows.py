@@ -1,0 +1,408 @@
+"""The feed's work on each batch of rows, in Arrow: validate, then route (ARCHITECTURE.md, "Feed").
+
+JSON Lines arrive as text (``raw``) and are read by :mod:`server.feed.jsonl`;
+CSV rows arrive as a ``map<string, string>`` (``m``, header → cell), typed and
+checked here by :func:`validate`.  Both give events typed by the
+catalog's schemas, with the reason of every rejected row; :func:`route` then
+gives each event the shards it must reach under the front's routing table
+(:mod:`server.wire.routing`):
+
+* ``crc32(key bytes) mod shards`` for every key attribute of its stream;
+* each global shard whose interest (static conjuncts, ``GlobalInterest``)
+  it satisfies — the conjuncts are compiled from the predicate messages into
+  Arrow compute calls by :func:`compile_predicate`.
+
+Everything is vectorized: Python touches one value per distinct key, never one
+per row.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cesar.automata.schema import AttrType, StreamSchema, parse_stream_spec
+from cesar.server.wire.arrowevents import column
+from cesar.server.wire.routing import key_bytes
+from cesar.v1 import cesar_pb2 as pb
+
+INTEGER = r"^-?[0-9]{1,18}(\.0*)?$"
+NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
+RESERVED = ("stream", "t", "t0", "t1")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one micro-batch is validated and routed by: the catalog's input streams and routes.
+
+    Plain data (schema specs and serialized messages), so Spark ships it to
+    executors as is.
+    """
+
+    shards: int
+    version: int
+    specs: tuple[str, ...]
+    keys: tuple[tuple[str, tuple[str, ...]], ...]
+    interest: tuple[tuple[str, int, bytes], ...]
+
+    @staticmethod
+    def of(table: pb.RoutingTable, streams: list[pb.StreamInfo]) -> Plan:
+        """The plan for a routing table and the server's streams (input streams only)."""
+        return Plan(
+            shards=table.shards,
+            version=table.version,
+            specs=tuple(s.spec for s in streams if not s.subscription),
+            keys=tuple((r.stream, tuple(r.key_attributes)) for r in table.streams),
+            interest=tuple(
+                (r.stream, g.shard, pb.GlobalInterest.SerializeToString(g))
+                for r in table.streams
+                for g in r.global_interest
+            ),
+        )
+
+    def schemas(self) -> dict[str, StreamSchema]:
+        """The input streams by name."""
+        return {s.name: s for s in map(parse_stream_spec, self.specs)}
+
+
+# ------------------------------------------------------------------ validation
+
+
+class _Reasons:
+    """The first failing check of each row: its field and reason (null while none failed)."""
+
+    def __init__(self, rows: int) -> None:
+        self.field = pa.nulls(rows, pa.string())
+        self.reason = pa.nulls(rows, pa.string())
+
+    def fail(self, mask: pa.Array, field: str, reason: pa.Array | str) -> None:
+        """Record ``field``/``reason`` where ``mask`` holds and no earlier check failed."""
+        hit = pc.and_(pc.fill_null(mask, False), pc.is_null(self.reason))
+        self.field = pc.if_else(hit, pa.scalar(field), self.field)
+        self.reason = pc.if_else(hit, reason, self.reason)
+
+    @property
+    def ok(self) -> pa.Array:
+        return pc.is_null(self.reason)
+
+
+def _quoted(values: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise("'", pc.fill_null(values, ""), "'", "")
+
+
+class _Fields:
+    """The entries of a ``map<string, string>`` column, looked up by key in one pass each.
+
+    (``pc.map_lookup`` scans every map per key; this compares the flattened
+    keys once per key and scatters the first match of each row with numpy.)
+    """
+
+    def __init__(self, m: pa.MapArray) -> None:
+        self.rows = len(m)
+        lists = pa.ListArray.from_arrays(m.offsets, m.keys)
+        self.keys = pc.list_flatten(lists)
+        self.values = pc.list_flatten(pa.ListArray.from_arrays(m.offsets, m.items))
+        self.parents = pc.list_parent_indices(lists).to_numpy()
+
+    def get(self, key: str) -> pa.Array:
+        """The value of ``key`` in each row (its first occurrence), null where absent."""
+        hits = np.flatnonzero(pc.equal(self.keys, key).to_numpy(zero_copy_only=False))
+        where = np.full(self.rows, -1, np.int64)
+        where[self.parents[hits][::-1]] = hits[::-1]
+        return pc.take(self.values, pa.array(where, mask=where < 0))
+
+
+def _timestamps(m: _Fields, reasons: _Reasons) -> tuple[pa.Array, pa.Array]:
+    point = m.get("t")
+    raw = {key: m.get(key) for key in ("t0", "t1")}
+    both = pc.and_(pc.is_valid(point), pc.or_(pc.is_valid(raw["t0"]), pc.is_valid(raw["t1"])))
+    reasons.fail(both, "t", "give either t or t0 and t1, not both")
+    times = {}
+    for key in ("t0", "t1"):
+        text = pc.coalesce(raw[key], point)
+        reasons.fail(pc.is_null(text), key, "missing")
+        good = pc.match_substring_regex(pc.fill_null(text, ""), INTEGER)
+        reasons.fail(
+            pc.invert(good),
+            key,
+            pc.binary_join_element_wise("expected an integer timestamp, got ", _quoted(text), ""),
+        )
+        digits = pc.replace_substring_regex(pc.if_else(good, text, "0"), r"\.0*$", "")
+        times[key] = pc.cast(digits, pa.int64())
+    after = pc.fill_null(pc.greater(times["t0"], times["t1"]), False)
+    reasons.fail(
+        pc.and_(after, reasons.ok),
+        "t0",
+        pc.binary_join_element_wise(
+            "t0 = ",
+            pc.cast(times["t0"], pa.string()),
+            " is after t1 = ",
+            pc.cast(times["t1"], pa.string()),
+            "",
+        ),
+    )
+    return times["t0"], times["t1"]
+
+
+def _attribute(text: pa.Array, typ: AttrType, name: str, reasons: _Reasons) -> pa.Array:
+    """``text`` (one attribute of one stream's rows) typed, with failures in ``reasons``."""
+    reasons.fail(pc.is_null(text), name, "missing")
+    if typ is AttrType.STRING:
+        return text
+    filled = pc.fill_null(text, "")
+    if typ is AttrType.BOOL:
+        good = pc.is_in(filled, pa.array(["true", "false"]))
+    else:
+        good = pc.match_substring_regex(filled, INTEGER if typ is AttrType.INT else NUMBER)
+    expected = {AttrType.BOOL: "a bool", AttrType.INT: "an int", AttrType.FLOAT: "a float"}[typ]
+    reasons.fail(
+        pc.invert(good),
+        name,
+        pc.binary_join_element_wise(f"expected {expected}, got ", _quoted(text), ""),
+    )
+    safe = pc.if_else(good, text, {AttrType.BOOL: "false"}.get(typ, "0"))
+    if typ is AttrType.BOOL:
+        return pc.equal(safe, "true")
+    if typ is AttrType.INT:
+        return pc.cast(pc.replace_substring_regex(safe, r"\.0*$", ""), pa.int64())
+    value = pc.cast(safe, pa.float64())
+    reasons.fail(pc.invert(pc.is_finite(value)), name, "not finite")
+    return value
+
+
+def _extras(m: _Fields, allowed: set[str], reasons: _Reasons) -> None:
+    """Reject rows with a key that is neither reserved nor an attribute of their stream."""
+    if not len(m.keys):
+        return
+    bad = pc.invert(pc.is_in(m.keys, pa.array(sorted(allowed), pa.string())))
+    hits = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+    if not len(hits):
+        return
+    first = np.full(m.rows, -1, np.int64)
+    first[m.parents[hits][::-1]] = hits[::-1]
+    names = pc.take(m.keys, pa.array(first, mask=first < 0))
+    for name in pc.unique(pc.drop_null(names)).to_pylist():
+        reasons.fail(pc.equal(names, name), name, "not an attribute of the stream")
+
+
+def validate(batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.Table:
+    """Rows of ``m``/``raw``/``arrival`` as typed events plus ``field``/``reason`` of rejections.
+
+    The output has the columns ``stream``, ``t0``, ``t1``, ``<stream>/<attribute>``,
+    ``arrival``, ``field``, ``reason`` and ``raw``; a rejected row has a reason and
+    null values.
+    """
+    parts = []
+    m = batch.column("m")
+    stream = _Fields(m).get("stream")
+    not_object = pc.is_null(m)
+    if len(schemas) == 1:
+        only = pa.scalar(next(iter(schemas)))
+        stream = pc.if_else(not_object, pa.scalar(None, pa.string()), pc.coalesce(stream, only))
+    known = pc.is_in(stream, pa.array(sorted(schemas), pa.string()))
+    outside = pc.and_(pc.invert(not_object), pc.invert(pc.fill_null(known, False)))
+    for name, schema in schemas.items():
+        mask = pc.fill_null(pc.equal(stream, name), False)
+        rows = batch.filter(mask)
+        if not rows.num_rows:
+            continue
+        reasons = _Reasons(rows.num_rows)
+        sub = _Fields(rows.column("m"))
+        t0, t1 = _timestamps(sub, reasons)
+        columns: dict[str, pa.Array] = {}
+        for attribute, typ in schema.attributes:
+            text = sub.get(attribute)
+            columns[column(name, attribute)] = _attribute(text, typ, attribute, reasons)
+        _extras(sub, set(RESERVED) | set(schema.names), reasons)
+        ok = reasons.ok
+        table = {
+            "stream": pa.repeat(pa.scalar(name), rows.num_rows),
+            "t0": pc.if_else(ok, t0, None),
+            "t1": pc.if_else(ok, t1, None),
+        }
+        table.update({key: pc.if_else(ok, value, None) for key, value in columns.items()})
+        table["arrival"] = rows.column("arrival")
+        table["field"] = reasons.field
+        table["reason"] = reasons.reason
+        table["raw"] = rows.column("raw")
+        parts.append(pa.table(table))
+    bad = batch.filter(pc.or_(not_object, outside))
+    if bad.num_rows:
+        bad_stream = pc.filter(stream, pc.or_(not_object, outside))
+        unknown = pc.binary_join_element_wise(
+            "unknown stream ", _quoted(bad_stream), f" (declared: {', '.join(sorted(schemas))})", ""
+        )
+        missing = "missing (several streams are declared)"
+        reason = pc.if_else(
+            pc.filter(not_object, pc.or_(not_object, outside)),
+            "not a JSON object",
+            pc.if_else(pc.is_null(bad_stream), missing, unknown),
+        )
+        field = pc.if_else(pc.filter(not_object, pc.or_(not_object, outside)), "", "stream")
+        parts.append(
+            pa.table(
+                {
+                    "arrival": bad.column("arrival"),
+                    "field": field,
+                    "reason": reason,
+                    "raw": bad.column("raw"),
+                }
+            )
+        )
+    return pa.concat_tables(parts, promote_options="default") if parts else pa.table({})
+
+
+# --------------------------------------------------------------------- routing
+
+Mask = Callable[[pa.Table], pa.Array]
+
+
+def compile_predicate(pred: pb.Predicate, stream: str, positive: bool = True) -> Mask:
+    """A vectorized filter for a static predicate over ``stream``'s attribute columns.
+
+    Parts Arrow does not evaluate here (functions, ``/ % ^``) are taken as
+    true where the predicate is positive and false under a negation, so the
+    filter admits at least every event the predicate admits: a global shard
+    may receive an event it does not need, never miss one it does.
+    """
+    kind = pred.WhichOneof("kind")
+    if kind == "truth":
+        return _constant(pred.truth)
+    if kind == "negate":
+        inner = compile_predicate(pred.negate, stream, not positive)
+        return lambda table: pc.invert(inner(table))
+    if kind in ("all", "any"):
+        items = [compile_predicate(p, stream, positive) for p in getattr(pred, kind).items]
+        join = pc.and_kleene if kind == "all" else pc.or_kleene
+
+        def combined(table: pa.Table) -> pa.Array:
+            result = items[0](table)
+            for item in items[1:]:
+                result = join(result, item(table))
+            return result
+
+        return combined
+    compare = pred.compare
+    left = _compile_term(compare.left, stream)
+    right = _compile_term(compare.right, stream)
+    if left is None or right is None:
+        return _constant(positive)
+    operator = {
+        "=": pc.equal,
+        "!=": pc.not_equal,
+        "<": pc.less,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        ">=": pc.greater_equal,
+    }[compare.op]
+
+    def compared(table: pa.Table) -> pa.Array:
+        result = pc.fill_null(operator(left(table), right(table)), not positive)
+        if isinstance(result, pa.Scalar):  # constants on both sides
+            return pa.repeat(result, table.num_rows)
+        return result
+
+    return compared
+
+
+def _constant(value: bool) -> Mask:
+    return lambda table: pa.repeat(pa.scalar(value), table.num_rows)
+
+
+Term = Callable[[pa.Table], pa.Array | pa.Scalar]
+
+
+def _compile_term(term: pb.Term, stream: str) -> Term | None:
+    kind = term.WhichOneof("kind")
+    if kind == "constant":
+        value = getattr(term.constant, term.constant.WhichOneof("kind") or "string_value")
+        return lambda table: pa.scalar(value)
+    if kind == "attribute" and term.attribute.scope in (pb.SCOPE_EVENT, pb.SCOPE_RIGHT):
+        name = column(stream, term.attribute.name)
+        return lambda table: table.column(name)
+    if kind == "event_dur":
+        return lambda table: pc.subtract(table.column("t1"), table.column("t0"))
+    if kind == "negate":
+        inner = _compile_term(term.negate, stream)
+        return None if inner is None else lambda table: pc.negate(inner(table))
+    if kind == "arithmetic" and term.arithmetic.op in ("+", "-", "*"):
+        left = _compile_term(term.arithmetic.left, stream)
+        right = _compile_term(term.arithmetic.right, stream)
+        if left is None or right is None:
+            return None
+        function = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}[term.arithmetic.op]
+        return lambda table: function(left(table), right(table))
+    return None
+
+
+def key_shards(values: pa.Array | pa.ChunkedArray, shards: int) -> pa.Array:
+    """``crc32(key_bytes(v)) mod shards`` for each value; Python runs once per distinct value.
+
+    >>> key_shards(pa.array(["IBM", "IBM", "AAPL"]), 2).to_pylist()
+    [1, 1, 0]
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    encoded = pc.dictionary_encode(values)
+    table = [zlib.crc32(key_bytes(v)) % shards for v in encoded.dictionary.to_pylist()]
+    return pc.take(pa.array(table, pa.int32()), encoded.indices)
+
+
+@dataclass
+class Router:
+    """A :class:`Plan` compiled for Arrow: per stream, key attributes and per-shard filters."""
+
+    plan: Plan
+    schemas: dict[str, StreamSchema]
+    keys: dict[str, tuple[str, ...]]
+    interest: dict[str, dict[int, Mask]]
+
+    @staticmethod
+    def of(plan: Plan) -> Router:
+        """Compile every global interest of ``plan``."""
+        interest: dict[str, dict[int, Mask]] = {}
+        for stream, shard, data in plan.interest:
+            message = pb.GlobalInterest.FromString(data)
+            conjuncts = pb.Predicate(any=pb.Predicates(items=message.conjuncts))
+            interest.setdefault(stream, {})[shard] = compile_predicate(conjuncts, stream)
+        return Router(plan, plan.schemas(), dict(plan.keys), interest)
+
+    def destinations(self, table: pa.Table, stream: str) -> list[pa.Array]:
+        """For one stream's valid events: a boolean mask per shard."""
+        masks = [pa.repeat(pa.scalar(False), table.num_rows) for _ in range(self.plan.shards)]
+        for key in self.keys.get(stream, ()):
+            owners = key_shards(table.column(column(stream, key)), self.plan.shards)
+            for shard in range(self.plan.shards):
+                masks[shard] = pc.or_(masks[shard], pc.equal(owners, shard))
+        for shard, mask in self.interest.get(stream, {}).items():
+            masks[shard] = pc.or_(masks[shard], mask(table))
+        return masks
+
+
+def route(valid: pa.Table, router: Router) -> tuple[dict[int, pa.Table], int]:
+    """Valid events by destination shard, and how many events no shard needs.
+
+    An event two shards need is in both tables.
+    """
+    out: dict[int, list[pa.Table]] = {}
+    unrouted = 0
+    for stream in router.schemas:
+        rows = valid.filter(pc.equal(valid.column("stream"), stream))
+        if not rows.num_rows:
+            continue
+        sent = pa.repeat(pa.scalar(False), rows.num_rows)
+        for shard, mask in enumerate(router.destinations(rows, stream)):
+            chosen = rows.filter(mask)
+            if chosen.num_rows:
+                out.setdefault(shard, []).append(chosen)
+            sent = pc.or_(sent, mask)
+        unrouted += rows.num_rows - pc.sum(sent.cast(pa.int64())).as_py()
+    tables = {
+        shard: pa.concat_tables(parts, promote_options="default") for shard, parts in out.items()
+    }
+    return tables, unrouted

@@ -1,0 +1,134 @@
+"""Listen streams: alerts read back from the catalog, resumable by sequence number.
+
+Every alert is committed to the catalog (:mod:`server.front.catalog`) before the
+batch that made it is acknowledged.  A Listen stream reads them on its own
+read-only SQLite connection: first the alerts after each requested resume
+point (from the retention window), then live ones in commit order, woken by
+:meth:`Listeners.notify`.  Publishing never waits for a consumer, and a
+consumer holds at most one page of alerts in memory.
+
+Overflow policy: alerts older than the retention window are pruned.  A resume
+point before the window, or a live consumer that falls behind it, ends the
+stream with OUT_OF_RANGE naming the seq to resume from; the front counts
+these (``listen_out_of_range``, ``listen_overruns``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from cesar.server.front.catalog import connect
+from cesar.server.front.errors import OutOfRange
+from cesar.v1 import cesar_pb2 as pb
+
+PAGE = 1000
+"""Alerts read from the catalog at a time, per stream."""
+
+
+class Listeners:
+    """The wake-up signal for Listen streams and the streams themselves."""
+
+    def __init__(self, path: Path, counters: Counter[str]) -> None:
+        self.path = path
+        self.counters = counters
+        self.condition = threading.Condition()
+        self.last_alert = 0
+        self.closed = False
+
+    def notify(self, last_alert: int) -> None:
+        """Alerts up to id ``last_alert`` are committed: wake every stream."""
+        with self.condition:
+            self.last_alert = last_alert
+            self.condition.notify_all()
+
+    def close(self) -> None:
+        """End every stream (server shutdown)."""
+        with self.condition:
+            self.closed = True
+            self.condition.notify_all()
+
+    def stream(
+        self,
+        owner: str,
+        wanted: set[str],
+        after_seq: Mapping[str, int],
+        active: Callable[[], bool],
+    ) -> Iterator[pb.Alert]:
+        """``owner``'s alerts: those after ``after_seq`` first, then live ones of ``wanted``.
+
+        ``wanted`` empty means every subscription of ``owner``, including later
+        ones.  Runs until ``active()`` is false or the listeners are closed.
+        """
+        db = connect(self.path, readonly=True)
+        try:
+            db.execute("BEGIN")
+            cursor = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
+            last = dict(
+                db.execute("SELECT id, last_seq FROM subscriptions WHERE owner = ?", (owner,))
+            )
+            oldest = {
+                sub: db.execute(
+                    "SELECT MIN(seq) FROM alerts WHERE subscription = ?", (sub,)
+                ).fetchone()[0]
+                for sub in after_seq
+            }
+            db.execute("COMMIT")
+            for sub, after in sorted(after_seq.items()):
+                first = oldest[sub]
+                if after < last.get(sub, 0) and (first is None or after + 1 < first):
+                    self.counters["listen_out_of_range"] += 1
+                    raise OutOfRange(
+                        f"alerts of {sub} after seq {after} are past the retention window; "
+                        f"the oldest kept is seq {first}"
+                    )
+                while after < last.get(sub, 0):
+                    rows = db.execute(
+                        "SELECT seq, payload FROM alerts WHERE subscription = ? AND seq > ? "
+                        "AND id <= ? ORDER BY seq LIMIT ?",
+                        (sub, after, cursor, PAGE),
+                    ).fetchall()
+                    if not rows:
+                        break
+                    for seq, payload in rows:
+                        if seq != after + 1:
+                            self._overrun(sub, after, seq)
+                        yield pb.Alert.FromString(payload)
+                        after = seq
+            while active() and not self.closed:
+                with self.condition:
+                    if self.last_alert <= cursor and not self.closed:
+                        self.condition.wait(0.5)
+                    committed = self.last_alert
+                self.counters["listen_polls"] += 1
+                rows = db.execute(
+                    "SELECT id, subscription, seq, payload FROM alerts WHERE owner = ? AND id > ? "
+                    "ORDER BY id LIMIT ?",
+                    (owner, cursor, PAGE),
+                ).fetchall()
+                for row_id, sub, seq, payload in rows:
+                    cursor = row_id
+                    if wanted and sub not in wanted:
+                        continue
+                    if seq != last.get(sub, 0) + 1:
+                        self._overrun(sub, last.get(sub, 0), seq)
+                    last[sub] = seq
+                    yield pb.Alert.FromString(payload)
+                if len(rows) < PAGE:
+                    # The query saw every alert up to `committed`; those it did not return are
+                    # other owners'. Without this, a stream would spin while the newest alert
+                    # is someone else's.
+                    cursor = max(cursor, committed)
+        finally:
+            db.close()
+
+    def _overrun(self, sub: str, sent: int, available: int) -> None:
+        """End a stream whose consumer fell behind the retention window."""
+        self.counters["listen_overruns"] += 1
+        raise OutOfRange(
+            f"this consumer fell behind the retention window: alerts of {sub} after seq {sent} "
+            f"were pruned before they were sent; resume with after_seq {available - 1} to "
+            f"continue from seq {available}"
+        )

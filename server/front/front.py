@@ -1,0 +1,806 @@
+"""The front: catalog, placement, routing, sequencing and fan-out (ARCHITECTURE.md, "Processes").
+
+:class:`Front` is the server's domain logic without gRPC: the servicers in
+:mod:`server.front.service` translate messages and call it.  It owns
+
+* the catalog (:mod:`server.front.catalog`) and, in memory, the streams, the live
+  subscriptions, the routing table and each subscription's latest seq;
+* each shard's *pending* events: an event the front routes itself waits
+  until an event with a later ``t1`` (or a watermark) closes its epoch; an
+  event of a batch the feed routed to a shard waits, in ``(t1, arrival)``
+  order, until the feed's watermark for that shard passes it.  Shards only
+  ever see whole epochs, in order (Section 3.1: simultaneous events are
+  processed together);
+* the shards, reached through :class:`ShardPool`.
+
+Publishing, subscribing and unsubscribing run one at a time under one lock,
+so the event log, the subscriptions' positions in it and the alerts' seqs
+form one sequential history — the one replayed on start.  Listen streams
+(:mod:`server.front.alerts`) read committed alerts from their own SQLite connections
+and never block that path.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from cesar.automata.ast import Query
+from cesar.automata.automaton import format_dot
+from cesar.automata.compiler import CompiledQuery, compile_parsed, compile_query
+from cesar.automata.errors import CelError
+from cesar.automata.explain import explain
+from cesar.automata.normal import Conjunct
+from cesar.automata.parser import parse_query
+from cesar.automata.partition import partition_keys, static_interest
+from cesar.automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
+from cesar.index.static import ConjunctRegistry
+from cesar.server.front.alerts import Listeners
+from cesar.server.front.auth import Client
+from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
+from cesar.server.front.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    FrontError,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+)
+from cesar.server.host.rss import rss_bytes
+from cesar.server.shard.pool import ShardPool
+from cesar.server.wire.algebra_proto import AlgebraMessageError, compile_algebra, to_predicate
+from cesar.server.wire.arrowevents import decode as decode_arrow
+from cesar.server.wire.convert import from_event, rejection, to_event, trusted_event
+from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
+
+log = logging.getLogger("cesar.front")
+
+MAX_KEY_BYTES = 200
+MAX_SUBSCRIBE_BATCH = 10_000
+
+
+class ReplayError(RuntimeError):
+    """The catalog cannot be replayed with this server's configuration."""
+
+
+@dataclass(frozen=True)
+class Live:
+    """A live subscription: its catalog row and what it reads."""
+
+    row: SubscriptionRow
+    reads: frozenset[str]
+
+    @property
+    def key(self) -> str | None:
+        return self.row.key_attribute or None
+
+    @property
+    def lane(self) -> str:
+        return key_lane(self.row.key_attribute) if self.row.key_attribute else GLOBAL
+
+
+@dataclass(frozen=True)
+class SubscribeItem:
+    """One subscription to register: CEL ``text`` or an ``algebra`` message, and its name."""
+
+    text: str = ""
+    name: str = ""
+    algebra: pb.Algebra | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked item, its syntax tree (CEL) and its compiled form when compiled early."""
+
+    item: SubscribeItem
+    syntax: Query | None
+    query: CompiledQuery | None
+
+    @property
+    def publish(self) -> str | None:
+        """The PUBLISH name of a CEL query, if it has one."""
+        return self.syntax.publish if self.syntax is not None else None
+
+
+def _subscription_number(sub_id: str) -> int:
+    return int(sub_id[1:])
+
+
+class Front:
+    """The server's state and operations; see the module docstring."""
+
+    def __init__(self, catalog: Catalog, shards: ShardPool) -> None:
+        self.catalog = catalog
+        self.shards = shards
+        self.lock = threading.Lock()
+        self.closing = False
+        self.counters: Counter[str] = Counter()
+        self.listeners = Listeners(catalog.path, self.counters)
+        self.streams: dict[str, StreamRow] = {}
+        self.schemas: dict[str, StreamSchema] = {}
+        self.inputs: dict[str, StreamSchema] = {}
+        self.owned: Counter[str] = Counter()
+        self.lanes: Counter[str | None] = Counter()
+        self.global_load: Counter[int] = Counter()
+        self.readers: dict[str, set[str]] = {}
+        self.interest = ConjunctRegistry()
+        self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
+        self.live: dict[str, Live] = {}
+        self.last_seq: dict[str, int] = {}
+        self.routing = RoutingTable(shards.count)
+        self.pending: list[list[tuple[int, int, bool, str, Event]]] = [
+            [] for _ in range(shards.count)
+        ]
+        self.ticks = 0
+        self.applied: list[int | None] = [None] * shards.count
+        self.horizon: list[int | None] = [None] * shards.count
+        self.closed: list[int | None] = [None] * shards.count
+        self.batches = 0
+        self.listens: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        """Load the catalog, install every subscription and replay the event log."""
+        started = time.monotonic()
+        for row in self.catalog.streams():
+            if not row.subscription:
+                self._add_schema(row)
+        pending = self.catalog.subscriptions()
+        log_rows = iter(self.catalog.batches())
+        replayed = 0
+        restored: list[tuple[Live, CompiledQuery]] = []
+        for row in pending:
+            if replayed < row.position:
+                self._install(restored)
+                restored = []
+            while replayed < row.position:
+                number, payload = next(log_rows)
+                self._replay(payload)
+                replayed = number
+            restored.append(self._restore(row))
+        self._install(restored)
+        for _number, payload in log_rows:
+            self._replay(payload)
+        self.batches = self.catalog.batch_count()
+        self.listeners.notify(self.catalog.last_alert_id())
+        log.info(
+            "catalog loaded",
+            extra={
+                "streams": len(self.streams),
+                "subscriptions": len(self.live),
+                "batches_replayed": self.batches,
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+
+    def _add_schema(self, row: StreamRow) -> None:
+        self.streams[row.name] = row
+        self.schemas[row.name] = parse_stream_spec(row.spec)
+        if not row.subscription:
+            self.inputs[row.name] = self.schemas[row.name]
+
+    def _restore(self, row: SubscriptionRow) -> tuple[Live, CompiledQuery]:
+        """Compile and register a stored subscription; the caller installs it on the shards."""
+        query = self._compile_source(row.query, row.algebra, row.name or row.id)
+        live = Live(replace(row, shard=row.shard % self.shards.count), query.reads)
+        self._register(live, query)
+        return live, query
+
+    def _replay(self, payload: bytes) -> None:
+        batch = pb.PublishRequest.FromString(payload)
+        shard = batch.shard if batch.HasField("shard") else None
+        if shard is not None and batch.shards != self.shards.count:
+            raise ReplayError(
+                f"the event log holds batches the feed routed for {batch.shards} shards; "
+                f"start the server with --shards {batch.shards}"
+            )
+        self._advance([trusted_event(e) for e in batch.events], batch.watermark or None, shard)
+
+    # ---------------------------------------------------------------- streams
+
+    def define_stream(self, client: Client, spec: str) -> StreamRow:
+        """Declare an input stream."""
+        try:
+            schema = parse_stream_spec(spec)
+        except SchemaError as exc:
+            raise InvalidArgument(f"stream spec: {exc}") from None
+        with self.lock:
+            self._check_open()
+            taken = self.streams.get(schema.name)
+            if taken is not None:
+                raise AlreadyExists(f"stream {schema.name} exists ({_describe_stream(taken)})")
+            row = StreamRow(schema.name, schema.spec(), client.name, "")
+            self.catalog.add_stream(row)
+            self._add_schema(row)
+        log.info("stream defined", extra={"stream": row.name, "owner": client.name})
+        return row
+
+    def stream_rows(self) -> list[StreamRow]:
+        """Every stream, by name."""
+        with self.lock:
+            return sorted(self.streams.values(), key=lambda r: r.name)
+
+    # ---------------------------------------------------------- subscriptions
+
+    def compile(self, text: str, name: str | None = None) -> CompiledQuery:
+        """Compile CEL against the server's streams; InvalidArgument with line:column."""
+        try:
+            return compile_query(text, self.schemas, name or "query")
+        except CelError as exc:
+            raise InvalidArgument(str(exc)) from None
+
+    def _compile_source(self, text: str, algebra: bytes, name: str) -> CompiledQuery:
+        """Compile CEL text, or a serialized Algebra message when ``algebra`` is not empty."""
+        if not algebra:
+            return self.compile(text, name)
+        try:
+            return compile_algebra(pb.Algebra.FromString(algebra), self.schemas, name)
+        except AlgebraMessageError as exc:
+            raise InvalidArgument(str(exc)) from None
+
+    def explain(self, text: str, dot: bool) -> tuple[str, str, str | None]:
+        """(explain text, DOT or "", key attribute or None) for a query."""
+        query = self.compile(text)
+        keys = partition_keys(query.automata, self.schemas)
+        return (
+            explain(query, self.schemas),
+            format_dot(query.automata) if dot else "",
+            min(keys) if keys else None,
+        )
+
+    def subscribe(
+        self, client: Client, text: str, name: str = "", algebra: pb.Algebra | None = None
+    ) -> SubscriptionRow:
+        """Compile, place, store and install a subscription (CEL ``text`` or ``algebra``)."""
+        (result,) = self.subscribe_many(client, [SubscribeItem(text, name, algebra)])
+        if isinstance(result, FrontError):
+            raise result
+        return result
+
+    def subscribe_many(
+        self, client: Client, items: Sequence[SubscribeItem]
+    ) -> list[SubscriptionRow | FrontError]:
+        """Register ``items`` in order; each succeeds or fails on its own (its error returned).
+
+        Queries are parsed and compiled before the lock is taken, against the
+        streams defined then (a query is compiled again under the lock only if
+        a stream it reads changed meanwhile, or if its default name is the
+        subscription id); the admitted ones are stored in one transaction and
+        installed with one call per shard.  Cost: one SQLite commit and one
+        round trip per shard for the whole batch.
+        """
+        if not 1 <= len(items) <= MAX_SUBSCRIBE_BATCH:
+            raise InvalidArgument(
+                f"a batch holds 1 to {MAX_SUBSCRIBE_BATCH} subscriptions, not {len(items)}"
+            )
+        with self.lock:
+            schemas = dict(self.schemas)
+        prepared = [self._prepare(client, item, schemas) for item in items]
+        results: list[SubscriptionRow | FrontError] = []
+        admitted: list[tuple[Live, CompiledQuery]] = []
+        with self.lock:
+            self._check_open()
+            number = self.catalog.next_subscription_number()
+            for item in prepared:
+                if isinstance(item, FrontError):
+                    results.append(item)
+                    continue
+                try:
+                    live, query = self._admit(client, item, f"s{number}", schemas)
+                except FrontError as exc:
+                    results.append(exc)
+                    continue
+                number += 1
+                admitted.append((live, query))
+                results.append(live.row)
+            if admitted:
+                try:
+                    self.catalog.add_subscriptions(
+                        [(live.row, self.streams[live.row.stream]) for live, _ in admitted]
+                    )
+                except BaseException:
+                    for live, _ in reversed(admitted):
+                        self._unregister(live)
+                    raise
+                self._install(admitted)
+                self.counters["subscribes"] += len(admitted)
+        for live, _ in admitted:
+            log.info(
+                "subscribed",
+                extra={
+                    "subscription": live.row.id,
+                    "owner": client.name,
+                    "key": live.key,
+                    "shard": live.row.shard,
+                },
+            )
+        return results
+
+    def _prepare(
+        self, client: Client, item: SubscribeItem, schemas: Mapping[str, StreamSchema]
+    ) -> Prepared | FrontError:
+        """Check, parse and (when its name is known) compile one item, without the lock."""
+        if bool(item.text) == (item.algebra is not None):
+            return InvalidArgument("give exactly one of query (CEL text) and algebra")
+        size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
+        if size > client.limits.max_query_bytes:
+            return ResourceExhausted(
+                f"query is {size} bytes; the limit for {client.name} is "
+                f"{client.limits.max_query_bytes}"
+            )
+        if item.algebra is not None:
+            prepared = Prepared(item, None, None)
+        else:
+            try:
+                prepared = Prepared(item, parse_query(item.text), None)
+            except CelError as exc:
+                return InvalidArgument(str(exc))
+        if prepared.publish or item.name:
+            try:
+                return replace(prepared, query=self._compile_prepared(prepared, item.name, schemas))
+            except FrontError:
+                pass  # it may read a stream defined meanwhile: compiled again under the lock
+        return prepared
+
+    def _compile_prepared(
+        self, prepared: Prepared, name: str, schemas: Mapping[str, StreamSchema]
+    ) -> CompiledQuery:
+        item = prepared.item
+        try:
+            if prepared.syntax is not None:
+                return compile_parsed(prepared.syntax, item.text, schemas, name)
+            assert item.algebra is not None
+            return compile_algebra(item.algebra, schemas, name)
+        except (CelError, AlgebraMessageError) as exc:
+            raise InvalidArgument(str(exc)) from None
+
+    def _admit(
+        self,
+        client: Client,
+        prepared: Prepared,
+        sub_id: str,
+        schemas: Mapping[str, StreamSchema],
+    ) -> tuple[Live, CompiledQuery]:
+        """Check limits and names, place and register one subscription (under the lock)."""
+        owned = self.owned[client.name]
+        if owned >= client.limits.max_subscriptions:
+            raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
+        item = prepared.item
+        stream = prepared.publish or item.name or sub_id
+        taken = self.streams.get(stream)
+        if taken is not None:
+            raise AlreadyExists(f"stream {stream} exists ({_describe_stream(taken)})")
+        query = prepared.query
+        if query is None or any(self.schemas.get(s) is not schemas[s] for s in query.reads):
+            query = self._compile_prepared(prepared, item.name or sub_id, self.schemas)
+        key, shard = self._place(query)
+        row = SubscriptionRow(
+            id=sub_id,
+            owner=client.name,
+            query=item.text,
+            name=item.name or sub_id,
+            stream=query.name,
+            output_spec=query.output.spec(),
+            key_attribute=key or "",
+            shard=shard,
+            created_ms=int(time.time() * 1000),
+            position=self.batches,
+            last_seq=0,
+            algebra=b"" if item.algebra is None else item.algebra.SerializeToString(),
+        )
+        live = Live(row, query.reads)
+        self._register(live, query)
+        return live, query
+
+    def _place(self, query: CompiledQuery) -> tuple[str | None, int]:
+        """(key attribute, shard) for a new subscription; see ARCHITECTURE.md."""
+        keys = partition_keys(query.automata, self.schemas)
+        producers = [
+            self.live[self.streams[s].subscription]
+            for s in sorted(query.reads)
+            if self.streams[s].subscription
+        ]
+        if producers:
+            lanes = {(p.key, p.row.shard if p.key is None else 0) for p in producers}
+            (key, shard), *others = sorted(lanes, key=str)
+            if not others and (key is None or key in keys):
+                return key, shard
+            where = ", ".join(
+                f"{p.row.stream} (subscription {p.row.id}: "
+                + (f"key-partitioned on {p.key}" if p.key else f"global on shard {p.row.shard}")
+                + ")"
+                for p in producers
+            )
+            raise FailedPrecondition(
+                f"this query must run where the streams it reads are produced: {where}; "
+                "a query reading a key-partitioned stream must join every step on that key"
+            )
+        if keys:
+            return max(sorted(keys), key=lambda k: self.lanes[k]), 0
+        load = self.global_load
+        return None, min(range(self.shards.count), key=lambda s: (load[s], s))
+
+    def _register(self, live: Live, query: CompiledQuery) -> None:
+        """Enter a subscription in the in-memory state: routes, interest, tallies, streams."""
+        self.routing.add(live.reads, live.key, live.row.shard)
+        if live.key is None:
+            statics = static_interest(query.automata)
+            self.statics[live.row.id] = statics
+            for stream, conjuncts in statics.items():
+                self.interest.add((live.row.id, stream), stream, conjuncts)
+        self._count(live, 1)
+        self.live[live.row.id] = live
+        self.last_seq[live.row.id] = live.row.last_seq
+        self._add_schema(
+            StreamRow(live.row.stream, live.row.output_spec, live.row.owner, live.row.id)
+        )
+
+    def _unregister(self, live: Live) -> None:
+        """Undo :meth:`_register`."""
+        sub_id = live.row.id
+        self.routing.remove(live.reads, live.key, live.row.shard)
+        for stream in self.statics.pop(sub_id, {}):
+            self.interest.remove((sub_id, stream))
+        self._count(live, -1)
+        del self.live[sub_id]
+        del self.last_seq[sub_id]
+        del self.streams[live.row.stream]
+        del self.schemas[live.row.stream]
+
+    def _install(self, admitted: Sequence[tuple[Live, CompiledQuery]]) -> None:
+        """Install registered subscriptions on their shards: one call per shard, in order."""
+        batches = [shard_pb2.InstallBatch() for _ in range(self.shards.count)]
+        for live, query in admitted:
+            request = shard_pb2.InstallRequest(
+                lane=live.lane,
+                subscription=live.row.id,
+                query=live.row.query,
+                name=live.row.name,
+                stream_specs=[self.schemas[s].spec() for s in sorted(query.reads)],
+            )
+            if live.row.algebra:
+                request.algebra.ParseFromString(live.row.algebra)
+            for target in range(self.shards.count) if live.key else [live.row.shard]:
+                batches[target].subscriptions.append(request)
+        self.shards.install(batches)
+
+    def _count(self, live: Live, delta: int) -> None:
+        """Keep the per-client, per-lane and per-shard tallies placement and limits read."""
+        self.owned[live.row.owner] += delta
+        for stream in live.reads:
+            readers = self.readers.setdefault(stream, set())
+            if delta > 0:
+                readers.add(live.row.id)
+            else:
+                readers.discard(live.row.id)
+        self.lanes[live.key] += delta
+        if live.key is None:
+            self.global_load[live.row.shard] += delta
+
+    def unsubscribe(self, client: Client, sub_id: str) -> None:
+        """Remove one of ``client``'s subscriptions."""
+        with self.lock:
+            self._check_open()
+            live = self._owned(client, sub_id, remove=True)
+            readers = sorted(self.readers.get(live.row.stream, ()), key=_subscription_number)
+            if readers:
+                names = ", ".join(f"{r} (client {self.live[r].row.owner})" for r in readers)
+                raise FailedPrecondition(
+                    f"subscription {sub_id} publishes {live.row.stream}, which {names} "
+                    "read; they must be removed first"
+                )
+            targets = range(self.shards.count) if live.key else [live.row.shard]
+            self.shards.remove(
+                targets, shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id)
+            )
+            self._unregister(live)
+            self.catalog.remove_subscription(sub_id)
+            self.counters["unsubscribes"] += 1
+        log.info("unsubscribed", extra={"subscription": sub_id, "owner": client.name})
+
+    def _owned(self, client: Client, sub_id: str, remove: bool = False) -> Live:
+        live = self.live.get(sub_id)
+        if live is None:
+            raise NotFound(f"no subscription {sub_id}")
+        if live.row.owner != client.name:
+            if remove:
+                raise PermissionDenied(f"subscription {sub_id} belongs to another client")
+            raise NotFound(f"no subscription {sub_id}")
+        return live
+
+    def subscriptions(self, client: Client) -> list[SubscriptionRow]:
+        """``client``'s subscriptions, oldest first, with their latest seq."""
+        with self.lock:
+            return [
+                replace(live.row, last_seq=self.last_seq[live.row.id])
+                for live in self.live.values()
+                if live.row.owner == client.name
+            ]
+
+    # ----------------------------------------------------------------- publish
+
+    def publish(self, request: pb.PublishRequest) -> pb.PublishResponse:
+        """Validate, log, apply and sequence one batch; the acknowledgement.
+
+        Without ``request.shard`` the front routes each event; with it (the
+        feed's batches) every event is for that shard and only its epochs count.
+        """
+        key = request.idempotency_key
+        if len(key.encode()) > MAX_KEY_BYTES:
+            raise InvalidArgument(f"idempotency_key is longer than {MAX_KEY_BYTES} bytes")
+        shard = request.shard if request.HasField("shard") else None
+        if shard is not None and (request.shards != self.shards.count or shard >= request.shards):
+            raise FailedPrecondition(
+                f"the batch was routed for shard {shard} of {request.shards}; this server has "
+                f"{self.shards.count} shards: fetch the routing table again (GetRouting)"
+            )
+        with self.lock:
+            self._check_open()
+            if key:
+                found = self.catalog.find_batch(key)
+                if found is not None:
+                    self.counters["duplicate_batches"] += 1
+                    return pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
+            response = pb.PublishResponse()
+            valid: list[tuple[int, int, int, Event]] = []
+            for index, (item, arrival) in enumerate(self._incoming(request)):
+                if isinstance(item, EventError):
+                    response.rejected.append(rejection(index, item))
+                else:
+                    valid.append((item.t1, index if arrival is None else arrival, index, item))
+            valid.sort(key=lambda item: (item[0], item[1]))
+            accepted: list[Event] = []
+            for t1, _order, index, event in valid:
+                settled = self._settled(t1, shard)
+                if settled is not None:
+                    response.rejected.append(
+                        pb.Rejection(
+                            index=index,
+                            field="t1",
+                            reason=f"late: t1 = {t1}, but events up to t1 = {settled} "
+                            "are already being processed"
+                            + ("" if shard is None else f" on shard {shard}"),
+                        )
+                    )
+                    continue
+                accepted.append(event)
+            response.rejected.sort(key=lambda r: r.index)
+            logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
+            logged.watermark = request.watermark
+            if shard is not None:
+                logged.shard, logged.shards = shard, request.shards
+            alerts = self._advance(accepted, request.watermark or None, shard)
+            rows, touched = self._sequence(alerts)
+            self.batches += 1
+            self.catalog.commit_batch(
+                self.batches, key, len(accepted), logged.SerializeToString(), rows, touched
+            )
+            response.accepted = len(accepted)
+            response.batch = self.batches
+            self.counters["events_accepted"] += len(accepted)
+            self.counters["events_rejected"] += len(response.rejected)
+            self.counters["alerts"] += len(rows)
+            self.counters["batches"] += 1
+            if shard is not None:
+                self.counters["routed_batches"] += 1
+        if rows:
+            self.listeners.notify(self.catalog.last_alert_id())
+        return response
+
+    def _incoming(
+        self, request: pb.PublishRequest
+    ) -> Iterator[tuple[Event | EventError, int | None]]:
+        """The request's events (then its Arrow rows), each validated or its error, with arrival."""
+        for message in request.events:
+            producer = self.streams.get(message.stream)
+            if producer is not None and producer.subscription:
+                error = EventError(
+                    None,
+                    "stream",
+                    f"{message.stream} is published by subscription "
+                    f"{producer.subscription}; only it writes there",
+                )
+                yield error, None
+                continue
+            try:
+                yield from_event(message, self.inputs), None
+            except EventError as exc:
+                yield exc, None
+        if request.arrow_events:
+            try:
+                yield from decode_arrow(request.arrow_events, self.inputs)
+            except EventError as exc:
+                raise InvalidArgument(f"arrow_events: {exc.reason}") from None
+
+    def _settled(self, t1: int, shard: int | None) -> int | None:
+        """None if an event at ``t1`` may still join its epoch; else how far epochs are settled.
+
+        For the front's own routing (``shard`` None) every shard counts: a later
+        epoch is open (the horizon is past ``t1``) or a watermark closed
+        ``t1``'s.  A routed batch's event is late on its shard only once a
+        watermark closed its epoch or a later epoch was applied there.
+        """
+        if shard is not None:
+            marks = [m for m in (self.closed[shard], self.applied[shard]) if m is not None]
+            return max(marks) if marks and t1 <= max(marks) else None
+        shards = range(self.shards.count)
+        marks = [c for k in shards if (c := self.closed[k]) is not None and t1 <= c]
+        marks += [h for k in shards if (h := self.horizon[k]) is not None and t1 < h]
+        return max(marks, default=None)
+
+    def _advance(
+        self, accepted: list[Event], watermark: int | None, shard: int | None
+    ) -> list[shard_pb2.ShardAlert]:
+        """Add ``accepted`` (in (t1, arrival) order) to the shards' pending events; apply the ready.
+
+        Each shard keeps its pending events sorted by (t1, arrival).  An event
+        the front routed itself is ready once a later event arrived (the
+        horizon, shared by all shards: they are one ordered stream) or a
+        watermark passed it; an event of a routed batch (the feed's) only once
+        its shard's watermark passed it, so the feed's pieces of a micro-batch
+        may arrive in any order.  Ready events leave in order, whole epochs only.
+        """
+        routed = shard is not None
+        shards = range(self.shards.count) if shard is None else [shard]
+        for event in accepted:
+            self.ticks += 1
+            for k, lane in self._destinations(event, shard):
+                bisect.insort(self.pending[k], (event.t1, self.ticks, routed, lane, event))
+        if accepted and not routed:
+            for k in shards:
+                self.horizon[k] = max(self.horizon[k] or accepted[-1].t1, accepted[-1].t1)
+        if watermark:
+            for k in shards:
+                self.closed[k] = max(self.closed[k] or watermark, watermark)
+        requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
+        released = False
+        for k in shards:
+            horizon, closed = self.horizon[k], self.closed[k]
+            split = 0
+            for t1, _tick, by_feed, _lane, _event in self.pending[k]:
+                if (closed is not None and t1 <= closed) or (
+                    not by_feed and horizon is not None and t1 < horizon
+                ):
+                    split += 1
+                else:
+                    break
+            if not split:
+                continue
+            released = True
+            lanes: dict[str, shard_pb2.LaneEvents] = {}
+            for t1, _tick, _by_feed, lane, event in self.pending[k][:split]:
+                group = lanes.get(lane)
+                if group is None:
+                    group = lanes[lane] = requests[k].lanes.add(lane=lane)
+                group.events.append(to_event(event))
+                self.applied[k] = t1
+            del self.pending[k][:split]
+        return self.shards.apply(requests) if released else []
+
+    def _destinations(self, event: Event, shard: int | None) -> list[tuple[int, str]]:
+        """The (shard, lane) pairs ``event`` goes to (only ``shard``'s when given)."""
+        values = dict(event.values)
+        destinations = self.routing.key_destinations(event.stream, values)
+        interested = self.interest.probe(event.stream, values)
+        destinations.extend(
+            (k, GLOBAL) for k in sorted({self.live[s].row.shard for s, _ in interested})
+        )
+        if shard is None:
+            return destinations
+        return [(k, lane) for k, lane in destinations if k == shard]
+
+    def _sequence(
+        self, alerts: list[shard_pb2.ShardAlert]
+    ) -> tuple[list[tuple[str, int, str, bytes]], dict[str, int]]:
+        rows = []
+        touched: dict[str, int] = {}
+        for alert in alerts:
+            sub = alert.subscription
+            seq = self.last_seq[sub] + 1
+            self.last_seq[sub] = touched[sub] = seq
+            message = pb.Alert(subscription=sub, seq=seq, notice=alert.notice)
+            if alert.HasField("event"):
+                message.event.CopyFrom(alert.event)
+            rows.append((sub, seq, self.live[sub].row.owner, message.SerializeToString()))
+        return rows, touched
+
+    # ------------------------------------------------------------------ listen
+
+    def listen(
+        self,
+        client: Client,
+        subscriptions: Sequence[str],
+        after_seq: Mapping[str, int],
+        active: Callable[[], bool],
+    ) -> Iterator[pb.Alert]:
+        """Alerts of ``client``'s subscriptions: resumed ones first, then live ones."""
+        with self.lock:
+            wanted = set(subscriptions)
+            for sub in wanted | set(after_seq):
+                self._owned(client, sub)
+            if self.listens[client.name] >= client.limits.max_listens:
+                raise ResourceExhausted(
+                    f"{client.name} has {self.listens[client.name]} Listen streams open, the limit"
+                )
+            self.listens[client.name] += 1
+            self.counters["listens_opened"] += 1
+        try:
+            yield from self.listeners.stream(client.name, wanted, after_seq, active)
+        finally:
+            with self.lock:
+                self.listens[client.name] -= 1
+
+    # ----------------------------------------------------------- routing, stats
+
+    def routing_table(self) -> pb.RoutingTable:
+        """The routing table for the feed."""
+        with self.lock:
+            table = pb.RoutingTable(shards=self.routing.shards, version=self.routing.version)
+            for stream in sorted(self.routing.streams):
+                route = self.routing.streams[stream]
+                table.streams.add(
+                    stream=stream,
+                    key_attributes=sorted(route.keys),
+                    global_shards=sorted(route.global_shards),
+                    global_interest=self._interest(stream),
+                )
+            return table
+
+    def _interest(self, stream: str) -> list[pb.GlobalInterest]:
+        """Per global shard, the distinct static conjuncts its subscriptions need of ``stream``."""
+        shards: dict[int, dict[Conjunct, None]] = {}
+        for sub, statics in self.statics.items():
+            for conjunct in statics.get(stream, ()):
+                shards.setdefault(self.live[sub].row.shard, {})[conjunct] = None
+        return [
+            pb.GlobalInterest(shard=shard, conjuncts=[to_predicate(c.pred()) for c in conjuncts])
+            for shard, conjuncts in sorted(shards.items())
+        ]
+
+    def stats(self) -> pb.StatsResponse:
+        """Front counters and every shard's counters."""
+        with self.lock:
+            front = dict(self.counters)
+            front.update(
+                subscriptions=len(self.live),
+                streams=len(self.streams),
+                batches_logged=self.batches,
+                open_epoch_events=sum(len(p) for p in self.pending),
+                listens=sum(self.listens.values()),
+                rss_bytes=rss_bytes(),
+            )
+            shards = self.shards.stats()
+        return pb.StatsResponse(front=front, shards=shards)
+
+    # --------------------------------------------------------------- shutdown
+
+    def _check_open(self) -> None:
+        if self.closing:
+            raise Unavailable("the server is shutting down")
+
+    def stop_intake(self) -> None:
+        """Later calls get UNAVAILABLE and Listen streams end."""
+        self.closing = True
+        self.listeners.close()
+
+    def close(self) -> None:
+        """Stop intake, then checkpoint and close the catalog."""
+        self.stop_intake()
+        with self.lock:
+            self.catalog.close()
+
+
+def _describe_stream(row: StreamRow) -> str:
+    if row.subscription:
+        return f"published by subscription {row.subscription} of client {row.owner}"
+    return f"an input stream defined by client {row.owner}"

@@ -1,0 +1,137 @@
+"""``cesar serve``: the front process, its shard processes and the gRPC server.
+
+Start-up: open the catalog under ``--data-dir``, start the shards, replay the
+catalog into them, then serve the public API with the standard health and
+reflection services.  SIGTERM or SIGINT shut down gracefully: health turns
+NOT_SERVING, intake stops (new calls get UNAVAILABLE), Listen streams end,
+in-flight calls finish (up to ``--grace`` seconds), the catalog is
+checkpointed, and the shards exit.  If a shard process dies the front stops
+too, with exit status 1: it cannot go on consistently, and a restart rebuilds
+every shard from the catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
+from cesar.server.front.catalog import Catalog
+from cesar.server.front.errors import AlreadyExists
+from cesar.server.front.front import Front
+from cesar.server.front.service import CesarServicer
+from cesar.server.host.logs import configure_logging
+from cesar.server.shard.pool import ShardFailure, ShardPool
+from cesar.server.shard.process import GRPC_OPTIONS
+from cesar.v1 import cesar_pb2, cesar_pb2_grpc
+
+log = logging.getLogger("cesar.front")
+
+SERVICE = cesar_pb2.DESCRIPTOR.services_by_name["Cesar"].full_name
+
+
+def _credentials(args: argparse.Namespace) -> grpc.ServerCredentials | None:
+    if args.tls_cert is None and args.tls_key is None:
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        raise SystemExit("cesar: --tls-cert and --tls-key go together")
+    return grpc.ssl_server_credentials([(args.tls_key.read_bytes(), args.tls_cert.read_bytes())])
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the server until SIGTERM/SIGINT (0) or a shard failure (1)."""
+    configure_logging(args.log_level, "front")
+    limits = Limits(args.max_subscriptions, args.max_query_bytes, args.max_listens)
+    try:
+        clients = parse_tokens(args.tokens.read_text(), limits) if args.tokens else Clients(limits)
+    except (OSError, TokensError) as exc:
+        print(f"cesar: --tokens {args.tokens}: {exc}", file=sys.stderr)
+        return 2
+    credentials = _credentials(args)
+    if args.shards < 1:
+        print("cesar: --shards must be at least 1", file=sys.stderr)
+        return 2
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    status = {"code": 0}
+
+    def fail() -> None:
+        status["code"] = 1
+        stop.set()
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    shard_args = []
+    if args.max_instances_per_node:
+        shard_args += ["--max-instances-per-node", str(args.max_instances_per_node)]
+    if args.max_instances:
+        shard_args += ["--max-instances", str(args.max_instances)]
+    shards = ShardPool(args.shards, shard_args, args.log_level)
+    try:
+        catalog = Catalog(args.data_dir / "catalog.sqlite", args.retention)
+        front = Front(catalog, shards)
+        front.start()
+        for spec in args.stream:
+            with contextlib.suppress(AlreadyExists):
+                front.define_stream(clients.anonymous, spec)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="rpc"),
+            options=GRPC_OPTIONS,
+        )
+        cesar_pb2_grpc.add_CesarServicer_to_server(CesarServicer(front, clients, fail), server)
+        health_servicer = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        address = f"{args.host}:{args.port}"
+        port = (
+            server.add_secure_port(address, credentials)
+            if credentials
+            else server.add_insecure_port(address)
+        )
+        server.start()
+        for name in ("", SERVICE):
+            health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        print(f"serving {args.host}:{port}", flush=True)
+        log.info(
+            "serving",
+            extra={
+                "address": f"{args.host}:{port}",
+                "shards": args.shards,
+                "tls": bool(credentials),
+            },
+        )
+        watch = threading.Thread(target=_watch_shards, args=(shards, stop, fail), daemon=True)
+        watch.start()
+        stop.wait()
+        log.info("shutting down", extra={"grace_seconds": args.grace})
+        health_servicer.enter_graceful_shutdown()
+        front.stop_intake()
+        server.stop(args.grace).wait()
+        front.close()
+    except ShardFailure as exc:
+        log.error("shard failure at start", extra={"error": str(exc)})
+        status["code"] = 1
+    finally:
+        shards.stop()
+    log.info("stopped", extra={"status": status["code"]})
+    return status["code"]
+
+
+def _watch_shards(shards: ShardPool, stop: threading.Event, fail: object) -> None:
+    while not stop.wait(0.5):
+        dead = shards.dead()
+        if dead:
+            log.error("shard process exited", extra={"shards": dead})
+            fail()  # type: ignore[operator]
+            return

@@ -1,0 +1,179 @@
+"""The public gRPC servicer: proto ↔ domain translation around :class:`~server.front.front.Front`.
+
+As in grpc's route_guide, each method only authenticates the caller, converts
+the request, calls the front and converts the answer; errors of the front
+become status codes with its message (:class:`~server.front.front.FrontError`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import grpc
+
+from cesar.server.front.auth import Client, Clients
+from cesar.server.front.catalog import StreamRow, SubscriptionRow
+from cesar.server.front.errors import FrontError
+from cesar.server.front.front import Front, SubscribeItem
+from cesar.server.shard.pool import ShardFailure
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import cesar_pb2_grpc
+
+log = logging.getLogger("cesar.front")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stream_info(row: StreamRow) -> pb.StreamInfo:
+    return pb.StreamInfo(
+        name=row.name, spec=row.spec, owner=row.owner, subscription=row.subscription
+    )
+
+
+def _subscription(row: SubscriptionRow) -> pb.Subscription:
+    return pb.Subscription(
+        id=row.id,
+        owner=row.owner,
+        query=row.query,
+        stream=row.stream,
+        output_spec=row.output_spec,
+        placement=pb.Placement(key_attribute=row.key_attribute, shard=row.shard),
+        created_unix_ms=row.created_ms,
+        last_seq=row.last_seq,
+        algebra=pb.Algebra.FromString(row.algebra) if row.algebra else None,
+    )
+
+
+class CesarServicer(cesar_pb2_grpc.CesarServicer):
+    """The ``cesar.v1.Cesar`` service; ``on_shard_failure`` is called when a shard is lost."""
+
+    def __init__(self, front: Front, clients: Clients, on_shard_failure: Callable[[], None]):
+        self.front = front
+        self.clients = clients
+        self.on_shard_failure = on_shard_failure
+
+    def _caller(self, context: grpc.ServicerContext) -> Client:
+        token = None
+        for key, value in context.invocation_metadata():
+            if key == "authorization" and isinstance(value, str):
+                scheme, _, token = value.partition(" ")
+                if scheme.lower() != "bearer":
+                    token = None
+        client = self.clients.authenticate(token)
+        if client is None:
+            context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "missing or unknown bearer token (metadata 'authorization: Bearer <token>')",
+            )
+        return client  # type: ignore[return-value]
+
+    def _abort(self, exc: Exception, context: grpc.ServicerContext) -> None:
+        """Turn a front error into its status; a shard failure also stops the server."""
+        if isinstance(exc, ShardFailure):
+            log.error("shard failure", extra={"error": str(exc)})
+            self.on_shard_failure()
+            context.abort(grpc.StatusCode.INTERNAL, f"a shard failed: {exc}")
+        context.abort(getattr(grpc.StatusCode, exc.code), str(exc))  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _errors(method: F) -> F:
+        @functools.wraps(method)
+        def wrapper(self: CesarServicer, request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                return method(self, request, context)
+            except (FrontError, ShardFailure) as exc:
+                self._abort(exc, context)
+
+        return wrapper  # type: ignore[return-value]
+
+    @staticmethod
+    def _stream_errors(method: F) -> F:
+        @functools.wraps(method)
+        def wrapper(self: CesarServicer, request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                yield from method(self, request, context)
+            except (FrontError, ShardFailure) as exc:
+                self._abort(exc, context)
+
+        return wrapper  # type: ignore[return-value]
+
+    @_errors
+    def DefineStream(self, request, context):
+        return _stream_info(self.front.define_stream(self._caller(context), request.spec))
+
+    @_errors
+    def ListStreams(self, request, context):
+        self._caller(context)
+        return pb.ListStreamsResponse(streams=[_stream_info(r) for r in self.front.stream_rows()])
+
+    @_errors
+    def Subscribe(self, request, context):
+        algebra = request.algebra if request.HasField("algebra") else None
+        row = self.front.subscribe(self._caller(context), request.query, request.name, algebra)
+        return _subscription(row)
+
+    @_errors
+    def SubscribeBatch(self, request, context):
+        items = [
+            SubscribeItem(r.query, r.name, r.algebra if r.HasField("algebra") else None)
+            for r in request.subscriptions
+        ]
+        response = pb.SubscribeBatchResponse()
+        for result in self.front.subscribe_many(self._caller(context), items):
+            if isinstance(result, FrontError):
+                response.results.add(failure=pb.Failure(code=result.code, message=str(result)))
+            else:
+                response.results.add(subscription=_subscription(result))
+        return response
+
+    @_errors
+    def Unsubscribe(self, request, context):
+        self.front.unsubscribe(self._caller(context), request.id)
+        return pb.UnsubscribeResponse()
+
+    @_errors
+    def ListSubscriptions(self, request, context):
+        rows = self.front.subscriptions(self._caller(context))
+        return pb.ListSubscriptionsResponse(subscriptions=[_subscription(r) for r in rows])
+
+    @_errors
+    def Explain(self, request, context):
+        self._caller(context)
+        text, dot, key = self.front.explain(request.query, request.dot)
+        return pb.ExplainResponse(
+            text=text, dot=dot, placement=pb.Placement(key_attribute=key or "")
+        )
+
+    @_stream_errors
+    def Listen(self, request, context) -> Iterator[pb.Alert]:
+        client = self._caller(context)
+        yield from self.front.listen(
+            client,
+            list(request.subscriptions),
+            dict(request.after_seq),
+            context.is_active,
+        )
+
+    @_stream_errors
+    def Publish(self, request_iterator, context):
+        self._caller(context)
+        for request in request_iterator:
+            yield self.front.publish(request)
+
+    @_errors
+    def PublishBatch(self, request, context):
+        self._caller(context)
+        return self.front.publish(request)
+
+    @_errors
+    def GetRouting(self, request, context):
+        self._caller(context)
+        return self.front.routing_table()
+
+    @_errors
+    def Stats(self, request, context):
+        self._caller(context)
+        return self.front.stats()

@@ -1,0 +1,119 @@
+"""The front's handle on its shard processes: start, call, watch, stop.
+
+Each shard is ``python -m cesar.server.shard.process`` with a pipe on its stdin (it exits
+when the pipe closes, i.e. when the front is gone) and ``ready <port>`` on its
+stdout.  Calls that go to several shards are issued together and awaited in
+shard order, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+
+import grpc
+
+from cesar.server.shard.process import GRPC_OPTIONS
+from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
+
+log = logging.getLogger("cesar.front")
+
+
+class ShardFailure(RuntimeError):
+    """A shard process died or failed a call; the front cannot continue consistently."""
+
+
+class ShardPool:
+    """``count`` shard processes and a stub for each."""
+
+    def __init__(self, count: int, shard_args: Sequence[str] = (), log_level: str = "INFO") -> None:
+        self.count = count
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.channels: list[grpc.Channel] = []
+        self.stubs: list[shard_pb2_grpc.ShardStub] = []
+        try:
+            for index in range(count):
+                self._spawn(index, shard_args, log_level)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _spawn(self, index: int, shard_args: Sequence[str], log_level: str) -> None:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "server.shard.process",
+                "--index",
+                str(index),
+                "--log-level",
+                log_level,
+                *shard_args,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        self.processes.append(process)
+        assert process.stdout is not None
+        line = process.stdout.readline().decode().split()
+        if len(line) != 2 or line[0] != "ready":
+            raise ShardFailure(f"shard {index} did not start (exit status {process.wait()})")
+        channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}", options=GRPC_OPTIONS)
+        grpc.channel_ready_future(channel).result(timeout=30)
+        self.channels.append(channel)
+        self.stubs.append(shard_pb2_grpc.ShardStub(channel))
+        log.info("shard started", extra={"shard": index, "pid": process.pid, "port": int(line[1])})
+
+    def dead(self) -> list[int]:
+        """Indices of shard processes that have exited."""
+        return [i for i, p in enumerate(self.processes) if p.poll() is not None]
+
+    def _all(self, calls: Iterable[tuple[int, grpc.Future]]) -> list[object]:
+        results = []
+        for index, future in calls:
+            try:
+                results.append(future.result())
+            except grpc.RpcError as exc:
+                raise ShardFailure(f"shard {index}: {exc.code().name}: {exc.details()}") from exc
+        return results
+
+    def install(self, batches: Sequence[shard_pb2.InstallBatch]) -> None:
+        """Install ``batches[i]`` on shard ``i`` (shards with an empty batch are not called)."""
+        self._all(
+            [(i, self.stubs[i].Install.future(b)) for i, b in enumerate(batches) if b.subscriptions]
+        )
+
+    def remove(self, targets: Iterable[int], request: shard_pb2.RemoveRequest) -> None:
+        """Remove a subscription from ``targets``."""
+        self._all([(i, self.stubs[i].Remove.future(request)) for i in targets])
+
+    def apply(self, requests: Sequence[shard_pb2.ApplyRequest]) -> list[shard_pb2.ShardAlert]:
+        """Send each shard its epochs; every alert, shard by shard."""
+        calls = [(i, self.stubs[i].Apply.future(r)) for i, r in enumerate(requests) if r.lanes]
+        alerts: list[shard_pb2.ShardAlert] = []
+        for response in self._all(calls):
+            alerts.extend(response.alerts)  # type: ignore[attr-defined]
+        return alerts
+
+    def stats(self) -> list[cesar_pb2.ShardStats]:
+        """Every shard's counters."""
+        request = cesar_pb2.StatsRequest()
+        return self._all([(i, s.Stats.future(request)) for i, s in enumerate(self.stubs)])  # type: ignore[return-value]
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Close the pipes (shards exit), wait up to ``grace`` seconds, then kill stragglers."""
+        for channel in self.channels:
+            channel.close()
+        for process in self.processes:
+            if process.stdin is not None:
+                process.stdin.close()
+        deadline = time.monotonic() + grace
+        for process in self.processes:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -1,0 +1,179 @@
+"""A shard process: one engine per lane, applying whole epochs sent by the front.
+
+``python -m cesar.server.shard.process`` serves the internal ``cesar.v1.Shard`` service on
+loopback, prints ``ready <port>`` on stdout once listening, and exits as soon
+as its standard input reaches end of file — the front holds the other end of
+that pipe, so a shard never outlives its front, even one killed with
+``kill -9``.  The engines (:class:`~server.engine.engine.Engine`) are the core; this
+module only translates messages and keeps the lanes apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent import futures
+from dataclasses import dataclass, field, fields
+
+import grpc
+
+from cesar.automata.compiler import compile_query
+from cesar.automata.schema import epochs, parse_stream_spec
+from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.host.logs import configure_logging
+from cesar.server.host.rss import rss_bytes
+from cesar.server.wire.algebra_proto import compile_algebra
+from cesar.server.wire.convert import to_event, trusted_event
+from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
+
+log = logging.getLogger("cesar.shard")
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 << 20),
+    ("grpc.max_send_message_length", 256 << 20),
+]
+
+
+@dataclass
+class Lane:
+    """One engine and the subscriptions it runs; ``streams`` maps output stream → subscription."""
+
+    engine: Engine
+    streams: dict[str, str] = field(default_factory=dict)
+
+
+class ShardState:
+    """The lanes of one shard; install / remove subscriptions and apply epochs."""
+
+    def __init__(self, options: EngineOptions) -> None:
+        self.options = options
+        self.lanes: dict[str, Lane] = {}
+        self.output: dict[str, tuple[str, str]] = {}
+
+    def install(self, request: shard_pb2.InstallRequest) -> None:
+        """Compile and subscribe a query in its lane."""
+        catalog = {s.name: s for s in map(parse_stream_spec, request.stream_specs)}
+        name = request.name or request.subscription
+        query = (
+            compile_algebra(request.algebra, catalog, name)
+            if request.HasField("algebra")
+            else compile_query(request.query, catalog, name)
+        )
+        lane = self.lanes.setdefault(request.lane, Lane(Engine(self.options)))
+        lane.engine.subscribe(request.subscription, query.automata)
+        lane.streams[query.name] = request.subscription
+        self.output[request.subscription] = (request.lane, query.name)
+
+    def remove(self, request: shard_pb2.RemoveRequest) -> None:
+        """Unsubscribe a query from its lane."""
+        lane_name, stream = self.output.pop(request.subscription)
+        lane = self.lanes[lane_name]
+        lane.engine.unsubscribe(request.subscription)
+        del lane.streams[stream]
+
+    def apply(self, request: shard_pb2.ApplyRequest) -> shard_pb2.ApplyResponse:
+        """Process each lane's epochs in order; the alerts made, in order."""
+        response = shard_pb2.ApplyResponse()
+        alerts = response.alerts
+        for lane_events in request.lanes:
+            lane = self.lanes.get(lane_events.lane)
+            if lane is None:
+                continue
+            engine = lane.engine
+            for epoch in epochs(trusted_event(e) for e in lane_events.events):
+                for event in engine.process(epoch):
+                    alerts.add(subscription=lane.streams[event.stream], event=to_event(event))
+                for notice in engine.notices:
+                    alerts.add(subscription=notice.subscription, notice=notice.reason)
+                engine.notices.clear()
+        return response
+
+    def counters(self) -> dict[str, int]:
+        """Engine counters summed over lanes, plus live instances, nodes and lanes."""
+        total: dict[str, int] = {
+            "lanes": len(self.lanes),
+            "instances": 0,
+            "nodes": 0,
+            "rss_bytes": rss_bytes(),
+        }
+        for lane in self.lanes.values():
+            engine = lane.engine
+            for f in fields(engine.counters):
+                total[f.name] = total.get(f.name, 0) + int(getattr(engine.counters, f.name))
+            total["instances"] += len(engine.instances)
+            total["nodes"] += len(engine.dag.nodes)
+            total["arithmetic_faults"] = (
+                total.get("arithmetic_faults", 0) + engine.faults.arithmetic
+            )
+        return total
+
+
+class ShardServicer(shard_pb2_grpc.ShardServicer):
+    """The internal service; one call at a time (the front serializes), so no locking."""
+
+    def __init__(self, index: int, state: ShardState) -> None:
+        self.index = index
+        self.state = state
+        self.lock = threading.Lock()
+
+    def Install(self, request, context):
+        with self.lock:
+            for install in request.subscriptions:
+                self.state.install(install)
+        return shard_pb2.InstallResponse()
+
+    def Remove(self, request, context):
+        with self.lock:
+            self.state.remove(request)
+        return shard_pb2.RemoveResponse()
+
+    def Apply(self, request, context):
+        with self.lock:
+            return self.state.apply(request)
+
+    def Stats(self, request, context):
+        with self.lock:
+            return cesar_pb2.ShardStats(shard=self.index, counters=self.state.counters())
+
+
+def _exit_with_parent() -> None:
+    """Block until the front closes our stdin (it exited or died), then leave at once."""
+    while sys.stdin.buffer.read(4096):
+        pass
+    os._exit(0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cesar.server.shard.process")
+    parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--max-instances-per-node", type=int)
+    parser.add_argument("--max-instances", type=int)
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level, f"shard-{args.index}")
+    state = ShardState(
+        EngineOptions(
+            max_instances_per_node=args.max_instances_per_node,
+            max_instances=args.max_instances,
+        )
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=GRPC_OPTIONS)
+    shard_pb2_grpc.add_ShardServicer_to_server(ShardServicer(args.index, state), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    threading.Thread(target=_exit_with_parent, daemon=True, name="parent-watch").start()
+    signal.signal(signal.SIGTERM, lambda *_: server.stop(grace=5))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front decides when shards stop
+    print(f"ready {port}", flush=True)
+    log.info("shard listening", extra={"port": port})
+    server.wait_for_termination()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
