@@ -182,6 +182,23 @@ class Conjunct:
         return self.atoms[0] if len(self.atoms) == 1 else And(self.atoms)
 
 
+def static_atoms(conjunct: Conjunct) -> tuple[tuple[str, str, Value], ...]:
+    """A static conjunct as ``(attribute, operator, constant)`` atoms, the indices' form.
+
+    Every atom must be static over the incoming event (:func:`is_static`).
+
+    >>> from cesar.automata.terms import Attr, Scope
+    >>> static_atoms(Conjunct((Cmp(">", Attr(Scope.EVENT, "Price"), Const(10, AttrType.INT)),)))
+    (('Price', '>', 10),)
+    """
+    out = []
+    for atom in conjunct.atoms:
+        assert is_static(atom, Scope.EVENT), f"not a static atom: {atom}"
+        assert isinstance(atom.left, Attr) and isinstance(atom.right, Const)
+        out.append((atom.left.name, atom.op, atom.right.value))
+    return tuple(out)
+
+
 def dnf_size(pred: Pred) -> int:
     """The number of conjuncts the DNF of ``pred`` has before simplification."""
     if isinstance(pred, Or):

@@ -47,7 +47,7 @@ from cesar.automata.evaluate import (
     holds,
     store,
 )
-from cesar.automata.schema import Event, Value, epochs
+from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
 from cesar.automata.terms import Scope
 
 _EMPTY: Mapping[str, Value] = {}
@@ -246,10 +246,7 @@ class Runner:
         """Process one epoch of input events (all with the same, increasing ``t1``)."""
         if not epoch:
             return []
-        t1 = epoch[0].t1
-        if any(e.t1 != t1 for e in epoch) or (self.last_t1 is not None and t1 <= self.last_t1):
-            raise ValueError("an epoch holds events of one t1, later than the previous epoch's")
-        self.last_t1 = t1
+        self.last_t1 = epoch_t1(epoch, self.last_t1)
         self.counters.epochs += 1
         self.counters.events += len(epoch)
         streams: dict[str, list[Event]] = {}
@@ -268,7 +265,4 @@ class Runner:
 
     def run(self, events: Iterable[Event]) -> list[Event]:
         """Process a finite list of events in any order: grouped into epochs by ``t1``."""
-        out: list[Event] = []
-        for epoch in epochs(events):
-            out.extend(self.process(epoch))
-        return out
+        return run_epochs(self.process, events)

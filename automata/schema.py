@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -298,3 +298,28 @@ def epochs(events: Iterable[Event]) -> list[list[Event]]:
     for event in events:
         by_t1.setdefault(event.t1, []).append(event)
     return [by_t1[t1] for t1 in sorted(by_t1)]
+
+
+def epoch_t1(epoch: Sequence[Event], last_t1: float | None) -> int:
+    """The ``t1`` of a non-empty epoch, checked: one ``t1``, later than ``last_t1``.
+
+    Raises ValueError otherwise.  Every evaluator that processes one epoch per
+    call checks its input with this.
+
+    >>> epoch_t1([Event.of("S", 1, 4, {}), Event.of("S", 4, 4, {})], 3)
+    4
+    """
+    t1 = epoch[0].t1
+    if any(e.t1 != t1 for e in epoch) or (last_t1 is not None and t1 <= last_t1):
+        raise ValueError("an epoch holds events of one t1, later than the previous epoch's")
+    return t1
+
+
+def run_epochs(
+    process: Callable[[list[Event]], list[Event]], events: Iterable[Event]
+) -> list[Event]:
+    """Everything ``process`` returns for the epochs of a finite list of events, in order."""
+    out: list[Event] = []
+    for epoch in epochs(events):
+        out.extend(process(epoch))
+    return out

@@ -1,40 +1,34 @@
-"""The Active Instance (AI) index (Section 4.3): one node's instances by its filter's dynamic part.
+"""The Active Instance (AI) index (Section 4.3): one node's instances by their bound values.
 
 While an instance is live its binding is fixed, so a parameterized atom of
 the node's filter such as ``$1.Name = Name`` is, for that instance, a static
-atom ``Name = 'IBM'``.  For each conjunct of the filter's DNF the index picks
-one *access atom* from the dynamic part, comparing an instance attribute with
-an event attribute:
+atom ``Name = 'IBM'``.  For each conjunct of the filter's DNF the engine picks
+one :class:`InstanceAccess` — ``bound op attr``, comparing an instance's bound
+value with an event attribute — and the index clusters the instances by it:
 
 * ``=``: a dict from the bound value to the instances — a probe is one lookup;
-* ``<, <=, >, >=``: the instances sorted by the bound value — one bisect gives
-  exactly those the event satisfies;
-* no such atom: every instance of the node is a candidate.
+* ``<, <=, >, >=``: a :class:`~cesar.index.ranges.RangeList` by the bound value —
+  one bisect gives exactly those the event satisfies;
+* no access (None), or a NaN bound value: every such instance is a candidate.
 
 Candidates are then verified against the whole conjunct by the engine.
 
->>> from cesar.automata.normal import Conjunct
->>> from cesar.automata.terms import Attr, Cmp, Scope
->>> same = Conjunct((Cmp("=", Attr(Scope.LEFT, "k"), Attr(Scope.EVENT, "Name")),))
->>> index = InstanceIndex.for_conjuncts((same,))
+>>> from collections import namedtuple
+>>> Instance = namedtuple("Instance", "id binding")
+>>> index = InstanceIndex((InstanceAccess("=", "k", "Name"),))
 >>> for n, name in enumerate(["IBM", "MSFT", "IBM"]):
-...     index.add(_Demo(n, {"k": name}))
+...     index.add(Instance(n, {"k": name}))
 >>> sorted(i.id for i in index.probe(0, {"Name": "IBM"}))
 [0, 2]
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from sortedcontainers import SortedKeyList
-
-from cesar.automata.normal import Conjunct
-from cesar.automata.schema import Value
-from cesar.automata.terms import FLIPPED, Attr, Scope
+from cesar.index.ranges import RangeList, Value, is_nan
 
 
 class Keyed(Protocol):
@@ -50,56 +44,27 @@ class Keyed(Protocol):
 K = TypeVar("K", bound=Keyed)
 
 
-@dataclass(frozen=True)
-class _Demo:
-    id: int
-    binding: Mapping[str, Value]
-
-
 @dataclass(frozen=True, slots=True)
-class Access:
-    """``instance.bound op event.attr`` for one conjunct (``op`` reads instance-first)."""
+class InstanceAccess:
+    """``instance.binding[bound] op event[attr]``: how one conjunct reaches the instances."""
 
     op: str
     bound: str
     attr: str
 
 
-def access_atom(dynamic: Conjunct) -> Access | None:
-    """The conjunct's best atom comparing an instance attribute with an event attribute.
-
-    An equality if there is one, else an ordering (``!=`` selects too little to help).
-    """
-    found = []
-    for atom in dynamic.atoms:
-        left, right = atom.left, atom.right
-        if not (isinstance(left, Attr) and isinstance(right, Attr)) or atom.op == "!=":
-            continue
-        if left.scope is Scope.LEFT and right.scope is Scope.EVENT:
-            found.append(Access(atom.op, left.name, right.name))
-        elif left.scope is Scope.EVENT and right.scope is Scope.LEFT:
-            found.append(Access(FLIPPED[atom.op], right.name, left.name))
-    equal = [a for a in found if a.op == "="]
-    best = equal or found
-    return best[0] if best else None
-
-
-def _nan(value: Value) -> bool:
-    return isinstance(value, float) and math.isnan(value)
-
-
 class _Cluster(Generic[K]):
-    """The instances of one node organised by one conjunct's access atom."""
+    """The instances of one node organised by one conjunct's access."""
 
-    def __init__(self, access: Access | None) -> None:
+    def __init__(self, access: InstanceAccess | None) -> None:
         self.access = access
         self.equal: dict[Value, dict[int, K]] = {}
         bound = access.bound if access else ""
-        self.ordered: SortedKeyList = SortedKeyList(key=lambda i: i.binding[bound])
-        self.loose: dict[int, K] = {}  # no access atom, or an unorderable (NaN) bound
+        self.ordered: RangeList[K] = RangeList(key=lambda i: i.binding[bound])
+        self.loose: dict[int, K] = {}  # no access, or an unorderable (NaN) bound
 
     def _kind(self, instance: K) -> str:
-        if self.access is None or _nan(instance.binding[self.access.bound]):
+        if self.access is None or is_nan(instance.binding[self.access.bound]):
             return "loose"
         return "equal" if self.access.op == "=" else "ordered"
 
@@ -133,23 +98,12 @@ class _Cluster(Generic[K]):
         if self.access is None:
             return
         value = attrs[self.access.attr]
-        op = self.access.op
-        if op == "=":
+        if self.access.op == "=":
             bucket = self.equal.get(value)
             if bucket:
                 yield from bucket.values()
             return
-        ordered = self.ordered
-        if _nan(value):
-            return
-        if op == "<":  # bound < value
-            yield from ordered.islice(0, ordered.bisect_key_left(value))
-        elif op == "<=":
-            yield from ordered.islice(0, ordered.bisect_key_right(value))
-        elif op == ">":
-            yield from ordered.islice(ordered.bisect_key_right(value))
-        else:  # ">="
-            yield from ordered.islice(ordered.bisect_key_left(value))
+        yield from self.ordered.satisfying(self.access.op, value)
 
     def members(self) -> list[K]:
         out = list(self.loose.values()) + list(self.ordered)
@@ -164,14 +118,9 @@ class InstanceIndex(Generic[K]):
     Cost: add and remove O(conjuncts × log n); a probe O(log n + candidates).
     """
 
-    def __init__(self, accesses: tuple[Access | None, ...]) -> None:
+    def __init__(self, accesses: tuple[InstanceAccess | None, ...]) -> None:
         self._clusters: tuple[_Cluster[K], ...] = tuple(_Cluster(a) for a in accesses)
         self._instances: dict[int, K] = {}
-
-    @classmethod
-    def for_conjuncts(cls, dynamics: tuple[Conjunct, ...]) -> InstanceIndex[K]:
-        """An index clustering by each conjunct's :func:`access_atom`."""
-        return cls(tuple(access_atom(d) for d in dynamics))
 
     def __len__(self) -> int:
         return len(self._instances)
@@ -181,14 +130,14 @@ class InstanceIndex(Generic[K]):
         return list(self._instances.values())
 
     def add(self, instance: K) -> None:
-        """Index a new live instance."""
+        """Index a new live instance.  O(conjuncts × log n)."""
         assert instance.id not in self._instances
         self._instances[instance.id] = instance
         for cluster in self._clusters:
             cluster.add(instance)
 
     def remove(self, instance: K) -> None:
-        """Forget an instance."""
+        """Forget an instance; raises KeyError if it is not here.  O(conjuncts × log n)."""
         del self._instances[instance.id]
         for cluster in self._clusters:
             cluster.remove(instance)
@@ -203,7 +152,7 @@ class InstanceIndex(Generic[K]):
         for cluster in self._clusters:
             members = cluster.members()
             assert len(members) == len(ids) and {i.id for i in members} == ids
-            cluster.ordered._check()
+            cluster.ordered.check_valid()
             for key, bucket in cluster.equal.items():
                 assert bucket, "empty bucket"
                 assert cluster.access is not None

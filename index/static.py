@@ -1,10 +1,10 @@
-"""An index of static conjuncts (``attr relop const`` atoms) over one stream (Section 4.3).
+"""Static conjuncts → keys: which conjuncts ``a op c ∧ …`` does an event satisfy (Section 4.3).
 
 The FR and AN indices are both "which of these static conjuncts does this
-event satisfy?"; this module answers it without scanning.  Each distinct
-conjunct is one entry (identical conjuncts of many subscriptions share it,
-with a set of payloads), clustered by one *access atom* (Fabret et al., "Le
-Subscribe"):
+event satisfy?"; this module answers it without scanning.  A conjunct is a
+tuple of :data:`~cesar.index.ranges.Atom`; each distinct conjunct is one entry
+(identical conjuncts of many subscriptions share it, with a set of payloads),
+clustered by its *access atoms* (Fabret et al., "Le Subscribe"):
 
 * its equalities ``a = c, b = d, …`` if it has any: a hash bucket keyed by
   the values ``(c, d, …)`` under the attribute tuple ``(a, b, …)`` — one
@@ -12,62 +12,57 @@ Subscribe"):
   satisfy every equality (two equalities on a domain of 100 values cut the
   candidates 100-fold against clustering by one);
 * otherwise a range atom ``a < c``, ``a <= c``, ``a > c`` or ``a >= c``: the
-  entries of each ``(a, op)`` are sorted by ``c``, and one bisect gives exactly
-  the entries whose access atom the event satisfies.  A two-sided range
-  ``lo < a < hi`` is clustered by its lower bound and its upper bound checked
-  as a residual atom (sorted bounds + bisect measured faster than an interval
-  tree on this machine, PLATFORM.md);
+  entries of each ``(a, op)`` sit in a :class:`~cesar.index.ranges.RangeList`
+  by ``c``, and one bisect gives exactly the entries whose access atom the event
+  satisfies.  A two-sided range ``lo < a < hi`` is clustered by its lower bound
+  and its upper bound checked as a residual atom (sorted bounds + bisect
+  measured faster than an interval tree on this machine, docs/design.md);
 * a conjunct with neither (only ``!=`` atoms, or TRUE) is checked for every event.
 
 A candidate's remaining atoms are then checked.  Cost of a probe:
 O(attribute tuples + range lists × log n + candidates).
 
->>> from cesar.automata.normal import Conjunct
->>> from cesar.automata.terms import Attr, Cmp, Const, Scope
->>> from cesar.automata.schema import AttrType as T
->>> def atom(a, op, c): return Cmp(op, Attr(Scope.EVENT, a), Const(c, T.INT))
 >>> index = StaticIndex()
->>> index.add(Conjunct((atom("x", "=", 1), atom("y", ">", 5))), "e1")
->>> index.add(Conjunct((atom("y", ">", 3),)), "e2")
+>>> index.add((("x", "=", 1), ("y", ">", 5)), "e1")
+>>> index.add((("y", ">", 3),), "e2")
 >>> sorted(p for entry in index.probe({"x": 1, "y": 4}) for p in entry.payloads)
 ['e2']
+
+:class:`ConjunctIndex` keeps, per stream, one :class:`StaticIndex` of the
+conjuncts of many keys (edges for FR, active nodes for AN) and answers a probe
+with each key and the positions of its conjuncts the event satisfies:
+
+>>> fr = ConjunctIndex[int]()
+>>> fr.add(7, "Stock", ((("Name", "=", "IBM"),), (("Price", ">", 100.0),)))
+>>> fr.probe("Stock", {"Name": "IBM", "Price": 120.0})
+{7: [0, 1]}
 """
 
 from __future__ import annotations
 
-import math
-import operator
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-from sortedcontainers import SortedKeyList
+from cesar.index.ranges import FLIPPED, OPS, RANGE_OPS, Atom, RangeList, Value, is_nan
 
-from cesar.automata.normal import Conjunct, is_static
-from cesar.automata.schema import Value
-from cesar.automata.terms import Attr, Const, Scope
+Atoms = tuple[Atom, ...]
+"""A static conjunct: the conjunction of its atoms (empty: TRUE)."""
 
 Payload = Hashable
-_OPS: dict[str, Callable[[Value, Value], bool]] = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-_RANGE_OPS = ("<", "<=", ">", ">=")
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(eq=False)
 class Entry:
     """One distinct conjunct: its access atoms, its residual atoms and its payloads.
 
-    ``access`` is either every equality atom of the conjunct (attribute names
-    and values, sorted by name) or one range atom ``(name, op, const)``.
+    ``access`` is either every equality atom of the conjunct (sorted by
+    attribute) or one range atom.
     """
 
-    conjunct: Conjunct
-    access: Access | None
+    atoms: Atoms
+    access: Atoms
     residual: tuple[tuple[str, Callable[[Value, Value], bool], Value], ...]
     payloads: set[Payload] = field(default_factory=set)
 
@@ -75,101 +70,85 @@ class Entry:
         return all(test(attrs[name], const) for name, test, const in self.residual)
 
 
-def _atoms(conjunct: Conjunct) -> list[tuple[str, str, Value]]:
-    out = []
-    for atom in conjunct.atoms:
-        assert is_static(atom, Scope.EVENT), f"not a static atom: {atom}"
-        assert isinstance(atom.left, Attr) and isinstance(atom.right, Const)
-        out.append((atom.left.name, atom.op, atom.right.value))
-    return out
-
-
-def _usable(value: Value) -> bool:
-    return not (isinstance(value, float) and math.isnan(value))
-
-
-Atom = tuple[str, str, Value]
-Access = tuple[Atom, ...]
-
-
-def _access(atoms: list[Atom]) -> Access | None:
-    """All usable equality atoms (by attribute), else the first usable range atom, else None."""
-    equal = sorted((a for a in atoms if a[1] == "=" and _usable(a[2])), key=lambda a: a[0])
+def access_atoms(atoms: Atoms) -> Atoms:
+    """All usable equality atoms (by attribute), else the first usable range atom, else ()."""
+    equal = sorted((a for a in atoms if a[1] == "=" and not is_nan(a[2])), key=lambda a: a[0])
     names = [a[0] for a in equal]
     if equal and len(set(names)) == len(names):
         return tuple(equal)
     if equal:  # two equalities on one attribute: cluster by the first, check the other
         return (equal[0],)
     for atom in atoms:
-        if atom[1] in _RANGE_OPS and _usable(atom[2]):
+        if atom[1] in RANGE_OPS and not is_nan(atom[2]):
             return (atom,)
-    return None
-
-
-def _is_equal(access: Access) -> bool:
-    return access[0][1] == "="
+    return ()
 
 
 def _bound(entry: Entry) -> Value:
-    assert entry.access is not None
     return entry.access[0][2]
 
 
 class StaticIndex:
-    """Static conjuncts → payloads, probed with an event's attributes; see the module docstring."""
+    """Static conjuncts → payloads, probed with an event's attributes; see the module docstring.
+
+    Methods: :meth:`add`, :meth:`remove`, :meth:`probe`, :meth:`check_valid`.
+    """
 
     def __init__(self) -> None:
-        self._entries: dict[Conjunct, Entry] = {}
-        self._equal: dict[tuple[str, ...], dict[tuple[Value, ...], dict[Conjunct, Entry]]] = {}
-        self._ranges: dict[tuple[str, str], SortedKeyList] = {}
-        self._always: dict[Conjunct, Entry] = {}
+        self._entries: dict[Atoms, Entry] = {}
+        self._equal: dict[tuple[str, ...], dict[tuple[Value, ...], dict[Atoms, Entry]]] = {}
+        self._ranges: dict[tuple[str, str], RangeList[Entry]] = {}
+        self._always: dict[Atoms, Entry] = {}
 
     def __len__(self) -> int:
         """The number of distinct conjuncts."""
         return len(self._entries)
 
-    def add(self, conjunct: Conjunct, payload: Payload) -> None:
-        """Register ``payload`` under ``conjunct``.  O(log n)."""
-        entry = self._entries.get(conjunct)
+    def payloads(self) -> dict[Atoms, set[Payload]]:
+        """Every distinct conjunct and its payloads."""
+        return {atoms: entry.payloads for atoms, entry in self._entries.items()}
+
+    def add(self, atoms: Atoms, payload: Payload) -> None:
+        """Register ``payload`` under the conjunct ``atoms``.  O(log n)."""
+        entry = self._entries.get(atoms)
         if entry is None:
-            atoms = _atoms(conjunct)
-            access = _access(atoms)
+            access = access_atoms(atoms)
             rest = list(atoms)
-            for atom in access or ():
+            for atom in access:
                 rest.remove(atom)
-            residual = tuple((name, _OPS[op], const) for name, op, const in rest)
-            entry = Entry(conjunct, access, residual)
-            self._entries[conjunct] = entry
+            residual = tuple((name, OPS[op], const) for name, op, const in rest)
+            entry = Entry(atoms, access, residual)
+            self._entries[atoms] = entry
             self._place(entry)
         entry.payloads.add(payload)
 
     def _place(self, entry: Entry) -> None:
         access = entry.access
-        if access is None:
-            self._always[entry.conjunct] = entry
-        elif _is_equal(access):
+        if not access:
+            self._always[entry.atoms] = entry
+        elif access[0][1] == "=":
             names = tuple(a[0] for a in access)
             values = tuple(a[2] for a in access)
-            self._equal.setdefault(names, {}).setdefault(values, {})[entry.conjunct] = entry
+            self._equal.setdefault(names, {}).setdefault(values, {})[entry.atoms] = entry
         else:
             name, op, _ = access[0]
-            self._ranges.setdefault((name, op), SortedKeyList(key=_bound)).add(entry)
+            self._ranges.setdefault((name, op), RangeList(key=_bound)).add(entry)
 
-    def remove(self, conjunct: Conjunct, payload: Payload) -> None:
+    def remove(self, atoms: Atoms, payload: Payload) -> None:
         """Unregister ``payload``; the conjunct goes when its last payload does.  O(log n)."""
-        entry = self._entries[conjunct]
+        entry = self._entries[atoms]
         entry.payloads.remove(payload)
         if entry.payloads:
             return
-        del self._entries[conjunct]
+        del self._entries[atoms]
         access = entry.access
-        if access is None:
-            del self._always[conjunct]
-        elif _is_equal(access):
+        if not access:
+            del self._always[atoms]
+        elif access[0][1] == "=":
             names = tuple(a[0] for a in access)
             values = tuple(a[2] for a in access)
             bucket = self._equal[names][values]
-            del bucket[conjunct]
+            del bucket[atoms]
             if not bucket:
                 del self._equal[names][values]
                 if not self._equal[names]:
@@ -187,112 +166,104 @@ class StaticIndex:
             if bucket:
                 yield from bucket.values()
         for (name, op), ordered in self._ranges.items():
-            value = attrs[name]
-            if op == ">":  # const < value
-                yield from ordered.islice(0, ordered.bisect_key_left(value))
-            elif op == ">=":  # const <= value
-                yield from ordered.islice(0, ordered.bisect_key_right(value))
-            elif op == "<":  # const > value
-                yield from ordered.islice(ordered.bisect_key_right(value))
-            else:  # const >= value
-                yield from ordered.islice(ordered.bisect_key_left(value))
+            # value op const  ⇔  const FLIPPED[op] value
+            yield from ordered.satisfying(FLIPPED[op], attrs[name])
         yield from self._always.values()
 
     def probe(self, attrs: Mapping[str, Value]) -> Iterator[Entry]:
-        """The entries whose conjunct ``attrs`` satisfies (each once)."""
+        """The entries whose conjunct ``attrs`` satisfies (each once).  See the module cost."""
         for entry in self._candidates(attrs):
             if entry.residual_holds(attrs):
                 yield entry
 
     def check_valid(self) -> None:
-        """Assert every invariant: each entry sits exactly where its access atom says."""
+        """Assert every invariant: each entry sits exactly where its access atoms say."""
         placed: list[Entry] = list(self._always.values())
         for names, buckets in self._equal.items():
             assert buckets, f"empty attribute table {names}"
             for values, bucket in buckets.items():
                 assert bucket, f"empty bucket {names} = {values!r}"
-                for conjunct, entry in bucket.items():
+                for atoms, entry in bucket.items():
                     expected = tuple((n, "=", v) for n, v in zip(names, values, strict=True))
-                    assert entry.access == expected and entry.conjunct == conjunct
+                    assert entry.access == expected and entry.atoms == atoms
                 placed.extend(bucket.values())
         for (name, op), ordered in self._ranges.items():
             assert ordered, f"empty range list {name} {op}"
-            ordered._check()
+            ordered.check_valid()
             for entry in ordered:
-                assert entry.access is not None and entry.access[0][:2] == (name, op)
+                assert entry.access[0][:2] == (name, op)
             placed.extend(ordered)
         assert len(placed) == len(self._entries) == len({id(e) for e in placed})
         for entry in placed:
-            assert self._entries[entry.conjunct] is entry and entry.payloads
-            atoms = _atoms(entry.conjunct)
-            assert entry.access == _access(atoms)
-            assert len(entry.residual) == len(atoms) - len(entry.access or ())
+            assert self._entries[entry.atoms] is entry and entry.payloads
+            assert entry.access == access_atoms(entry.atoms)
+            assert len(entry.residual) == len(entry.atoms) - len(entry.access)
 
 
-class ConjunctRegistry:
-    """Per-stream :class:`StaticIndex` of the static parts of edges' DNF conjuncts.
+class ConjunctIndex(Generic[K]):
+    """Keys → their conjuncts, per stream; a probe gives each key the positions it satisfies.
 
-    Keys are ids (of edges for FR, of nodes for AN); a probe returns, for each
-    key, the indices of its conjuncts whose static part the event satisfies.
+    A key registers a tuple of conjuncts (a predicate's DNF; empty: FALSE,
+    never satisfied) read from one stream.  The engine keeps two: FR (edge ids)
+    and AN (active node ids).  Methods: :meth:`add`, :meth:`remove`,
+    :meth:`probe`, :meth:`check_valid`; cost as :class:`StaticIndex`, per conjunct.
     """
 
     def __init__(self) -> None:
         self._streams: dict[str, StaticIndex] = {}
-        self._registered: dict[Hashable, tuple[str, tuple[Conjunct, ...]]] = {}
+        self._registered: dict[K, tuple[str, tuple[Atoms, ...]]] = {}
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: K) -> bool:
         return key in self._registered
 
     def __len__(self) -> int:
+        """The number of keys registered."""
         return len(self._registered)
 
     def conjuncts(self) -> int:
-        """The number of distinct static conjuncts over all streams."""
+        """The number of distinct conjuncts over all streams."""
         return sum(len(index) for index in self._streams.values())
 
-    def add(self, key: Hashable, stream: str, statics: tuple[Conjunct, ...]) -> None:
-        """Register the static parts of ``key``'s conjuncts, read from ``stream``."""
+    def add(self, key: K, stream: str, conjuncts: tuple[Atoms, ...]) -> None:
+        """Register ``key``'s ``conjuncts``, read from ``stream``.  O(conjuncts × log n)."""
         assert key not in self._registered, f"{key!r} registered twice"
-        self._registered[key] = (stream, statics)
-        if not statics:  # a FALSE predicate: nothing ever satisfies it
+        self._registered[key] = (stream, conjuncts)
+        if not conjuncts:
             return
         index = self._streams.setdefault(stream, StaticIndex())
-        for position, conjunct in enumerate(statics):
-            index.add(conjunct, (key, position))
+        for position, atoms in enumerate(conjuncts):
+            index.add(atoms, (key, position))
 
-    def remove(self, key: Hashable) -> None:
-        """Unregister ``key``."""
-        stream, statics = self._registered.pop(key)
-        if not statics:
+    def remove(self, key: K) -> None:
+        """Unregister ``key``; raises KeyError if it is not registered."""
+        stream, conjuncts = self._registered.pop(key)
+        if not conjuncts:
             return
         index = self._streams[stream]
-        for position, conjunct in enumerate(statics):
-            index.remove(conjunct, (key, position))
+        for position, atoms in enumerate(conjuncts):
+            index.remove(atoms, (key, position))
         if not len(index):
             del self._streams[stream]
 
-    def probe(self, stream: str, attrs: Mapping[str, Value]) -> dict[Hashable, list[int]]:
-        """Key → positions of its conjuncts whose static part ``attrs`` satisfies."""
+    def probe(self, stream: str, attrs: Mapping[str, Value]) -> dict[K, list[int]]:
+        """Key → positions of its conjuncts that ``attrs``, an event of ``stream``, satisfies."""
         index = self._streams.get(stream)
-        hits: dict[Hashable, list[int]] = {}
+        hits: dict[K, list[int]] = {}
         if index is None:
             return hits
         for entry in index.probe(attrs):
             for payload in entry.payloads:
-                assert isinstance(payload, tuple)
-                key: Hashable = payload[0]
-                position: int = payload[1]
+                key, position = payload  # type: ignore[misc]
                 hits.setdefault(key, []).append(position)
         return hits
 
     def check_valid(self) -> None:
         """Assert that the per-stream indices hold exactly the registered conjuncts."""
-        expected: dict[str, dict[Conjunct, set[Payload]]] = {}
-        for key, (stream, statics) in self._registered.items():
-            for position, conjunct in enumerate(statics):
-                expected.setdefault(stream, {}).setdefault(conjunct, set()).add((key, position))
+        expected: dict[str, dict[Atoms, set[Payload]]] = {}
+        for key, (stream, conjuncts) in self._registered.items():
+            for position, atoms in enumerate(conjuncts):
+                expected.setdefault(stream, {}).setdefault(atoms, set()).add((key, position))
         assert set(expected) == set(self._streams)
         for stream, index in self._streams.items():
             index.check_valid()
-            got = {c: e.payloads for c, e in index._entries.items()}
-            assert got == expected[stream], f"stream {stream}: index and registry differ"
+            assert index.payloads() == expected[stream], f"stream {stream}: index and keys differ"

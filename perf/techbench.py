@@ -289,7 +289,7 @@ def run_engine(
         "matches": len(matches),
         "match_digest": digest(matches),
         "dag_nodes_unmerged": unmerged,
-        "dag_nodes_by_level": engine.dag.levels(),
+        "dag_nodes_by_level": engine.program.dag.levels(),
         "active_nodes_avg": round(counters.active_nodes_sum / max(counters.epochs, 1), 1),
         "fr_hits_per_event": round(counters.fr_hits / max(counters.events, 1), 1),
         "nodes_touched_per_event": round(counters.nodes_touched / max(counters.events, 1), 2),

@@ -176,7 +176,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary.update(
             subscribe_ms_p50=round(cuts[49], 3),
             subscribe_ms_p99=round(cuts[98], 3),
-            dag_nodes_by_level=engine.dag.levels(),
+            dag_nodes_by_level=engine.program.dag.levels(),
             counters=asdict(engine.counters),
             faults=engine.faults.arithmetic,
         )

@@ -4,7 +4,7 @@ The engine's hot loop evaluates the same conjuncts and maps millions of
 times.  Interpreting the term tree each time costs more than the matching;
 so each canonical conjunct, guard list and map is turned once into Python
 source and ``compile``d (INDEXING.md).  The predicate stays data: a
-:class:`Compiler` is a cache keyed by the canonical form, and the generated
+:class:`Codegen` is a cache keyed by the canonical form, and the generated
 code has exactly the semantics of :mod:`automata.evaluate` — arithmetic
 through :func:`~automata.evaluate.arith` and :func:`~automata.evaluate.neg`,
 an atom whose arithmetic faults is false and counted, a map that faults
@@ -15,7 +15,7 @@ incoming event's attributes, the composite DUR and the event's own DUR.
 
 >>> from cesar.automata.terms import Attr, Cmp, Const, Scope
 >>> from cesar.automata.schema import AttrType
->>> test = Compiler().conjunct((Cmp("<", Attr(Scope.LEFT, "p"), Attr(Scope.EVENT, "Price")),))
+>>> test = Codegen().conjunct((Cmp("<", Attr(Scope.LEFT, "p"), Attr(Scope.EVENT, "Price")),))
 >>> test({"p": 10.0}, {"Price": 12.5}, 1, 1), test({"p": 10.0}, {"Price": 9.0}, 1, 1)
 (True, False)
 """
@@ -102,7 +102,7 @@ def _define(source: _Source, body: list[str], faults: Faults) -> Callable[..., A
     return function
 
 
-class Compiler:
+class Codegen:
     """Compiles conjuncts, guards and maps once each, keyed by their canonical form.
 
     ``faults`` counts the atoms made false by a fault, as

@@ -11,8 +11,8 @@ there.  Multiplicities survive merging because they live in parallel edges:
 ``S ∪ S`` is one node entered twice from the root, so each event spawns two
 instances, as the algebra's multiset union demands.
 
-Every node and edge counts the placements using it; removing a placement
-deletes what no other placement uses.  ``merge=False`` gives each automaton
+Every node and edge counts the footprints using it; removing a footprint
+deletes what no other footprint uses.  ``merge=False`` gives each automaton
 its own nodes (only the root is shared): the engine without state merging.
 
 >>> from cesar.automata.compiler import compile_query
@@ -73,7 +73,7 @@ class DagNode:
 
 
 @dataclass(frozen=True)
-class Placement:
+class Footprint:
     """Where one automaton lives in the DAG: its nodes' and edges' DAG ids, by position."""
 
     name: str
@@ -163,7 +163,7 @@ class QueryDag:
         self._next_node = 1
         self._next_edge = 0
 
-    def add(self, automaton: Automaton) -> Placement:
+    def add(self, automaton: Automaton) -> Footprint:
         """Place ``automaton``, sharing every equivalent prefix.  O(size of the automaton)."""
         mapping: dict[int, int] = {0: ROOT}
         edge_map: dict[int, int] = {}
@@ -213,7 +213,7 @@ class QueryDag:
             self.nodes[node].refs += 1
         for edge_id in edges:
             self.edges[edge_id].refs += 1
-        return Placement(
+        return Footprint(
             automaton.name, nodes, edges, final, tuple(created_nodes), tuple(created_edges)
         )
 
@@ -238,15 +238,15 @@ class QueryDag:
             self.nodes[source].leaving.append(edge_id)
         return edge_id
 
-    def remove(self, placement: Placement) -> tuple[list[int], list[int]]:
-        """Release a placement; returns the node and edge ids deleted (no one else used them)."""
-        self.nodes[placement.final].outputs -= {placement.name}
-        for node in placement.nodes:
+    def remove(self, footprint: Footprint) -> tuple[list[int], list[int]]:
+        """Release a footprint; returns the node and edge ids deleted (no one else used them)."""
+        self.nodes[footprint.final].outputs -= {footprint.name}
+        for node in footprint.nodes:
             self.nodes[node].refs -= 1
-        for edge_id in placement.edges:
+        for edge_id in footprint.edges:
             self.edges[edge_id].refs -= 1
-        dead_edges = sorted({e for e in placement.edges if self.edges[e].refs == 0})
-        dead_nodes = sorted({n for n in placement.nodes if n != ROOT and self.nodes[n].refs == 0})
+        dead_edges = sorted({e for e in footprint.edges if self.edges[e].refs == 0})
+        dead_nodes = sorted({n for n in footprint.nodes if n != ROOT and self.nodes[n].refs == 0})
         for edge_id in dead_edges:
             edge = self.edges.pop(edge_id)
             if edge.source in self.nodes:

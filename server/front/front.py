@@ -35,11 +35,11 @@ from cesar.automata.automaton import format_dot
 from cesar.automata.compiler import CompiledQuery, compile_parsed, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.explain import explain
-from cesar.automata.normal import Conjunct
+from cesar.automata.normal import Conjunct, static_atoms
 from cesar.automata.parser import parse_query
 from cesar.automata.partition import partition_keys, static_interest
 from cesar.automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
-from cesar.index.static import ConjunctRegistry
+from cesar.index.static import ConjunctIndex
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
@@ -132,7 +132,7 @@ class Front:
         self.lanes: Counter[str | None] = Counter()
         self.global_load: Counter[int] = Counter()
         self.readers: dict[str, set[str]] = {}
-        self.interest = ConjunctRegistry()
+        self.interest: ConjunctIndex[tuple[str, str]] = ConjunctIndex()
         self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
         self.live: dict[str, Live] = {}
         self.last_seq: dict[str, int] = {}
@@ -437,7 +437,9 @@ class Front:
             statics = static_interest(query.automata)
             self.statics[live.row.id] = statics
             for stream, conjuncts in statics.items():
-                self.interest.add((live.row.id, stream), stream, conjuncts)
+                self.interest.add(
+                    (live.row.id, stream), stream, tuple(static_atoms(c) for c in conjuncts)
+                )
         self._count(live, 1)
         self.live[live.row.id] = live
         self.last_seq[live.row.id] = live.row.last_seq

@@ -105,8 +105,8 @@ class ShardState:
             engine = lane.engine
             for f in fields(engine.counters):
                 total[f.name] = total.get(f.name, 0) + int(getattr(engine.counters, f.name))
-            total["instances"] += len(engine.instances)
-            total["nodes"] += len(engine.dag.nodes)
+            total["instances"] += len(engine.state.instances)
+            total["nodes"] += len(engine.program.dag.nodes)
             total["arithmetic_faults"] = (
                 total.get("arithmetic_faults", 0) + engine.faults.arithmetic
             )

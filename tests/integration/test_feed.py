@@ -2,7 +2,7 @@
 
 The routing table comes from a real server's GetRouting; the oracle is the
 front's own rule: ``shard_of`` for key lanes and the static-interest index
-(:class:`index.static.ConjunctRegistry`, built from the same compiled queries)
+(:class:`cesar.index.static.ConjunctIndex`, built from the same compiled queries)
 for global ones.
 """
 
@@ -20,9 +20,10 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from cesar.automata.compiler import compile_query
+from cesar.automata.normal import static_atoms
 from cesar.automata.partition import static_interest
 from cesar.automata.schema import Event, parse_stream_spec
-from cesar.index.static import ConjunctRegistry
+from cesar.index.static import ConjunctIndex
 from cesar.perf.acksink import AckSink
 from cesar.perf.serverproc import (
     QUERIES,
@@ -113,9 +114,9 @@ def test_global_subscriptions_get_only_what_their_static_predicates_admit(
     events = sample_events()
     sink = run_feed(spark, server, tmp_path, events)
     query = compile_query(GLOBAL, {"Stock": parse_stream_spec(STOCK)}, "g")
-    registry = ConjunctRegistry()
+    registry: ConjunctIndex[str] = ConjunctIndex()
     for stream, conjuncts in static_interest(query.automata).items():
-        registry.add("g", stream, conjuncts)
+        registry.add(stream, stream, tuple(static_atoms(c) for c in conjuncts))
     admitted = [e for e in events if registry.probe(e.stream, e.attrs())]
     assert 0 < len(admitted) < len(events)
     got = received(sink)

@@ -1,83 +1,111 @@
-"""The static conjunct index (FR, AN) against brute force, with check_valid after every change."""
+"""The static conjunct index (FR, AN) against a model, with check_valid after every change."""
 
-from hypothesis import given, settings
+from hypothesis import settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from cesar.automata.normal import Conjunct
-from cesar.automata.schema import AttrType
-from cesar.automata.terms import Attr, Cmp, Const, Scope
-from cesar.index.static import ConjunctRegistry, StaticIndex
+from cesar.index.ranges import OPS
+from cesar.index.static import Atoms, ConjunctIndex, StaticIndex
 
-OPS = ["=", "!=", "<", "<=", ">", ">="]
-atoms = st.builds(
-    lambda name, op, value: Cmp(op, Attr(Scope.EVENT, name), Const(value, AttrType.INT)),
+atoms = st.tuples(
     st.sampled_from(["x", "y"]),
-    st.sampled_from(OPS),
-    st.integers(0, 5),
+    st.sampled_from(sorted(OPS)),
+    st.integers(0, 5) | st.just(float("nan")),
 )
 conjuncts = st.lists(atoms, max_size=3, unique=True).map(
-    lambda items: Conjunct(tuple(sorted(items, key=repr)))
+    lambda items: tuple(sorted(items, key=repr))
 )
-events = st.fixed_dictionaries({"x": st.integers(-1, 6), "y": st.integers(-1, 6)})
-PY = {
-    "=": int.__eq__,
-    "!=": int.__ne__,
-    "<": int.__lt__,
-    "<=": int.__le__,
-    ">": int.__gt__,
-    ">=": int.__ge__,
-}
-
-
-def satisfied(conjunct, attrs):
-    return all(PY[a.op](attrs[a.left.name], a.right.value) for a in conjunct.atoms)
-
-
-@settings(max_examples=300)
-@given(
-    st.lists(st.tuples(st.booleans(), conjuncts, st.integers(0, 3)), max_size=25),
-    st.lists(events, min_size=1, max_size=5),
+events = st.fixed_dictionaries(
+    {"x": st.integers(-1, 6) | st.just(float("nan")), "y": st.integers(-1, 6)}
 )
-def test_probe_returns_exactly_the_satisfied_conjuncts(operations, probes):
-    index = StaticIndex()
-    model: dict[Conjunct, set[int]] = {}
-    for add, conjunct, payload in operations:
-        if add:
-            index.add(conjunct, payload)
-            model.setdefault(conjunct, set()).add(payload)
-        elif payload in model.get(conjunct, set()):
-            index.remove(conjunct, payload)
-            model[conjunct].discard(payload)
-            if not model[conjunct]:
-                del model[conjunct]
-        index.check_valid()
-        assert len(index) == len(model)
-    for attrs in probes:
-        got = [(entry.conjunct, frozenset(entry.payloads)) for entry in index.probe(attrs)]
+
+
+def satisfied(conjunct: Atoms, attrs: dict) -> bool:
+    return all(OPS[op](attrs[name], const) for name, op, const in conjunct)
+
+
+class StaticIndexMachine(RuleBasedStateMachine):
+    """add / remove / probe on a StaticIndex against a dict of conjunct → payloads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index = StaticIndex()
+        self.model: dict[Atoms, set[int]] = {}
+
+    @rule(conjunct=conjuncts, payload=st.integers(0, 3))
+    def add(self, conjunct: Atoms, payload: int) -> None:
+        self.index.add(conjunct, payload)
+        self.model.setdefault(conjunct, set()).add(payload)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        conjunct = data.draw(st.sampled_from(sorted(self.model, key=repr)))
+        payload = data.draw(st.sampled_from(sorted(self.model[conjunct])))
+        self.index.remove(conjunct, payload)
+        self.model[conjunct].discard(payload)
+        if not self.model[conjunct]:
+            del self.model[conjunct]
+
+    @rule(attrs=events)
+    def probe(self, attrs: dict) -> None:
+        got = [(entry.atoms, frozenset(entry.payloads)) for entry in self.index.probe(attrs)]
         assert len(got) == len({c for c, _ in got}), "an entry was returned twice"
-        expected = {(c, frozenset(p)) for c, p in model.items() if satisfied(c, attrs)}
+        expected = {(c, frozenset(p)) for c, p in self.model.items() if satisfied(c, attrs)}
         assert set(got) == expected
 
+    @invariant()
+    def valid(self) -> None:
+        self.index.check_valid()
+        assert len(self.index) == len(self.model)
 
-@settings(max_examples=200)
-@given(
-    st.lists(st.tuples(st.sampled_from(["S", "T"]), st.lists(conjuncts, max_size=3)), max_size=8),
-    events,
-)
-def test_registry_reports_each_key_and_conjunct_position(edges, attrs):
-    registry = ConjunctRegistry()
-    for key, (stream, statics) in enumerate(edges):
-        registry.add(key, stream, tuple(statics))
-        registry.check_valid()
-    for stream in ("S", "T"):
+
+TestStaticIndex = StaticIndexMachine.TestCase
+TestStaticIndex.settings = settings(max_examples=200, stateful_step_count=30)
+
+
+class ConjunctIndexMachine(RuleBasedStateMachine):
+    """Keys with their conjuncts on two streams against a dict of key → (stream, conjuncts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index: ConjunctIndex[int] = ConjunctIndex()
+        self.model: dict[int, tuple[str, tuple[Atoms, ...]]] = {}
+
+    @rule(
+        key=st.integers(0, 6),
+        stream=st.sampled_from(["S", "T"]),
+        statics=st.lists(conjuncts, max_size=3),
+    )
+    def add(self, key: int, stream: str, statics: list[Atoms]) -> None:
+        if key in self.model:
+            return
+        self.index.add(key, stream, tuple(statics))
+        self.model[key] = (stream, tuple(statics))
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        key = data.draw(st.sampled_from(sorted(self.model)))
+        self.index.remove(key)
+        del self.model[key]
+
+    @rule(stream=st.sampled_from(["S", "T"]), attrs=events)
+    def probe(self, stream: str, attrs: dict) -> None:
         expected = {}
-        for key, (edge_stream, statics) in enumerate(edges):
+        for key, (key_stream, statics) in self.model.items():
             positions = [p for p, c in enumerate(statics) if satisfied(c, attrs)]
-            if edge_stream == stream and positions:
+            if key_stream == stream and positions:
                 expected[key] = positions
-        got = {k: sorted(v) for k, v in registry.probe(stream, attrs).items()}
+        got = {k: sorted(v) for k, v in self.index.probe(stream, attrs).items()}
         assert got == expected
-    for key in range(len(edges)):
-        registry.remove(key)
-        registry.check_valid()
-    assert len(registry) == 0 and registry.conjuncts() == 0
+
+    @invariant()
+    def valid(self) -> None:
+        self.index.check_valid()
+        assert len(self.index) == len(self.model)
+        assert all(key in self.index for key in self.model)
+
+
+TestConjunctIndex = ConjunctIndexMachine.TestCase
+TestConjunctIndex.settings = settings(max_examples=200, stateful_step_count=30)

@@ -25,7 +25,7 @@ def test_a_late_subscriber_sees_only_matches_rooted_after_it_joined():
     subscribe(engine, "early", PAIRS)
     engine.process([s(1, "a", 1)])
     subscribe(engine, "late", PAIRS)
-    assert engine.dag.nodes[1].refs == 2  # the late one shares the early one's nodes
+    assert engine.program.dag.nodes[1].refs == 2  # the late one shares the early one's nodes
     out = engine.process([s(2, "a", 2)])
     assert [e.stream for e in out] == ["early"]
     out = engine.process([s(3, "a", 3)])
@@ -38,12 +38,14 @@ def test_unsubscribe_leaves_the_other_subscriptions_instances_alone():
     subscribe(engine, "a", PAIRS)
     subscribe(engine, "b", "FILTER{v > 2}(S NEXT{$1.k = $2.k} S)")
     engine.process([s(1, "a", 1)])
-    live = len(engine.instances)
+    live = len(engine.state.instances)
     engine.unsubscribe("b")
-    assert len(engine.instances) == live
+    assert len(engine.state.instances) == live
     assert [e.stream for e in engine.process([s(2, "a", 2)])] == ["a"]
     engine.unsubscribe("a")
-    assert not engine.instances and not engine.live and len(engine.dag.nodes) == 1
+    assert (
+        not engine.state.instances and not engine.state.live and len(engine.program.dag.nodes) == 1
+    )
     engine.check_valid()
 
 
@@ -52,10 +54,10 @@ def test_instances_past_an_upper_duration_bound_are_collected():
     subscribe(engine, "q", "S NEXT{$1.k = $2.k AND DUR <= 3} S")
     engine.process([s(1, "a", 1)])
     engine.process([s(2, "b", 1)])
-    assert len(engine.instances) == 2
+    assert len(engine.state.instances) == 2
     engine.process([s(3, "c", 1)])  # the instance from t = 1 could only fire with DUR >= 4
     assert engine.counters.collected == 1
-    assert sorted(i.binding["k_1"] for i in engine.instances.values()) == ["b", "c"]
+    assert sorted(i.binding["k_1"] for i in engine.state.instances.values()) == ["b", "c"]
     engine.check_valid()
 
 
@@ -65,7 +67,7 @@ def test_a_node_over_its_limit_drops_the_oldest_and_notifies_its_subscriptions()
     subscribe(engine, "other", "FILTER{v > 100} S")
     for t, key in enumerate("abc", 1):
         engine.process([s(t, key, 1)])
-    assert sorted(i.binding["k_1"] for i in engine.instances.values()) == ["b", "c"]
+    assert sorted(i.binding["k_1"] for i in engine.state.instances.values()) == ["b", "c"]
     assert engine.counters.dropped == 1
     assert [n.subscription for n in engine.notices] == ["q"]
     assert "exceeded 2 live instances" in engine.notices[0].reason
@@ -78,7 +80,7 @@ def test_an_engine_limit_bounds_all_instances():
     subscribe(engine, "r", "S NEXT{$1.v < $2.v} S")
     for t in range(1, 5):
         engine.process([s(t, f"k{t}", 0)])
-    assert len(engine.instances) == 3
+    assert len(engine.state.instances) == 3
     assert engine.counters.dropped == 5
     engine.check_valid()
 
@@ -100,18 +102,23 @@ def test_the_worked_example_of_docs_engine():
     for name, text in (("A", first), ("B", f"FILTER{{Price > 100}}({first})")):
         engine.subscribe(name, compile_query(text, {"Stock": stock}, name).automata)
     node = 1
-    assert engine.dag.nodes[node].refs == 2 and len(engine.dag.nodes[node].leaving) == 2
+    assert (
+        engine.program.dag.nodes[node].refs == 2
+        and len(engine.program.dag.nodes[node].leaving) == 2
+    )
 
     def quote(t, name, price, volume):
         return Event.of("Stock", t, t, {"Name": name, "Price": price, "Volume": volume})
 
     assert engine.process([quote(1, "IBM", 90.0, 8000)]) == []
-    assert node in engine.an and [i.binding["Name_1"] for i in engine.instances.values()] == ["IBM"]
+    assert node in engine.state.an and [
+        i.binding["Name_1"] for i in engine.state.instances.values()
+    ] == ["IBM"]
     assert engine.process([quote(2, "MSFT", 30.0, 100)]) == []
     assert engine.counters.instances_touched == 0  # the AI hash skipped IBM's instance
     out = engine.process([quote(3, "IBM", 120.0, 100)])
     assert sorted(e.stream for e in out) == ["A", "B"]
-    assert node not in engine.an and not engine.instances
+    assert node not in engine.state.an and not engine.state.instances
     counters = engine.counters
     assert (counters.fr_hits, counters.nodes_touched, counters.instances_touched) == (5, 2, 1)
     engine.check_valid()

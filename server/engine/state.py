@@ -1,0 +1,176 @@
+"""The engine's run state: live instances, the AN and AI indices, deadlines, counters (Section 4.3).
+
+An :class:`EngineState` is plain data that an epoch advances — the part Flink
+CEP calls ``NFAState``, as against the compiled ``NFA`` (here
+:class:`~cesar.server.engine.program.QueryProgram`):
+
+* each live :class:`EngineInstance` (a partial match: node, binding, interval
+  and *root*, the earliest epoch of the events it holds);
+* per *active* node (one with live instances) an
+  :class:`~cesar.index.ai.InstanceIndex` (AI), and the node in the AN index
+  under the static parts of its FILTER edge's conjuncts;
+* the deadline queue of instances whose node's ∃-edges bound DUR from above;
+* the epoch reached (``last_t1``), the next instance id, the work counters
+  and the notices owed to subscriptions.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cesar.automata.schema import Value
+from cesar.index.ai import InstanceAccess, InstanceIndex
+from cesar.index.static import Atoms, ConjunctIndex
+
+
+@dataclass
+class EngineCounters:
+    """Deterministic work counters (per engine, cumulative).
+
+    ``nodes_touched``: nodes whose instances an event may affect (AN hits, or
+    active nodes visited by the naive mode); ``nodes_visited``: nodes the
+    naive mode looked at; ``instances_touched``: instances whose filter was
+    evaluated.
+    """
+
+    epochs: int = 0
+    events: int = 0
+    fr_hits: int = 0
+    nodes_touched: int = 0
+    nodes_visited: int = 0
+    instances_touched: int = 0
+    spawned: int = 0
+    matches: int = 0
+    collected: int = 0
+    dropped: int = 0
+    active_nodes_sum: int = 0
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A message for a subscription: ``reason`` says what happened to its instances."""
+
+    subscription: str
+    reason: str
+
+
+class EngineInstance:
+    """A live partial match: id, node, binding, interval and root epoch."""
+
+    __slots__ = ("binding", "id", "node", "root", "t0", "t1")
+
+    def __init__(
+        self, id: int, node: int, binding: Mapping[str, Value], t0: int, t1: int, root: float
+    ) -> None:
+        self.id = id
+        self.node = node
+        self.binding = binding
+        self.t0 = t0
+        self.t1 = t1
+        self.root = root
+
+
+@dataclass
+class EngineState:
+    """The run state of an engine; see the module docstring.
+
+    Methods: :meth:`add`, :meth:`remove`, :meth:`drop_node`, :meth:`queue`,
+    :meth:`collect`, :meth:`check_valid`.
+    """
+
+    live: dict[int, InstanceIndex[EngineInstance]] = field(default_factory=dict)
+    instances: dict[int, EngineInstance] = field(default_factory=dict)
+    an: ConjunctIndex[int] = field(default_factory=ConjunctIndex)
+    expiry: list[tuple[float, int]] = field(default_factory=list)
+    last_t1: float = -math.inf
+    next_instance: int = 0
+    counters: EngineCounters = field(default_factory=EngineCounters)
+    notices: list[Notice] = field(default_factory=list)
+
+    def new_id(self) -> int:
+        """A fresh instance id."""
+        self.next_instance += 1
+        return self.next_instance
+
+    def add(
+        self,
+        instance: EngineInstance,
+        stream: str,
+        statics: tuple[Atoms, ...],
+        accesses: tuple[InstanceAccess | None, ...],
+        bound: float | None,
+    ) -> None:
+        """Make ``instance`` live at its node, whose filter reads ``stream``.
+
+        A node becoming active enters the AN index under ``statics`` and gets
+        an AI index by ``accesses``; with a DUR ``bound`` the instance's
+        deadline is queued.  O(conjuncts × log n).
+        """
+        index = self.live.get(instance.node)
+        if index is None:
+            index = self.live[instance.node] = InstanceIndex(accesses)
+            self.an.add(instance.node, stream, statics)
+        index.add(instance)
+        self.instances[instance.id] = instance
+        if bound is not None:
+            heapq.heappush(self.expiry, (instance.t0 + bound - 1, instance.id))
+
+    def remove(self, instance: EngineInstance) -> None:
+        """Forget a live instance; its node leaves the AN index when it was the last."""
+        index = self.live[instance.node]
+        index.remove(instance)
+        del self.instances[instance.id]
+        if not len(index):
+            del self.live[instance.node]
+            self.an.remove(instance.node)
+
+    def drop_node(self, node: int) -> None:
+        """Forget a deleted node's instances."""
+        index = self.live.pop(node, None)
+        if index is not None:
+            for instance in index.instances():
+                del self.instances[instance.id]
+            self.an.remove(node)
+
+    def queue(self, node: int, bound: float) -> None:
+        """Queue the deadlines of ``node``'s instances under its new DUR ``bound``."""
+        index = self.live.get(node)
+        for instance in index.instances() if index else ():
+            heapq.heappush(self.expiry, (instance.t0 + bound - 1, instance.id))
+
+    def collect(self, t1: int, bounds: Mapping[int, float]) -> None:
+        """Drop instances whose node's ∃-edges all need a DUR their start can no longer give.
+
+        An instance starting at t0 at a node whose edges fire only with DUR <=
+        bound can fire up to epoch t0 + bound - 1 (its *deadline*); the next
+        epoch ends after t1, so every instance with a deadline <= t1 is dead.
+        The queue may hold stale entries (the node's bound changed, the
+        instance left): each is re-checked against ``bounds`` when it comes up.
+        """
+        heap = self.expiry
+        while heap and heap[0][0] <= t1:
+            _, instance_id = heapq.heappop(heap)
+            instance = self.instances.get(instance_id)
+            if instance is None:
+                continue
+            bound = bounds.get(instance.node)
+            if bound is not None and instance.t0 + bound - 1 <= t1:
+                self.remove(instance)
+                self.counters.collected += 1
+
+    def check_valid(self) -> None:
+        """Assert that the AN index, the AI indices and the instances agree."""
+        self.an.check_valid()
+        assert len(self.an) == len(self.live)
+        count = 0
+        for node, index in self.live.items():
+            assert node in self.an and len(index) > 0
+            index.check_valid()
+            for instance in index.instances():
+                assert self.instances[instance.id] is instance and instance.node == node
+                assert instance.id <= self.next_instance
+                count += 1
+        assert count == len(self.instances)
