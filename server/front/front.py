@@ -1,28 +1,29 @@
-"""The front: catalog, placement, routing, sequencing and fan-out (ARCHITECTURE.md, "Processes").
+"""The front: the server's operations, in one sequential history (docs/architecture.md).
 
 :class:`Front` is the server's domain logic without gRPC: the servicers in
-:mod:`server.front.service` translate messages and call it.  It owns
+:mod:`cesar.server.front.service` translate messages and call it.  It
+orchestrates named parts:
 
-* the catalog (:mod:`server.front.catalog`) and, in memory, the streams, the live
-  subscriptions, the routing table and each subscription's latest seq;
-* each shard's *pending* events: an event the front routes itself waits
-  until an event with a later ``t1`` (or a watermark) closes its epoch; an
-  event of a batch the feed routed to a shard waits, in ``(t1, arrival)``
-  order, until the feed's watermark for that shard passes it.  Shards only
-  ever see whole epochs, in order (Section 3.1: simultaneous events are
-  processed together);
-* the shards, reached through :class:`ShardPool`.
+* the catalog (:mod:`cesar.server.front.catalog`), the SQLite store of streams,
+  subscriptions, the event log and alerts;
+* the :class:`~cesar.server.front.registry.Registry`, its in-memory mirror:
+  streams, live subscriptions, routes, interest and tallies;
+* :func:`~cesar.server.front.placement.place`, the policy that picks a new
+  subscription's lane and shard;
+* the :class:`~cesar.server.front.epochs.EpochGate`, which holds each shard's
+  events until their epoch closes, so shards see whole epochs in order;
+* the shards, reached through :class:`~cesar.server.shard.pool.ShardPool`, and
+  the alert streams (:mod:`cesar.server.front.alerts`).
 
 Publishing, subscribing and unsubscribing run one at a time under one lock,
 so the event log, the subscriptions' positions in it and the alerts' seqs
 form one sequential history — the one replayed on start.  Listen streams
-(:mod:`server.front.alerts`) read committed alerts from their own SQLite connections
-and never block that path.
+(:mod:`cesar.server.front.alerts`) read committed alerts from their own SQLite
+connections and never block that path.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 import time
@@ -35,14 +36,13 @@ from cesar.automata.automaton import format_dot
 from cesar.automata.compiler import CompiledQuery, compile_parsed, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.explain import explain
-from cesar.automata.normal import Conjunct, static_atoms
 from cesar.automata.parser import parse_query
-from cesar.automata.partition import partition_keys, static_interest
+from cesar.automata.partition import partition_keys
 from cesar.automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
-from cesar.index.static import ConjunctIndex
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
+from cesar.server.front.epochs import EpochGate
 from cesar.server.front.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -53,12 +53,13 @@ from cesar.server.front.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from cesar.server.front.placement import place
+from cesar.server.front.registry import Live, Registry, describe_stream
 from cesar.server.host.rss import rss_bytes
 from cesar.server.shard.pool import ShardPool
 from cesar.server.wire.algebra_proto import AlgebraMessageError, compile_algebra, to_predicate
 from cesar.server.wire.arrowevents import decode as decode_arrow
 from cesar.server.wire.convert import from_event, rejection, to_event, trusted_event
-from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
 
@@ -70,22 +71,6 @@ MAX_SUBSCRIBE_BATCH = 10_000
 
 class ReplayError(RuntimeError):
     """The catalog cannot be replayed with this server's configuration."""
-
-
-@dataclass(frozen=True)
-class Live:
-    """A live subscription: its catalog row and what it reads."""
-
-    row: SubscriptionRow
-    reads: frozenset[str]
-
-    @property
-    def key(self) -> str | None:
-        return self.row.key_attribute or None
-
-    @property
-    def lane(self) -> str:
-        return key_lane(self.row.key_attribute) if self.row.key_attribute else GLOBAL
 
 
 @dataclass(frozen=True)
@@ -111,10 +96,6 @@ class Prepared:
         return self.syntax.publish if self.syntax is not None else None
 
 
-def _subscription_number(sub_id: str) -> int:
-    return int(sub_id[1:])
-
-
 class Front:
     """The server's state and operations; see the module docstring."""
 
@@ -125,25 +106,8 @@ class Front:
         self.closing = False
         self.counters: Counter[str] = Counter()
         self.listeners = Listeners(catalog.path, self.counters)
-        self.streams: dict[str, StreamRow] = {}
-        self.schemas: dict[str, StreamSchema] = {}
-        self.inputs: dict[str, StreamSchema] = {}
-        self.owned: Counter[str] = Counter()
-        self.lanes: Counter[str | None] = Counter()
-        self.global_load: Counter[int] = Counter()
-        self.readers: dict[str, set[str]] = {}
-        self.interest: ConjunctIndex[tuple[str, str]] = ConjunctIndex()
-        self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
-        self.live: dict[str, Live] = {}
-        self.last_seq: dict[str, int] = {}
-        self.routing = RoutingTable(shards.count)
-        self.pending: list[list[tuple[int, int, bool, str, Event]]] = [
-            [] for _ in range(shards.count)
-        ]
-        self.ticks = 0
-        self.applied: list[int | None] = [None] * shards.count
-        self.horizon: list[int | None] = [None] * shards.count
-        self.closed: list[int | None] = [None] * shards.count
+        self.registry = Registry(shards.count)
+        self.gate = EpochGate(shards.count)
         self.batches = 0
         self.listens: Counter[str] = Counter()
 
@@ -154,7 +118,7 @@ class Front:
         started = time.monotonic()
         for row in self.catalog.streams():
             if not row.subscription:
-                self._add_schema(row)
+                self.registry.add_stream(row)
         pending = self.catalog.subscriptions()
         log_rows = iter(self.catalog.batches())
         replayed = 0
@@ -176,24 +140,18 @@ class Front:
         log.info(
             "catalog loaded",
             extra={
-                "streams": len(self.streams),
-                "subscriptions": len(self.live),
+                "streams": len(self.registry.streams),
+                "subscriptions": len(self.registry.live),
                 "batches_replayed": self.batches,
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
 
-    def _add_schema(self, row: StreamRow) -> None:
-        self.streams[row.name] = row
-        self.schemas[row.name] = parse_stream_spec(row.spec)
-        if not row.subscription:
-            self.inputs[row.name] = self.schemas[row.name]
-
     def _restore(self, row: SubscriptionRow) -> tuple[Live, CompiledQuery]:
         """Compile and register a stored subscription; the caller installs it on the shards."""
         query = self._compile_source(row.query, row.algebra, row.name or row.id)
         live = Live(replace(row, shard=row.shard % self.shards.count), query.reads)
-        self._register(live, query)
+        self.registry.register(live, query)
         return live, query
 
     def _replay(self, payload: bytes) -> None:
@@ -216,26 +174,26 @@ class Front:
             raise InvalidArgument(f"stream spec: {exc}") from None
         with self.lock:
             self._check_open()
-            taken = self.streams.get(schema.name)
+            taken = self.registry.streams.get(schema.name)
             if taken is not None:
-                raise AlreadyExists(f"stream {schema.name} exists ({_describe_stream(taken)})")
+                raise AlreadyExists(f"stream {schema.name} exists ({describe_stream(taken)})")
             row = StreamRow(schema.name, schema.spec(), client.name, "")
             self.catalog.add_stream(row)
-            self._add_schema(row)
+            self.registry.add_stream(row)
         log.info("stream defined", extra={"stream": row.name, "owner": client.name})
         return row
 
     def stream_rows(self) -> list[StreamRow]:
         """Every stream, by name."""
         with self.lock:
-            return sorted(self.streams.values(), key=lambda r: r.name)
+            return sorted(self.registry.streams.values(), key=lambda r: r.name)
 
     # ---------------------------------------------------------- subscriptions
 
     def compile(self, text: str, name: str | None = None) -> CompiledQuery:
         """Compile CEL against the server's streams; InvalidArgument with line:column."""
         try:
-            return compile_query(text, self.schemas, name or "query")
+            return compile_query(text, self.registry.schemas, name or "query")
         except CelError as exc:
             raise InvalidArgument(str(exc)) from None
 
@@ -244,16 +202,16 @@ class Front:
         if not algebra:
             return self.compile(text, name)
         try:
-            return compile_algebra(pb.Algebra.FromString(algebra), self.schemas, name)
+            return compile_algebra(pb.Algebra.FromString(algebra), self.registry.schemas, name)
         except AlgebraMessageError as exc:
             raise InvalidArgument(str(exc)) from None
 
     def explain(self, text: str, dot: bool) -> tuple[str, str, str | None]:
         """(explain text, DOT or "", key attribute or None) for a query."""
         query = self.compile(text)
-        keys = partition_keys(query.automata, self.schemas)
+        keys = partition_keys(query.automata, self.registry.schemas)
         return (
-            explain(query, self.schemas),
+            explain(query, self.registry.schemas),
             format_dot(query.automata) if dot else "",
             min(keys) if keys else None,
         )
@@ -284,7 +242,7 @@ class Front:
                 f"a batch holds 1 to {MAX_SUBSCRIBE_BATCH} subscriptions, not {len(items)}"
             )
         with self.lock:
-            schemas = dict(self.schemas)
+            schemas = dict(self.registry.schemas)
         prepared = [self._prepare(client, item, schemas) for item in items]
         results: list[SubscriptionRow | FrontError] = []
         admitted: list[tuple[Live, CompiledQuery]] = []
@@ -306,11 +264,11 @@ class Front:
             if admitted:
                 try:
                     self.catalog.add_subscriptions(
-                        [(live.row, self.streams[live.row.stream]) for live, _ in admitted]
+                        [(live.row, self.registry.streams[live.row.stream]) for live, _ in admitted]
                     )
                 except BaseException:
                     for live, _ in reversed(admitted):
-                        self._unregister(live)
+                        self.registry.unregister(live)
                     raise
                 self._install(admitted)
                 self.counters["subscribes"] += len(admitted)
@@ -372,18 +330,20 @@ class Front:
         schemas: Mapping[str, StreamSchema],
     ) -> tuple[Live, CompiledQuery]:
         """Check limits and names, place and register one subscription (under the lock)."""
-        owned = self.owned[client.name]
+        owned = self.registry.owned[client.name]
         if owned >= client.limits.max_subscriptions:
             raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
         item = prepared.item
         stream = prepared.publish or item.name or sub_id
-        taken = self.streams.get(stream)
+        taken = self.registry.streams.get(stream)
         if taken is not None:
-            raise AlreadyExists(f"stream {stream} exists ({_describe_stream(taken)})")
+            raise AlreadyExists(f"stream {stream} exists ({describe_stream(taken)})")
         query = prepared.query
-        if query is None or any(self.schemas.get(s) is not schemas[s] for s in query.reads):
-            query = self._compile_prepared(prepared, item.name or sub_id, self.schemas)
-        key, shard = self._place(query)
+        if query is None or any(
+            self.registry.schemas.get(s) is not schemas[s] for s in query.reads
+        ):
+            query = self._compile_prepared(prepared, item.name or sub_id, self.registry.schemas)
+        key, shard = place(query, self.registry)
         row = SubscriptionRow(
             id=sub_id,
             owner=client.name,
@@ -399,65 +359,8 @@ class Front:
             algebra=b"" if item.algebra is None else item.algebra.SerializeToString(),
         )
         live = Live(row, query.reads)
-        self._register(live, query)
+        self.registry.register(live, query)
         return live, query
-
-    def _place(self, query: CompiledQuery) -> tuple[str | None, int]:
-        """(key attribute, shard) for a new subscription; see ARCHITECTURE.md."""
-        keys = partition_keys(query.automata, self.schemas)
-        producers = [
-            self.live[self.streams[s].subscription]
-            for s in sorted(query.reads)
-            if self.streams[s].subscription
-        ]
-        if producers:
-            lanes = {(p.key, p.row.shard if p.key is None else 0) for p in producers}
-            (key, shard), *others = sorted(lanes, key=str)
-            if not others and (key is None or key in keys):
-                return key, shard
-            where = ", ".join(
-                f"{p.row.stream} (subscription {p.row.id}: "
-                + (f"key-partitioned on {p.key}" if p.key else f"global on shard {p.row.shard}")
-                + ")"
-                for p in producers
-            )
-            raise FailedPrecondition(
-                f"this query must run where the streams it reads are produced: {where}; "
-                "a query reading a key-partitioned stream must join every step on that key"
-            )
-        if keys:
-            return max(sorted(keys), key=lambda k: self.lanes[k]), 0
-        load = self.global_load
-        return None, min(range(self.shards.count), key=lambda s: (load[s], s))
-
-    def _register(self, live: Live, query: CompiledQuery) -> None:
-        """Enter a subscription in the in-memory state: routes, interest, tallies, streams."""
-        self.routing.add(live.reads, live.key, live.row.shard)
-        if live.key is None:
-            statics = static_interest(query.automata)
-            self.statics[live.row.id] = statics
-            for stream, conjuncts in statics.items():
-                self.interest.add(
-                    (live.row.id, stream), stream, tuple(static_atoms(c) for c in conjuncts)
-                )
-        self._count(live, 1)
-        self.live[live.row.id] = live
-        self.last_seq[live.row.id] = live.row.last_seq
-        self._add_schema(
-            StreamRow(live.row.stream, live.row.output_spec, live.row.owner, live.row.id)
-        )
-
-    def _unregister(self, live: Live) -> None:
-        """Undo :meth:`_register`."""
-        sub_id = live.row.id
-        self.routing.remove(live.reads, live.key, live.row.shard)
-        for stream in self.statics.pop(sub_id, {}):
-            self.interest.remove((sub_id, stream))
-        self._count(live, -1)
-        del self.live[sub_id]
-        del self.last_seq[sub_id]
-        del self.streams[live.row.stream]
-        del self.schemas[live.row.stream]
 
     def _install(self, admitted: Sequence[tuple[Live, CompiledQuery]]) -> None:
         """Install registered subscriptions on their shards: one call per shard, in order."""
@@ -468,7 +371,7 @@ class Front:
                 subscription=live.row.id,
                 query=live.row.query,
                 name=live.row.name,
-                stream_specs=[self.schemas[s].spec() for s in sorted(query.reads)],
+                stream_specs=[self.registry.schemas[s].spec() for s in sorted(query.reads)],
             )
             if live.row.algebra:
                 request.algebra.ParseFromString(live.row.algebra)
@@ -476,27 +379,16 @@ class Front:
                 batches[target].subscriptions.append(request)
         self.shards.install(batches)
 
-    def _count(self, live: Live, delta: int) -> None:
-        """Keep the per-client, per-lane and per-shard tallies placement and limits read."""
-        self.owned[live.row.owner] += delta
-        for stream in live.reads:
-            readers = self.readers.setdefault(stream, set())
-            if delta > 0:
-                readers.add(live.row.id)
-            else:
-                readers.discard(live.row.id)
-        self.lanes[live.key] += delta
-        if live.key is None:
-            self.global_load[live.row.shard] += delta
-
     def unsubscribe(self, client: Client, sub_id: str) -> None:
         """Remove one of ``client``'s subscriptions."""
         with self.lock:
             self._check_open()
             live = self._owned(client, sub_id, remove=True)
-            readers = sorted(self.readers.get(live.row.stream, ()), key=_subscription_number)
+            readers = self.registry.readers_of(live.row.stream)
             if readers:
-                names = ", ".join(f"{r} (client {self.live[r].row.owner})" for r in readers)
+                names = ", ".join(
+                    f"{r} (client {self.registry.live[r].row.owner})" for r in readers
+                )
                 raise FailedPrecondition(
                     f"subscription {sub_id} publishes {live.row.stream}, which {names} "
                     "read; they must be removed first"
@@ -505,13 +397,13 @@ class Front:
             self.shards.remove(
                 targets, shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id)
             )
-            self._unregister(live)
+            self.registry.unregister(live)
             self.catalog.remove_subscription(sub_id)
             self.counters["unsubscribes"] += 1
         log.info("unsubscribed", extra={"subscription": sub_id, "owner": client.name})
 
     def _owned(self, client: Client, sub_id: str, remove: bool = False) -> Live:
-        live = self.live.get(sub_id)
+        live = self.registry.live.get(sub_id)
         if live is None:
             raise NotFound(f"no subscription {sub_id}")
         if live.row.owner != client.name:
@@ -524,8 +416,8 @@ class Front:
         """``client``'s subscriptions, oldest first, with their latest seq."""
         with self.lock:
             return [
-                replace(live.row, last_seq=self.last_seq[live.row.id])
-                for live in self.live.values()
+                replace(live.row, last_seq=self.registry.last_seq[live.row.id])
+                for live in self.registry.live.values()
                 if live.row.owner == client.name
             ]
 
@@ -563,7 +455,7 @@ class Front:
             valid.sort(key=lambda item: (item[0], item[1]))
             accepted: list[Event] = []
             for t1, _order, index, event in valid:
-                settled = self._settled(t1, shard)
+                settled = self.gate.settled(t1, shard)
                 if settled is not None:
                     response.rejected.append(
                         pb.Rejection(
@@ -604,7 +496,7 @@ class Front:
     ) -> Iterator[tuple[Event | EventError, int | None]]:
         """The request's events (then its Arrow rows), each validated or its error, with arrival."""
         for message in request.events:
-            producer = self.streams.get(message.stream)
+            producer = self.registry.streams.get(message.stream)
             if producer is not None and producer.subscription:
                 error = EventError(
                     None,
@@ -615,91 +507,32 @@ class Front:
                 yield error, None
                 continue
             try:
-                yield from_event(message, self.inputs), None
+                yield from_event(message, self.registry.inputs), None
             except EventError as exc:
                 yield exc, None
         if request.arrow_events:
             try:
-                yield from decode_arrow(request.arrow_events, self.inputs)
+                yield from decode_arrow(request.arrow_events, self.registry.inputs)
             except EventError as exc:
                 raise InvalidArgument(f"arrow_events: {exc.reason}") from None
-
-    def _settled(self, t1: int, shard: int | None) -> int | None:
-        """None if an event at ``t1`` may still join its epoch; else how far epochs are settled.
-
-        For the front's own routing (``shard`` None) every shard counts: a later
-        epoch is open (the horizon is past ``t1``) or a watermark closed
-        ``t1``'s.  A routed batch's event is late on its shard only once a
-        watermark closed its epoch or a later epoch was applied there.
-        """
-        if shard is not None:
-            marks = [m for m in (self.closed[shard], self.applied[shard]) if m is not None]
-            return max(marks) if marks and t1 <= max(marks) else None
-        shards = range(self.shards.count)
-        marks = [c for k in shards if (c := self.closed[k]) is not None and t1 <= c]
-        marks += [h for k in shards if (h := self.horizon[k]) is not None and t1 < h]
-        return max(marks, default=None)
 
     def _advance(
         self, accepted: list[Event], watermark: int | None, shard: int | None
     ) -> list[shard_pb2.ShardAlert]:
-        """Add ``accepted`` (in (t1, arrival) order) to the shards' pending events; apply the ready.
-
-        Each shard keeps its pending events sorted by (t1, arrival).  An event
-        the front routed itself is ready once a later event arrived (the
-        horizon, shared by all shards: they are one ordered stream) or a
-        watermark passed it; an event of a routed batch (the feed's) only once
-        its shard's watermark passed it, so the feed's pieces of a micro-batch
-        may arrive in any order.  Ready events leave in order, whole epochs only.
-        """
-        routed = shard is not None
-        shards = range(self.shards.count) if shard is None else [shard]
-        for event in accepted:
-            self.ticks += 1
-            for k, lane in self._destinations(event, shard):
-                bisect.insort(self.pending[k], (event.t1, self.ticks, routed, lane, event))
-        if accepted and not routed:
-            for k in shards:
-                self.horizon[k] = max(self.horizon[k] or accepted[-1].t1, accepted[-1].t1)
-        if watermark:
-            for k in shards:
-                self.closed[k] = max(self.closed[k] or watermark, watermark)
+        """Pass ``accepted`` (in (t1, arrival) order) through the epoch gate; apply the ready."""
+        arrivals = [(event, self.registry.destinations(event, shard)) for event in accepted]
+        released = self.gate.advance(arrivals, watermark, shard)
+        if not any(released):
+            return []
         requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
-        released = False
-        for k in shards:
-            horizon, closed = self.horizon[k], self.closed[k]
-            split = 0
-            for t1, _tick, by_feed, _lane, _event in self.pending[k]:
-                if (closed is not None and t1 <= closed) or (
-                    not by_feed and horizon is not None and t1 < horizon
-                ):
-                    split += 1
-                else:
-                    break
-            if not split:
-                continue
-            released = True
+        for k, ready in enumerate(released):
             lanes: dict[str, shard_pb2.LaneEvents] = {}
-            for t1, _tick, _by_feed, lane, event in self.pending[k][:split]:
-                group = lanes.get(lane)
+            for item in ready:
+                group = lanes.get(item.lane)
                 if group is None:
-                    group = lanes[lane] = requests[k].lanes.add(lane=lane)
-                group.events.append(to_event(event))
-                self.applied[k] = t1
-            del self.pending[k][:split]
-        return self.shards.apply(requests) if released else []
-
-    def _destinations(self, event: Event, shard: int | None) -> list[tuple[int, str]]:
-        """The (shard, lane) pairs ``event`` goes to (only ``shard``'s when given)."""
-        values = dict(event.values)
-        destinations = self.routing.key_destinations(event.stream, values)
-        interested = self.interest.probe(event.stream, values)
-        destinations.extend(
-            (k, GLOBAL) for k in sorted({self.live[s].row.shard for s, _ in interested})
-        )
-        if shard is None:
-            return destinations
-        return [(k, lane) for k, lane in destinations if k == shard]
+                    group = lanes[item.lane] = requests[k].lanes.add(lane=item.lane)
+                group.events.append(to_event(item.event))
+        return self.shards.apply(requests)
 
     def _sequence(
         self, alerts: list[shard_pb2.ShardAlert]
@@ -708,12 +541,12 @@ class Front:
         touched: dict[str, int] = {}
         for alert in alerts:
             sub = alert.subscription
-            seq = self.last_seq[sub] + 1
-            self.last_seq[sub] = touched[sub] = seq
+            seq = self.registry.last_seq[sub] + 1
+            self.registry.last_seq[sub] = touched[sub] = seq
             message = pb.Alert(subscription=sub, seq=seq, notice=alert.notice)
             if alert.HasField("event"):
                 message.event.CopyFrom(alert.event)
-            rows.append((sub, seq, self.live[sub].row.owner, message.SerializeToString()))
+            rows.append((sub, seq, self.registry.live[sub].row.owner, message.SerializeToString()))
         return rows, touched
 
     # ------------------------------------------------------------------ listen
@@ -747,37 +580,33 @@ class Front:
     def routing_table(self) -> pb.RoutingTable:
         """The routing table for the feed."""
         with self.lock:
-            table = pb.RoutingTable(shards=self.routing.shards, version=self.routing.version)
-            for stream in sorted(self.routing.streams):
-                route = self.routing.streams[stream]
+            table = pb.RoutingTable(
+                shards=self.registry.routing.shards, version=self.registry.routing.version
+            )
+            for stream in sorted(self.registry.routing.streams):
+                route = self.registry.routing.streams[stream]
                 table.streams.add(
                     stream=stream,
                     key_attributes=sorted(route.keys),
                     global_shards=sorted(route.global_shards),
-                    global_interest=self._interest(stream),
+                    global_interest=[
+                        pb.GlobalInterest(
+                            shard=shard, conjuncts=[to_predicate(c.pred()) for c in conjuncts]
+                        )
+                        for shard, conjuncts in self.registry.interest(stream).items()
+                    ],
                 )
             return table
-
-    def _interest(self, stream: str) -> list[pb.GlobalInterest]:
-        """Per global shard, the distinct static conjuncts its subscriptions need of ``stream``."""
-        shards: dict[int, dict[Conjunct, None]] = {}
-        for sub, statics in self.statics.items():
-            for conjunct in statics.get(stream, ()):
-                shards.setdefault(self.live[sub].row.shard, {})[conjunct] = None
-        return [
-            pb.GlobalInterest(shard=shard, conjuncts=[to_predicate(c.pred()) for c in conjuncts])
-            for shard, conjuncts in sorted(shards.items())
-        ]
 
     def stats(self) -> pb.StatsResponse:
         """Front counters and every shard's counters."""
         with self.lock:
             front = dict(self.counters)
             front.update(
-                subscriptions=len(self.live),
-                streams=len(self.streams),
+                subscriptions=len(self.registry.live),
+                streams=len(self.registry.streams),
                 batches_logged=self.batches,
-                open_epoch_events=sum(len(p) for p in self.pending),
+                open_epoch_events=self.gate.pending_events(),
                 listens=sum(self.listens.values()),
                 rss_bytes=rss_bytes(),
             )
@@ -800,9 +629,3 @@ class Front:
         self.stop_intake()
         with self.lock:
             self.catalog.close()
-
-
-def _describe_stream(row: StreamRow) -> str:
-    if row.subscription:
-        return f"published by subscription {row.subscription} of client {row.owner}"
-    return f"an input stream defined by client {row.owner}"

@@ -31,7 +31,7 @@ from cesar.server.front.front import Front
 from cesar.server.front.service import CesarServicer
 from cesar.server.host.logs import configure_logging
 from cesar.server.shard.pool import ShardFailure, ShardPool
-from cesar.server.shard.process import GRPC_OPTIONS
+from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2, cesar_pb2_grpc
 
 log = logging.getLogger("cesar.front")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import grpc
 
-from cesar.server.shard.process import GRPC_OPTIONS
+from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
 log = logging.getLogger("cesar.front")

@@ -28,15 +28,11 @@ from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.rss import rss_bytes
 from cesar.server.wire.algebra_proto import compile_algebra
+from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
 log = logging.getLogger("cesar.shard")
-
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 256 << 20),
-    ("grpc.max_send_message_length", 256 << 20),
-]
 
 
 @dataclass

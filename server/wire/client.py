@@ -15,10 +15,15 @@ from pathlib import Path
 import grpc
 
 from cesar.automata.schema import Event
-from cesar.server.shard.process import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 << 20),
+    ("grpc.max_send_message_length", 256 << 20),
+]
+"""Channel and server options of every cesar process: messages up to 256 MiB each way."""
 
 
 @dataclass

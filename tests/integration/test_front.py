@@ -58,7 +58,7 @@ def test_a_consumer_behind_the_retention_window_is_told_and_counted(front: Front
     front.publish(
         pb.PublishRequest(events=events[3:], watermark=events[-1].t1)
     )  # far more alerts than the 5 kept
-    oldest = front.last_seq[sub.id] - 4
+    oldest = front.registry.last_seq[sub.id] - 4
     message = rf"after seq 3 were pruned .* resume with after_seq {oldest - 1} .* seq {oldest}$"
     with pytest.raises(OutOfRange, match=message):
         list(listener)
@@ -91,7 +91,7 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     front.publish(pb.PublishRequest(events=events[:10]))
     drops = front.subscribe(client, Path("examples/queries/drops.cel").read_text())
     front.publish(pb.PublishRequest(events=events[10:1000]))
-    seq_before = front.last_seq[drops.id]
+    seq_before = front.registry.last_seq[drops.id]
     front.close()
     shards.stop()
     shards = ShardPool(1)  # fewer shards than before: placement is recomputed, meaning is not
@@ -175,7 +175,7 @@ def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -
         got: Counter[str] = Counter()
         for sub in subs:
             stream = front.listen(client, [], {sub: 0}, lambda: True)
-            got.update(alert_line(a) for a in islice(stream, front.last_seq[sub]))
+            got.update(alert_line(a) for a in islice(stream, front.registry.last_seq[sub]))
             stream.close()
         assert normalized(got) == normalized(expected_lines(queries, events))
     finally:
@@ -275,4 +275,4 @@ def test_an_idle_listen_stream_does_not_poll_while_other_clients_get_alerts(
     before = front.counters["listen_polls"]
     time.sleep(1.5)  # no new alert: the stream waits (0.5 s wake-ups), it does not spin
     assert front.counters["listen_polls"] - before <= 5
-    assert front.last_seq[front.subscriptions(busy)[0].id] == 200
+    assert front.registry.last_seq[front.subscriptions(busy)[0].id] == 200

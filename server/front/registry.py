@@ -1,0 +1,184 @@
+"""The front's registry: streams, live subscriptions, routes and tallies, mirroring the catalog.
+
+A :class:`Registry` is the in-memory picture of what the catalog
+(:mod:`cesar.server.front.catalog`) stores, kept so that the front never reads
+SQLite on the request path:
+
+* every stream (input streams and those subscriptions PUBLISH) and its schema;
+* every :class:`Live` subscription, its latest alert seq, and who reads each stream;
+* the routing table (:mod:`cesar.server.wire.routing`) and, for global
+  subscriptions, the static conjuncts each needs of each stream (its
+  *interest*, probed per event and sent to the feed);
+* the tallies placement and limits read: subscriptions per client, per key
+  lane and, for global ones, per shard.
+
+It holds no lock and does no I/O: the front calls it under its lock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cesar.automata.compiler import CompiledQuery
+from cesar.automata.normal import Conjunct, static_atoms
+from cesar.automata.partition import static_interest
+from cesar.automata.schema import Event, StreamSchema, parse_stream_spec
+from cesar.index.static import ConjunctIndex
+from cesar.server.front.catalog import StreamRow, SubscriptionRow
+from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
+
+
+@dataclass(frozen=True)
+class Live:
+    """A live subscription: its catalog row and what it reads."""
+
+    row: SubscriptionRow
+    reads: frozenset[str]
+
+    @property
+    def key(self) -> str | None:
+        """The attribute it is key-partitioned on, or None (global)."""
+        return self.row.key_attribute or None
+
+    @property
+    def lane(self) -> str:
+        """The engine lane it runs in on its shards."""
+        return key_lane(self.row.key_attribute) if self.row.key_attribute else GLOBAL
+
+
+def subscription_number(sub_id: str) -> int:
+    """``s12`` → 12, for ordering subscription ids."""
+    return int(sub_id[1:])
+
+
+def describe_stream(row: StreamRow) -> str:
+    """Who a stream belongs to, for error messages."""
+    if row.subscription:
+        return f"published by subscription {row.subscription} of client {row.owner}"
+    return f"an input stream defined by client {row.owner}"
+
+
+class Registry:
+    """Streams, live subscriptions, routes and tallies; see the module docstring.
+
+    Methods: :meth:`add_stream`, :meth:`register`, :meth:`unregister`,
+    :meth:`destinations`, :meth:`interest`, :meth:`check_valid`.
+    """
+
+    def __init__(self, shards: int) -> None:
+        self.shards = shards
+        self.streams: dict[str, StreamRow] = {}
+        self.schemas: dict[str, StreamSchema] = {}
+        self.inputs: dict[str, StreamSchema] = {}
+        self.live: dict[str, Live] = {}
+        self.last_seq: dict[str, int] = {}
+        self.readers: dict[str, set[str]] = {}
+        self.owned: Counter[str] = Counter()
+        self.lanes: Counter[str | None] = Counter()
+        self.global_load: Counter[int] = Counter()
+        self.routing = RoutingTable(shards)
+        self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
+        self._interest: ConjunctIndex[tuple[str, str]] = ConjunctIndex()
+
+    def add_stream(self, row: StreamRow) -> None:
+        """Enter a stream (an input stream when ``row.subscription`` is empty)."""
+        self.streams[row.name] = row
+        self.schemas[row.name] = parse_stream_spec(row.spec)
+        if not row.subscription:
+            self.inputs[row.name] = self.schemas[row.name]
+
+    def register(self, live: Live, query: CompiledQuery) -> None:
+        """Enter a subscription: routes, interest, tallies, its published stream."""
+        sub_id = live.row.id
+        self.routing.add(live.reads, live.key, live.row.shard)
+        if live.key is None:
+            statics = static_interest(query.automata)
+            self.statics[sub_id] = statics
+            for stream, conjuncts in statics.items():
+                atoms = tuple(static_atoms(c) for c in conjuncts)
+                self._interest.add((sub_id, stream), stream, atoms)
+        self._count(live, 1)
+        self.live[sub_id] = live
+        self.last_seq[sub_id] = live.row.last_seq
+        self.add_stream(StreamRow(live.row.stream, live.row.output_spec, live.row.owner, sub_id))
+
+    def unregister(self, live: Live) -> None:
+        """Undo :meth:`register`."""
+        sub_id = live.row.id
+        self.routing.remove(live.reads, live.key, live.row.shard)
+        for stream in self.statics.pop(sub_id, {}):
+            self._interest.remove((sub_id, stream))
+        self._count(live, -1)
+        del self.live[sub_id]
+        del self.last_seq[sub_id]
+        del self.streams[live.row.stream]
+        del self.schemas[live.row.stream]
+
+    def _count(self, live: Live, delta: int) -> None:
+        self.owned[live.row.owner] += delta
+        for stream in live.reads:
+            readers = self.readers.setdefault(stream, set())
+            if delta > 0:
+                readers.add(live.row.id)
+            else:
+                readers.discard(live.row.id)
+        self.lanes[live.key] += delta
+        if live.key is None:
+            self.global_load[live.row.shard] += delta
+
+    def readers_of(self, stream: str) -> list[str]:
+        """The live subscriptions reading ``stream``, oldest first."""
+        return sorted(self.readers.get(stream, ()), key=subscription_number)
+
+    def producers(self, reads: frozenset[str]) -> list[Live]:
+        """The live subscriptions publishing the streams of ``reads``, by stream name."""
+        return [
+            self.live[self.streams[s].subscription]
+            for s in sorted(reads)
+            if self.streams[s].subscription
+        ]
+
+    def destinations(self, event: Event, shard: int | None) -> list[tuple[int, str]]:
+        """The (shard, lane) pairs ``event`` goes to (only ``shard``'s when given)."""
+        values = dict(event.values)
+        destinations = self.routing.key_destinations(event.stream, values)
+        interested = self._interest.probe(event.stream, values)
+        destinations.extend(
+            (k, GLOBAL) for k in sorted({self.live[s].row.shard for s, _ in interested})
+        )
+        if shard is None:
+            return destinations
+        return [(k, lane) for k, lane in destinations if k == shard]
+
+    def interest(self, stream: str) -> dict[int, list[Conjunct]]:
+        """Per global shard, the distinct static conjuncts its subscriptions need of ``stream``."""
+        shards: dict[int, dict[Conjunct, None]] = {}
+        for sub, statics in self.statics.items():
+            for conjunct in statics.get(stream, ()):
+                shards.setdefault(self.live[sub].row.shard, {})[conjunct] = None
+        return {shard: list(conjuncts) for shard, conjuncts in sorted(shards.items())}
+
+    def check_valid(self) -> None:
+        """Assert that the tallies, readers, streams and interest agree with the live set."""
+        assert set(self.live) == set(self.last_seq)
+        owned: Counter[str] = Counter(live.row.owner for live in self.live.values())
+        assert +self.owned == owned
+        lanes: Counter[str | None] = Counter(live.key for live in self.live.values())
+        assert +self.lanes == lanes
+        load: Counter[int] = Counter(
+            live.row.shard for live in self.live.values() if live.key is None
+        )
+        assert +self.global_load == load
+        for stream, readers in self.readers.items():
+            assert readers == {s for s, live in self.live.items() if stream in live.reads}
+        for sub_id, live in self.live.items():
+            assert self.streams[live.row.stream].subscription == sub_id
+            assert (sub_id in self.statics) == (live.key is None)
+        published = {row.subscription for row in self.streams.values() if row.subscription}
+        assert published == set(self.live)
+        assert set(self.schemas) == set(self.streams) >= set(self.inputs)
+        self._interest.check_valid()
+        keys: Mapping[str, dict[str, tuple[Conjunct, ...]]] = self.statics
+        assert len(self._interest) == sum(len(s) for s in keys.values())
