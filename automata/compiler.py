@@ -6,8 +6,8 @@
 messages), so all three front ends share the back half.
 
 >>> from cesar.automata.schema import parse_stream_spec, Event
->>> catalog = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
->>> q = compile_query("FILTER{Price > 10} Stock PUBLISH Expensive", catalog)
+>>> schemas = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
+>>> q = compile_query("FILTER{Price > 10} Stock PUBLISH Expensive", schemas)
 >>> q.output.spec()
 'Expensive(Name:string,Price:float)'
 """
@@ -50,23 +50,23 @@ class CompiledQuery:
 
 def compile_query(
     text: str,
-    catalog: Mapping[str, StreamSchema],
+    schemas: Mapping[str, StreamSchema],
     default_name: str | None = None,
     options: Options = DEFAULT_OPTIONS,
 ) -> CompiledQuery:
-    """Compile one CEL query against the streams of ``catalog``.
+    """Compile one CEL query against the streams of ``schemas``.
 
     Raises :class:`~automata.errors.CelError` (syntax or semantic) with line,
     column and an excerpt of ``text``.  Publishing onto a stream that already
-    exists in ``catalog`` is an error.
+    exists in ``schemas`` is an error.
     """
-    return compile_parsed(parse_query(text), text, catalog, default_name, options)
+    return compile_parsed(parse_query(text), text, schemas, default_name, options)
 
 
 def compile_parsed(
     query: Query,
     text: str,
-    catalog: Mapping[str, StreamSchema],
+    schemas: Mapping[str, StreamSchema],
     default_name: str | None = None,
     options: Options = DEFAULT_OPTIONS,
 ) -> CompiledQuery:
@@ -76,17 +76,39 @@ def compile_parsed(
     before it knows a subscription's default name) without parsing twice.
     """
     try:
-        translation = translate(query, catalog, default_name, options)
-        if translation.output.name in catalog:
-            raise CelSemanticError(
-                f"stream {translation.output.name} already exists; PUBLISH under a new name",
-                query.pos,
-            )
-        automata = build_automata(translation.algebra, translation.output, options)
+        translation = translate(query, schemas, default_name, options)
+        return compile_expr(
+            translation.algebra, translation.output, translation.reads, schemas, text, options
+        )
+    except StreamExistsError as exc:
+        raise CelSemanticError(str(exc), query.pos).with_source(text) from None
     except DnfLimitError as exc:
         raise CelSemanticError(f"the compiled automaton's {exc}", query.pos).with_source(
             text
         ) from None
     except CelError as exc:
         raise exc.with_source(text) from None
-    return CompiledQuery(text, translation.algebra, translation.output, translation.reads, automata)
+
+
+class StreamExistsError(ValueError):
+    """A query would PUBLISH onto a stream that already exists."""
+
+
+def compile_expr(
+    expr: Expr,
+    output: StreamSchema,
+    reads: frozenset[str],
+    schemas: Mapping[str, StreamSchema],
+    text: str = "",
+    options: Options = DEFAULT_OPTIONS,
+) -> CompiledQuery:
+    """The back half of the pipeline: an algebra expression publishing ``output`` → automata.
+
+    Every front end ends here: CEL (:func:`compile_parsed`) and the server's
+    ``Algebra`` messages.  Raises :class:`StreamExistsError` when ``output``'s
+    name is in ``schemas`` and :class:`~cesar.automata.normal.DnfLimitError`
+    when a predicate's DNF exceeds the limit.
+    """
+    if output.name in schemas:
+        raise StreamExistsError(f"stream {output.name} already exists; PUBLISH under a new name")
+    return CompiledQuery(text, expr, output, reads, build_automata(expr, output, options))

@@ -181,7 +181,7 @@ class _CelLexer(Lexer):
 
 @cache
 def _parser() -> lark.Lark:
-    grammar = resources.files("automata").joinpath("cel.lark").read_text()
+    grammar = resources.files(__package__).joinpath("cel.lark").read_text()
     return lark.Lark(grammar, parser="lalr", lexer=_CelLexer)
 
 

@@ -22,13 +22,13 @@ attribute of its output.
 
 >>> from cesar.automata.compiler import compile_query
 >>> from cesar.automata.schema import parse_stream_spec
->>> catalog = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
+>>> schemas = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
 >>> sorted(partition_keys(compile_query(
 ...     "SELECT Name FROM Stock NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock",
-...     catalog, "q").automata, catalog))
+...     schemas, "q").automata, schemas))
 ['Name']
 >>> sorted(partition_keys(compile_query(
-...     "Stock NEXT{$2.Price > $1.Price} Stock", catalog, "q").automata, catalog))
+...     "Stock NEXT{$2.Price > $1.Price} Stock", schemas, "q").automata, schemas))
 []
 """
 
@@ -175,8 +175,8 @@ def static_interest(automata: Sequence[Automaton]) -> dict[str, tuple[Conjunct, 
 
     >>> from cesar.automata.compiler import compile_query
     >>> from cesar.automata.schema import parse_stream_spec
-    >>> catalog = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
-    >>> q = compile_query("FILTER{Name = 'IBM'} Stock NEXT{$2.Price > 99} Stock", catalog, "q")
+    >>> schemas = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
+    >>> q = compile_query("FILTER{Name = 'IBM'} Stock NEXT{$2.Price > 99} Stock", schemas, "q")
     >>> from cesar.automata.terms import to_cel
     >>> [to_cel(c.pred()) for c in static_interest(q.automata)["Stock"]]
     ["Name = 'IBM'", 'Price > 99']

@@ -1,6 +1,6 @@
 """CEL syntax tree → CESAR algebra (CEL.md, Meaning and Attribute names).
 
-Resolves stream names against a catalog, gives every attribute reference its
+Resolves stream names against the known stream schemas, gives every attribute reference its
 meaning in its scope, applies the original's ``_1`` naming after NEXT and
 FOLD, compiles duration constants into ticks of the streams' time unit,
 type-checks every term and predicate, and bounds the size of every
@@ -94,7 +94,7 @@ def stream_refs(expr: Expr) -> list[StreamRef]:
 
 def translate(
     query: Query,
-    catalog: Mapping[str, StreamSchema],
+    schemas: Mapping[str, StreamSchema],
     default_name: str | None = None,
     options: Options = DEFAULT_OPTIONS,
 ) -> Translation:
@@ -103,9 +103,9 @@ def translate(
     unit: TimeUnit | None = None
     unit_from: StreamRef | None = None
     for ref in refs:
-        schema = catalog.get(ref.name)
+        schema = schemas.get(ref.name)
         if schema is None:
-            known = ", ".join(sorted(catalog)) or "none"
+            known = ", ".join(sorted(schemas)) or "none"
             raise CelSemanticError(f"unknown stream {ref.name} (known streams: {known})", ref.pos)
         if unit is None:
             unit, unit_from = schema.unit, ref
@@ -120,7 +120,7 @@ def translate(
     name = query.publish or default_name
     if name is None:
         raise CelSemanticError("the query needs PUBLISH name", query.pos)
-    expr = _Translator(catalog, unit, options).expr(query.expr)
+    expr = _Translator(schemas, unit, options).expr(query.expr)
     return Translation(
         expr, StreamSchema(name, expr.attributes, unit), frozenset(r.name for r in refs)
     )
@@ -128,9 +128,9 @@ def translate(
 
 class _Translator:
     def __init__(
-        self, catalog: Mapping[str, StreamSchema], unit: TimeUnit, options: Options
+        self, schemas: Mapping[str, StreamSchema], unit: TimeUnit, options: Options
     ) -> None:
-        self.catalog = catalog
+        self.schemas = schemas
         self.unit = unit
         self.options = options
 
@@ -138,7 +138,7 @@ class _Translator:
 
     def expr(self, node: Expr) -> alg.Expr:
         if isinstance(node, StreamRef):
-            return alg.Source(node.name, self.catalog[node.name].attributes)
+            return alg.Source(node.name, self.schemas[node.name].attributes)
         if isinstance(node, Query):
             raise CelSemanticError(
                 "PUBLISH is only allowed at the end of the whole query; subscribe the inner "

@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(text + "\n")
     if not agree:
-        print("perf.engines: the engines' outputs differ", file=sys.stderr)
+        print("cesar.perf.engines: the engines' outputs differ", file=sys.stderr)
         return 1
     return 0
 

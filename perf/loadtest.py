@@ -482,17 +482,17 @@ class Run:
         """The stable subscriptions' alerts against ``cesar run``'s engine over the same events."""
         tick = time.perf_counter()
         schema = input_schema(self.work)
-        catalog = {schema.name: schema}
+        schemas = {schema.name: schema}
         compiled: list[CompiledQuery] = []
         by_stream: dict[str, str] = {}
         for sub_id, query in self.stable.items():
             if query.algebra is not None:
-                compiled.append(compile_algebra(query.algebra, catalog, query.name))
+                compiled.append(compile_algebra(query.algebra, schemas, query.name))
             else:
-                compiled.append(compile_query(query.text, catalog, query.name))
+                compiled.append(compile_query(query.text, schemas, query.name))
             by_stream[compiled[-1].name] = sub_id
         expected: dict[str, Counter[AlertKey]] = {}
-        for event in Queries(catalog, compiled).run(self.events, engine="engine"):
+        for event in Queries(schemas, compiled).run(self.events, engine="engine"):
             key = (event.t0, event.t1, event.values)
             expected.setdefault(by_stream[event.stream], Counter())[key] += 1
         lost = extra = 0

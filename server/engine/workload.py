@@ -54,7 +54,7 @@ class Workload:
     queries: list[CompiledQuery] = field(default_factory=list)
 
     @property
-    def catalog(self) -> dict[str, StreamSchema]:
+    def schemas(self) -> dict[str, StreamSchema]:
         """Every stream a query may read: inputs and the outputs compiled so far."""
         return {**self.inputs, **{q.name: q.output for q in self.queries}}
 
@@ -93,16 +93,16 @@ class Workload:
                     readers.setdefault(producer[ref], []).append(i)
         ready = [i for i, count in enumerate(waiting_on) if count == 0]
         heapq.heapify(ready)
-        catalog = workload.catalog
+        schemas = workload.schemas
         while ready:
             i = heapq.heappop(ready)
             label, text, _, _ = parsed[i]
             try:
-                compiled = compile_query(text, catalog, label, options)
+                compiled = compile_query(text, schemas, label, options)
             except CelError as exc:
                 raise WorkloadError(f"query {label}: {exc}") from None
             workload.queries.append(compiled)
-            catalog[compiled.name] = compiled.output
+            schemas[compiled.name] = compiled.output
             for reader in readers.get(i, ()):
                 waiting_on[reader] -= 1
                 if waiting_on[reader] == 0:

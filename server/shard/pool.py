@@ -46,7 +46,7 @@ class ShardPool:
             [
                 sys.executable,
                 "-m",
-                "server.shard.process",
+                "cesar.server.shard.process",
                 "--index",
                 str(index),
                 "--log-level",

@@ -53,12 +53,12 @@ class ShardState:
 
     def install(self, request: shard_pb2.InstallRequest) -> None:
         """Compile and subscribe a query in its lane."""
-        catalog = {s.name: s for s in map(parse_stream_spec, request.stream_specs)}
+        schemas = {s.name: s for s in map(parse_stream_spec, request.stream_specs)}
         name = request.name or request.subscription
         query = (
-            compile_algebra(request.algebra, catalog, name)
+            compile_algebra(request.algebra, schemas, name)
             if request.HasField("algebra")
-            else compile_query(request.query, catalog, name)
+            else compile_query(request.query, schemas, name)
         )
         lane = self.lanes.setdefault(request.lane, Lane(Engine(self.options)))
         lane.engine.subscribe(request.subscription, query.automata)

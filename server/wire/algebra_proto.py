@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cesar.automata import algebra as alg
-from cesar.automata.compiler import CompiledQuery
-from cesar.automata.construct import build_automata
+from cesar.automata.compiler import CompiledQuery, StreamExistsError, compile_expr
 from cesar.automata.errors import CelError
 from cesar.automata.normal import DnfLimitError, canonical
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
@@ -163,8 +162,8 @@ def _declared(assignment: pb.Assignment, typ: AttrType, where: str) -> AttrType:
 
 
 class _Reader:
-    def __init__(self, catalog: Mapping[str, StreamSchema]) -> None:
-        self.catalog = catalog
+    def __init__(self, schemas: Mapping[str, StreamSchema]) -> None:
+        self.schemas = schemas
         self.reads: set[str] = set()
         self.units: set[TimeUnit] = set()
 
@@ -178,7 +177,7 @@ class _Reader:
         op = message.WhichOneof("op")
         here = f"{path}.{op}"
         if op == "stream":
-            schema = self.catalog.get(message.stream.name)
+            schema = self.schemas.get(message.stream.name)
             if schema is None:
                 raise _fail(here, f"unknown stream {message.stream.name!r}")
             self.reads.add(schema.name)
@@ -245,10 +244,10 @@ class _Reader:
 
 
 def from_algebra(
-    message: pb.Algebra, catalog: Mapping[str, StreamSchema], name: str
+    message: pb.Algebra, schemas: Mapping[str, StreamSchema], name: str
 ) -> tuple[alg.Expr, StreamSchema, frozenset[str]]:
     """(expression, output schema named ``name``, streams read); raise AlgebraMessageError."""
-    reader = _Reader(catalog)
+    reader = _Reader(schemas)
     expr = reader.expr(message, "algebra")
     if len(reader.units) > 1:
         raise _fail("algebra", "the streams read count time in different units")
@@ -339,14 +338,13 @@ def to_algebra(expr: alg.Expr) -> pb.Algebra:
 
 
 def compile_algebra(
-    message: pb.Algebra, catalog: Mapping[str, StreamSchema], name: str
+    message: pb.Algebra, schemas: Mapping[str, StreamSchema], name: str
 ) -> CompiledQuery:
     """Check and compile an algebra message into automata, as ``compile_query`` does for CEL."""
-    expr, output, reads = from_algebra(message, catalog, name)
-    if name in catalog:
-        raise AlgebraMessageError(f"stream {name} already exists; publish under a new name")
+    expr, output, reads = from_algebra(message, schemas, name)
     try:
-        automata = build_automata(expr, output)
+        return compile_expr(expr, output, reads, schemas)
+    except StreamExistsError as exc:
+        raise AlgebraMessageError(str(exc)) from None
     except DnfLimitError as exc:
         raise AlgebraMessageError(f"algebra: the compiled automaton's {exc}") from None
-    return CompiledQuery("", expr, output, reads, automata)

@@ -12,8 +12,8 @@ STOCK = parse_stream_spec(STOCK_VOL)
 S = parse_stream_spec("S(k:string,v:int)")
 
 
-def automaton_of(text, catalog=None):
-    query = compile_query(text, catalog or {"S": S}, "q")
+def automaton_of(text, schemas=None):
+    query = compile_query(text, schemas or {"S": S}, "q")
     return query.automata[-1]
 
 

@@ -10,11 +10,11 @@ from cesar.server.engine.workload import Workload, WorkloadError
 
 STOCK = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)[min]")
 TICKS = parse_stream_spec("Ticks(Name:string,Price:float)")
-CATALOG = {"Stock": STOCK, "Ticks": TICKS}
+SCHEMAS = {"Stock": STOCK, "Ticks": TICKS}
 
 
-def names(text, catalog=CATALOG):
-    return compile_query(text, catalog, "q").output.names
+def names(text, schemas=SCHEMAS):
+    return compile_query(text, schemas, "q").output.names
 
 
 def test_next_suffixes_every_left_attribute_when_names_clash():
@@ -37,9 +37,9 @@ def test_next_suffixes_every_left_attribute_when_names_clash():
 
 
 def test_next_keeps_names_without_clash_and_renames_scoped_references():
-    q = compile_query("(SELECT Name AS N FROM Stock) NEXT{$1.N = $2.Name} Stock", CATALOG, "q")
+    q = compile_query("(SELECT Name AS N FROM Stock) NEXT{$1.N = $2.Name} Stock", SCHEMAS, "q")
     assert q.output.names == ("N", "Name", "Price", "Volume")
-    q = compile_query("Stock NEXT{$1.Price < $2.Price} Stock", CATALOG, "q")
+    q = compile_query("Stock NEXT{$1.Price < $2.Price} Stock", SCHEMAS, "q")
     assert isinstance(q.algebra, alg.Seq)
     assert q.algebra.pred == Cmp("<", Attr(Scope.LEFT, "Price_1"), Attr(Scope.RIGHT, "Price"))
 
@@ -50,15 +50,15 @@ def test_fold_suffixes_only_shared_names_and_keeps_aggregates():
 
 
 def test_select_projects_renames_and_introduces():
-    q = compile_query("SELECT Price AS P, Name, Price * 2 AS Price FROM Stock", CATALOG, "q")
+    q = compile_query("SELECT Price AS P, Name, Price * 2 AS Price FROM Stock", SCHEMAS, "q")
     assert q.output.spec() == "q(P:float,Name:string,Price:float)[min]"
 
 
 def test_publish_names_the_output_and_duration_compiles_to_ticks():
-    q = compile_query("FILTER{DUR >= 2 HOURS} Stock PUBLISH Long", CATALOG)
+    q = compile_query("FILTER{DUR >= 2 HOURS} Stock PUBLISH Long", SCHEMAS)
     assert q.name == "Long"
     assert q.algebra.pred.right == Const(120, q.algebra.pred.right.type)
-    q = compile_query("FILTER{DUR > 30 SEC} Stock", CATALOG, "q")
+    q = compile_query("FILTER{DUR > 30 SEC} Stock", SCHEMAS, "q")
     assert q.algebra.pred.right.value == 0.5
 
 
@@ -101,7 +101,7 @@ def test_publish_names_the_output_and_duration_compiles_to_ticks():
 )
 def test_semantic_errors_name_the_problem_and_place(text, message, column):
     with pytest.raises(CelSemanticError) as info:
-        compile_query(text, CATALOG, "q")
+        compile_query(text, SCHEMAS, "q")
     assert message in str(info.value)
     if column:
         assert info.value.column == column, str(info.value)
@@ -111,9 +111,9 @@ def test_semantic_errors_name_the_problem_and_place(text, message, column):
 def test_dnf_limit_is_configurable():
     ors = " AND ".join(f"(Price = {k} OR Volume = {k})" for k in range(5))
     text = f"FILTER{{{ors}}} Stock"
-    compile_query(text, CATALOG, "q")
+    compile_query(text, SCHEMAS, "q")
     with pytest.raises(CelSemanticError, match=r"32 conjuncts.*limit of 16"):
-        compile_query(text, CATALOG, "q", Options(dnf_limit=16))
+        compile_query(text, SCHEMAS, "q", Options(dnf_limit=16))
 
 
 def test_program_orders_producers_first_and_rejects_cycles():
