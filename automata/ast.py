@@ -1,4 +1,4 @@
-"""The CEL syntax tree and its printer (CEL.md, Grammar).
+"""The CEL syntax tree and its printer (docs/language.md, "Grammar").
 
 The tree mirrors the text: stream references, FILTER, NEXT, FOLD, UNION,
 SELECT and PUBLISH.  Predicates and terms inside braces are the data types of

@@ -1,6 +1,6 @@
 """Evaluation of terms and predicates over bound events (Section 2.1).
 
-Arithmetic follows CEL.md: ints are 64-bit, ``int op int`` gives an int
+Arithmetic follows docs/language.md: ints are 64-bit, ``int op int`` gives an int
 (``/`` truncates toward zero, ``%`` is the C remainder), any float operand
 gives a float.  Division by zero, integer overflow and undefined powers raise
 :class:`ArithmeticFault`; :func:`holds` turns a faulting atom into *false* and

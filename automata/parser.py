@@ -1,4 +1,4 @@
-"""CEL text → syntax tree (CEL.md, Grammar and its extensions).
+"""CEL text → syntax tree (docs/language.md, "Grammar").
 
 A hand-written tokenizer (keywords are case-insensitive, identifiers are
 case-sensitive, ``--`` comments run to the end of the line) feeds an LALR(1)

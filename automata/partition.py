@@ -1,7 +1,7 @@
-"""Placement of a compiled subscription: key-partitioned on an attribute, or global.
+"""The analysis behind placement: the keys a compiled subscription can be partitioned on.
 
 A subscription is *key-partitioned* on attribute ``K`` when every instance it
-can create only ever combines events that agree on ``K`` (ARCHITECTURE.md,
+can create only ever combines events that agree on ``K`` (docs/design.md,
 "Placement and routing").  Then events that disagree on ``K`` never interact,
 and each shard can run the subscription on the events whose ``K`` hashes to
 it.  On the automata (Section 3) that is a property of the edges:
@@ -171,7 +171,7 @@ def static_interest(automata: Sequence[Automaton]) -> dict[str, tuple[Conjunct, 
     conjuncts; an event satisfying none of them, on every edge reading ``S``,
     changes no output and need not be delivered.  A TRUE (empty) conjunct
     means every event matters.  This is what the feed filters events for
-    global subscriptions by (ARCHITECTURE.md, "Placement and routing").
+    global subscriptions by (docs/design.md, "Placement and routing").
 
     >>> from cesar.automata.compiler import compile_query
     >>> from cesar.automata.schema import parse_stream_spec

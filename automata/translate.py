@@ -1,4 +1,4 @@
-"""CEL syntax tree → CESAR algebra (CEL.md, Meaning and Attribute names).
+"""CEL syntax tree → CESAR algebra (docs/language.md).
 
 Resolves stream names against the known stream schemas, gives every attribute reference its
 meaning in its scope, applies the original's ``_1`` naming after NEXT and

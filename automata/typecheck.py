@@ -1,4 +1,4 @@
-"""Static typing of terms and predicates against stream schemas (CEL.md, Types).
+"""Static typing of terms and predicates against stream schemas (docs/language.md).
 
 Types are static: a string compared with a number, arithmetic on strings or a
 bool ordered with ``<`` is a compile error naming both sides.

@@ -6,7 +6,7 @@
 * examples/stocks_daily_sample.csv: the daily rows of AXP, CSCO, IBM and MSFT for
   the first 1,000 trading days (2000-01-03 on), unchanged (perf.doubletop --smoke).
 
-Run: python examples/make_sample.py ../shared/data/stocks
+Run: python examples/make_sample.py DATA_DIR  (the folder of the full stock CSV files)
 """
 
 import csv
@@ -35,16 +35,16 @@ def main(data_dir: str) -> None:
 
     daily_out = Path(__file__).with_name("stocks_daily_sample.csv")
     with open(Path(data_dir) / DAILY, newline="") as src, open(daily_out, "w", newline="") as dst:
-        reader, writer = csv.reader(src), csv.writer(dst, lineterminator="\n")
-        writer.writerow(next(reader))
+        rows, writer = csv.reader(src), csv.writer(dst, lineterminator="\n")
+        writer.writerow(next(rows))
         dates: list[str] = []
-        for row in reader:
-            if not dates or dates[-1] != row[1]:
-                dates.append(row[1])
+        for line in rows:
+            if not dates or dates[-1] != line[1]:
+                dates.append(line[1])
                 if len(dates) > 1000:
                     break
-            if row[0] in DAILY_SYMBOLS:
-                writer.writerow(row)
+            if line[0] in DAILY_SYMBOLS:
+                writer.writerow(line)
 
 
 if __name__ == "__main__":

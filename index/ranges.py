@@ -85,14 +85,17 @@ class RangeList(Generic[T]):
         items = self._items
         if is_nan(value):
             return iter(())
+        found: Iterator[T]
         if op == "<":
-            return items.islice(0, items.bisect_key_left(value))
-        if op == "<=":
-            return items.islice(0, items.bisect_key_right(value))
-        if op == ">":
-            return items.islice(items.bisect_key_right(value))
-        assert op == ">=", f"not a range operator: {op}"
-        return items.islice(items.bisect_key_left(value))
+            found = items.islice(0, items.bisect_key_left(value))
+        elif op == "<=":
+            found = items.islice(0, items.bisect_key_right(value))
+        elif op == ">":
+            found = items.islice(items.bisect_key_right(value))
+        else:
+            assert op == ">=", f"not a range operator: {op}"
+            found = items.islice(items.bisect_key_left(value))
+        return found
 
     def check_valid(self) -> None:
         """Assert that the items are sorted by key and no key is NaN."""

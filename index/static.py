@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from cesar.index.ranges import FLIPPED, OPS, RANGE_OPS, Atom, RangeList, Value, is_nan
 
@@ -253,7 +253,7 @@ class ConjunctIndex(Generic[K]):
             return hits
         for entry in index.probe(attrs):
             for payload in entry.payloads:
-                key, position = payload  # type: ignore[misc]
+                key, position = cast(tuple[K, int], payload)
                 hits.setdefault(key, []).append(position)
         return hits
 

@@ -35,17 +35,23 @@ class Received:
     duplicates: int = 0
 
 
-class _Servicer(cesar_pb2_grpc.CesarServicer):  # type: ignore[misc]
+class _Servicer(cesar_pb2_grpc.CesarServicer):
     def __init__(self, sink: AckSink) -> None:
         self.sink = sink
 
-    def GetRouting(self, request, context):  # type: ignore[no-untyped-def]
+    def GetRouting(
+        self, request: pb.GetRoutingRequest, context: grpc.ServicerContext
+    ) -> pb.RoutingTable:
         return self.sink.routing
 
-    def ListStreams(self, request, context):  # type: ignore[no-untyped-def]
+    def ListStreams(
+        self, request: pb.ListStreamsRequest, context: grpc.ServicerContext
+    ) -> pb.ListStreamsResponse:
         return pb.ListStreamsResponse(streams=self.sink.streams)
 
-    def PublishBatch(self, request, context):  # type: ignore[no-untyped-def]
+    def PublishBatch(
+        self, request: pb.PublishRequest, context: grpc.ServicerContext
+    ) -> pb.PublishResponse:
         if not request.arrow_events:
             with self.sink.lock:
                 self.sink.received.watermarks[request.shard] = request.watermark

@@ -128,7 +128,10 @@ def publish(conn: Connection, events: Sequence[Event], batch: int = 500, close: 
 
 
 def subscribe(conn: Connection, text: str, name: str = "") -> pb.Subscription:
-    return conn.stub.Subscribe(pb.SubscribeRequest(query=text, name=name), metadata=conn.metadata)
+    reply: pb.Subscription = conn.stub.Subscribe(
+        pb.SubscribeRequest(query=text, name=name), metadata=conn.metadata
+    )
+    return reply
 
 
 def collect(

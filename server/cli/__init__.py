@@ -1,1 +1,1 @@
-"""TODO-DOC"""
+"""The ``cesar`` command: local evaluation (run, bench, explain) and the server's clients."""

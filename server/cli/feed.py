@@ -99,10 +99,10 @@ def cmd_feed(args: argparse.Namespace) -> int:
     idle = False
     try:
         while query.isActive and not stopping and not idle:
-            query.awaitTermination(0.5)
+            query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes floats
             progress = query.lastProgress
             fresh = progress is not None and progress["batchId"] != last_batch
-            if fresh and progress["numInputRows"]:
+            if progress is not None and fresh and progress["numInputRows"]:
                 last_batch, last_input = progress["batchId"], time.monotonic()
             idle = (
                 args.idle_stop is not None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from cesar.server.engine.workload import ENGINE_MODES
 
 if TYPE_CHECKING:
-    from cesar.automata.schema import Event
+    from cesar.automata.schema import Event, StreamSchema
     from cesar.server.engine.workload import Workload
 
 EXIT_USAGE = 2
@@ -33,7 +33,7 @@ ENGINE_HELP = (
 )
 
 
-def _stream_specs(values: Sequence[str]) -> list[object]:
+def _stream_specs(values: Sequence[str]) -> list[StreamSchema]:
     from cesar.automata.schema import SchemaError, parse_stream_spec
 
     try:
@@ -220,7 +220,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from cesar.automata.errors import CelError
     from cesar.automata.explain import explain
 
-    schemas = {schema.name: schema for schema in _stream_specs(args.stream)}  # type: ignore[attr-defined]
+    schemas = {schema.name: schema for schema in _stream_specs(args.stream)}
     try:
         compiled = compile_query(_query_text(args.query), schemas, "query")
     except CelError as exc:

@@ -3,7 +3,7 @@
 The engine's hot loop evaluates the same conjuncts and maps millions of
 times.  Interpreting the term tree each time costs more than the matching;
 so each canonical conjunct, guard list and map is turned once into Python
-source and ``compile``d (INDEXING.md).  The predicate stays data: a
+source and ``compile``d (docs/design.md, "Indices and the hot loop").  The predicate stays data: a
 :class:`Codegen` is a cache keyed by the canonical form, and the generated
 code has exactly the semantics of :mod:`automata.evaluate` — arithmetic
 through :func:`~automata.evaluate.arith` and :func:`~automata.evaluate.neg`,

@@ -1,1 +1,1 @@
-"""TODO-DOC"""
+"""``cesar feed``: the PySpark Structured Streaming job that validates, routes and publishes."""

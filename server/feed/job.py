@@ -1,6 +1,6 @@
 """``cesar feed``: the Structured Streaming job between event sources and the server.
 
-ARCHITECTURE.md, "Feed".  Each micro-batch (:meth:`Feed.process`, a
+docs/design.md, "Feed".  Each micro-batch (:meth:`Feed.process`, a
 ``foreachBatch`` function on the driver) is one Spark job:
 
 1. the driver fetches the front's routing table and streams (GetRouting,
@@ -39,7 +39,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from cesar.server.feed.rows import Plan
 from cesar.server.feed.send import OUTPUT, Target, close_epochs, publish_partition, retrying

@@ -1,4 +1,4 @@
-"""The feed's work on each batch of rows, in Arrow: validate, then route (ARCHITECTURE.md, "Feed").
+"""The feed's work on each batch of rows, in Arrow: validate, then route (docs/design.md).
 
 JSON Lines arrive as text (``raw``) and are read by :mod:`server.feed.jsonl`;
 CSV rows arrive as a ``map<string, string>`` (``m``, header → cell), typed and

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import grpc
 import pyarrow as pa
@@ -118,8 +118,8 @@ def publish_partition(
         partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
         connection = target.connect()
         try:
-            for shard, tables in sorted(by_shard.items()):
-                events = _events(pa.concat_tables(tables, promote_options="default"))
+            for shard, pieces in sorted(by_shard.items()):
+                events = _events(pa.concat_tables(pieces, promote_options="default"))
                 for chunk, start in enumerate(range(0, events.num_rows, target.max_rows)):
                     piece = events.slice(start, target.max_rows)
                     request = pb.PublishRequest(
@@ -203,7 +203,10 @@ def _events(rows: pa.Table) -> pa.Table:
 def publish(connection: Connection, request: pb.PublishRequest) -> pb.PublishResponse:
     """PublishBatch, retried while the server is unavailable (see :func:`retrying`)."""
     return retrying(
-        lambda: connection.stub.PublishBatch(request, metadata=connection.metadata, timeout=300)
+        lambda: cast(
+            pb.PublishResponse,
+            connection.stub.PublishBatch(request, metadata=connection.metadata, timeout=300),
+        )
     )
 
 

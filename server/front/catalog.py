@@ -1,7 +1,7 @@
 """The durable catalog: one SQLite file (WAL) holding streams, subscriptions, events, alerts.
 
 Everything the server has acknowledged is here, so a server killed with
-``kill -9`` comes back with the same state (ARCHITECTURE.md, "Durability"):
+``kill -9`` comes back with the same state (docs/design.md, "Durability"):
 
 * ``streams``: input streams (DefineStream) and PUBLISHed ones;
 * ``subscriptions``: owner, CEL text, placement, creation time, the number of

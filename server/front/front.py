@@ -116,9 +116,9 @@ class Front:
     def start(self) -> None:
         """Load the catalog, install every subscription and replay the event log."""
         started = time.monotonic()
-        for row in self.catalog.streams():
-            if not row.subscription:
-                self.registry.add_stream(row)
+        for stream in self.catalog.streams():
+            if not stream.subscription:
+                self.registry.add_stream(stream)
         pending = self.catalog.subscriptions()
         log_rows = iter(self.catalog.batches())
         replayed = 0

@@ -101,22 +101,30 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         return wrapper  # type: ignore[return-value]
 
     @_errors
-    def DefineStream(self, request, context):
+    def DefineStream(
+        self, request: pb.DefineStreamRequest, context: grpc.ServicerContext
+    ) -> pb.StreamInfo:
         return _stream_info(self.front.define_stream(self._caller(context), request.spec))
 
     @_errors
-    def ListStreams(self, request, context):
+    def ListStreams(
+        self, request: pb.ListStreamsRequest, context: grpc.ServicerContext
+    ) -> pb.ListStreamsResponse:
         self._caller(context)
         return pb.ListStreamsResponse(streams=[_stream_info(r) for r in self.front.stream_rows()])
 
     @_errors
-    def Subscribe(self, request, context):
+    def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.ServicerContext
+    ) -> pb.Subscription:
         algebra = request.algebra if request.HasField("algebra") else None
         row = self.front.subscribe(self._caller(context), request.query, request.name, algebra)
         return _subscription(row)
 
     @_errors
-    def SubscribeBatch(self, request, context):
+    def SubscribeBatch(
+        self, request: pb.SubscribeBatchRequest, context: grpc.ServicerContext
+    ) -> pb.SubscribeBatchResponse:
         items = [
             SubscribeItem(r.query, r.name, r.algebra if r.HasField("algebra") else None)
             for r in request.subscriptions
@@ -130,17 +138,23 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         return response
 
     @_errors
-    def Unsubscribe(self, request, context):
+    def Unsubscribe(
+        self, request: pb.UnsubscribeRequest, context: grpc.ServicerContext
+    ) -> pb.UnsubscribeResponse:
         self.front.unsubscribe(self._caller(context), request.id)
         return pb.UnsubscribeResponse()
 
     @_errors
-    def ListSubscriptions(self, request, context):
+    def ListSubscriptions(
+        self, request: pb.ListSubscriptionsRequest, context: grpc.ServicerContext
+    ) -> pb.ListSubscriptionsResponse:
         rows = self.front.subscriptions(self._caller(context))
         return pb.ListSubscriptionsResponse(subscriptions=[_subscription(r) for r in rows])
 
     @_errors
-    def Explain(self, request, context):
+    def Explain(
+        self, request: pb.ExplainRequest, context: grpc.ServicerContext
+    ) -> pb.ExplainResponse:
         self._caller(context)
         text, dot, key = self.front.explain(request.query, request.dot)
         return pb.ExplainResponse(
@@ -148,7 +162,9 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         )
 
     @_stream_errors
-    def Listen(self, request, context) -> Iterator[pb.Alert]:
+    def Listen(
+        self, request: pb.ListenRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Alert]:
         client = self._caller(context)
         yield from self.front.listen(
             client,
@@ -158,22 +174,28 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         )
 
     @_stream_errors
-    def Publish(self, request_iterator, context):
+    def Publish(
+        self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
+    ) -> Iterator[pb.PublishResponse]:
         self._caller(context)
         for request in request_iterator:
             yield self.front.publish(request)
 
     @_errors
-    def PublishBatch(self, request, context):
+    def PublishBatch(
+        self, request: pb.PublishRequest, context: grpc.ServicerContext
+    ) -> pb.PublishResponse:
         self._caller(context)
         return self.front.publish(request)
 
     @_errors
-    def GetRouting(self, request, context):
+    def GetRouting(
+        self, request: pb.GetRoutingRequest, context: grpc.ServicerContext
+    ) -> pb.RoutingTable:
         self._caller(context)
         return self.front.routing_table()
 
     @_errors
-    def Stats(self, request, context):
+    def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:
         self._caller(context)
         return self.front.stats()

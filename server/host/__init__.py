@@ -1,1 +1,1 @@
-"""TODO-DOC"""
+"""What every cesar process shares with its host: structured logs and memory figures."""

@@ -1,1 +1,1 @@
-"""TODO-DOC"""
+"""The shard processes: one engine per lane, applying whole epochs sent by the front."""

@@ -110,29 +110,37 @@ class ShardState:
 
 
 class ShardServicer(shard_pb2_grpc.ShardServicer):
-    """The internal service; one call at a time (the front serializes), so no locking."""
+    """The internal service.  The front serializes its calls; the lock keeps out any other."""
 
     def __init__(self, index: int, state: ShardState) -> None:
         self.index = index
         self.state = state
         self.lock = threading.Lock()
 
-    def Install(self, request, context):
+    def Install(
+        self, request: shard_pb2.InstallBatch, context: grpc.ServicerContext
+    ) -> shard_pb2.InstallResponse:
         with self.lock:
             for install in request.subscriptions:
                 self.state.install(install)
         return shard_pb2.InstallResponse()
 
-    def Remove(self, request, context):
+    def Remove(
+        self, request: shard_pb2.RemoveRequest, context: grpc.ServicerContext
+    ) -> shard_pb2.RemoveResponse:
         with self.lock:
             self.state.remove(request)
         return shard_pb2.RemoveResponse()
 
-    def Apply(self, request, context):
+    def Apply(
+        self, request: shard_pb2.ApplyRequest, context: grpc.ServicerContext
+    ) -> shard_pb2.ApplyResponse:
         with self.lock:
             return self.state.apply(request)
 
-    def Stats(self, request, context):
+    def Stats(
+        self, request: cesar_pb2.StatsRequest, context: grpc.ServicerContext
+    ) -> cesar_pb2.ShardStats:
         with self.lock:
             return cesar_pb2.ShardStats(shard=self.index, counters=self.state.counters())
 

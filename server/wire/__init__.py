@@ -1,1 +1,1 @@
-"""TODO-DOC"""
+"""What crosses a process boundary: protobuf and Arrow, event files, routing, the client."""

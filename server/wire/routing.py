@@ -1,4 +1,4 @@
-"""Routing events to shards: lanes, key bytes and the hash (ARCHITECTURE.md, "Placement").
+"""Routing events to shards: lanes, key bytes and the hash (docs/design.md).
 
 A shard runs one engine per *lane*.  Subscriptions key-partitioned on
 attribute ``K`` share the lane ``key:K`` on every shard, and an event reaches

@@ -73,3 +73,26 @@ def test_every_cel_example_of_the_language_reference_runs(cesar):
         )
         assert result.returncode == 0, body + result.stderr
         assert result.stdout.strip(), f"no output from:\n{body}"
+
+
+def test_the_architecture_page_names_every_module():
+    text = (DOCS / "architecture.md").read_text()
+    for folder in ("automata", "index", "server", "perf", "examples"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".lark") and path.name != "__init__.py":
+                assert f"`{path.relative_to(ROOT)}`" in text, f"{path.relative_to(ROOT)} unnamed"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [*sorted(DOCS.glob("*.md")), ROOT / "README.md", ROOT / "tests" / "README.md"],
+    ids=lambda p: p.name,
+)
+def test_no_page_points_outside_the_repository(page):
+    text = page.read_text()
+    assert "../shared" not in text and "shared/spec" not in text
+    for target in re.findall(r"\]\(([^)#\s]+)", text):
+        if "://" in target:
+            continue
+        resolved = (page.parent / target).resolve()
+        assert ROOT in resolved.parents and resolved.exists(), f"{page.name} links {target}"

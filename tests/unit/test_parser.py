@@ -13,7 +13,7 @@ from cesar.automata.errors import CelSyntaxError
 from cesar.automata.parser import parse_query
 from cesar.automata.terms import And, Arith, Attr, Cmp, Const, DurLit, Neg, Not, Scope, Truth
 
-# Queries in the original Cayuga grammar and in CEL.md's examples must parse.
+# Queries in the original Cayuga grammar and in the language reference's examples must parse.
 ACCEPTED = [
     "SELECT Name, Price_1 AS FirstPrice, Price AS SecondPrice FROM Stock "
     "NEXT{$1.Name = $2.Name} Stock PUBLISH Pairs",
