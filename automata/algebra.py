@@ -2,7 +2,7 @@
 
 Each operator node knows its output attributes (schema inference) and checks
 its inputs when built; a violation raises :class:`AlgebraError`.  Predicates
-inside nodes are in canonical form (:mod:`automata.normal`), so two nodes built
+inside nodes are in canonical form (:mod:`cesar.automata.normal`), so two nodes built
 from equivalent text compare equal.
 
 Attribute references carry scopes: in σ and α they read the event itself

@@ -2,7 +2,7 @@
 
 The tree mirrors the text: stream references, FILTER, NEXT, FOLD, UNION,
 SELECT and PUBLISH.  Predicates and terms inside braces are the data types of
-:mod:`automata.terms`.  :func:`format_query` prints a tree as CEL text that
+:mod:`cesar.automata.terms`.  :func:`format_query` prints a tree as CEL text that
 parses back to an equal tree, adding parentheses only where the grammar
 needs them.
 

@@ -1,7 +1,7 @@
 """Event automata as data (Sections 3.2–3.4): nodes and FORWARD / REBIND / FILTER edges.
 
 An :class:`Automaton` is compiled structure only; the instances that run on it
-live in :mod:`automata.runtime`.  Node 0 is the start node, implicitly always
+live in :mod:`cesar.automata.runtime`.  Node 0 is the start node, implicitly always
 active with the empty instance ε; ``final`` is the node whose instances are the
 automaton's output events.
 

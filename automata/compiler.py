@@ -56,7 +56,7 @@ def compile_query(
 ) -> CompiledQuery:
     """Compile one CEL query against the streams of ``schemas``.
 
-    Raises :class:`~automata.errors.CelError` (syntax or semantic) with line,
+    Raises :class:`~cesar.automata.errors.CelError` (syntax or semantic) with line,
     column and an excerpt of ``text``.  Publishing onto a stream that already
     exists in ``schemas`` is an error.
     """

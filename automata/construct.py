@@ -383,7 +383,7 @@ def build_automata(
 ) -> tuple[Automaton, ...]:
     """The automata implementing ``expr``: internal producers first, the one publishing last.
 
-    Raises :class:`~automata.normal.DnfLimitError` if an edge predicate's DNF
+    Raises :class:`~cesar.automata.normal.DnfLimitError` if an edge predicate's DNF
     exceeds ``options.dnf_limit``.
     """
     context = _Context(output.name, output.unit, options)

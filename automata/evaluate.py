@@ -129,7 +129,7 @@ class Env:
     """What a term can read: one attribute mapping per scope, and DUR in ticks.
 
     ``event_dur`` is the incoming event's own duration, read by
-    :class:`~automata.terms.EventDur` on automaton edges; elsewhere it is unset.
+    :class:`~cesar.automata.terms.EventDur` on automaton edges; elsewhere it is unset.
     """
 
     scopes: Mapping[Scope, Mapping[str, Value]]

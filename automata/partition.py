@@ -143,7 +143,7 @@ def partition_keys(
     """Every attribute the subscription made of ``automata`` is key-partitioned on.
 
     Empty means global.  ``automata`` lists producers first, as
-    :attr:`~automata.compiler.CompiledQuery.automata` does; ``streams`` holds
+    :attr:`~cesar.automata.compiler.CompiledQuery.automata` does; ``streams`` holds
     the schemas of the streams they read.  A key must be an attribute of every
     stream read and of every internal stream, which must carry it.
     """

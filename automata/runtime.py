@@ -1,6 +1,6 @@
 """The single-automaton runtime: Algorithm 1 of Section 3.2, one epoch per call.
 
-Runtime state is kept apart from the compiled :class:`~automata.automaton.Automaton`
+Runtime state is kept apart from the compiled :class:`~cesar.automata.automaton.Automaton`
 (as Flink CEP keeps ``NFAState`` apart from ``NFA``): an :class:`Instance` is
 a node, a binding and an interval ``[t0, t1]``, and :class:`AutomatonState`
 holds the live instances per node.  :func:`process_epoch` consumes one

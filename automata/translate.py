@@ -4,7 +4,7 @@ Resolves stream names against the known stream schemas, gives every attribute re
 meaning in its scope, applies the original's ``_1`` naming after NEXT and
 FOLD, compiles duration constants into ticks of the streams' time unit,
 type-checks every term and predicate, and bounds the size of every
-predicate's DNF.  Every error is a :class:`~automata.errors.CelSemanticError`
+predicate's DNF.  Every error is a :class:`~cesar.automata.errors.CelSemanticError`
 at the position of the offending name or term.
 """
 

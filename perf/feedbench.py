@@ -6,7 +6,7 @@ stocks), in one run and one local[2] Spark session:
 1. **routing**: the feed validates, orders and routes the quotes (as JSON
    Lines files) for a 2-shard routing table taken from a real server holding
    the demo subscriptions (key-partitioned) and a global one, into a server
-   that only acknowledges (:mod:`perf.acksink`).  Reported: rows per second
+   that only acknowledges (:mod:`cesar.perf.acksink`).  Reported: rows per second
    of micro-batch time (Spark's ``triggerExecution``), events sent per shard,
    PublishBatch messages.
 2. **end to end**, for each shard count: ``cesar serve`` with the same

@@ -12,7 +12,7 @@ subscribers' tokens first and the publishers' last.
 
 Phases:
 
-1. *Subscribe*: each of S clients registers its K queries (:mod:`perf.loadwork`)
+1. *Subscribe*: each of S clients registers its K queries (:mod:`cesar.perf.loadwork`)
    with SubscribeBatch, ``--batch`` at a time, all clients at once, then opens
    one Listen stream for all of its subscriptions (resuming from seq 0, so
    nothing made before the stream is registered is missed).

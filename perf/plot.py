@@ -2,7 +2,7 @@
 
     python -m cesar.perf.plot OUT.png RUN.json [RUN.json ...]
 
-Each RUN.json is a ``perf.techbench --json`` output; every (template, engine) pair becomes one
+Each RUN.json is a ``cesar.perf.techbench --json`` output; every (template, engine) pair becomes one
 line of events/s against queries, on a log scale as in the paper's Figure 17.
 """
 

@@ -49,9 +49,29 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server."""
-    from cesar.server.front.serve import serve
+    from cesar.server.front.serve import ServeConfig, serve
 
-    return serve(args)
+    return serve(
+        ServeConfig(
+            data_dir=args.data_dir,
+            host=args.host,
+            port=args.port,
+            shards=args.shards,
+            tokens=args.tokens,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            streams=tuple(args.stream),
+            retention=args.retention,
+            max_subscriptions=args.max_subscriptions,
+            max_query_bytes=args.max_query_bytes,
+            max_listens=args.max_listens,
+            max_instances_per_node=args.max_instances_per_node,
+            max_instances=args.max_instances,
+            workers=args.workers,
+            grace=args.grace,
+            log_level=args.log_level,
+        )
+    )
 
 
 def _connection_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,10 +5,10 @@ times.  Interpreting the term tree each time costs more than the matching;
 so each canonical conjunct, guard list and map is turned once into Python
 source and ``compile``d (docs/design.md, "Indices and the hot loop").  The predicate stays data: a
 :class:`Codegen` is a cache keyed by the canonical form, and the generated
-code has exactly the semantics of :mod:`automata.evaluate` — arithmetic
-through :func:`~automata.evaluate.arith` and :func:`~automata.evaluate.neg`,
+code has exactly the semantics of :mod:`cesar.automata.evaluate` — arithmetic
+through :func:`~cesar.automata.evaluate.arith` and :func:`~cesar.automata.evaluate.neg`,
 an atom whose arithmetic faults is false and counted, a map that faults
-raises :class:`~automata.evaluate.ArithmeticFault`.
+raises :class:`~cesar.automata.evaluate.ArithmeticFault`.
 
 Generated functions take ``(L, E, D, V)``: the instance's binding, the
 incoming event's attributes, the composite DUR and the event's own DUR.
@@ -106,7 +106,7 @@ class Codegen:
     """Compiles conjuncts, guards and maps once each, keyed by their canonical form.
 
     ``faults`` counts the atoms made false by a fault, as
-    :func:`~automata.evaluate.holds` does.
+    :func:`~cesar.automata.evaluate.holds` does.
     """
 
     def __init__(

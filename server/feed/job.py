@@ -7,7 +7,7 @@ docs/design.md, "Feed".  Each micro-batch (:meth:`Feed.process`, a
    ListStreams), so new subscriptions and streams count from the next batch;
 2. executors validate their partition's rows, set aside rows at or before the
    previous watermark (late), route the rest and publish each shard its events
-   (:func:`server.feed.send.publish_partition`, Arrow throughout);
+   (:func:`cesar.server.feed.send.publish_partition`, Arrow throughout);
 3. the driver advances the watermark to ``max(t1) - lateness - 1`` over the
    valid rows seen (with lateness 0 the newest epoch stays open for rows to
    come) and closes the batch on every shard with it: the front applies a

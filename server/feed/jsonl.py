@@ -5,12 +5,12 @@ The fast path joins a batch of lines into one buffer and parses it with
 that every row is a valid event (known stream; ``t`` or both ``t0`` and
 ``t1``, ``t0 <= t1``; every attribute of its stream present, nothing else).
 When anything fails — a malformed line, a wrong type, one bad row — the
-batch is read line by line with :func:`server.wire.eventfile.json_event`, the
+batch is read line by line with :func:`cesar.server.wire.eventfile.json_event`, the
 function ``cesar run`` uses, so every rejection carries the same field and
 reason as ``cesar run`` would give, and the fast path only ever accepts what
 that function accepts.
 
-The output has :func:`server.feed.rows.validate`'s columns: ``stream``, ``t0``,
+The output has :func:`cesar.server.feed.rows.validate`'s columns: ``stream``, ``t0``,
 ``t1``, ``<stream>/<attribute>``, ``arrival``, ``field``, ``reason``, ``raw``.
 """
 

@@ -1,11 +1,11 @@
 """The feed's work on each batch of rows, in Arrow: validate, then route (docs/design.md).
 
-JSON Lines arrive as text (``raw``) and are read by :mod:`server.feed.jsonl`;
+JSON Lines arrive as text (``raw``) and are read by :mod:`cesar.server.feed.jsonl`;
 CSV rows arrive as a ``map<string, string>`` (``m``, header → cell), typed and
 checked here by :func:`validate`.  Both give events typed by the
 catalog's schemas, with the reason of every rejected row; :func:`route` then
 gives each event the shards it must reach under the front's routing table
-(:mod:`server.wire.routing`):
+(:mod:`cesar.server.wire.routing`):
 
 * ``crc32(key bytes) mod shards`` for every key attribute of its stream;
 * each global shard whose interest (static conjuncts, ``GlobalInterest``)

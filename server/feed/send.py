@@ -1,13 +1,13 @@
 """The feed's executor side: one partition of a micro-batch, read, checked, routed and published.
 
 :func:`publish_partition` is the ``mapInArrow`` function of
-:meth:`server.feed.job.Feed.process`.  For its partition's rows it
+:meth:`cesar.server.feed.job.Feed.process`.  For its partition's rows it
 
-1. validates them (:mod:`server.feed.jsonl` for JSON Lines,
-   :func:`server.feed.rows.validate` for CSV);
+1. validates them (:mod:`cesar.server.feed.jsonl` for JSON Lines,
+   :func:`cesar.server.feed.rows.validate` for CSV);
 2. sets aside late rows: at or before the watermark of the previous
    micro-batch, whose epochs the shards have closed;
-3. routes the rest (:func:`server.feed.rows.route`) and sends each shard its
+3. routes the rest (:func:`cesar.server.feed.rows.route`) and sends each shard its
    events as Arrow IPC in PublishBatch messages of at most ``max_rows``
    events, with the key ``FEED:BATCH:PARTITION:SHARD:CHUNK``.  The front keeps
    them pending on the shard in (t1, arrival) order until the driver closes

@@ -1,6 +1,6 @@
 """Listen streams: alerts read back from the catalog, resumable by sequence number.
 
-Every alert is committed to the catalog (:mod:`server.front.catalog`) before the
+Every alert is committed to the catalog (:mod:`cesar.server.front.catalog`) before the
 batch that made it is acknowledged.  A Listen stream reads them on its own
 read-only SQLite connection: first the alerts after each requested resume
 point (from the retention window), then live ones in commit order, woken by

@@ -27,8 +27,8 @@ and returns what each shard may now apply.
 [0, 0]
 >>> [[p.event.t1 for p in r] for r in gate.advance([(b, [(1, "global")])], None, None)]
 [[1], []]
->>> gate.settled(1, None), gate.settled(2, None)
-(1, None)
+>>> gate.settled(1, None), gate.settled(2, None)  # t1 = 1 is late: the horizon is 2
+(2, None)
 """
 
 from __future__ import annotations

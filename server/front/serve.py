@@ -12,13 +12,15 @@ every shard from the catalog.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -39,28 +41,61 @@ log = logging.getLogger("cesar.front")
 SERVICE = cesar_pb2.DESCRIPTOR.services_by_name["Cesar"].full_name
 
 
-def _credentials(args: argparse.Namespace) -> grpc.ServerCredentials | None:
-    if args.tls_cert is None and args.tls_key is None:
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything ``cesar serve`` is started with; the command line builds it.
+
+    Sizes and counts are per client (``max_subscriptions``, ``max_query_bytes``,
+    ``max_listens``), per engine (``max_instances_per_node``, ``max_instances``:
+    None is unlimited) or per subscription (``retention``: alerts kept); ``grace``
+    is in seconds.
+    """
+
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 50051
+    shards: int = 1
+    tokens: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    streams: Sequence[str] = field(default_factory=tuple)
+    retention: int = 100_000
+    max_subscriptions: int = 100_000
+    max_query_bytes: int = 65_536
+    max_listens: int = 64
+    max_instances_per_node: int | None = None
+    max_instances: int | None = None
+    workers: int = 256
+    grace: float = 10.0
+    log_level: str = "INFO"
+
+
+def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:
+    if config.tls_cert is None and config.tls_key is None:
         return None
-    if args.tls_cert is None or args.tls_key is None:
+    if config.tls_cert is None or config.tls_key is None:
         raise SystemExit("cesar: --tls-cert and --tls-key go together")
-    return grpc.ssl_server_credentials([(args.tls_key.read_bytes(), args.tls_cert.read_bytes())])
+    return grpc.ssl_server_credentials(
+        [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
+    )
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve(config: ServeConfig) -> int:
     """Run the server until SIGTERM/SIGINT (0) or a shard failure (1)."""
-    configure_logging(args.log_level, "front")
-    limits = Limits(args.max_subscriptions, args.max_query_bytes, args.max_listens)
+    configure_logging(config.log_level, "front")
+    limits = Limits(config.max_subscriptions, config.max_query_bytes, config.max_listens)
     try:
-        clients = parse_tokens(args.tokens.read_text(), limits) if args.tokens else Clients(limits)
+        clients = (
+            parse_tokens(config.tokens.read_text(), limits) if config.tokens else Clients(limits)
+        )
     except (OSError, TokensError) as exc:
-        print(f"cesar: --tokens {args.tokens}: {exc}", file=sys.stderr)
+        print(f"cesar: --tokens {config.tokens}: {exc}", file=sys.stderr)
         return 2
-    credentials = _credentials(args)
-    if args.shards < 1:
+    credentials = _credentials(config)
+    if config.shards < 1:
         print("cesar: --shards must be at least 1", file=sys.stderr)
         return 2
-    args.data_dir.mkdir(parents=True, exist_ok=True)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     status = {"code": 0}
 
@@ -71,20 +106,20 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     shard_args = []
-    if args.max_instances_per_node:
-        shard_args += ["--max-instances-per-node", str(args.max_instances_per_node)]
-    if args.max_instances:
-        shard_args += ["--max-instances", str(args.max_instances)]
-    shards = ShardPool(args.shards, shard_args, args.log_level)
+    if config.max_instances_per_node:
+        shard_args += ["--max-instances-per-node", str(config.max_instances_per_node)]
+    if config.max_instances:
+        shard_args += ["--max-instances", str(config.max_instances)]
+    shards = ShardPool(config.shards, shard_args, config.log_level)
     try:
-        catalog = Catalog(args.data_dir / "catalog.sqlite", args.retention)
+        catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)
         front = Front(catalog, shards)
         front.start()
-        for spec in args.stream:
+        for spec in config.streams:
             with contextlib.suppress(AlreadyExists):
                 front.define_stream(clients.anonymous, spec)
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="rpc"),
+            futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rpc"),
             options=GRPC_OPTIONS,
         )
         cesar_pb2_grpc.add_CesarServicer_to_server(CesarServicer(front, clients, fail), server)
@@ -93,7 +128,7 @@ def serve(args: argparse.Namespace) -> int:
         reflection.enable_server_reflection(
             (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-        address = f"{args.host}:{args.port}"
+        address = f"{config.host}:{config.port}"
         port = (
             server.add_secure_port(address, credentials)
             if credentials
@@ -102,22 +137,22 @@ def serve(args: argparse.Namespace) -> int:
         server.start()
         for name in ("", SERVICE):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        print(f"serving {args.host}:{port}", flush=True)
+        print(f"serving {config.host}:{port}", flush=True)
         log.info(
             "serving",
             extra={
-                "address": f"{args.host}:{port}",
-                "shards": args.shards,
+                "address": f"{config.host}:{port}",
+                "shards": config.shards,
                 "tls": bool(credentials),
             },
         )
         watch = threading.Thread(target=_watch_shards, args=(shards, stop, fail), daemon=True)
         watch.start()
         stop.wait()
-        log.info("shutting down", extra={"grace_seconds": args.grace})
+        log.info("shutting down", extra={"grace_seconds": config.grace})
         health_servicer.enter_graceful_shutdown()
         front.stop_intake()
-        server.stop(args.grace).wait()
+        server.stop(config.grace).wait()
         front.close()
     except ShardFailure as exc:
         log.error("shard failure at start", extra={"error": str(exc)})
@@ -128,10 +163,10 @@ def serve(args: argparse.Namespace) -> int:
     return status["code"]
 
 
-def _watch_shards(shards: ShardPool, stop: threading.Event, fail: object) -> None:
+def _watch_shards(shards: ShardPool, stop: threading.Event, fail: Callable[[], None]) -> None:
     while not stop.wait(0.5):
         dead = shards.dead()
         if dead:
             log.error("shard process exited", extra={"shards": dead})
-            fail()  # type: ignore[operator]
+            fail()
             return

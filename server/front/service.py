@@ -1,8 +1,8 @@
-"""The public gRPC servicer: proto ↔ domain translation around :class:`~server.front.front.Front`.
+"""The public gRPC servicer: proto ↔ domain translation around the :class:`Front`.
 
 As in grpc's route_guide, each method only authenticates the caller, converts
 the request, calls the front and converts the answer; errors of the front
-become status codes with its message (:class:`~server.front.front.FrontError`).
+become status codes with its message (:class:`~cesar.server.front.front.FrontError`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 loopback, prints ``ready <port>`` on stdout once listening, and exits as soon
 as its standard input reaches end of file — the front holds the other end of
 that pipe, so a shard never outlives its front, even one killed with
-``kill -9``.  The engines (:class:`~server.engine.engine.Engine`) are the core; this
+``kill -9``.  The engines (:class:`~cesar.server.engine.engine.Engine`) are the core; this
 module only translates messages and keeps the lanes apart.
 """
 

@@ -1,4 +1,4 @@
-"""The ``cesar.v1.Algebra`` message ↔ :mod:`automata.algebra`, typed like CEL.
+"""The ``cesar.v1.Algebra`` message ↔ :mod:`cesar.automata.algebra`, typed like CEL.
 
 A programmatic client can subscribe with the algebra itself instead of CEL
 text.  :func:`from_algebra` checks the message the way the CEL translator

@@ -7,7 +7,7 @@ optionally ``arrival`` (int64), the order in which the feed read the rows.
 Naming columns by stream keeps two streams that use one attribute name with
 different types apart.  The feed builds such tables with Arrow compute only
 (no Python object per row); the front reads them back with :func:`decode`,
-validating every row as :func:`automata.schema.validate_event` does for a
+validating every row as :func:`cesar.automata.schema.validate_event` does for a
 protobuf event.
 
 >>> from cesar.automata.schema import parse_stream_spec

@@ -1,7 +1,7 @@
 """Translation between protobuf messages and the core's domain objects.
 
 The servicers stay thin: they call these functions and the front, nothing
-else.  Validation of incoming events is :func:`automata.schema.validate_event`,
+else.  Validation of incoming events is :func:`cesar.automata.schema.validate_event`,
 so a malformed event is rejected with the same field and reason as in
 ``cesar run``.
 """

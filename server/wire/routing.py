@@ -5,8 +5,8 @@ attribute ``K`` share the lane ``key:K`` on every shard, and an event reaches
 that lane on shard ``crc32(key_bytes(event[K])) mod shards``; global
 subscriptions share the lane ``global`` of the one shard each is placed on,
 which receives the events of the streams they read that satisfy their *static
-interest* (:func:`automata.partition.static_interest`; GetRouting lists it).  The Spark feed routes
-by the same rule (GetRouting gives the table), so :func:`key_bytes` is
+interest* (:func:`cesar.automata.partition.static_interest`; GetRouting lists
+it).  The Spark feed routes by the same rule (GetRouting gives the table), so :func:`key_bytes` is
 specified exactly:
 
 * a string: its UTF-8 bytes;

@@ -98,8 +98,8 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
     again.start()
     try:
-        assert again.last_seq[drops.id] == seq_before
-        assert [entry[0] for entry in again.pending[0]] == [
+        assert again.registry.last_seq[drops.id] == seq_before
+        assert [entry.t1 for entry in again.gate.pending[0]] == [
             e.t1 for e in events[:1000] if e.t1 == events[999].t1
         ]
         again.publish(pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
@@ -107,7 +107,7 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
             [("drops", Path("examples/queries/drops.cel").read_text())],
             [trusted_event(e) for e in events[10:]],
         )
-        assert again.last_seq[drops.id] == sum(all_drops.values())
+        assert again.registry.last_seq[drops.id] == sum(all_drops.values())
     finally:
         again.close()
         shards.stop()
@@ -251,7 +251,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
         for line, count in expected.items():
             per_stream[json.loads(line)["stream"]] += count
         assert all(per_stream[r.stream] > 0 for r in rows)
-        assert {r.stream: again.last_seq[r.id] for r in rows} == dict(per_stream)
+        assert {r.stream: again.registry.last_seq[r.id] for r in rows} == dict(per_stream)
         again.unsubscribe(client, "s6")  # numbers are never reused
         assert again.subscribe(client, "FILTER{Price > 3} Stock PUBLISH Later").id == "s7"
     finally:
