@@ -28,7 +28,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	MYPYPATH=$(wildcard build/__editable__.cesar-*) $(BIN)/mypy
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/pytest

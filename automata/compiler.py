@@ -82,6 +82,8 @@ def compile_parsed(
         )
     except StreamExistsError as exc:
         raise CelSemanticError(str(exc), query.pos).with_source(text) from None
+    except RecursionError:
+        raise CelSemanticError("the query nests too deeply", query.pos).with_source(text) from None
     except DnfLimitError as exc:
         raise CelSemanticError(f"the compiled automaton's {exc}", query.pos).with_source(
             text

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from cesar.automata.terms import Pos
 
+EXCERPT_WINDOW = 60
+"""Characters of the offending line quoted on each side of the column."""
+
 
 class CelError(ValueError):
     """A query that cannot be compiled, located at ``line`` and ``column`` (1-based)."""
@@ -33,7 +36,12 @@ class CelError(ValueError):
             return ""
         lines = self.source.splitlines() or [""]
         text = lines[min(self.line, len(lines)) - 1]
-        return f"  {text}\n  {' ' * (self.column - 1)}^"
+        start = max(0, self.column - 1 - EXCERPT_WINDOW)
+        end = self.column - 1 + EXCERPT_WINDOW
+        before = "…" if start else ""
+        after = "…" if end < len(text) else ""
+        caret = " " * (len(before) + self.column - 1 - start)
+        return f"  {before}{text[start:end]}{after}\n  {caret}^"
 
     def _render(self) -> str:
         head = f"line {self.line}, column {self.column}: {self.detail}"

@@ -18,6 +18,7 @@ cesar.automata.errors.CelSyntaxError: line 1, column 15: unexpected '}'; expecte
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from functools import cache
@@ -42,7 +43,7 @@ from cesar.automata.ast import (
     UnionExpr,
 )
 from cesar.automata.errors import CelSyntaxError
-from cesar.automata.schema import INT_MAX, AttrType
+from cesar.automata.schema import INT_MAX, KEYWORDS, AttrType
 from cesar.automata.terms import (
     And,
     Arith,
@@ -62,12 +63,6 @@ from cesar.automata.terms import (
     Truth,
 )
 
-KEYWORDS = frozenset(
-    {
-        "SELECT", "FROM", "PUBLISH", "FILTER", "NEXT", "FOLD", "UNION",
-        "AS", "AND", "OR", "NOT", "DUR", "TRUE", "FALSE",
-    }
-)  # fmt: skip
 DURATION_UNITS = {
     "SEC": "SEC",
     "SECS": "SEC",
@@ -88,6 +83,8 @@ DURATION_UNITS = {
     "YEAR": "YEAR",
     "YEARS": "YEAR",
 }
+MAX_NESTING = 64
+"""How deep brackets ``(`` and ``{`` may nest in one query."""
 _UNIT_ALT = "|".join(sorted(DURATION_UNITS, key=len, reverse=True))
 _TOKEN = re.compile(
     rf"""
@@ -159,6 +156,7 @@ class _CelLexer(Lexer):
 
     def lex(self, data: str) -> Iterator[Token]:  # type: ignore[override]
         offset = 0
+        depth = 0
         while offset < len(data):
             match = _TOKEN.match(data, offset)
             if match is None:
@@ -172,6 +170,13 @@ class _CelLexer(Lexer):
             if kind != "SPACE":
                 if kind == "PUNCT":
                     kind = _PUNCT[value]
+                    depth += (value in "({") - (value in ")}")
+                    if depth > MAX_NESTING:
+                        raise CelSyntaxError(
+                            f"brackets nest deeper than {MAX_NESTING} levels",
+                            _position(data, offset),
+                            source=data,
+                        )
                 elif kind == "NAME" and value.upper() in KEYWORDS:
                     kind = value.upper()
                 line, column = _position(data, offset)
@@ -188,9 +193,11 @@ def _parser() -> lark.Lark:
 def _describe(token: Token) -> str:
     if token.type == "$END":
         return "end of query"
+    value = str(token.value)
+    shown = repr(value if len(value) <= 40 else value[:40] + "…")
     if token.type in _VALUED:
-        return f"{_DISPLAY[token.type].split(' ', 1)[1]} {str(token.value)!r}"
-    return repr(str(token.value))
+        return f"{_DISPLAY[token.type].split(' ', 1)[1]} {shown}"
+    return shown
 
 
 def _expected(names: set[str]) -> tuple[str, ...]:
@@ -204,7 +211,18 @@ def _expected(names: set[str]) -> tuple[str, ...]:
 
 
 def parse_query(text: str) -> Query:
-    """Parse one CEL query; raises :class:`CelSyntaxError`."""
+    """Parse one CEL query; raises :class:`CelSyntaxError`.
+
+    Brackets may nest :data:`MAX_NESTING` deep; a query whose terms nest deeper
+    than the interpreter can follow is an error too, not a crash.
+    """
+    try:
+        return _parse(text)
+    except RecursionError:
+        raise CelSyntaxError("the query nests too deeply", (1, 1), source=text) from None
+
+
+def _parse(text: str) -> Query:
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedToken as exc:
@@ -409,7 +427,10 @@ class _Builder:
                 raise CelSyntaxError(f"integer {text} is outside the 64-bit range", pos)
             return Const(value, AttrType.INT, pos)
         if kind == "float":
-            return Const(float(text), AttrType.FLOAT, pos)
+            number = float(text)
+            if not math.isfinite(number):
+                raise CelSyntaxError(f"number {text[:40]} is out of range", pos)
+            return Const(number, AttrType.FLOAT, pos)
         if kind == "string":
             return Const(text[1:-1].replace("''", "'"), AttrType.STRING, pos)
         if kind == "duration":

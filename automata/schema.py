@@ -130,10 +130,45 @@ class StreamSchema:
         return f"{self.name}({attrs}){unit}"
 
 
-_SPEC = re.compile(
-    r"^\s*(?P<name>[A-Za-z_]\w*)\s*\((?P<attrs>[^)]*)\)\s*(?:\[\s*(?P<unit>\w+)\s*\])?\s*$"
-)
-_ATTR = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<type>\w+)\s*$")
+KEYWORDS = frozenset(
+    {
+        "SELECT", "FROM", "PUBLISH", "FILTER", "NEXT", "FOLD", "UNION",
+        "AS", "AND", "OR", "NOT", "DUR", "TRUE", "FALSE",
+    }
+)  # fmt: skip
+"""CEL's reserved words (any case): no stream or attribute may be named so, or CEL could not
+name it."""
+
+MAX_NAME_CHARS = 128
+"""The longest stream or attribute name."""
+MAX_ATTRIBUTES = 256
+"""The most attributes a stream may have."""
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPEC = re.compile(r"^\s*(?P<name>\S+?)\s*\((?P<attrs>[^)]*)\)\s*(?:\[\s*(?P<unit>\w+)\s*\])?\s*$")
+_ATTR = re.compile(r"^\s*(?P<name>\S+?)\s*:\s*(?P<type>\w+)\s*$")
+
+
+def check_name(name: str, what: str = "stream name") -> str:
+    """``name`` if CEL can write it: ASCII letters, digits and ``_``, not a keyword, not too long.
+
+    Raises :class:`SchemaError` saying which rule it breaks.
+
+    >>> check_name("Drops")
+    'Drops'
+    >>> check_name("select")
+    Traceback (most recent call last):
+    cesar.automata.schema.SchemaError: stream name 'select' is a CEL keyword
+    """
+    if len(name) > MAX_NAME_CHARS:
+        raise SchemaError(f"{what} of {len(name)} characters; the limit is {MAX_NAME_CHARS}")
+    if not _NAME.fullmatch(name):
+        raise SchemaError(
+            f"{what} {name!r}: use ASCII letters, digits and _, not starting with a digit"
+        )
+    if name.upper() in KEYWORDS:
+        raise SchemaError(f"{what} {name!r} is a CEL keyword")
+    return name
 
 
 def parse_stream_spec(text: str) -> StreamSchema:
@@ -145,24 +180,28 @@ def parse_stream_spec(text: str) -> StreamSchema:
     match = _SPEC.match(text)
     if match is None:
         raise SchemaError(
-            f"bad stream specification {text!r}: expected Name(attr:type, ...) "
+            f"bad stream specification {text[:80]!r}: expected Name(attr:type, ...) "
             "optionally followed by [unit]"
         )
+    check_name(match["name"])
     attrs: list[tuple[str, AttrType]] = []
     body = match["attrs"].strip()
-    if body:
-        for part in body.split(","):
-            amatch = _ATTR.match(part)
-            if amatch is None:
-                raise SchemaError(f"bad attribute {part.strip()!r} in {text!r}: expected name:type")
-            try:
-                typ = AttrType(amatch["type"].lower())
-            except ValueError:
-                raise SchemaError(
-                    f"unknown type {amatch['type']!r} for attribute {amatch['name']} "
-                    "(expected int, float, string or bool)"
-                ) from None
-            attrs.append((amatch["name"], typ))
+    parts = body.split(",") if body else []
+    if len(parts) > MAX_ATTRIBUTES:
+        raise SchemaError(f"{len(parts)} attributes; a stream has at most {MAX_ATTRIBUTES}")
+    for part in parts:
+        amatch = _ATTR.match(part)
+        if amatch is None:
+            raise SchemaError(f"bad attribute {part.strip()[:40]!r}: expected name:type")
+        check_name(amatch["name"], "attribute name")
+        try:
+            typ = AttrType(amatch["type"].lower())
+        except ValueError:
+            raise SchemaError(
+                f"unknown type {amatch['type']!r} for attribute {amatch['name']} "
+                "(expected int, float, string or bool)"
+            ) from None
+        attrs.append((amatch["name"], typ))
     unit = TimeUnit.TICK
     if match["unit"] is not None:
         try:

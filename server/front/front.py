@@ -38,7 +38,14 @@ from cesar.automata.errors import CelError
 from cesar.automata.explain import explain
 from cesar.automata.parser import parse_query
 from cesar.automata.partition import partition_keys
-from cesar.automata.schema import Event, EventError, SchemaError, StreamSchema, parse_stream_spec
+from cesar.automata.schema import (
+    Event,
+    EventError,
+    SchemaError,
+    StreamSchema,
+    check_name,
+    parse_stream_spec,
+)
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
@@ -249,27 +256,28 @@ class Front:
         with self.lock:
             self._check_open()
             number = self.catalog.next_subscription_number()
-            for item in prepared:
-                if isinstance(item, FrontError):
-                    results.append(item)
-                    continue
-                try:
-                    live, query = self._admit(client, item, f"s{number}", schemas)
-                except FrontError as exc:
-                    results.append(exc)
-                    continue
-                number += 1
-                admitted.append((live, query))
-                results.append(live.row)
-            if admitted:
-                try:
+            try:  # all or nothing: what was registered goes if anything unforeseen fails
+                for item in prepared:
+                    if isinstance(item, FrontError):
+                        results.append(item)
+                        continue
+                    try:
+                        live, query = self._admit(client, item, f"s{number}", schemas)
+                    except FrontError as exc:
+                        results.append(exc)
+                        continue
+                    number += 1
+                    admitted.append((live, query))
+                    results.append(live.row)
+                if admitted:
                     self.catalog.add_subscriptions(
                         [(live.row, self.registry.streams[live.row.stream]) for live, _ in admitted]
                     )
-                except BaseException:
-                    for live, _ in reversed(admitted):
-                        self.registry.unregister(live)
-                    raise
+            except BaseException:
+                for live, _ in reversed(admitted):
+                    self.registry.unregister(live)
+                raise
+            if admitted:
                 self._install(admitted)
                 self.counters["subscribes"] += len(admitted)
         for live, _ in admitted:
@@ -291,11 +299,17 @@ class Front:
         if bool(item.text) == (item.algebra is not None):
             return InvalidArgument("give exactly one of query (CEL text) and algebra")
         size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
+        size += len(item.name.encode())
         if size > client.limits.max_query_bytes:
             return ResourceExhausted(
-                f"query is {size} bytes; the limit for {client.name} is "
+                f"query and name are {size} bytes; the limit for {client.name} is "
                 f"{client.limits.max_query_bytes}"
             )
+        if item.name:
+            try:
+                check_name(item.name, "name")
+            except SchemaError as exc:
+                return InvalidArgument(str(exc))
         if item.algebra is not None:
             prepared = Prepared(item, None, None)
         else:
@@ -423,15 +437,17 @@ class Front:
 
     # ----------------------------------------------------------------- publish
 
-    def publish(self, request: pb.PublishRequest) -> pb.PublishResponse:
-        """Validate, log, apply and sequence one batch; the acknowledgement.
+    def publish(self, client: Client, request: pb.PublishRequest) -> pb.PublishResponse:
+        """Validate, log, apply and sequence one batch of ``client``'s; the acknowledgement.
 
         Without ``request.shard`` the front routes each event; with it (the
         feed's batches) every event is for that shard and only its epochs count.
+        An idempotency key is ``client``'s own: another client's equal key is
+        another batch.
         """
-        key = request.idempotency_key
-        if len(key.encode()) > MAX_KEY_BYTES:
+        if len(request.idempotency_key.encode()) > MAX_KEY_BYTES:
             raise InvalidArgument(f"idempotency_key is longer than {MAX_KEY_BYTES} bytes")
+        key = _scoped(client, request.idempotency_key)
         shard = request.shard if request.HasField("shard") else None
         if shard is not None and (request.shards != self.shards.count or shard >= request.shards):
             raise FailedPrecondition(
@@ -629,3 +645,8 @@ class Front:
         self.stop_intake()
         with self.lock:
             self.catalog.close()
+
+
+def _scoped(client: Client, key: str) -> str:
+    """``key`` as stored: prefixed by its client, unambiguously ("" stays "")."""
+    return f"{len(client.name)}:{client.name}:{key}" if key else ""

@@ -82,16 +82,25 @@ class Registry:
         self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
         self._interest: ConjunctIndex[tuple[str, str]] = ConjunctIndex()
 
-    def add_stream(self, row: StreamRow) -> None:
-        """Enter a stream (an input stream when ``row.subscription`` is empty)."""
+    def add_stream(self, row: StreamRow, schema: StreamSchema | None = None) -> None:
+        """Enter a stream (an input stream when ``row.subscription`` is empty).
+
+        Raises SchemaError, changing nothing, if ``row.spec`` is not a valid spec.
+        """
+        schema = schema or parse_stream_spec(row.spec)
         self.streams[row.name] = row
-        self.schemas[row.name] = parse_stream_spec(row.spec)
+        self.schemas[row.name] = schema
         if not row.subscription:
-            self.inputs[row.name] = self.schemas[row.name]
+            self.inputs[row.name] = schema
 
     def register(self, live: Live, query: CompiledQuery) -> None:
-        """Enter a subscription: routes, interest, tallies, its published stream."""
+        """Enter a subscription: routes, interest, tallies, its published stream.
+
+        All or nothing: everything that can fail is checked before anything changes.
+        """
         sub_id = live.row.id
+        assert sub_id not in self.live and live.row.stream not in self.streams
+        output = parse_stream_spec(live.row.output_spec)
         self.routing.add(live.reads, live.key, live.row.shard)
         if live.key is None:
             statics = static_interest(query.automata)
@@ -102,7 +111,9 @@ class Registry:
         self._count(live, 1)
         self.live[sub_id] = live
         self.last_seq[sub_id] = live.row.last_seq
-        self.add_stream(StreamRow(live.row.stream, live.row.output_spec, live.row.owner, sub_id))
+        self.add_stream(
+            StreamRow(live.row.stream, live.row.output_spec, live.row.owner, sub_id), output
+        )
 
     def unregister(self, live: Live) -> None:
         """Undo :meth:`register`."""

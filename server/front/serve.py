@@ -30,11 +30,11 @@ from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
 from cesar.server.front.catalog import Catalog
 from cesar.server.front.errors import AlreadyExists
 from cesar.server.front.front import Front
-from cesar.server.front.service import CesarServicer
+from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.host.logs import configure_logging
 from cesar.server.shard.pool import ShardFailure, ShardPool
 from cesar.server.wire.client import GRPC_OPTIONS
-from cesar.v1 import cesar_pb2, cesar_pb2_grpc
+from cesar.v1 import cesar_pb2
 
 log = logging.getLogger("cesar.front")
 
@@ -122,7 +122,7 @@ def serve(config: ServeConfig) -> int:
             futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rpc"),
             options=GRPC_OPTIONS,
         )
-        cesar_pb2_grpc.add_CesarServicer_to_server(CesarServicer(front, clients, fail), server)
+        add_to_server(CesarServicer(front, clients, fail), server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(

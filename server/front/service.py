@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
@@ -177,16 +178,15 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def Publish(
         self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
     ) -> Iterator[pb.PublishResponse]:
-        self._caller(context)
+        client = self._caller(context)
         for request in request_iterator:
-            yield self.front.publish(request)
+            yield self.front.publish(client, request)
 
     @_errors
     def PublishBatch(
         self, request: pb.PublishRequest, context: grpc.ServicerContext
     ) -> pb.PublishResponse:
-        self._caller(context)
-        return self.front.publish(request)
+        return self.front.publish(self._caller(context), request)
 
     @_errors
     def GetRouting(
@@ -199,3 +199,62 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:
         self._caller(context)
         return self.front.stats()
+
+
+def add_to_server(servicer: CesarServicer, server: grpc.Server) -> None:
+    """Register ``servicer`` as ``cesar.v1.Cesar``, decoding each request itself.
+
+    gRPC's generated registration decodes requests before the servicer runs
+    and answers a message it cannot decode (invalid UTF-8 in a string, nesting
+    beyond protobuf's limit) with INTERNAL; here the bytes reach the servicer's
+    side and such a request gets INVALID_ARGUMENT naming its message type.
+    """
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in pb.DESCRIPTOR.services_by_name["Cesar"].methods:
+        request_type = getattr(pb, method.input_type.name)
+        serialize = getattr(pb, method.output_type.name).SerializeToString
+        behaviour = getattr(servicer, method.name)
+        if method.client_streaming:
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                _decoding_stream(behaviour, request_type), response_serializer=serialize
+            )
+        elif method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _decoding(behaviour, request_type), response_serializer=serialize
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _decoding(behaviour, request_type), response_serializer=serialize
+            )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Cesar"].full_name
+
+
+def _decode(request_type: Any, data: bytes, context: grpc.ServicerContext) -> Any:
+    try:
+        return request_type.FromString(data)
+    except DecodeError as exc:
+        context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the request is not a valid {request_type.DESCRIPTOR.full_name}: {exc}",
+        )
+
+
+def _decoding(
+    behaviour: Callable[[Any, grpc.ServicerContext], Any], request_type: Any
+) -> Callable[[bytes, grpc.ServicerContext], Any]:
+    def handle(data: bytes, context: grpc.ServicerContext) -> Any:
+        return behaviour(_decode(request_type, data, context), context)
+
+    return handle
+
+
+def _decoding_stream(
+    behaviour: Callable[[Iterator[Any], grpc.ServicerContext], Any], request_type: Any
+) -> Callable[[Iterator[bytes], grpc.ServicerContext], Any]:
+    def handle(data: Iterator[bytes], context: grpc.ServicerContext) -> Any:
+        return behaviour((_decode(request_type, item, context) for item in data), context)
+
+    return handle

@@ -1,14 +1,18 @@
 """The front's handle on its shard processes: start, call, watch, stop.
 
-Each shard is ``python -m cesar.server.shard.process`` with a pipe on its stdin (it exits
-when the pipe closes, i.e. when the front is gone) and ``ready <port>`` on its
-stdout.  Calls that go to several shards are issued together and awaited in
-shard order, so results are deterministic.
+Each shard is ``python -m cesar.server.shard.process`` with a pipe on its stdin:
+the front writes a fresh secret as its first line (the shard answers only calls
+that carry it, so no other process on the host can drive a shard) and keeps
+the pipe open (the shard exits when it closes, i.e. when the front is gone);
+the shard prints ``ready <port>`` on its stdout.  Calls that go to several
+shards are issued together and awaited in shard order, so results are
+deterministic.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import subprocess
 import sys
 import time
@@ -34,6 +38,7 @@ class ShardPool:
         self.processes: list[subprocess.Popen[bytes]] = []
         self.channels: list[grpc.Channel] = []
         self.stubs: list[shard_pb2_grpc.ShardStub] = []
+        self.metadata: list[tuple[tuple[str, str], ...]] = []
         try:
             for index in range(count):
                 self._spawn(index, shard_args, log_level)
@@ -57,7 +62,11 @@ class ShardPool:
             stdout=subprocess.PIPE,
         )
         self.processes.append(process)
-        assert process.stdout is not None
+        assert process.stdin is not None and process.stdout is not None
+        secret = secrets.token_hex(32)
+        process.stdin.write(f"{secret}\n".encode())
+        process.stdin.flush()
+        self.metadata.append((("authorization", f"Bearer {secret}"),))
         line = process.stdout.readline().decode().split()
         if len(line) != 2 or line[0] != "ready":
             raise ShardFailure(f"shard {index} did not start (exit status {process.wait()})")
@@ -71,28 +80,46 @@ class ShardPool:
         """Indices of shard processes that have exited."""
         return [i for i, p in enumerate(self.processes) if p.poll() is not None]
 
-    def _all(self, calls: Iterable[tuple[int, grpc.Future]]) -> list[object]:
+    def _all(
+        self, calls: Iterable[tuple[int, grpc.Future]], tolerate: grpc.StatusCode | None = None
+    ) -> list[object]:
         results = []
         for index, future in calls:
             try:
                 results.append(future.result())
             except grpc.RpcError as exc:
+                if tolerate is not None and exc.code() == tolerate:
+                    log.warning(
+                        "shard call refused", extra={"shard": index, "error": exc.details()}
+                    )
+                    continue
                 raise ShardFailure(f"shard {index}: {exc.code().name}: {exc.details()}") from exc
         return results
 
     def install(self, batches: Sequence[shard_pb2.InstallBatch]) -> None:
         """Install ``batches[i]`` on shard ``i`` (shards with an empty batch are not called)."""
         self._all(
-            [(i, self.stubs[i].Install.future(b)) for i, b in enumerate(batches) if b.subscriptions]
+            [
+                (i, self.stubs[i].Install.future(b, metadata=self.metadata[i]))
+                for i, b in enumerate(batches)
+                if b.subscriptions
+            ]
         )
 
     def remove(self, targets: Iterable[int], request: shard_pb2.RemoveRequest) -> None:
-        """Remove a subscription from ``targets``."""
-        self._all([(i, self.stubs[i].Remove.future(request)) for i in targets])
+        """Remove a subscription from ``targets``; a shard that does not hold it is skipped."""
+        calls = [
+            (i, self.stubs[i].Remove.future(request, metadata=self.metadata[i])) for i in targets
+        ]
+        self._all(calls, tolerate=grpc.StatusCode.NOT_FOUND)
 
     def apply(self, requests: Sequence[shard_pb2.ApplyRequest]) -> list[shard_pb2.ShardAlert]:
         """Send each shard its epochs; every alert, shard by shard."""
-        calls = [(i, self.stubs[i].Apply.future(r)) for i, r in enumerate(requests) if r.lanes]
+        calls = [
+            (i, self.stubs[i].Apply.future(r, metadata=self.metadata[i]))
+            for i, r in enumerate(requests)
+            if r.lanes
+        ]
         alerts: list[shard_pb2.ShardAlert] = []
         for response in self._all(calls):
             alerts.extend(response.alerts)  # type: ignore[attr-defined]
@@ -101,7 +128,11 @@ class ShardPool:
     def stats(self) -> list[cesar_pb2.ShardStats]:
         """Every shard's counters."""
         request = cesar_pb2.StatsRequest()
-        return self._all([(i, s.Stats.future(request)) for i, s in enumerate(self.stubs)])  # type: ignore[return-value]
+        calls = [
+            (i, s.Stats.future(request, metadata=self.metadata[i]))
+            for i, s in enumerate(self.stubs)
+        ]
+        return self._all(calls)  # type: ignore[return-value]
 
     def stop(self, grace: float = 10.0) -> None:
         """Close the pipes (shards exit), wait up to ``grace`` seconds, then kill stragglers."""

@@ -1,9 +1,11 @@
 """A shard process: one engine per lane, applying whole epochs sent by the front.
 
-``python -m cesar.server.shard.process`` serves the internal ``cesar.v1.Shard`` service on
-loopback, prints ``ready <port>`` on stdout once listening, and exits as soon
-as its standard input reaches end of file — the front holds the other end of
-that pipe, so a shard never outlives its front, even one killed with
+``python -m cesar.server.shard.process`` reads a secret from the first line of
+its standard input, serves the internal ``cesar.v1.Shard`` service on loopback
+to callers that present it (``authorization: Bearer <secret>``; anyone else gets
+UNAUTHENTICATED), prints ``ready <port>`` on stdout once listening, and exits
+as soon as its standard input reaches end of file — the front holds the other
+end of that pipe, so a shard never outlives its front, even one killed with
 ``kill -9``.  The engines (:class:`~cesar.server.engine.engine.Engine`) are the core; this
 module only translates messages and keeps the lanes apart.
 """
@@ -11,12 +13,13 @@ module only translates messages and keeps the lanes apart.
 from __future__ import annotations
 
 import argparse
+import hmac
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, fields
 
@@ -129,6 +132,10 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.RemoveRequest, context: grpc.ServicerContext
     ) -> shard_pb2.RemoveResponse:
         with self.lock:
+            if request.subscription not in self.state.output:
+                context.abort(
+                    grpc.StatusCode.NOT_FOUND, f"no subscription {request.subscription} here"
+                )
             self.state.remove(request)
         return shard_pb2.RemoveResponse()
 
@@ -143,6 +150,26 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     ) -> cesar_pb2.ShardStats:
         with self.lock:
             return cesar_pb2.ShardStats(shard=self.index, counters=self.state.counters())
+
+
+class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Lets through only calls carrying ``authorization: Bearer <secret>``."""
+
+    def __init__(self, secret: str) -> None:
+        self._expected = f"Bearer {secret}".encode()
+
+        def deny(request: object, context: grpc.ServicerContext) -> None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "the shard service is internal")
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+
+    def intercept_service(
+        self, continuation: Callable[[object], object], details: grpc.HandlerCallDetails
+    ) -> object:
+        for key, value in details.invocation_metadata or ():
+            if key == "authorization" and hmac.compare_digest(str(value).encode(), self._expected):
+                return continuation(details)
+        return self._deny
 
 
 def _exit_with_parent() -> None:
@@ -166,7 +193,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_instances=args.max_instances,
         )
     )
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=GRPC_OPTIONS)
+    secret = sys.stdin.buffer.readline().decode().strip()
+    if not secret:
+        print("cesar shard: expected a secret on the first line of standard input", file=sys.stderr)
+        return 2
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=4),
+        options=GRPC_OPTIONS,
+        interceptors=[SecretCheck(secret)],
+    )
     shard_pb2_grpc.add_ShardServicer_to_server(ShardServicer(args.index, state), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()

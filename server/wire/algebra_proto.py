@@ -10,6 +10,7 @@ raises :class:`AlgebraMessageError` naming the path of the offending node
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from cesar.automata import algebra as alg
@@ -65,11 +66,19 @@ def _term(message: pb.Term, path: str) -> Term:
         value = value_of(message.constant)
         if value is None:
             raise _fail(f"{path}.constant", "value not set")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _fail(f"{path}.constant", f"{value} is not a finite number")
         return Const(value, _KINDS[type(value)])  # type: ignore[arg-type]
     if kind == "attribute":
         if not message.attribute.name:
             raise _fail(f"{path}.attribute", "name not set")
-        return Attr(_SCOPES[message.attribute.scope], message.attribute.name)
+        scope = _SCOPES.get(message.attribute.scope)
+        if scope is None:
+            known = ", ".join(pb.Scope.Name(n) for n in _SCOPES)
+            raise _fail(
+                f"{path}.attribute.scope", f"unknown scope {message.attribute.scope} ({known})"
+            )
+        return Attr(scope, message.attribute.name)
     if kind == "dur":
         return Dur()
     if kind == "event_dur":

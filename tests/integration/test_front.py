@@ -52,11 +52,11 @@ def test_a_consumer_behind_the_retention_window_is_told_and_counted(front: Front
     front.define_stream(client, STOCK)
     sub = front.subscribe(client, EVERY)
     events = [to_event(e) for e in sample_events()[:60]]
-    front.publish(pb.PublishRequest(events=events[:3], watermark=events[2].t1))
+    front.publish(client, pb.PublishRequest(events=events[:3], watermark=events[2].t1))
     listener = front.listen(client, [], {sub.id: 0}, lambda: True)
     assert next(listener).seq == 1
     front.publish(
-        pb.PublishRequest(events=events[3:], watermark=events[-1].t1)
+        client, pb.PublishRequest(events=events[3:], watermark=events[-1].t1)
     )  # far more alerts than the 5 kept
     oldest = front.registry.last_seq[sub.id] - 4
     message = rf"after seq 3 were pruned .* resume with after_seq {oldest - 1} .* seq {oldest}$"
@@ -72,7 +72,8 @@ def test_listen_limit_per_client(front: Front) -> None:
     sub = front.subscribe(client, EVERY)
     first = front.listen(client, [sub.id], {sub.id: 0}, lambda: True)
     front.publish(
-        pb.PublishRequest(events=[to_event(sample_events()[0])], watermark=sample_events()[0].t1)
+        client,
+        pb.PublishRequest(events=[to_event(sample_events()[0])], watermark=sample_events()[0].t1),
     )
     assert next(first).seq == 1
     with pytest.raises(Exception, match="1 Listen streams open"):
@@ -88,9 +89,9 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
     front.start()
     front.define_stream(client, STOCK)
-    front.publish(pb.PublishRequest(events=events[:10]))
+    front.publish(client, pb.PublishRequest(events=events[:10]))
     drops = front.subscribe(client, Path("examples/queries/drops.cel").read_text())
-    front.publish(pb.PublishRequest(events=events[10:1000]))
+    front.publish(client, pb.PublishRequest(events=events[10:1000]))
     seq_before = front.registry.last_seq[drops.id]
     front.close()
     shards.stop()
@@ -102,7 +103,7 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
         assert [entry.t1 for entry in again.gate.pending[0]] == [
             e.t1 for e in events[:1000] if e.t1 == events[999].t1
         ]
-        again.publish(pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
+        again.publish(client, pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
         all_drops = expected_lines(
             [("drops", Path("examples/queries/drops.cel").read_text())],
             [trusted_event(e) for e in events[10:]],
@@ -118,7 +119,7 @@ def test_publish_rejects_unknown_fields_as_the_cli_does(front: Front) -> None:
     front.define_stream(client, STOCK)
     event = to_event(sample_events()[0])
     event.attributes["Extra"].int_value = 1
-    response = front.publish(pb.PublishRequest(events=[event]))
+    response = front.publish(client, pb.PublishRequest(events=[event]))
     assert [(r.field, r.reason) for r in response.rejected] == [
         ("attributes.Extra", "not an attribute of the stream")
     ]
@@ -164,14 +165,16 @@ def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -
                 watermark=watermark,
                 idempotency_key=f"feed:{number}:{shard}",
             )
-            response = front.publish(request)
+            response = front.publish(client, request)
             assert (response.accepted, list(response.rejected)) == (len(part), [])
-            assert front.publish(request).duplicate
-        late = front.publish(pb.PublishRequest(events=[to_event(parts[0][0])], shard=0, shards=2))
+            assert front.publish(client, request).duplicate
+        late = front.publish(
+            client, pb.PublishRequest(events=[to_event(parts[0][0])], shard=0, shards=2)
+        )
         assert [r.field for r in late.rejected] == ["t1"]
         assert "on shard 0" in late.rejected[0].reason
         with pytest.raises(FailedPrecondition, match="this server has 2 shards"):
-            front.publish(pb.PublishRequest(shard=0, shards=3))
+            front.publish(client, pb.PublishRequest(shard=0, shards=3))
         got: Counter[str] = Counter()
         for sub in subs:
             stream = front.listen(client, [], {sub: 0}, lambda: True)
@@ -196,14 +199,14 @@ def test_arrow_rows_are_validated_like_messages(front: Front) -> None:
             "Stock.Volume": [1, 2, 3],
         }
     )
-    response = front.publish(pb.PublishRequest(arrow_events=encode(table)))
+    response = front.publish(client, pb.PublishRequest(arrow_events=encode(table)))
     assert [(r.index, r.field) for r in response.rejected] == [
         (0, "t0"),
         (1, "attributes.Name"),
         (2, "stream"),
     ]
     with pytest.raises(InvalidArgument, match="not an Arrow IPC stream"):
-        front.publish(pb.PublishRequest(arrow_events=b"junk"))
+        front.publish(client, pb.PublishRequest(arrow_events=b"junk"))
 
 
 def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesar_run(
@@ -223,7 +226,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     front.start()
     front.define_stream(client, STOCK)
-    front.publish(pb.PublishRequest(events=events[:300]))
+    front.publish(client, pb.PublishRequest(events=events[:300]))
     with pytest.raises(InvalidArgument, match="1 to 10000 subscriptions, not 0"):
         front.subscribe_many(client, [])
     results = front.subscribe_many(client, [SubscribeItem(t) for t in texts])
@@ -235,7 +238,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
                                         "AnyRise"]  # fmt: skip
     assert rows[1].key_attribute == "Name" and rows[5].key_attribute == ""
     assert {s.name for s in front.stream_rows()} >= {r.stream for r in rows}
-    front.publish(pb.PublishRequest(events=events[300:1200]))
+    front.publish(client, pb.PublishRequest(events=events[300:1200]))
     front.close()
     shards.stop()
 
@@ -243,7 +246,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
     again = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     again.start()
     try:
-        again.publish(pb.PublishRequest(events=events[1200:], watermark=events[-1].t1))
+        again.publish(client, pb.PublishRequest(events=events[1200:], watermark=events[-1].t1))
         expected = expected_lines(
             [(r.id, r.query) for r in rows], [trusted_event(e) for e in events[300:]]
         )
@@ -270,7 +273,7 @@ def test_an_idle_listen_stream_does_not_poll_while_other_clients_get_alerts(
     reader = threading.Thread(target=next, args=(stream, None), daemon=True)
     reader.start()
     events = [to_event(e) for e in sample_events()[:200]]
-    front.publish(pb.PublishRequest(events=events, watermark=events[-1].t1))
+    front.publish(busy, pb.PublishRequest(events=events, watermark=events[-1].t1))
     time.sleep(0.3)
     before = front.counters["listen_polls"]
     time.sleep(1.5)  # no new alert: the stream waits (0.5 s wake-ups), it does not spin
