@@ -111,14 +111,33 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     return db
 
 
+RESTORE = (
+    "restore DATA_DIR/catalog.sqlite from a backup (docs/operations.md, "
+    '"The catalog and durability"), or move it away to start an empty server'
+)
+
+
+class CatalogError(RuntimeError):
+    """A catalog file that cannot be used; the message says what to do."""
+
+
 class Catalog:
-    """The server's SQLite file; the front is its only writer (one thread at a time)."""
+    """The server's SQLite file; the front is its only writer (one thread at a time).
+
+    Raises :class:`CatalogError` for a file that is empty (a server that lost
+    its catalog must not start silently empty) or is not a cesar catalog.
+    """
 
     def __init__(self, path: Path, retention: int) -> None:
         self.path = path
         self.retention = retention
-        self.db = connect(path)
-        self.db.executescript(_SCHEMA)
+        if path.exists() and path.stat().st_size == 0:
+            raise CatalogError(f"{path} is empty (0 bytes): {RESTORE}")
+        try:
+            self.db = connect(path)
+            self.db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close."""

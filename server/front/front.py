@@ -25,11 +25,14 @@ connections and never block that path.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+from google.protobuf.message import DecodeError
 
 from cesar.automata.ast import Query
 from cesar.automata.automaton import format_dot
@@ -48,7 +51,13 @@ from cesar.automata.schema import (
 )
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
-from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
+from cesar.server.front.catalog import (
+    RESTORE,
+    Catalog,
+    CatalogError,
+    StreamRow,
+    SubscriptionRow,
+)
 from cesar.server.front.epochs import EpochGate
 from cesar.server.front.errors import (
     AlreadyExists,
@@ -121,7 +130,17 @@ class Front:
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
-        """Load the catalog, install every subscription and replay the event log."""
+        """Load the catalog, install every subscription and replay the event log.
+
+        Raises :class:`~cesar.server.front.catalog.CatalogError` for a catalog that
+        cannot be read, naming the batch where the event log breaks.
+        """
+        try:
+            self._load()
+        except sqlite3.DatabaseError as exc:
+            raise CatalogError(f"{self.catalog.path} cannot be read ({exc}): {RESTORE}") from None
+
+    def _load(self) -> None:
         started = time.monotonic()
         for stream in self.catalog.streams():
             if not stream.subscription:
@@ -136,12 +155,12 @@ class Front:
                 restored = []
             while replayed < row.position:
                 number, payload = next(log_rows)
-                self._replay(payload)
+                self._replay(number, payload)
                 replayed = number
             restored.append(self._restore(row))
         self._install(restored)
         for _number, payload in log_rows:
-            self._replay(payload)
+            self._replay(_number, payload)
         self.batches = self.catalog.batch_count()
         self.listeners.notify(self.catalog.last_alert_id())
         log.info(
@@ -161,8 +180,13 @@ class Front:
         self.registry.register(live, query)
         return live, query
 
-    def _replay(self, payload: bytes) -> None:
-        batch = pb.PublishRequest.FromString(payload)
+    def _replay(self, number: int, payload: bytes) -> None:
+        try:
+            batch = pb.PublishRequest.FromString(payload)
+        except DecodeError as exc:
+            raise CatalogError(
+                f"batch {number} of the event log cannot be read ({exc}): {RESTORE}"
+            ) from None
         shard = batch.shard if batch.HasField("shard") else None
         if shard is not None and batch.shards != self.shards.count:
             raise ReplayError(

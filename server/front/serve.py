@@ -13,23 +13,27 @@ every shard from the catalog.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import signal
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
-from cesar.server.front.catalog import Catalog
+from cesar.server.front.catalog import Catalog, CatalogError
 from cesar.server.front.errors import AlreadyExists
-from cesar.server.front.front import Front
+from cesar.server.front.front import Front, ReplayError
 from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.host.logs import configure_logging
 from cesar.server.shard.pool import ShardFailure, ShardPool
@@ -38,6 +42,7 @@ from cesar.v1 import cesar_pb2
 
 log = logging.getLogger("cesar.front")
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 SERVICE = cesar_pb2.DESCRIPTOR.services_by_name["Cesar"].full_name
 
 
@@ -70,14 +75,54 @@ class ServeConfig:
     log_level: str = "INFO"
 
 
+class StartError(RuntimeError):
+    """The server cannot start as configured; the message says why and what to do."""
+
+
 def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:
+    """TLS credentials, checked here: a key that does not belong to its certificate is refused."""
     if config.tls_cert is None and config.tls_key is None:
         return None
     if config.tls_cert is None or config.tls_key is None:
-        raise SystemExit("cesar: --tls-cert and --tls-key go together")
-    return grpc.ssl_server_credentials(
-        [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
-    )
+        raise StartError("--tls-cert and --tls-key go together")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(config.tls_cert, config.tls_key)
+        key, cert = config.tls_key.read_bytes(), config.tls_cert.read_bytes()
+    except (OSError, ssl.SSLError) as exc:
+        raise StartError(
+            f"--tls-cert {config.tls_cert} and --tls-key {config.tls_key}: {exc} "
+            "(is the key the certificate's?)"
+        ) from None
+    return grpc.ssl_server_credentials([(key, cert)])
+
+
+def _lock(data_dir: Path) -> TextIO:
+    """Hold ``data_dir/lock`` for this process's life; one server per data directory."""
+    handle = open(data_dir / "lock", "a+")  # noqa: SIM115 - held until the process exits
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        raise StartError(
+            f"{data_dir} is in use by {holder}; one server per data directory"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"cesar serve (pid {os.getpid()})\n")
+    handle.flush()
+    return handle
+
+
+def _listen(server: grpc.Server, config: ServeConfig, credentials: object) -> int:
+    """Bind the public port (exclusively: no second server shares it); its number."""
+    address = f"{config.host}:{config.port}"
+    try:
+        if credentials:
+            return int(server.add_secure_port(address, credentials))
+        return int(server.add_insecure_port(address))
+    except RuntimeError as exc:
+        raise StartError(f"cannot listen on {address}: the port is in use ({exc})") from None
 
 
 def serve(config: ServeConfig) -> int:
@@ -91,11 +136,34 @@ def serve(config: ServeConfig) -> int:
     except (OSError, TokensError) as exc:
         print(f"cesar: --tokens {config.tokens}: {exc}", file=sys.stderr)
         return 2
-    credentials = _credentials(config)
     if config.shards < 1:
         print("cesar: --shards must be at least 1", file=sys.stderr)
         return 2
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    if config.host not in LOOPBACK and not clients.required:
+        print(
+            f"cesar: warning: serving {config.host} without --tokens: anyone who reaches the "
+            "port is a client",
+            file=sys.stderr,
+        )
+        log.warning("no tokens on a non-loopback address", extra={"host": config.host})
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rpc"),
+        options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)],
+    )
+    try:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        lock = _lock(config.data_dir)
+        credentials = _credentials(config)
+        port = _listen(server, config, credentials)
+    except (OSError, StartError) as exc:
+        print(f"cesar: {exc}", file=sys.stderr)
+        return 2
+    code = _run(config, clients, server, port, credentials is not None)
+    lock.close()
+    return code
+
+
+def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, tls: bool) -> int:
     stop = threading.Event()
     status = {"code": 0}
 
@@ -118,21 +186,11 @@ def serve(config: ServeConfig) -> int:
         for spec in config.streams:
             with contextlib.suppress(AlreadyExists):
                 front.define_stream(clients.anonymous, spec)
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rpc"),
-            options=GRPC_OPTIONS,
-        )
         add_to_server(CesarServicer(front, clients, fail), server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(
             (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
-        address = f"{config.host}:{config.port}"
-        port = (
-            server.add_secure_port(address, credentials)
-            if credentials
-            else server.add_insecure_port(address)
         )
         server.start()
         for name in ("", SERVICE):
@@ -143,7 +201,7 @@ def serve(config: ServeConfig) -> int:
             extra={
                 "address": f"{config.host}:{port}",
                 "shards": config.shards,
-                "tls": bool(credentials),
+                "tls": tls,
             },
         )
         watch = threading.Thread(target=_watch_shards, args=(shards, stop, fail), daemon=True)
@@ -157,6 +215,10 @@ def serve(config: ServeConfig) -> int:
     except ShardFailure as exc:
         log.error("shard failure at start", extra={"error": str(exc)})
         status["code"] = 1
+    except (CatalogError, ReplayError) as exc:
+        log.error("catalog unusable", extra={"error": str(exc)})
+        print(f"cesar: {exc}", file=sys.stderr)
+        status["code"] = 2
     finally:
         shards.stop()
     log.info("stopped", extra={"status": status["code"]})
