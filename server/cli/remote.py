@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cesar.server.front import limits
+
 EXIT_ERROR = 1
 
 
@@ -36,11 +38,33 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retention", type=int, default=100_000, help="alerts kept per subscription"
     )
-    parser.add_argument("--max-subscriptions", type=int, default=100_000, help="per client")
-    parser.add_argument("--max-query-bytes", type=int, default=65_536, help="per query")
-    parser.add_argument("--max-listens", type=int, default=64, help="Listen streams per client")
-    parser.add_argument("--max-instances-per-node", type=int, help="engine limit per node")
-    parser.add_argument("--max-instances", type=int, help="engine limit per lane")
+    parser.add_argument(
+        "--max-subscriptions", type=int, default=limits.MAX_SUBSCRIPTIONS, help="per client"
+    )
+    parser.add_argument(
+        "--max-query-bytes", type=int, default=limits.MAX_QUERY_BYTES, help="per query and name"
+    )
+    parser.add_argument(
+        "--max-listens", type=int, default=limits.MAX_LISTENS, help="Listen streams per client"
+    )
+    parser.add_argument(
+        "--max-instances-per-node",
+        type=int,
+        default=limits.MAX_INSTANCES_PER_NODE,
+        help="live partial matches per DAG node (0: unlimited)",
+    )
+    parser.add_argument(
+        "--max-instances",
+        type=int,
+        default=limits.MAX_INSTANCES,
+        help="live partial matches per engine lane (0: unlimited)",
+    )
+    parser.add_argument(
+        "--max-alerts-per-epoch",
+        type=int,
+        default=limits.MAX_ALERTS_PER_EPOCH,
+        help="alerts one subscription may make from one epoch (0: unlimited)",
+    )
     parser.add_argument("--workers", type=int, default=256, help="gRPC worker threads")
     parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
     parser.add_argument("--log-level", default="INFO")
@@ -65,8 +89,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_subscriptions=args.max_subscriptions,
             max_query_bytes=args.max_query_bytes,
             max_listens=args.max_listens,
-            max_instances_per_node=args.max_instances_per_node,
-            max_instances=args.max_instances,
+            max_instances_per_node=args.max_instances_per_node or None,
+            max_instances=args.max_instances or None,
+            max_alerts_per_epoch=args.max_alerts_per_epoch or None,
             workers=args.workers,
             grace=args.grace,
             log_level=args.log_level,

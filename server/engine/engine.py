@@ -298,27 +298,44 @@ class Engine:
         self._enforce_limits({i.node for i in spawned})
 
     def _enforce_limits(self, nodes: set[int]) -> None:
-        live, instances = self.state.live, self.state.instances
+        """Drop the oldest instances over a limit; notify once per episode over it.
+
+        A node (or the engine) that goes over its limit notifies the
+        subscriptions using it once; it notifies again only after an epoch in
+        which it gained instances and stayed within the limit (it recovered).
+        """
+        live, instances, capped = self.state.live, self.state.instances, self.state.capped
         per_node = self.options.max_instances_per_node
         if per_node is not None:
             for node in nodes:
                 index = live.get(node)
                 if index is not None and len(index) > per_node:
                     excess = index.instances()[: len(index) - per_node]
-                    self._drop(excess, f"node {node} exceeded {per_node} live instances")
+                    self._drop(excess, node, f"node {node} exceeded {per_node} live instances")
+                else:
+                    capped.discard(node)
         total = self.options.max_instances
         if total is not None and len(instances) > total:
             excess = list(instances.values())[: len(instances) - total]
-            self._drop(excess, f"the engine exceeded {total} live instances")
+            self._drop(excess, None, f"the engine exceeded {total} live instances")
+        elif nodes:
+            capped.discard(None)
 
-    def _drop(self, instances: list[EngineInstance], reason: str) -> None:
+    def _drop(self, instances: list[EngineInstance], over: int | None, reason: str) -> None:
         state = self.state
         for instance in instances:
             state.remove(instance)
         state.counters.dropped += len(instances)
+        if over in state.capped:
+            return
+        state.capped.add(over)
         for subscription in self.program.users({i.node for i in instances}):
             state.notices.append(
-                Notice(subscription, f"{reason}; the oldest partial matches were dropped")
+                Notice(
+                    subscription,
+                    f"{reason}; the oldest partial matches are dropped (one notice until "
+                    "it recovers)",
+                )
             )
 
     # -------------------------------------------------------------- inspection

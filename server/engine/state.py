@@ -89,6 +89,8 @@ class EngineState:
     next_instance: int = 0
     counters: EngineCounters = field(default_factory=EngineCounters)
     notices: list[Notice] = field(default_factory=list)
+    capped: set[int | None] = field(default_factory=set)
+    """Nodes over their instance limit (None: the whole engine) since their last notice."""
 
     def new_id(self) -> int:
         """A fresh instance id."""

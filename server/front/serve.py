@@ -30,6 +30,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from cesar.server.front import limits
 from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
 from cesar.server.front.catalog import Catalog, CatalogError
 from cesar.server.front.errors import AlreadyExists
@@ -51,9 +52,9 @@ class ServeConfig:
     """Everything ``cesar serve`` is started with; the command line builds it.
 
     Sizes and counts are per client (``max_subscriptions``, ``max_query_bytes``,
-    ``max_listens``), per engine (``max_instances_per_node``, ``max_instances``:
-    None is unlimited) or per subscription (``retention``: alerts kept); ``grace``
-    is in seconds.
+    ``max_listens``), per engine (``max_instances_per_node``, ``max_instances``)
+    or per subscription (``retention``: alerts kept; ``max_alerts_per_epoch``);
+    None is unlimited; ``grace`` is in seconds.
     """
 
     data_dir: Path
@@ -65,11 +66,12 @@ class ServeConfig:
     tls_key: Path | None = None
     streams: Sequence[str] = field(default_factory=tuple)
     retention: int = 100_000
-    max_subscriptions: int = 100_000
-    max_query_bytes: int = 65_536
-    max_listens: int = 64
-    max_instances_per_node: int | None = None
-    max_instances: int | None = None
+    max_subscriptions: int = limits.MAX_SUBSCRIPTIONS
+    max_query_bytes: int = limits.MAX_QUERY_BYTES
+    max_listens: int = limits.MAX_LISTENS
+    max_instances_per_node: int | None = limits.MAX_INSTANCES_PER_NODE
+    max_instances: int | None = limits.MAX_INSTANCES
+    max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
     workers: int = 256
     grace: float = 10.0
     log_level: str = "INFO"
@@ -128,10 +130,12 @@ def _listen(server: grpc.Server, config: ServeConfig, credentials: object) -> in
 def serve(config: ServeConfig) -> int:
     """Run the server until SIGTERM/SIGINT (0) or a shard failure (1)."""
     configure_logging(config.log_level, "front")
-    limits = Limits(config.max_subscriptions, config.max_query_bytes, config.max_listens)
+    defaults = Limits(config.max_subscriptions, config.max_query_bytes, config.max_listens)
     try:
         clients = (
-            parse_tokens(config.tokens.read_text(), limits) if config.tokens else Clients(limits)
+            parse_tokens(config.tokens.read_text(), defaults)
+            if config.tokens
+            else Clients(defaults)
         )
     except (OSError, TokensError) as exc:
         print(f"cesar: --tokens {config.tokens}: {exc}", file=sys.stderr)
@@ -173,11 +177,11 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    shard_args = []
-    if config.max_instances_per_node:
-        shard_args += ["--max-instances-per-node", str(config.max_instances_per_node)]
-    if config.max_instances:
-        shard_args += ["--max-instances", str(config.max_instances)]
+    shard_args = [
+        f"--max-instances-per-node={config.max_instances_per_node or 0}",
+        f"--max-instances={config.max_instances or 0}",
+        f"--max-alerts-per-epoch={config.max_alerts_per_epoch or 0}",
+    ]
     shards = ShardPool(config.shards, shard_args, config.log_level)
     try:
         catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)

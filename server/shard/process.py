@@ -19,14 +19,16 @@ import os
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import grpc
 
 from cesar.automata.compiler import compile_query
-from cesar.automata.schema import epochs, parse_stream_spec
+from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.rss import rss_bytes
@@ -40,17 +42,30 @@ log = logging.getLogger("cesar.shard")
 
 @dataclass
 class Lane:
-    """One engine and the subscriptions it runs; ``streams`` maps output stream → subscription."""
+    """One engine and the subscriptions it runs; ``streams`` maps output stream → subscription.
+
+    ``capped`` holds the subscriptions over the alert limit since their notice.
+    """
 
     engine: Engine
     streams: dict[str, str] = field(default_factory=dict)
+    capped: set[str] = field(default_factory=set)
 
 
 class ShardState:
-    """The lanes of one shard; install / remove subscriptions and apply epochs."""
+    """The lanes of one shard; install / remove subscriptions and apply epochs.
 
-    def __init__(self, options: EngineOptions) -> None:
+    At most ``max_alerts_per_epoch`` alerts of one subscription leave one epoch
+    (None: no limit); the rest are counted (``alerts_dropped``) and the
+    subscription gets one notice, and another only after it has recovered (an
+    epoch within the limit).  The limit follows the event log, so a restart
+    that replays it sends the same alerts.
+    """
+
+    def __init__(self, options: EngineOptions, max_alerts_per_epoch: int | None = None) -> None:
         self.options = options
+        self.max_alerts_per_epoch = max_alerts_per_epoch
+        self.alerts_dropped = 0
         self.lanes: dict[str, Lane] = {}
         self.output: dict[str, tuple[str, str]] = {}
 
@@ -85,12 +100,33 @@ class ShardState:
                 continue
             engine = lane.engine
             for epoch in epochs(trusted_event(e) for e in lane_events.events):
-                for event in engine.process(epoch):
-                    alerts.add(subscription=lane.streams[event.stream], event=to_event(event))
+                self._emit(lane, engine.process(epoch), alerts)
                 for notice in engine.notices:
                     alerts.add(subscription=notice.subscription, notice=notice.reason)
                 engine.notices.clear()
         return response
+
+    def _emit(self, lane: Lane, outputs: list[Event], alerts: Any) -> None:
+        """The epoch's alerts, at most ``max_alerts_per_epoch`` per subscription."""
+        limit = self.max_alerts_per_epoch
+        made: Counter[str] = Counter()
+        for event in outputs:
+            subscription = lane.streams[event.stream]
+            made[subscription] += 1
+            if limit is None or made[subscription] <= limit:
+                alerts.add(subscription=subscription, event=to_event(event))
+        for subscription, count in made.items():
+            if limit is None or count <= limit:
+                lane.capped.discard(subscription)
+                continue
+            self.alerts_dropped += count - limit
+            if subscription not in lane.capped:
+                lane.capped.add(subscription)
+                alerts.add(
+                    subscription=subscription,
+                    notice=f"{count} alerts in one epoch; only the first {limit} of each epoch "
+                    "are sent (one notice until an epoch brings fewer)",
+                )
 
     def counters(self) -> dict[str, int]:
         """Engine counters summed over lanes, plus live instances, nodes and lanes."""
@@ -99,6 +135,7 @@ class ShardState:
             "instances": 0,
             "nodes": 0,
             "rss_bytes": rss_bytes(),
+            "alerts_dropped": self.alerts_dropped,
         }
         for lane in self.lanes.values():
             engine = lane.engine
@@ -182,16 +219,18 @@ def _exit_with_parent() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cesar.server.shard.process")
     parser.add_argument("--index", type=int, required=True)
-    parser.add_argument("--max-instances-per-node", type=int)
-    parser.add_argument("--max-instances", type=int)
+    parser.add_argument("--max-instances-per-node", type=int, default=0, help="0: unlimited")
+    parser.add_argument("--max-instances", type=int, default=0, help="0: unlimited")
+    parser.add_argument("--max-alerts-per-epoch", type=int, default=0, help="0: unlimited")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level, f"shard-{args.index}")
     state = ShardState(
         EngineOptions(
-            max_instances_per_node=args.max_instances_per_node,
-            max_instances=args.max_instances,
-        )
+            max_instances_per_node=args.max_instances_per_node or None,
+            max_instances=args.max_instances or None,
+        ),
+        args.max_alerts_per_epoch or None,
     )
     secret = sys.stdin.buffer.readline().decode().strip()
     if not secret:

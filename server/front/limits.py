@@ -1,0 +1,21 @@
+"""Every limit the server enforces, with its default (docs/operations.md, "Limits").
+
+One client must not be able to hurt the others: each limit bounds what one
+request, one client, one subscription or one engine may take.  All are
+overridable on ``cesar serve`` (per client also in the tokens file); 0 turns a
+limit off where the flag says so.
+"""
+
+MAX_SUBSCRIPTIONS = 100_000
+"""Live subscriptions one client may hold."""
+MAX_QUERY_BYTES = 65_536
+"""Bytes of one query (CEL text or Algebra message) plus its name."""
+MAX_LISTENS = 64
+"""Listen streams one client may hold open."""
+
+MAX_INSTANCES_PER_NODE = 10_000
+"""Live partial matches one DAG node may hold before the oldest are dropped."""
+MAX_INSTANCES = 1_000_000
+"""Live partial matches one engine (a lane of a shard) may hold."""
+MAX_ALERTS_PER_EPOCH = 1_000
+"""Alerts one subscription may make from one epoch; the rest are dropped, with a notice."""
