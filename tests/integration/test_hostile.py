@@ -1,0 +1,268 @@
+"""A hostile client with a valid token cannot break the server or reach other clients.
+
+Each test drives real ``cesar serve`` processes through the public API (or
+starts them wrongly) and checks the answer is a clear error, the server lives,
+and nothing of anyone else's is touched.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import pytest
+
+from cesar.perf.serverproc import (
+    Server,
+    alert_line,
+    collect,
+    expected_lines,
+    normalized,
+    publish,
+    sample_events,
+    status_of,
+    subscribe,
+)
+from cesar.server.wire.convert import to_event
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2, shard_pb2_grpc
+
+CESAR = Path(sys.executable).with_name("cesar")
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
+    started = Server(tmp_path_factory.mktemp("hostile") / "data").start()
+    yield started
+    started.stop()
+
+
+def listed(conn) -> list[pb.Subscription]:  # type: ignore[no-untyped-def]
+    request = pb.ListSubscriptionsRequest()
+    return list(conn.stub.ListSubscriptions(request, metadata=conn.metadata).subscriptions)
+
+
+@pytest.mark.parametrize("name", ["bad name", "a-b", "9x", "日本", "select", "x" * 200])
+def test_an_invalid_name_registers_nothing(server: Server, name: str) -> None:
+    conn = server.connect()
+    before = listed(conn)
+    code, details = status_of(
+        conn.stub.Subscribe, pb.SubscribeRequest(query="Stock", name=name), metadata=conn.metadata
+    )
+    assert code is INVALID and "name" in details
+    assert listed(conn) == before
+    streams = conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata).streams
+    assert name not in {s.name for s in streams}
+    assert server.process is not None and server.process.poll() is None
+
+
+def test_a_batch_with_a_bad_item_installs_the_good_ones_only(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data").start()
+    try:
+        conn = server.connect()
+        drops = "FILTER{Price > 0} Stock NEXT{$1.Name = $2.Name AND $2.Price < $1.Price} Stock"
+        items = [
+            pb.SubscribeRequest(query=drops, name="Good"),
+            pb.SubscribeRequest(query="Stock", name="bad name"),
+            pb.SubscribeRequest(query=drops, name="AlsoGood"),
+        ]
+        reply = conn.stub.SubscribeBatch(
+            pb.SubscribeBatchRequest(subscriptions=items), metadata=conn.metadata
+        )
+        kinds = [r.WhichOneof("outcome") for r in reply.results]
+        assert kinds == ["subscription", "failure", "subscription"]
+        assert reply.results[1].failure.code == "INVALID_ARGUMENT"
+        assert [s.stream for s in listed(conn)] == ["Good", "AlsoGood"]
+        events = sample_events()[:400]
+        publish(conn, events)
+        want = expected_lines([("Good", drops + " PUBLISH Good")], events)
+        resume = pb.ListenRequest(after_seq={s.id: 0 for s in listed(conn)})
+        got = collect(conn, 2 * sum(want.values()), resume)
+        assert {a.event.stream for a in got} == {"Good", "AlsoGood"}
+        code, _ = status_of(
+            conn.stub.Unsubscribe, pb.UnsubscribeRequest(id="s9"), metadata=conn.metadata
+        )
+        assert code is grpc.StatusCode.NOT_FOUND
+        for sub in listed(conn):  # every registered subscription is on its shards
+            conn.stub.Unsubscribe(pb.UnsubscribeRequest(id=sub.id), metadata=conn.metadata)
+        assert server.process is not None and server.process.poll() is None
+    finally:
+        server.stop()
+
+
+def test_idempotency_keys_belong_to_their_client(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tok-a alice\ntok-b bob\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    try:
+        alice, bob = server.connect("tok-a"), server.connect("tok-b")
+        events = [to_event(e) for e in sample_events()[:5]]
+        request = pb.PublishRequest(events=events, idempotency_key="batch-1")
+        first = alice.stub.PublishBatch(request, metadata=alice.metadata)
+        other = bob.stub.PublishBatch(request, metadata=bob.metadata)
+        again = alice.stub.PublishBatch(request, metadata=alice.metadata)
+        assert (first.duplicate, other.duplicate, again.duplicate) == (False, False, True)
+        assert other.accepted == first.accepted == 5 and again.batch == first.batch
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("FILTER{" + "(" * 300 + "Price > 1" + ")" * 300 + "} Stock", "nest deeper than 64"),
+        ("(" * 500 + "Stock" + ")" * 500, "nest deeper than 64"),
+        ("FILTER{Price > " + " + ".join(["1"] * 6000) + "} Stock", "nests too deeply"),
+        ("FILTER{Price > 1e999} Stock", "out of range"),
+        ("FILTER{" + " AND ".join(f"Price > {i}" for i in range(3000)) + " AND } Stock", "line 1"),
+    ],
+    ids=["brackets", "streams", "terms", "infinity", "long-line"],
+)
+def test_bad_queries_get_their_cause_not_a_crash(server: Server, query: str, expected: str) -> None:
+    conn = server.connect()
+    code, details = status_of(
+        conn.stub.Subscribe, pb.SubscribeRequest(query=query), metadata=conn.metadata
+    )
+    assert code is INVALID and expected in details
+    assert len(details) < 1000  # the excerpt is a window around the column, not the line
+    assert server.process is not None and server.process.poll() is None
+
+
+def test_bad_algebra_and_undecodable_requests_are_invalid_arguments(server: Server) -> None:
+    conn = server.connect()
+    scope = pb.Algebra()
+    compare = scope.select.predicate.compare
+    compare.op, compare.right.constant.int_value = ">", 1
+    compare.left.attribute.name, compare.left.attribute.scope = "Price", 99  # type: ignore[assignment]
+    scope.select.input.stream.name = "Stock"
+    nan = pb.Algebra()
+    nan.CopyFrom(scope)
+    nan.select.predicate.compare.left.attribute.scope = pb.SCOPE_EVENT
+    nan.select.predicate.compare.right.constant.float_value = float("nan")
+    for algebra, expected in ((scope, "unknown scope 99"), (nan, "not a finite number")):
+        code, details = status_of(
+            conn.stub.Subscribe, pb.SubscribeRequest(algebra=algebra), metadata=conn.metadata
+        )
+        assert code is INVALID and expected in details
+    raw = grpc.insecure_channel(server.address).unary_unary(
+        "/cesar.v1.Cesar/Subscribe",
+        request_serializer=lambda data: data,
+        response_deserializer=lambda data: data,
+    )
+    for data in (b"\x0a\x03\xff\xfe\x41", b"\x22" + b"\x80" * 10):
+        code, details = status_of(raw, data, metadata=conn.metadata)
+        assert code is INVALID and "not a valid cesar.v1.SubscribeRequest" in details
+    code, details = status_of(
+        conn.stub.DefineStream, pb.DefineStreamRequest(spec="SELECT(a:int)"), metadata=conn.metadata
+    )
+    assert code is INVALID and "keyword" in details
+    assert server.process is not None and server.process.poll() is None
+
+
+def test_runaway_queries_are_capped_with_one_notice_and_others_unharmed(tmp_path: Path) -> None:
+    server = Server(
+        tmp_path / "data", "--max-instances-per-node", "50", "--max-alerts-per-epoch", "3"
+    ).start()
+    try:
+        conn = server.connect()
+        never = subscribe(conn, "Stock NEXT{$2.Price > 1000 * $1.Price} Stock PUBLISH Never")
+        chatty = subscribe(conn, "Stock FOLD{,,} Stock PUBLISH Chatty")
+        dear = "FILTER{Price > 500} Stock"
+        calm = subscribe(conn, dear + " PUBLISH Calm")
+        events = sample_events()[:300]
+        publish(conn, events)
+        rows = {s.id: s for s in listed(conn)}
+        notices = collect(conn, rows[never.id].last_seq, pb.ListenRequest(after_seq={never.id: 0}))
+        assert len(notices) == 1 and "exceeded 50 live instances" in notices[0].notice
+        chat = collect(conn, rows[chatty.id].last_seq, pb.ListenRequest(after_seq={chatty.id: 0}))
+        told = [a for a in chat if a.notice]
+        assert len(told) <= 2 and "only the first 3" in told[0].notice
+        per_epoch: dict[int, int] = {}
+        for alert in chat:
+            if alert.HasField("event"):
+                per_epoch[alert.event.t1] = per_epoch.get(alert.event.t1, 0) + 1
+        assert max(per_epoch.values()) <= 3
+        calm_alerts = collect(
+            conn, rows[calm.id].last_seq, pb.ListenRequest(after_seq={calm.id: 0})
+        )
+        want = normalized(expected_lines([("Calm", dear + " PUBLISH Calm")], events))
+        assert Counter(alert_line(a) for a in calm_alerts) == want
+        stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+        assert sum(s.counters["alerts_dropped"] for s in stats.shards) > 0
+    finally:
+        server.stop()
+
+
+def test_the_shard_port_answers_only_the_front(server: Server) -> None:
+    log = server.log.read_text()
+    ports = [int(p) for p in re.findall(r'"msg": "shard started".*?"port": (\d+)', log)]
+    assert ports
+    channel = grpc.insecure_channel(f"127.0.0.1:{ports[-1]}")
+    stub = shard_pb2_grpc.ShardStub(channel)
+    for call, request in (
+        (stub.Remove, shard_pb2.RemoveRequest(lane="global", subscription="s1")),
+        (stub.Apply, shard_pb2.ApplyRequest()),
+    ):
+        code, _ = status_of(call, request, metadata=(("authorization", "Bearer guess"),))
+        assert code is grpc.StatusCode.UNAUTHENTICATED
+    assert server.process is not None and server.process.poll() is None
+
+
+def serve(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cesar serve`` that must refuse to start: its exit status and stderr."""
+    command = [str(CESAR), "serve", "--data-dir", str(data_dir), "--shards", "1", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_one_server_per_port_and_per_data_directory(server: Server, tmp_path: Path) -> None:
+    port = server.address.rsplit(":", 1)[1]
+    taken = serve(tmp_path / "other", "--port", port)
+    assert taken.returncode == 2 and "port is in use" in taken.stderr
+    locked = serve(server.data_dir, "--port", "0")
+    assert locked.returncode == 2 and "one server per data directory" in locked.stderr
+    assert server.process is not None and server.process.poll() is None
+
+
+def test_an_unusable_catalog_stops_start_up_with_the_restore_procedure(tmp_path: Path) -> None:
+    empty, junk = tmp_path / "empty", tmp_path / "junk"
+    for folder, content in ((empty, b""), (junk, b"not a database" * 100)):
+        folder.mkdir()
+        (folder / "catalog.sqlite").write_bytes(content)
+        result = serve(folder, "--port", "0")
+        assert result.returncode == 2 and "restore" in result.stderr
+        assert "Traceback" not in result.stderr
+    broken = Server(tmp_path / "broken").start()
+    publish(broken.connect(), sample_events()[:10])
+    broken.stop()
+    db = sqlite3.connect(tmp_path / "broken" / "catalog.sqlite")
+    db.execute("UPDATE batches SET payload = x'ffffffff' WHERE number = 1")
+    db.commit()
+    db.close()
+    result = serve(tmp_path / "broken", "--port", "0")
+    assert result.returncode == 2 and "batch 1 of the event log" in result.stderr
+
+
+def test_tls_with_a_foreign_key_and_an_open_address_are_told_plainly(tmp_path: Path) -> None:
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-keyout", tmp_path / "a.key", "-out", tmp_path / "a.pem"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run(
+        ["openssl", "genrsa", "-out", tmp_path / "b.key", "2048"], check=True, capture_output=True
+    )
+    result = serve(
+        tmp_path / "tls", "--port", "0",
+        "--tls-cert", str(tmp_path / "a.pem"), "--tls-key", str(tmp_path / "b.key"),
+    )  # fmt: skip
+    assert result.returncode == 2 and "is the key the certificate's?" in result.stderr
+    assert "Traceback" not in result.stderr
+    open_server = Server(tmp_path / "open", "--host", "0.0.0.0").start()
+    open_server.stop()
+    assert "without --tokens" in open_server.log.read_text()
