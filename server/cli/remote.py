@@ -48,6 +48,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-listens", type=int, default=limits.MAX_LISTENS, help="Listen streams per client"
     )
     parser.add_argument(
+        "--max-streams", type=int, default=limits.MAX_STREAMS, help="input streams per client"
+    )
+    parser.add_argument(
         "--max-instances-per-node",
         type=int,
         default=limits.MAX_INSTANCES_PER_NODE,
@@ -89,6 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_subscriptions=args.max_subscriptions,
             max_query_bytes=args.max_query_bytes,
             max_listens=args.max_listens,
+            max_streams=args.max_streams,
             max_instances_per_node=args.max_instances_per_node or None,
             max_instances=args.max_instances or None,
             max_alerts_per_epoch=args.max_alerts_per_epoch or None,

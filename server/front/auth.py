@@ -1,15 +1,27 @@
-"""Clients, bearer tokens and per-client limits.
+"""Clients, bearer tokens, scopes and per-client limits.
 
 A tokens file has one client per line — ``TOKEN CLIENT [key=value ...]`` —
-with optional limits overriding the server's defaults:
-``max_subscriptions`` (live subscriptions), ``max_query_bytes`` (CEL text
-size) and ``max_listens`` (concurrent Listen streams).  Blank lines and
-``#`` comments are ignored.  Tokens are compared in constant time.
+with optional limits overriding the server's defaults: ``max_subscriptions``
+(live subscriptions), ``max_query_bytes`` (query and name size),
+``max_listens`` (concurrent Listen streams) and ``max_streams`` (input
+streams defined); and ``scope=`` with a comma-separated list of what the
+token may do:
 
->>> clients = parse_tokens("# ops\\nsecret-a alice max_subscriptions=2\\nsecret-b bob\\n",
-...                        Limits(100, 1000, 4))
->>> clients.authenticate("secret-a")
-Client(name='alice', limits=Limits(max_subscriptions=2, max_query_bytes=1000, max_listens=4))
+* ``client`` (the default): define, list and delete its streams, subscribe,
+  listen, publish events the front routes, share its published streams;
+* ``feed``: what the Spark feed needs — the routing table (GetRouting) and
+  publishing batches it routed to one shard;
+* ``admin``: everything, and every client's streams are visible to it.
+
+Blank lines and ``#`` comments are ignored.  Tokens are compared in constant
+time.  Without a tokens file every caller is ``anonymous``, with every scope.
+
+>>> text = "# ops\\nsecret-a alice max_subscriptions=2\\nsecret-f spark scope=feed\\n"
+>>> clients = parse_tokens(text, Limits(100, 1000, 4, 10))
+>>> clients.authenticate("secret-a").limits.max_subscriptions
+2
+>>> sorted(clients.authenticate("secret-f").scopes)
+['feed']
 >>> clients.authenticate("nope") is None
 True
 """
@@ -20,6 +32,8 @@ import hmac
 from dataclasses import dataclass, replace
 
 ANONYMOUS = "anonymous"
+SCOPES = ("client", "feed", "admin")
+_LIMITS = ("max_subscriptions", "max_query_bytes", "max_listens", "max_streams")
 
 
 class TokensError(ValueError):
@@ -33,14 +47,20 @@ class Limits:
     max_subscriptions: int
     max_query_bytes: int
     max_listens: int
+    max_streams: int
 
 
 @dataclass(frozen=True)
 class Client:
-    """An authenticated caller."""
+    """An authenticated caller and what its token may do (a subset of :data:`SCOPES`)."""
 
     name: str
     limits: Limits
+    scopes: frozenset[str] = frozenset({"client"})
+
+    def may(self, scope: str) -> bool:
+        """Whether the token carries ``scope`` (an admin carries every scope)."""
+        return scope in self.scopes or "admin" in self.scopes
 
 
 class Clients:
@@ -49,7 +69,7 @@ class Clients:
     def __init__(self, defaults: Limits, tokens: dict[str, Client] | None = None) -> None:
         self.defaults = defaults
         self.tokens = tokens
-        self.anonymous = Client(ANONYMOUS, defaults)
+        self.anonymous = Client(ANONYMOUS, defaults, frozenset(SCOPES))
 
     @property
     def required(self) -> bool:
@@ -85,13 +105,19 @@ def parse_tokens(text: str, defaults: Limits) -> Clients:
         if name in names:
             raise TokensError(f"line {number}: client {name} given twice")
         limits = defaults
+        scopes = frozenset({"client"})
         for option in options:
             key, _, value = option.partition("=")
-            if key not in {"max_subscriptions", "max_query_bytes", "max_listens"}:
+            if key == "scope":
+                scopes = frozenset(value.split(","))
+                if not scopes <= set(SCOPES):
+                    raise TokensError(f"line {number}: scopes are {', '.join(SCOPES)}")
+                continue
+            if key not in _LIMITS:
                 raise TokensError(f"line {number}: unknown option {key!r}")
             if not value.isdigit():
                 raise TokensError(f"line {number}: {key} needs a non-negative integer")
             limits = replace(limits, **{key: int(value)})
-        tokens[token] = Client(name, limits)
+        tokens[token] = Client(name, limits, scopes)
         names.add(name)
     return Clients(defaults, tokens)

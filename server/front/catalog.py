@@ -10,7 +10,8 @@ Everything the server has acknowledged is here, so a server killed with
   idempotency key — on start the shards rebuild their instances by replaying
   it, each subscription installed at its position;
 * ``alerts``: each alert with its per-subscription seq, the last
-  ``retention`` per subscription (older ones are pruned).
+  ``retention`` per subscription (older ones are pruned);
+* ``shares``: the clients other than its owner that may read a published stream.
 
 A published batch, its alerts and the subscriptions' seqs are written in one
 transaction, so an acknowledged batch is all there or not at all.  The
@@ -61,6 +62,11 @@ CREATE TABLE IF NOT EXISTS alerts (
     seq INTEGER NOT NULL,
     owner TEXT NOT NULL,
     payload BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shares (
+    stream TEXT NOT NULL,
+    client TEXT NOT NULL,
+    PRIMARY KEY (stream, client)
 );
 CREATE INDEX IF NOT EXISTS streams_by_subscription ON streams (subscription);
 CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq);
@@ -151,6 +157,25 @@ class Catalog:
         rows = self.db.execute("SELECT name, spec, owner, subscription FROM streams ORDER BY name")
         return [StreamRow(*row) for row in rows]
 
+    def remove_stream(self, name: str) -> None:
+        """Forget an input stream (its logged events stay in the event log)."""
+        self.db.execute("DELETE FROM streams WHERE name = ? AND subscription = ''", (name,))
+
+    def shares(self) -> dict[str, set[str]]:
+        """Published stream → the clients it is shared with."""
+        out: dict[str, set[str]] = {}
+        for stream, client in self.db.execute("SELECT stream, client FROM shares"):
+            out.setdefault(stream, set()).add(client)
+        return out
+
+    def set_shares(self, stream: str, clients: Sequence[str]) -> None:
+        """Share ``stream`` with exactly ``clients``."""
+        with _transaction(self.db):
+            self.db.execute("DELETE FROM shares WHERE stream = ?", (stream,))
+            self.db.executemany(
+                "INSERT INTO shares VALUES (?, ?)", [(stream, client) for client in clients]
+            )
+
     def add_stream(self, row: StreamRow) -> None:
         """Store a new stream."""
         self.db.execute(
@@ -206,8 +231,13 @@ class Catalog:
             )
 
     def remove_subscription(self, subscription: str) -> None:
-        """Delete a subscription, the stream it publishes and its alerts."""
+        """Delete a subscription, the stream it publishes (and its shares) and its alerts."""
         with _transaction(self.db):
+            self.db.execute(
+                "DELETE FROM shares WHERE stream IN "
+                "(SELECT name FROM streams WHERE subscription = ?)",
+                (subscription,),
+            )
             self.db.execute("DELETE FROM subscriptions WHERE id = ?", (subscription,))
             self.db.execute("DELETE FROM streams WHERE subscription = ?", (subscription,))
             self.db.execute("DELETE FROM alerts WHERE subscription = ?", (subscription,))

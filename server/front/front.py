@@ -49,6 +49,7 @@ from cesar.automata.schema import (
     check_name,
     parse_stream_spec,
 )
+from cesar.server.front import limits
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import (
@@ -145,6 +146,7 @@ class Front:
         for stream in self.catalog.streams():
             if not stream.subscription:
                 self.registry.add_stream(stream)
+        shares = self.catalog.shares()
         pending = self.catalog.subscriptions()
         log_rows = iter(self.catalog.batches())
         replayed = 0
@@ -159,6 +161,7 @@ class Front:
                 replayed = number
             restored.append(self._restore(row))
         self._install(restored)
+        self.registry.shares = {s: c for s, c in shares.items() if s in self.registry.streams}
         for _number, payload in log_rows:
             self._replay(_number, payload)
         self.batches = self.catalog.batch_count()
@@ -205,44 +208,116 @@ class Front:
             raise InvalidArgument(f"stream spec: {exc}") from None
         with self.lock:
             self._check_open()
-            taken = self.registry.streams.get(schema.name)
-            if taken is not None:
-                raise AlreadyExists(f"stream {schema.name} exists ({describe_stream(taken)})")
+            self._check_free(client, schema.name)
+            defined = sum(
+                1
+                for r in self.registry.streams.values()
+                if r.owner == client.name and not r.subscription
+            )
+            if defined >= client.limits.max_streams:
+                raise ResourceExhausted(f"{client.name} has defined {defined} streams, the limit")
             row = StreamRow(schema.name, schema.spec(), client.name, "")
             self.catalog.add_stream(row)
             self.registry.add_stream(row)
         log.info("stream defined", extra={"stream": row.name, "owner": client.name})
         return row
 
-    def stream_rows(self) -> list[StreamRow]:
-        """Every stream, by name."""
+    def _check_free(self, client: Client, name: str) -> None:
+        """AlreadyExists if ``name`` is taken; who holds it only if the caller may see it."""
+        taken = self.registry.streams.get(name)
+        if taken is None:
+            return
+        if self.registry.may_read(client, taken):
+            raise AlreadyExists(f"stream {name} exists ({describe_stream(taken)})")
+        raise AlreadyExists(f"stream {name} exists (another client's)")
+
+    def stream_rows(self, client: Client) -> list[tuple[StreamRow, list[str]]]:
+        """The streams ``client`` may use, by name, each with the clients it is shared with."""
         with self.lock:
-            return sorted(self.registry.streams.values(), key=lambda r: r.name)
+            rows = [r for r in self.registry.streams.values() if self.registry.may_read(client, r)]
+            return [
+                (row, sorted(self.registry.shares.get(row.name, ())))
+                for row in sorted(rows, key=lambda r: r.name)
+            ]
+
+    def delete_stream(self, client: Client, name: str) -> None:
+        """Remove an input stream ``client`` defined, once no subscription reads it."""
+        with self.lock:
+            self._check_open()
+            row = self.registry.streams.get(name)
+            mine = row is not None and (row.owner == client.name or client.may("admin"))
+            if row is None or row.subscription or not mine:
+                raise NotFound(f"no input stream {name} of yours")
+            readers = self.registry.readers_of(name)
+            if readers:
+                raise FailedPrecondition(
+                    f"{len(readers)} subscriptions read {name}; they must be removed first"
+                )
+            self.catalog.remove_stream(name)
+            self.registry.remove_stream(name)
+        log.info("stream deleted", extra={"stream": name, "owner": client.name})
+
+    def share_stream(
+        self, client: Client, stream: str, readers: Sequence[str]
+    ) -> tuple[StreamRow, list[str]]:
+        """Let exactly ``readers`` (other clients) read ``client``'s published ``stream``."""
+        wanted = sorted(set(readers) - {client.name})
+        if len(wanted) > limits.MAX_READERS:
+            raise ResourceExhausted(
+                f"a stream is shared with at most {limits.MAX_READERS} clients, not {len(wanted)}"
+            )
+        for reader in wanted:
+            try:
+                check_name(reader, "client name")
+            except SchemaError as exc:
+                raise InvalidArgument(str(exc)) from None
+        with self.lock:
+            self._check_open()
+            row = self.registry.streams.get(stream)
+            mine = row is not None and (row.owner == client.name or client.may("admin"))
+            if row is None or not row.subscription or not mine:
+                raise NotFound(f"no published stream {stream} of yours")
+            dropped = self.registry.shares.get(stream, set()) - set(wanted)
+            still = sorted(
+                {self.registry.live[r].row.owner for r in self.registry.readers_of(stream)}
+                & dropped
+            )
+            if still:
+                raise FailedPrecondition(
+                    f"clients {', '.join(still)} have subscriptions reading {stream}; "
+                    "they must remove them before the stream stops being shared with them"
+                )
+            self.catalog.set_shares(stream, wanted)
+            if wanted:
+                self.registry.shares[stream] = set(wanted)
+            else:
+                self.registry.shares.pop(stream, None)
+        log.info("stream shared", extra={"stream": stream, "readers": wanted})
+        return row, wanted
 
     # ---------------------------------------------------------- subscriptions
 
-    def compile(self, text: str, name: str | None = None) -> CompiledQuery:
-        """Compile CEL against the server's streams; InvalidArgument with line:column."""
+    def _compile_source(self, text: str, algebra: bytes, name: str) -> CompiledQuery:
+        """Compile a stored subscription — CEL ``text``, or a serialized Algebra message when
+        ``algebra`` is not empty — against every stream."""
         try:
-            return compile_query(text, self.registry.schemas, name or "query")
+            if not algebra:
+                return compile_query(text, self.registry.schemas, name)
+            return compile_algebra(pb.Algebra.FromString(algebra), self.registry.schemas, name)
+        except (CelError, AlgebraMessageError) as exc:
+            raise InvalidArgument(str(exc)) from None
+
+    def explain(self, client: Client, text: str, dot: bool) -> tuple[str, str, str | None]:
+        """(explain text, DOT or "", key attribute or None) for a query of ``client``'s."""
+        with self.lock:
+            schemas = self.registry.readable(client)
+        try:
+            query = compile_query(text, schemas, "query")
         except CelError as exc:
             raise InvalidArgument(str(exc)) from None
-
-    def _compile_source(self, text: str, algebra: bytes, name: str) -> CompiledQuery:
-        """Compile CEL text, or a serialized Algebra message when ``algebra`` is not empty."""
-        if not algebra:
-            return self.compile(text, name)
-        try:
-            return compile_algebra(pb.Algebra.FromString(algebra), self.registry.schemas, name)
-        except AlgebraMessageError as exc:
-            raise InvalidArgument(str(exc)) from None
-
-    def explain(self, text: str, dot: bool) -> tuple[str, str, str | None]:
-        """(explain text, DOT or "", key attribute or None) for a query."""
-        query = self.compile(text)
-        keys = partition_keys(query.automata, self.registry.schemas)
+        keys = partition_keys(query.automata, schemas)
         return (
-            explain(query, self.registry.schemas),
+            explain(query, schemas),
             format_dot(query.automata) if dot else "",
             min(keys) if keys else None,
         )
@@ -273,7 +348,7 @@ class Front:
                 f"a batch holds 1 to {MAX_SUBSCRIBE_BATCH} subscriptions, not {len(items)}"
             )
         with self.lock:
-            schemas = dict(self.registry.schemas)
+            schemas = self.registry.readable(client)
         prepared = [self._prepare(client, item, schemas) for item in items]
         results: list[SubscriptionRow | FrontError] = []
         admitted: list[tuple[Live, CompiledQuery]] = []
@@ -373,14 +448,11 @@ class Front:
             raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
         item = prepared.item
         stream = prepared.publish or item.name or sub_id
-        taken = self.registry.streams.get(stream)
-        if taken is not None:
-            raise AlreadyExists(f"stream {stream} exists ({describe_stream(taken)})")
+        self._check_free(client, stream)
         query = prepared.query
-        if query is None or any(
-            self.registry.schemas.get(s) is not schemas[s] for s in query.reads
-        ):
-            query = self._compile_prepared(prepared, item.name or sub_id, self.registry.schemas)
+        current = self.registry.readable(client)
+        if query is None or any(current.get(s) is not schemas[s] for s in query.reads):
+            query = self._compile_prepared(prepared, item.name or sub_id, current)
         key, shard = place(query, self.registry)
         row = SubscriptionRow(
             id=sub_id,
@@ -424,8 +496,11 @@ class Front:
             live = self._owned(client, sub_id, remove=True)
             readers = self.registry.readers_of(live.row.stream)
             if readers:
+                owners = {r: self.registry.live[r].row.owner for r in readers}
+                own = [r for r in readers if owners[r] == client.name]
+                others = sorted({o for o in owners.values() if o != client.name})
                 names = ", ".join(
-                    f"{r} (client {self.registry.live[r].row.owner})" for r in readers
+                    [f"your {r}" for r in own] + [f"subscriptions of client {o}" for o in others]
                 )
                 raise FailedPrecondition(
                     f"subscription {sub_id} publishes {live.row.stream}, which {names} "
@@ -467,17 +542,33 @@ class Front:
         Without ``request.shard`` the front routes each event; with it (the
         feed's batches) every event is for that shard and only its epochs count.
         An idempotency key is ``client``'s own: another client's equal key is
-        another batch.
+        another batch.  A request holds at most ``MAX_PUBLISH_EVENTS`` events
+        and Arrow rows; they are decoded and validated before the lock is taken,
+        so a large batch does not hold up other clients while it is read.
         """
+        if len(request.events) > limits.MAX_PUBLISH_EVENTS:
+            raise ResourceExhausted(
+                f"{len(request.events)} events in one request; the limit is "
+                f"{limits.MAX_PUBLISH_EVENTS}: send smaller batches"
+            )
         if len(request.idempotency_key.encode()) > MAX_KEY_BYTES:
             raise InvalidArgument(f"idempotency_key is longer than {MAX_KEY_BYTES} bytes")
         key = _scoped(client, request.idempotency_key)
         shard = request.shard if request.HasField("shard") else None
+        if shard is not None and not client.may("feed"):
+            raise PermissionDenied("batches routed to a shard come from the feed: scope=feed")
         if shard is not None and (request.shards != self.shards.count or shard >= request.shards):
             raise FailedPrecondition(
                 f"the batch was routed for shard {shard} of {request.shards}; this server has "
                 f"{self.shards.count} shards: fetch the routing table again (GetRouting)"
             )
+        with self.lock:
+            self._check_open()
+            inputs = dict(self.registry.inputs)
+            producers = {
+                n: r.subscription for n, r in self.registry.streams.items() if r.subscription
+            }
+        incoming = list(self._incoming(request, inputs, producers))
         with self.lock:
             self._check_open()
             if key:
@@ -487,7 +578,7 @@ class Front:
                     return pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
             response = pb.PublishResponse()
             valid: list[tuple[int, int, int, Event]] = []
-            for index, (item, arrival) in enumerate(self._incoming(request)):
+            for index, (item, arrival) in enumerate(incoming):
                 if isinstance(item, EventError):
                     response.rejected.append(rejection(index, item))
                 else:
@@ -531,28 +622,36 @@ class Front:
             self.listeners.notify(self.catalog.last_alert_id())
         return response
 
+    @staticmethod
     def _incoming(
-        self, request: pb.PublishRequest
+        request: pb.PublishRequest,
+        inputs: Mapping[str, StreamSchema],
+        producers: Mapping[str, str],
     ) -> Iterator[tuple[Event | EventError, int | None]]:
-        """The request's events (then its Arrow rows), each validated or its error, with arrival."""
+        """The request's events (then its Arrow rows), each validated or its error, with arrival.
+
+        ``inputs`` are the input streams' schemas, ``producers`` the subscription
+        publishing each published stream (no one else may write there).
+        """
         for message in request.events:
-            producer = self.registry.streams.get(message.stream)
-            if producer is not None and producer.subscription:
+            producer = producers.get(message.stream)
+            if producer is not None:
                 error = EventError(
                     None,
                     "stream",
-                    f"{message.stream} is published by subscription "
-                    f"{producer.subscription}; only it writes there",
+                    f"{message.stream} is published by subscription {producer}; "
+                    "only it writes there",
                 )
                 yield error, None
                 continue
             try:
-                yield from_event(message, self.registry.inputs), None
+                yield from_event(message, inputs), None
             except EventError as exc:
                 yield exc, None
         if request.arrow_events:
+            room = limits.MAX_PUBLISH_EVENTS - len(request.events)
             try:
-                yield from decode_arrow(request.arrow_events, self.registry.inputs)
+                yield from decode_arrow(request.arrow_events, inputs, room)
             except EventError as exc:
                 raise InvalidArgument(f"arrow_events: {exc.reason}") from None
 
@@ -617,8 +716,10 @@ class Front:
 
     # ----------------------------------------------------------- routing, stats
 
-    def routing_table(self) -> pb.RoutingTable:
-        """The routing table for the feed."""
+    def routing_table(self, client: Client) -> pb.RoutingTable:
+        """The routing table for the feed (a token with the feed scope)."""
+        if not client.may("feed"):
+            raise PermissionDenied("the routing table is for the feed: use a token with scope=feed")
         with self.lock:
             table = pb.RoutingTable(
                 shards=self.registry.routing.shards, version=self.registry.routing.version

@@ -12,6 +12,10 @@ MAX_QUERY_BYTES = 65_536
 """Bytes of one query (CEL text or Algebra message) plus its name."""
 MAX_LISTENS = 64
 """Listen streams one client may hold open."""
+MAX_STREAMS = 1_000
+"""Input streams one client may define."""
+MAX_READERS = 100
+"""Clients one published stream may be shared with."""
 
 MAX_INSTANCES_PER_NODE = 10_000
 """Live partial matches one DAG node may hold before the oldest are dropped."""
@@ -19,3 +23,6 @@ MAX_INSTANCES = 1_000_000
 """Live partial matches one engine (a lane of a shard) may hold."""
 MAX_ALERTS_PER_EPOCH = 1_000
 """Alerts one subscription may make from one epoch; the rest are dropped, with a notice."""
+
+MAX_PUBLISH_EVENTS = 100_000
+"""Events plus Arrow rows in one Publish or PublishBatch request."""

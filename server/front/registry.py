@@ -26,6 +26,7 @@ from cesar.automata.normal import Conjunct, static_atoms
 from cesar.automata.partition import static_interest
 from cesar.automata.schema import Event, StreamSchema, parse_stream_spec
 from cesar.index.static import ConjunctIndex
+from cesar.server.front.auth import Client
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
 
@@ -80,6 +81,7 @@ class Registry:
         self.global_load: Counter[int] = Counter()
         self.routing = RoutingTable(shards)
         self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
+        self.shares: dict[str, set[str]] = {}
         self._interest: ConjunctIndex[tuple[str, str]] = ConjunctIndex()
 
     def add_stream(self, row: StreamRow, schema: StreamSchema | None = None) -> None:
@@ -92,6 +94,31 @@ class Registry:
         self.schemas[row.name] = schema
         if not row.subscription:
             self.inputs[row.name] = schema
+
+    def remove_stream(self, name: str) -> None:
+        """Forget an input stream."""
+        del self.streams[name], self.schemas[name], self.inputs[name]
+
+    def may_read(self, client: Client, row: StreamRow) -> bool:
+        """Whether ``client`` may use the stream: an input stream, its own, or shared with it.
+
+        A published stream is its owner's; another client reads it only when
+        the owner shared it (``shares``).  An admin reads everything.
+        """
+        return (
+            not row.subscription
+            or row.owner == client.name
+            or client.name in self.shares.get(row.name, ())
+            or client.may("admin")
+        )
+
+    def readable(self, client: Client) -> dict[str, StreamSchema]:
+        """The schemas of the streams ``client`` may read, by name."""
+        return {
+            name: self.schemas[name]
+            for name, row in self.streams.items()
+            if self.may_read(client, row)
+        }
 
     def register(self, live: Live, query: CompiledQuery) -> None:
         """Enter a subscription: routes, interest, tallies, its published stream.
@@ -126,6 +153,7 @@ class Registry:
         del self.last_seq[sub_id]
         del self.streams[live.row.stream]
         del self.schemas[live.row.stream]
+        self.shares.pop(live.row.stream, None)
 
     def _count(self, live: Live, delta: int) -> None:
         self.owned[live.row.owner] += delta
@@ -190,6 +218,8 @@ class Registry:
         published = {row.subscription for row in self.streams.values() if row.subscription}
         assert published == set(self.live)
         assert set(self.schemas) == set(self.streams) >= set(self.inputs)
+        for stream in self.shares:
+            assert self.streams[stream].subscription, f"{stream} is shared but not published"
         self._interest.check_valid()
         keys: Mapping[str, dict[str, tuple[Conjunct, ...]]] = self.statics
         assert len(self._interest) == sum(len(s) for s in keys.values())

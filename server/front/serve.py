@@ -69,6 +69,7 @@ class ServeConfig:
     max_subscriptions: int = limits.MAX_SUBSCRIPTIONS
     max_query_bytes: int = limits.MAX_QUERY_BYTES
     max_listens: int = limits.MAX_LISTENS
+    max_streams: int = limits.MAX_STREAMS
     max_instances_per_node: int | None = limits.MAX_INSTANCES_PER_NODE
     max_instances: int | None = limits.MAX_INSTANCES
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
@@ -130,7 +131,9 @@ def _listen(server: grpc.Server, config: ServeConfig, credentials: object) -> in
 def serve(config: ServeConfig) -> int:
     """Run the server until SIGTERM/SIGINT (0) or a shard failure (1)."""
     configure_logging(config.log_level, "front")
-    defaults = Limits(config.max_subscriptions, config.max_query_bytes, config.max_listens)
+    defaults = Limits(
+        config.max_subscriptions, config.max_query_bytes, config.max_listens, config.max_streams
+    )
     try:
         clients = (
             parse_tokens(config.tokens.read_text(), defaults)

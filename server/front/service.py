@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -28,9 +28,13 @@ log = logging.getLogger("cesar.front")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _stream_info(row: StreamRow) -> pb.StreamInfo:
+def _stream_info(row: StreamRow, shared_with: Sequence[str] = ()) -> pb.StreamInfo:
     return pb.StreamInfo(
-        name=row.name, spec=row.spec, owner=row.owner, subscription=row.subscription
+        name=row.name,
+        spec=row.spec,
+        owner=row.owner,
+        subscription=row.subscription,
+        shared_with=shared_with,
     )
 
 
@@ -111,8 +115,24 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def ListStreams(
         self, request: pb.ListStreamsRequest, context: grpc.ServicerContext
     ) -> pb.ListStreamsResponse:
-        self._caller(context)
-        return pb.ListStreamsResponse(streams=[_stream_info(r) for r in self.front.stream_rows()])
+        rows = self.front.stream_rows(self._caller(context))
+        return pb.ListStreamsResponse(streams=[_stream_info(r, s) for r, s in rows])
+
+    @_errors
+    def DeleteStream(
+        self, request: pb.DeleteStreamRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteStreamResponse:
+        self.front.delete_stream(self._caller(context), request.name)
+        return pb.DeleteStreamResponse()
+
+    @_errors
+    def ShareStream(
+        self, request: pb.ShareStreamRequest, context: grpc.ServicerContext
+    ) -> pb.StreamInfo:
+        row, readers = self.front.share_stream(
+            self._caller(context), request.stream, list(request.readers)
+        )
+        return _stream_info(row, readers)
 
     @_errors
     def Subscribe(
@@ -156,8 +176,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def Explain(
         self, request: pb.ExplainRequest, context: grpc.ServicerContext
     ) -> pb.ExplainResponse:
-        self._caller(context)
-        text, dot, key = self.front.explain(request.query, request.dot)
+        text, dot, key = self.front.explain(self._caller(context), request.query, request.dot)
         return pb.ExplainResponse(
             text=text, dot=dot, placement=pb.Placement(key_attribute=key or "")
         )
@@ -192,8 +211,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def GetRouting(
         self, request: pb.GetRoutingRequest, context: grpc.ServicerContext
     ) -> pb.RoutingTable:
-        self._caller(context)
-        return self.front.routing_table()
+        return self.front.routing_table(self._caller(context))
 
     @_errors
     def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:

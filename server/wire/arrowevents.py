@@ -48,7 +48,7 @@ def encode(table: pa.Table) -> bytes:
 
 
 def decode(
-    data: bytes, schemas: Mapping[str, StreamSchema]
+    data: bytes, schemas: Mapping[str, StreamSchema], max_rows: int | None = None
 ) -> Iterator[tuple[Event | EventError, int | None]]:
     """Each row of an Arrow IPC stream as a validated event (or its error), with its arrival.
 
@@ -56,10 +56,20 @@ def decode(
     arrived at the feed; without it the row order does.
 
     Raises :class:`EventError` (field ``arrow_events``) when the bytes are not an
-    Arrow IPC stream or lack the ``stream``, ``t0`` and ``t1`` columns.
+    Arrow IPC stream, lack the ``stream``, ``t0`` and ``t1`` columns, or hold
+    more than ``max_rows`` rows (counted batch by batch, so no more than one
+    record batch past the limit is ever decompressed).
     """
     try:
-        table = pa.ipc.open_stream(data).read_all()
+        reader = pa.ipc.open_stream(data)
+        batches = []
+        rows = 0
+        for batch in reader:
+            rows += batch.num_rows
+            if max_rows is not None and rows > max_rows:
+                raise EventError(None, "arrow_events", f"more than {max_rows} rows in one request")
+            batches.append(batch)
+        table = pa.Table.from_batches(batches, schema=reader.schema)
     except (pa.ArrowInvalid, OSError) as exc:
         raise EventError(None, "arrow_events", f"not an Arrow IPC stream: {exc}") from None
     missing = [name for name in ("stream", "t0", "t1") if name not in table.column_names]

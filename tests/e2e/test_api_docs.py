@@ -12,7 +12,7 @@ def test_api_examples_run(tmp_path: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", API.read_text(), flags=re.S)
     assert len(blocks) >= 8
     tokens = tmp_path / "tokens"
-    tokens.write_text("tok-alice alice\n")
+    tokens.write_text("tok-alice alice\ntok-feed spark scope=feed\n")
     server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
     try:
         session = {"ADDRESS": server.address}

@@ -48,7 +48,7 @@ def front(tmp_path: Path) -> Iterator[Front]:
 
 
 def test_a_consumer_behind_the_retention_window_is_told_and_counted(front: Front) -> None:
-    client = Clients(Limits(10, 10_000, 2)).anonymous
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     front.define_stream(client, STOCK)
     sub = front.subscribe(client, EVERY)
     events = [to_event(e) for e in sample_events()[:60]]
@@ -67,7 +67,7 @@ def test_a_consumer_behind_the_retention_window_is_told_and_counted(front: Front
 
 
 def test_listen_limit_per_client(front: Front) -> None:
-    client = Clients(Limits(10, 10_000, 1)).anonymous
+    client = Clients(Limits(10, 10_000, 1, 10)).anonymous
     front.define_stream(client, STOCK)
     sub = front.subscribe(client, EVERY)
     first = front.listen(client, [sub.id], {sub.id: 0}, lambda: True)
@@ -83,7 +83,7 @@ def test_listen_limit_per_client(front: Front) -> None:
 
 
 def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
-    client = Clients(Limits(10, 10_000, 2)).anonymous
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     events = [to_event(e) for e in sample_events()]
     shards = ShardPool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
@@ -115,7 +115,7 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
 
 
 def test_publish_rejects_unknown_fields_as_the_cli_does(front: Front) -> None:
-    client = Clients(Limits(10, 10_000, 2)).anonymous
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     front.define_stream(client, STOCK)
     event = to_event(sample_events()[0])
     event.attributes["Extra"].int_value = 1
@@ -139,7 +139,7 @@ def _arrow_batch(events: list[Event]) -> bytes:
 
 
 def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -> None:
-    client = Clients(Limits(10, 10_000, 2)).anonymous
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     shards = ShardPool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     front.start()
@@ -187,7 +187,7 @@ def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -
 
 
 def test_arrow_rows_are_validated_like_messages(front: Front) -> None:
-    client = Clients(Limits(10, 10_000, 2)).anonymous
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     front.define_stream(client, STOCK)
     table = pa.table(
         {
@@ -212,7 +212,7 @@ def test_arrow_rows_are_validated_like_messages(front: Front) -> None:
 def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesar_run(
     tmp_path: Path,
 ) -> None:
-    client = Clients(Limits(6, 10_000, 2)).anonymous
+    client = Clients(Limits(6, 10_000, 2, 10)).anonymous
     texts = [q.read_text() for q in QUERIES] + [
         "FILTER{Price > 300} Stock PUBLISH Dear",
         "FILTER{Name = 'AMZN'} Dear PUBLISH DearAmazon",  # reads Dear, published just before
@@ -237,7 +237,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
     assert [r.stream for r in rows] == ["Rising", "Drops", "DropAfterRise", "Dear", "DearAmazon",
                                         "AnyRise"]  # fmt: skip
     assert rows[1].key_attribute == "Name" and rows[5].key_attribute == ""
-    assert {s.name for s in front.stream_rows()} >= {r.stream for r in rows}
+    assert {s.name for s, _ in front.stream_rows(client)} >= {r.stream for r in rows}
     front.publish(client, pb.PublishRequest(events=events[300:1200]))
     front.close()
     shards.stop()
@@ -265,7 +265,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
 def test_an_idle_listen_stream_does_not_poll_while_other_clients_get_alerts(
     front: Front,
 ) -> None:
-    limits = Limits(10, 10_000, 2)
+    limits = Limits(10, 10_000, 2, 10)
     quiet, busy = Client("quiet", limits), Client("busy", limits)
     front.define_stream(quiet, STOCK)
     front.subscribe(busy, EVERY)

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import grpc
+import pyarrow as pa
 import pytest
 
 from cesar.perf.serverproc import (
@@ -28,6 +29,7 @@ from cesar.perf.serverproc import (
     status_of,
     subscribe,
 )
+from cesar.server.wire.arrowevents import encode
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2, shard_pb2_grpc
@@ -266,3 +268,111 @@ def test_tls_with_a_foreign_key_and_an_open_address_are_told_plainly(tmp_path: P
     open_server = Server(tmp_path / "open", "--host", "0.0.0.0").start()
     open_server.stop()
     assert "without --tokens" in open_server.log.read_text()
+
+
+def test_published_streams_are_private_until_shared(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tok-a alice\ntok-b bob\ntok-f spark scope=feed\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    try:
+        alice, bob, feed = server.connect("tok-a"), server.connect("tok-b"), server.connect("tok-f")
+        pairs = subscribe(alice, "Stock NEXT{$1.Name = $2.Name} Stock PUBLISH Pairs")
+        reader = "FILTER{Price_1 > 0} Pairs"
+        for call, request in (
+            (bob.stub.Subscribe, pb.SubscribeRequest(query=reader)),
+            (bob.stub.Explain, pb.ExplainRequest(query=reader)),
+        ):
+            code, details = status_of(call, request, metadata=bob.metadata)
+            assert code is INVALID and "unknown stream Pairs" in details and pairs.id not in details
+        code, details = status_of(
+            bob.stub.Subscribe,
+            pb.SubscribeRequest(query="Stock PUBLISH Pairs"),
+            metadata=bob.metadata,
+        )
+        assert code is grpc.StatusCode.ALREADY_EXISTS and "alice" not in details
+        listing = bob.stub.ListStreams(pb.ListStreamsRequest(), metadata=bob.metadata).streams
+        assert [s.name for s in listing] == ["Stock"]
+        shared = alice.stub.ShareStream(
+            pb.ShareStreamRequest(stream="Pairs", readers=["bob"]), metadata=alice.metadata
+        )
+        assert list(shared.shared_with) == ["bob"]
+        mine = subscribe(bob, reader)
+        code, details = status_of(
+            alice.stub.Unsubscribe, pb.UnsubscribeRequest(id=pairs.id), metadata=alice.metadata
+        )
+        assert code is grpc.StatusCode.FAILED_PRECONDITION and "client bob" in details
+        assert mine.id not in details
+        code, _ = status_of(
+            alice.stub.ShareStream, pb.ShareStreamRequest(stream="Pairs"), metadata=alice.metadata
+        )
+        assert code is grpc.StatusCode.FAILED_PRECONDITION
+        code, _ = status_of(
+            bob.stub.ShareStream, pb.ShareStreamRequest(stream="Pairs"), metadata=bob.metadata
+        )
+        assert code is grpc.StatusCode.NOT_FOUND
+        code, _ = status_of(bob.stub.GetRouting, pb.GetRoutingRequest(), metadata=bob.metadata)
+        assert code is grpc.StatusCode.PERMISSION_DENIED
+        assert feed.stub.GetRouting(pb.GetRoutingRequest(), metadata=feed.metadata).shards == 2
+        routed = pb.PublishRequest(events=[to_event(sample_events()[0])], shard=0, shards=2)
+        code, _ = status_of(bob.stub.PublishBatch, routed, metadata=bob.metadata)
+        assert code is grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        server.stop()
+
+
+def test_streams_are_bounded_per_client_and_deletable_by_their_owner(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tok-a alice max_streams=2\ntok-b bob\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    try:
+        alice, bob = server.connect("tok-a"), server.connect("tok-b")
+        define = alice.stub.DefineStream
+        for name in ("A", "B"):
+            define(pb.DefineStreamRequest(spec=f"{name}(x:int)"), metadata=alice.metadata)
+        code, _ = status_of(
+            define, pb.DefineStreamRequest(spec="C(x:int)"), metadata=alice.metadata
+        )
+        assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        code, _ = status_of(
+            bob.stub.DeleteStream, pb.DeleteStreamRequest(name="A"), metadata=bob.metadata
+        )
+        assert code is grpc.StatusCode.NOT_FOUND
+        subscribe(alice, "FILTER{x > 1} A")
+        code, _ = status_of(
+            alice.stub.DeleteStream, pb.DeleteStreamRequest(name="A"), metadata=alice.metadata
+        )
+        assert code is grpc.StatusCode.FAILED_PRECONDITION
+        alice.stub.DeleteStream(pb.DeleteStreamRequest(name="B"), metadata=alice.metadata)
+        define(pb.DefineStreamRequest(spec="C(x:int)"), metadata=alice.metadata)
+        spec = "Wide(" + ",".join(f"a{i}:int" for i in range(300)) + ")"
+        code, details = status_of(
+            define, pb.DefineStreamRequest(spec=spec), metadata=alice.metadata
+        )
+        assert code is INVALID and "at most 256" in details
+    finally:
+        server.stop()
+
+
+def test_oversized_publish_requests_are_refused_whole(server: Server) -> None:
+    conn = server.connect()
+    event = to_event(sample_events()[0])
+    code, details = status_of(
+        conn.stub.PublishBatch,
+        pb.PublishRequest(events=[event] * 100_001),
+        metadata=conn.metadata,
+    )
+    assert code is grpc.StatusCode.RESOURCE_EXHAUSTED and "100000" in details
+    rows = 100_001
+    table = pa.table(
+        {
+            "stream": ["Stock"] * rows,
+            "t0": pa.array([1] * rows, pa.int64()),
+            "t1": pa.array([1] * rows, pa.int64()),
+        }
+    )
+    code, details = status_of(
+        conn.stub.PublishBatch,
+        pb.PublishRequest(arrow_events=encode(table)),
+        metadata=conn.metadata,
+    )
+    assert code is INVALID and "more than 100000 rows" in details
