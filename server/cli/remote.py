@@ -143,6 +143,22 @@ def _define_stream(conn: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _delete_stream(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.v1 import cesar_pb2 as pb
+
+    conn.stub.DeleteStream(pb.DeleteStreamRequest(name=args.name), metadata=conn.metadata)
+    return 0
+
+
+def _share(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.v1 import cesar_pb2 as pb
+
+    request = pb.ShareStreamRequest(stream=args.stream, readers=args.readers)
+    info = conn.stub.ShareStream(request, metadata=conn.metadata)
+    print(" ".join(info.shared_with) or "(private)")
+    return 0
+
+
 def _streams(conn: Any, args: argparse.Namespace) -> int:
     from cesar.v1 import cesar_pb2 as pb
 
@@ -315,8 +331,19 @@ def add_remote_commands(sub: Any) -> None:
     define.add_argument("spec", metavar="SPEC", help="e.g. 'Stock(Name:string,Price:float)[min]'")
     define.set_defaults(handler=_remote(_define_stream))
 
-    streams = sub.add_parser("streams", help="list a server's streams")
+    streams = sub.add_parser("streams", help="list the streams you may use")
     streams.set_defaults(handler=_remote(_streams))
+
+    delete = sub.add_parser("delete-stream", help="remove an input stream you defined")
+    delete.add_argument("name", metavar="NAME")
+    delete.set_defaults(handler=_remote(_delete_stream))
+
+    share = sub.add_parser(
+        "share", help="let other clients read a stream you PUBLISH (none: private again)"
+    )
+    share.add_argument("stream", metavar="STREAM")
+    share.add_argument("readers", nargs="*", metavar="CLIENT")
+    share.set_defaults(handler=_remote(_share))
 
     subscribe = sub.add_parser(
         "subscribe", help="register CEL queries (several: one SubscribeBatch); prints their ids"
@@ -357,5 +384,16 @@ def add_remote_commands(sub: Any) -> None:
     stats = sub.add_parser("stats", help="print the server's counters as JSON")
     stats.set_defaults(handler=_remote(_stats))
 
-    for parser in (define, streams, subscribe, unsubscribe, listing, listen, publish, stats):
+    for parser in (
+        define,
+        streams,
+        delete,
+        share,
+        subscribe,
+        unsubscribe,
+        listing,
+        listen,
+        publish,
+        stats,
+    ):
         _connection_arguments(parser)

@@ -106,3 +106,16 @@ def test_define_stream_and_streams(served: Server) -> None:
     assert lines[0].startswith("Hot(Name:string,Score:int)\tsubscription s1")
     assert lines[1].startswith("News(Name:string,Score:int)\tinput")
     assert lines[2].startswith("Stock(")
+
+
+def test_share_and_delete_stream_as_a_user(served: Server) -> None:
+    assert cesar(served, "define-stream", "Scratch(x:int)").returncode == 0
+    assert cesar(served, "subscribe", "FILTER{x > 1} Scratch PUBLISH Big").stdout.split() == ["s1"]
+    shared = cesar(served, "share", "Big", "bob", "carol")
+    assert shared.returncode == 0 and shared.stdout.split() == ["bob", "carol"]
+    assert cesar(served, "share", "Big").stdout.strip() == "(private)"
+    refused = cesar(served, "delete-stream", "Scratch")
+    assert refused.returncode == 1 and "FAILED_PRECONDITION" in refused.stderr
+    assert cesar(served, "unsubscribe", "s1").returncode == 0
+    assert cesar(served, "delete-stream", "Scratch").returncode == 0
+    assert "Scratch" not in cesar(served, "streams").stdout
