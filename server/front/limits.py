@@ -17,7 +17,7 @@ MAX_STREAMS = 1_000
 MAX_READERS = 100
 """Clients one published stream may be shared with."""
 
-MAX_INSTANCES_PER_NODE = 10_000
+MAX_INSTANCES_PER_NODE = 1_000
 """Live partial matches one DAG node may hold before the oldest are dropped."""
 MAX_INSTANCES = 1_000_000
 """Live partial matches one engine (a lane of a shard) may hold."""

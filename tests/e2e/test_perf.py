@@ -174,3 +174,20 @@ def test_loadtest_refuses_a_server_off_this_machine(tmp_path):
     )  # fmt: skip
     assert result.returncode == 1
     assert "10.1.2.3:50051 is not a loopback address" in result.stderr
+
+
+def test_soak_smoke_serves_steady_clients_beside_runaway_churning_and_stalled_ones(tmp_path):
+    out = tmp_path / "soak.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "cesar.perf.soak", "--smoke", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["passed"] and report["steady_alerts"] > 0
+    assert report["steady_lost"] == report["steady_extra"] == 0 and report["churned"] >= 10
+    assert report["samples"][-1]["alerts_dropped"] > 0  # the runaway FOLD was capped
+    assert all(ratio > 0 for ratio in report["memory_late_over_early"].values())
