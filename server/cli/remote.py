@@ -63,6 +63,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="live partial matches per engine lane (0: unlimited)",
     )
     parser.add_argument(
+        "--max-time-jump",
+        type=int,
+        default=limits.MAX_TIME_JUMP_SECONDS,
+        help="seconds an event may be ahead of its stream's newest event and of the clock",
+    )
+    parser.add_argument(
         "--max-alerts-per-epoch",
         type=int,
         default=limits.MAX_ALERTS_PER_EPOCH,
@@ -96,6 +102,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_instances_per_node=args.max_instances_per_node or None,
             max_instances=args.max_instances or None,
             max_alerts_per_epoch=args.max_alerts_per_epoch or None,
+            max_time_jump=args.max_time_jump,
             workers=args.workers,
             grace=args.grace,
             log_level=args.log_level,

@@ -116,7 +116,12 @@ class Prepared:
 class Front:
     """The server's state and operations; see the module docstring."""
 
-    def __init__(self, catalog: Catalog, shards: ShardPool) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        shards: ShardPool,
+        max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS,
+    ) -> None:
         self.catalog = catalog
         self.shards = shards
         self.lock = threading.Lock()
@@ -127,6 +132,8 @@ class Front:
         self.gate = EpochGate(shards.count)
         self.batches = 0
         self.listens: Counter[str] = Counter()
+        self.newest: dict[str, int] = {}
+        self.max_time_jump = max_time_jump
 
     # ------------------------------------------------------------------ start
 
@@ -196,7 +203,10 @@ class Front:
                 f"the event log holds batches the feed routed for {batch.shards} shards; "
                 f"start the server with --shards {batch.shards}"
             )
-        self._advance([trusted_event(e) for e in batch.events], batch.watermark or None, shard)
+        events = [trusted_event(e) for e in batch.events]
+        for event in events:
+            self.newest[event.stream] = max(self.newest.get(event.stream, event.t1), event.t1)
+        self._advance(events, batch.watermark or None, shard)
 
     # ---------------------------------------------------------------- streams
 
@@ -585,7 +595,12 @@ class Front:
                     valid.append((item.t1, index if arrival is None else arrival, index, item))
             valid.sort(key=lambda item: (item[0], item[1]))
             accepted: list[Event] = []
+            now = time.time()
             for t1, _order, index, event in valid:
+                ahead = self._too_far_ahead(event, now)
+                if ahead is not None:
+                    response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
+                    continue
                 settled = self.gate.settled(t1, shard)
                 if settled is not None:
                     response.rejected.append(
@@ -599,6 +614,7 @@ class Front:
                     )
                     continue
                 accepted.append(event)
+                self.newest[event.stream] = max(self.newest.get(event.stream, t1), t1)
             response.rejected.sort(key=lambda r: r.index)
             logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
@@ -621,6 +637,28 @@ class Front:
         if rows:
             self.listeners.notify(self.catalog.last_alert_id())
         return response
+
+    def _too_far_ahead(self, event: Event, now: float) -> str | None:
+        """Why ``event`` is refused as too far in the future, or None.
+
+        Its ``t1`` may be at most ``max_time_jump`` seconds ahead of the newest
+        event of its stream and, for a stream in a real time unit, of the wall
+        clock — so one mistaken timestamp (2^63-1, or milliseconds in a ``[min]``
+        stream) cannot make every later event late.  For the abstract tick the
+        bound is that many ticks past the stream's newest event.
+        """
+        seconds = self.registry.inputs[event.stream].unit.seconds
+        bound = self.max_time_jump if seconds is None else int(self.max_time_jump / seconds)
+        marks = [self.newest[event.stream]] if event.stream in self.newest else []
+        if seconds is not None:
+            marks.append(int(now / seconds))
+        if not marks or event.t1 <= max(marks) + bound:
+            return None
+        return (
+            f"t1 = {event.t1} jumps more than {self.max_time_jump} s ahead of the stream's newest "
+            f"event and the clock (at most t1 = {max(marks) + bound} in its unit): a wrong "
+            "timestamp or unit? (cesar serve --max-time-jump)"
+        )
 
     @staticmethod
     def _incoming(

@@ -26,3 +26,6 @@ MAX_ALERTS_PER_EPOCH = 1_000
 
 MAX_PUBLISH_EVENTS = 100_000
 """Events plus Arrow rows in one Publish or PublishBatch request."""
+
+MAX_TIME_JUMP_SECONDS = 86_400
+"""How far ahead an event's t1 may be of its stream's newest event and of the wall clock."""

@@ -54,7 +54,7 @@ class ServeConfig:
     Sizes and counts are per client (``max_subscriptions``, ``max_query_bytes``,
     ``max_listens``), per engine (``max_instances_per_node``, ``max_instances``)
     or per subscription (``retention``: alerts kept; ``max_alerts_per_epoch``);
-    None is unlimited; ``grace`` is in seconds.
+    None is unlimited; ``grace`` and ``max_time_jump`` are in seconds.
     """
 
     data_dir: Path
@@ -73,6 +73,7 @@ class ServeConfig:
     max_instances_per_node: int | None = limits.MAX_INSTANCES_PER_NODE
     max_instances: int | None = limits.MAX_INSTANCES
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
+    max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     workers: int = 256
     grace: float = 10.0
     log_level: str = "INFO"
@@ -188,7 +189,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
     shards = ShardPool(config.shards, shard_args, config.log_level)
     try:
         catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)
-        front = Front(catalog, shards)
+        front = Front(catalog, shards, config.max_time_jump)
         front.start()
         for spec in config.streams:
             with contextlib.suppress(AlreadyExists):

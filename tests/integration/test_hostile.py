@@ -376,3 +376,24 @@ def test_oversized_publish_requests_are_refused_whole(server: Server) -> None:
         metadata=conn.metadata,
     )
     assert code is INVALID and "more than 100000 rows" in details
+
+
+def test_one_far_future_timestamp_cannot_block_intake(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", "--max-time-jump", "3600").start()
+    try:
+        conn = server.connect()
+        events = [to_event(e) for e in sample_events()[:12]]
+        publish_batch = conn.stub.PublishBatch
+        reply = publish_batch(pb.PublishRequest(events=events[:6]), metadata=conn.metadata)
+        assert reply.accepted == 6
+        wild = [pb.Event(), pb.Event()]
+        for event, t1 in zip(wild, (2**63 - 1, events[5].t1 * 60_000), strict=True):
+            event.CopyFrom(events[6])
+            event.t0 = event.t1 = t1  # the end of time; milliseconds in a [min] stream
+        reply = publish_batch(pb.PublishRequest(events=wild), metadata=conn.metadata)
+        assert reply.accepted == 0 and len(reply.rejected) == 2
+        assert all(r.field == "t1" and "jumps more than 3600 s" in r.reason for r in reply.rejected)
+        reply = publish_batch(pb.PublishRequest(events=events[6:]), metadata=conn.metadata)
+        assert reply.accepted == 6 and not reply.rejected  # later events are not late
+    finally:
+        server.stop()
