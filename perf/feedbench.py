@@ -46,6 +46,7 @@ from cesar.perf.acksink import AckSink
 from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
+from cesar.server.wire.client import list_streams
 from cesar.server.wire.eventfile import drop_file, input_line, read_events
 from cesar.v1 import cesar_pb2 as pb
 
@@ -97,7 +98,7 @@ def subscribe_all(server: Server) -> tuple[pb.RoutingTable, list[pb.StreamInfo],
         request = pb.SubscribeRequest(query=text, name=name)
         ids.append(conn.stub.Subscribe(request, metadata=conn.metadata).id)
     routing = conn.stub.GetRouting(pb.GetRoutingRequest(), metadata=conn.metadata)
-    streams = list(conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata).streams)
+    streams = list_streams(conn.stub, conn.metadata)
     conn.close()
     return routing, streams, ids
 

@@ -167,9 +167,9 @@ def _share(conn: Any, args: argparse.Namespace) -> int:
 
 
 def _streams(conn: Any, args: argparse.Namespace) -> int:
-    from cesar.v1 import cesar_pb2 as pb
+    from cesar.server.wire.client import list_streams
 
-    for info in conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata).streams:
+    for info in list_streams(conn.stub, conn.metadata):
         by = f"subscription {info.subscription}" if info.subscription else "input"
         print(f"{info.spec}\t{by}\t{info.owner}")
     return 0
@@ -277,14 +277,11 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from cesar.automata.schema import parse_stream_spec
-    from cesar.server.wire.client import publish_requests
+    from cesar.server.wire.client import list_streams, publish_requests
     from cesar.server.wire.eventfile import EventInputError, read_events
-    from cesar.v1 import cesar_pb2 as pb
 
-    listing = conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata)
-    inputs = {
-        info.name: parse_stream_spec(info.spec) for info in listing.streams if not info.subscription
-    }
+    listing = list_streams(conn.stub, conn.metadata)
+    inputs = {info.name: parse_stream_spec(info.spec) for info in listing if not info.subscription}
     try:
         with open(args.events, encoding="utf-8") as handle:
             result = read_events(

@@ -44,7 +44,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from cesar.server.feed.rows import Plan
 from cesar.server.feed.send import OUTPUT, Target, close_epochs, publish_partition, retrying
 from cesar.server.feed.synthetic import SyntheticSource
-from cesar.server.wire.client import Connection
+from cesar.server.wire.client import Connection, list_streams
 from cesar.v1 import cesar_pb2 as pb
 
 log = logging.getLogger("cesar.feed")
@@ -244,10 +244,8 @@ class Feed:
         table = retrying(
             lambda: stub.GetRouting(pb.GetRoutingRequest(), metadata=metadata, timeout=60)
         )
-        streams = retrying(
-            lambda: stub.ListStreams(pb.ListStreamsRequest(), metadata=metadata, timeout=60)
-        )
-        return Plan.of(table, list(streams.streams))
+        streams = retrying(lambda: list_streams(stub, metadata, timeout=60))
+        return Plan.of(table, streams)
 
     def previous(self, batch: int) -> tuple[int, State]:
         """The number of the last batch before ``batch`` and the state it left."""

@@ -241,10 +241,14 @@ class Front:
             raise AlreadyExists(f"stream {name} exists ({describe_stream(taken)})")
         raise AlreadyExists(f"stream {name} exists (another client's)")
 
-    def stream_rows(self, client: Client) -> list[tuple[StreamRow, list[str]]]:
-        """The streams ``client`` may use, by name, each with the clients it is shared with."""
+    def stream_rows(self, client: Client, after: str = "") -> list[tuple[StreamRow, list[str]]]:
+        """The streams ``client`` may use named after ``after``, by name, with their readers."""
         with self.lock:
-            rows = [r for r in self.registry.streams.values() if self.registry.may_read(client, r)]
+            rows = [
+                r
+                for r in self.registry.streams.values()
+                if r.name > after and self.registry.may_read(client, r)
+            ]
             return [
                 (row, sorted(self.registry.shares.get(row.name, ())))
                 for row in sorted(rows, key=lambda r: r.name)

@@ -26,6 +26,8 @@ from cesar.v1 import cesar_pb2_grpc
 log = logging.getLogger("cesar.front")
 
 F = TypeVar("F", bound=Callable[..., Any])
+PAGE_BYTES = 1 << 20
+"""The most stream descriptions one ListStreams page carries, in bytes."""
 
 
 def _stream_info(row: StreamRow, shared_with: Sequence[str] = ()) -> pb.StreamInfo:
@@ -115,8 +117,18 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def ListStreams(
         self, request: pb.ListStreamsRequest, context: grpc.ServicerContext
     ) -> pb.ListStreamsResponse:
-        rows = self.front.stream_rows(self._caller(context))
-        return pb.ListStreamsResponse(streams=[_stream_info(r, s) for r, s in rows])
+        rows = self.front.stream_rows(self._caller(context), after=request.page_token)
+        limit = request.page_size or len(rows)
+        response = pb.ListStreamsResponse()
+        size = 0
+        for row, shared in rows:
+            info = _stream_info(row, shared)
+            size += info.ByteSize()
+            if len(response.streams) >= limit or (response.streams and size > PAGE_BYTES):
+                response.next_page_token = response.streams[-1].name
+                break
+            response.streams.append(info)
+        return response
 
     @_errors
     def DeleteStream(

@@ -50,6 +50,24 @@ class Connection:
         self.channel.close()
 
 
+def list_streams(
+    stub: cesar_pb2_grpc.CesarStub,
+    metadata: Sequence[tuple[str, str]],
+    timeout: float | None = None,
+) -> list[pb.StreamInfo]:
+    """Every stream the caller may use, page after page of ListStreams."""
+    streams: list[pb.StreamInfo] = []
+    token = ""
+    while True:
+        page = stub.ListStreams(
+            pb.ListStreamsRequest(page_token=token), metadata=metadata, timeout=timeout
+        )
+        streams.extend(page.streams)
+        token = page.next_page_token
+        if not token:
+            return streams
+
+
 def publish_requests(
     events: Sequence[Event], batch: int = 1000, close: bool = True
 ) -> list[pb.PublishRequest]:

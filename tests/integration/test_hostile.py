@@ -30,6 +30,7 @@ from cesar.perf.serverproc import (
     subscribe,
 )
 from cesar.server.wire.arrowevents import encode
+from cesar.server.wire.client import list_streams
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2, shard_pb2_grpc
@@ -397,3 +398,18 @@ def test_one_far_future_timestamp_cannot_block_intake(tmp_path: Path) -> None:
         assert reply.accepted == 6 and not reply.rejected  # later events are not late
     finally:
         server.stop()
+
+
+def test_stream_listings_come_in_bounded_pages(server: Server) -> None:
+    conn = server.connect()
+    wide = ",".join(f"attribute_number_{i:03d}:string" for i in range(250))
+    for n in range(12):
+        spec = f"Wide{n:02d}({wide})"
+        conn.stub.DefineStream(pb.DefineStreamRequest(spec=spec), metadata=conn.metadata)
+    first = conn.stub.ListStreams(pb.ListStreamsRequest(page_size=5), metadata=conn.metadata)
+    assert len(first.streams) == 5 and first.next_page_token == first.streams[-1].name
+    whole = list_streams(conn.stub, conn.metadata)
+    names = [s.name for s in whole]
+    assert names == sorted(set(names)) and {f"Wide{n:02d}" for n in range(12)} <= set(names)
+    page = conn.stub.ListStreams(pb.ListStreamsRequest(), metadata=conn.metadata)
+    assert page.ByteSize() <= (1 << 20) + 100_000
