@@ -68,15 +68,17 @@ def decode(
             rows += batch.num_rows
             if max_rows is not None and rows > max_rows:
                 raise EventError(None, "arrow_events", f"more than {max_rows} rows in one request")
+            batch.validate(full=True)  # every offset and string checked before any value is read
             batches.append(batch)
         table = pa.Table.from_batches(batches, schema=reader.schema)
-    except (pa.ArrowInvalid, OSError) as exc:
+        columns = table.column_names
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise EventError(None, "arrow_events", f"not an Arrow IPC stream: {exc}") from None
-    missing = [name for name in ("stream", "t0", "t1") if name not in table.column_names]
+    missing = [name for name in ("stream", "t0", "t1") if name not in columns]
     if missing:
         raise EventError(None, "arrow_events", f"no column {missing[0]!r}")
     by_stream: dict[str, list[tuple[str, str]]] = {}
-    for name in table.column_names:
+    for name in columns:
         stream, slash, attribute = name.partition("/")
         if slash:
             by_stream.setdefault(stream, []).append((attribute, name))
