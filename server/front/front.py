@@ -205,7 +205,7 @@ class Front:
             )
         events = [trusted_event(e) for e in batch.events]
         for event in events:
-            self.newest[event.stream] = max(self.newest.get(event.stream, event.t1), event.t1)
+            self._saw(event)
         self._advance(events, batch.watermark or None, shard)
 
     # ---------------------------------------------------------------- streams
@@ -464,9 +464,11 @@ class Front:
         stream = prepared.publish or item.name or sub_id
         self._check_free(client, stream)
         query = prepared.query
-        current = self.registry.readable(client)
-        if query is None or any(current.get(s) is not schemas[s] for s in query.reads):
-            query = self._compile_prepared(prepared, item.name or sub_id, current)
+        registry = self.registry
+        if query is None or any(
+            registry.schema_for(client, s) is not schemas[s] for s in query.reads
+        ):
+            query = self._compile_prepared(prepared, item.name or sub_id, registry.readable(client))
         key, shard = place(query, self.registry)
         row = SubscriptionRow(
             id=sub_id,
@@ -618,7 +620,7 @@ class Front:
                     )
                     continue
                 accepted.append(event)
-                self.newest[event.stream] = max(self.newest.get(event.stream, t1), t1)
+                self._saw(event)
             response.rejected.sort(key=lambda r: r.index)
             logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
@@ -641,6 +643,10 @@ class Front:
         if rows:
             self.listeners.notify(self.catalog.last_alert_id())
         return response
+
+    def _saw(self, event: Event) -> None:
+        """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
+        self.newest[event.stream] = max(self.newest.get(event.stream, event.t1), event.t1)
 
     def _too_far_ahead(self, event: Event, now: float) -> str | None:
         """Why ``event`` is refused as too far in the future, or None.

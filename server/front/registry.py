@@ -112,8 +112,13 @@ class Registry:
             or client.may("admin")
         )
 
+    def schema_for(self, client: Client, name: str) -> StreamSchema | None:
+        """The schema of stream ``name`` if it exists and ``client`` may read it.  O(1)."""
+        row = self.streams.get(name)
+        return self.schemas[name] if row is not None and self.may_read(client, row) else None
+
     def readable(self, client: Client) -> dict[str, StreamSchema]:
-        """The schemas of the streams ``client`` may read, by name."""
+        """The schemas of the streams ``client`` may read, by name.  O(streams)."""
         return {
             name: self.schemas[name]
             for name, row in self.streams.items()
