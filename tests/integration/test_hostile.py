@@ -46,6 +46,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
     started.stop()
 
 
+def with_tokens(tmp_path: Path, lines: str) -> Server:
+    """A started server whose tokens file holds ``lines``."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(lines)
+    return Server(tmp_path / "data", "--tokens", str(tokens)).start()
+
+
 def listed(conn) -> list[pb.Subscription]:  # type: ignore[no-untyped-def]
     request = pb.ListSubscriptionsRequest()
     return list(conn.stub.ListSubscriptions(request, metadata=conn.metadata).subscriptions)
@@ -100,9 +107,7 @@ def test_a_batch_with_a_bad_item_installs_the_good_ones_only(tmp_path: Path) -> 
 
 
 def test_idempotency_keys_belong_to_their_client(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("tok-a alice\ntok-b bob\n")
-    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    server = with_tokens(tmp_path, "tok-a alice\ntok-b bob\n")
     try:
         alice, bob = server.connect("tok-a"), server.connect("tok-b")
         events = [to_event(e) for e in sample_events()[:5]]
@@ -272,9 +277,7 @@ def test_tls_with_a_foreign_key_and_an_open_address_are_told_plainly(tmp_path: P
 
 
 def test_published_streams_are_private_until_shared(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("tok-a alice\ntok-b bob\ntok-f spark scope=feed\n")
-    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    server = with_tokens(tmp_path, "tok-a alice\ntok-b bob\ntok-f spark scope=feed\n")
     try:
         alice, bob, feed = server.connect("tok-a"), server.connect("tok-b"), server.connect("tok-f")
         pairs = subscribe(alice, "Stock NEXT{$1.Name = $2.Name} Stock PUBLISH Pairs")
@@ -322,9 +325,7 @@ def test_published_streams_are_private_until_shared(tmp_path: Path) -> None:
 
 
 def test_streams_are_bounded_per_client_and_deletable_by_their_owner(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("tok-a alice max_streams=2\ntok-b bob\n")
-    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    server = with_tokens(tmp_path, "tok-a alice max_streams=2\ntok-b bob\n")
     try:
         alice, bob = server.connect("tok-a"), server.connect("tok-b")
         define = alice.stub.DefineStream
