@@ -73,7 +73,13 @@ class Server:
         assert self.process is not None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(60)
+        try:
+            return self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            tail = "\n".join(self.log.read_text().splitlines()[-60:])
+            raise AssertionError(f"server did not stop in 60 s; its log ends:\n{tail}") from None
 
 
 def alive(pid: int) -> bool:

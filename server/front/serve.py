@@ -13,6 +13,7 @@ every shard from the catalog.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import logging
 import os
@@ -45,6 +46,7 @@ log = logging.getLogger("cesar.front")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 SERVICE = cesar_pb2.DESCRIPTOR.services_by_name["Cesar"].full_name
+SHUTDOWN_MARGIN = 30.0  # seconds past --grace before a stuck shutdown exits hard
 
 
 @dataclass(frozen=True)
@@ -212,9 +214,8 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
                 "tls": tls,
             },
         )
-        watch = threading.Thread(target=_watch_shards, args=(shards, stop, fail), daemon=True)
-        watch.start()
-        stop.wait()
+        _watch_shards(shards, stop, fail)
+        _arm_shutdown_deadline(config.grace + SHUTDOWN_MARGIN, status)
         log.info("shutting down", extra={"grace_seconds": config.grace})
         health_servicer.enter_graceful_shutdown()
         front.stop_intake()
@@ -234,9 +235,34 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
 
 
 def _watch_shards(shards: ShardPool, stop: threading.Event, fail: Callable[[], None]) -> None:
+    """Return once ``stop`` is set; a dead shard sets it (through ``fail``).
+
+    The main thread polls instead of blocking in ``stop.wait()``: a signal the
+    kernel delivers to another thread does not interrupt a blocked wait, and the
+    Python handler would only run at the next bytecode of the main thread.
+    """
     while not stop.wait(0.5):
         dead = shards.dead()
         if dead:
             log.error("shard process exited", extra={"shards": dead})
             fail()
-            return
+
+
+def _arm_shutdown_deadline(seconds: float, status: dict[str, int]) -> None:
+    """Exit hard if shutdown is not over in ``seconds``, logging every thread's stack.
+
+    Shutdown waits for in-flight calls, and the interpreter joins gRPC's worker
+    threads at exit; a handler that never returns would keep the process, and
+    its port and data-dir lock, forever.  The catalog needs no clean close (every
+    acknowledged write is already committed) and the shards exit when their
+    stdin pipes close with the process.
+    """
+
+    def expire() -> None:
+        log.error("shutdown did not finish; exiting", extra={"seconds": seconds})
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(status["code"] or 1)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()

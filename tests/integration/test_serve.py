@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -83,6 +84,22 @@ def test_sigterm_drains_and_stops_the_shards(tmp_path: Path) -> None:
     alerts = collect(conn, 3, pb.ListenRequest(after_seq={drops.id: 0}))
     assert [a.seq for a in alerts] == [1, 2, 3]
     server.stop()
+
+
+def test_a_shutdown_that_hangs_still_ends_with_every_stack_logged() -> None:
+    # the deadline armed at SIGTERM, here around a main thread that never returns
+    code = (
+        "import threading\n"
+        "from cesar.server.front.serve import _arm_shutdown_deadline\n"
+        "_arm_shutdown_deadline(0.5, {'code': 0})\n"
+        "threading.Event().wait()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 1
+    assert "shutdown did not finish" in done.stderr
+    assert "<module>" in done.stderr  # the main thread's stack, where it hangs
 
 
 def test_tls(tmp_path: Path) -> None:
