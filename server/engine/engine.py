@@ -45,6 +45,7 @@ dropped when a limit is exceeded and every subscription using the node gets a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from cesar.automata.automaton import Automaton
@@ -101,8 +102,13 @@ class Engine:
         ValueError for a subscription id or a published stream that exists.
         """
         program, state = self.program, self.state
-        for node in program.subscribe(subscription, automata, state.last_t1):
-            state.queue(node, program.bound[node])
+        streams = {s for a in automata for s in (a.name, *a.reads)}
+        since = max(
+            (state.clock.get(s, -math.inf) for s in _group_of(program, streams)),
+            default=-math.inf,
+        )
+        for node in program.subscribe(subscription, automata, since):
+            state.queue(node, program.stream_of(node), program.bound[node])
 
     def unsubscribe(self, subscription: str) -> None:
         """Remove a subscription; what only it used goes, other subscriptions are untouched."""
@@ -111,19 +117,28 @@ class Engine:
         for node in deleted:
             state.drop_node(node)
         for node in rebound:
-            state.queue(node, program.bound[node])
+            state.queue(node, program.stream_of(node), program.bound[node])
 
     # ------------------------------------------------------------------ epochs
 
     def process(self, epoch: Sequence[Event]) -> list[Event]:
-        """Process one epoch (events with one ``t1``, later than the last); the matches.
+        """Process one epoch (events with one ``t1``, later than each stream's last); the matches.
 
-        Raises ValueError for events of several ``t1`` or one not after the last epoch's.
+        Raises ValueError for events of several ``t1`` or one not after the
+        last epoch of its stream: streams keep their own clocks, and the caller
+        orders the epochs of each clock group (:mod:`cesar.server.engine.clocks`).
         """
         state = self.state
         if not epoch:
             return []
-        t1 = epoch_t1(epoch, state.last_t1)
+        t1 = epoch_t1(epoch, None)
+        clock = state.clock
+        streams = {event.stream for event in epoch}
+        for stream in streams:
+            if t1 <= clock.get(stream, -math.inf):
+                raise ValueError(
+                    f"an epoch of {stream} at t1 = {t1} is not after its last, t1 = {clock[stream]}"
+                )
         state.counters.epochs += 1
         state.counters.events += len(epoch)
         state.counters.active_nodes_sum += len(state.live)
@@ -138,8 +153,9 @@ class Engine:
                 if event.stream not in self.program.internal:
                     published.append(event)
                 pending.setdefault(rank[event.stream], []).append((event, root))
-        state.last_t1 = t1
-        state.collect(t1, self.program.bound)
+        for stream in streams:
+            clock[stream] = t1
+        state.collect(t1, _group_of(self.program, streams), self.program.bound)
         return published
 
     def run(self, events: Iterable[Event]) -> list[Event]:
@@ -347,3 +363,8 @@ class Engine:
         state.check_valid()
         for node in state.live:
             assert program.dag.nodes[node].filter is not None
+
+
+def _group_of(program: QueryProgram, streams: Iterable[str]) -> set[str]:
+    """Every stream sharing a clock with one of ``streams``."""
+    return {member for stream in streams for member in program.groups.members(stream)}

@@ -13,7 +13,9 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
   after, and whether it is internal (resubscription, Section 3.5);
-* per node the DUR bound of its ∃-edges, after which its instances are dead.
+* per node the DUR bound of its ∃-edges, after which its instances are dead;
+* the clock groups (:mod:`cesar.server.engine.clocks`): the streams each
+  subscription reads and publishes share event time.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from cesar.automata.schema import Value
 from cesar.automata.terms import FLIPPED, Attr, Const, Dur, Scope
 from cesar.index.ai import InstanceAccess
 from cesar.index.static import Atoms, ConjunctIndex
+from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.codegen import Build, Codegen, Test
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
 
@@ -132,6 +135,7 @@ class QueryProgram:
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
         self.bound: dict[int, float] = {}
+        self.groups = StreamGroups()
         self._subscriptions: dict[str, _Subscription] = {}
         self._codegen = Codegen(self.faults, options.functions)
 
@@ -167,6 +171,7 @@ class QueryProgram:
                 (self.rank.get(stream, 0) for stream in automaton.reads), default=0
             )
         self._subscriptions[subscription] = record
+        self.groups.join({s for a in automata for s in (a.name, *a.reads)})
         touched.discard(ROOT)  # the start node holds no instances
         return {node for node in touched if self._update_bound(node)}
 
@@ -205,6 +210,10 @@ class QueryProgram:
             for record in self._subscriptions.values()
             if any(node in f.nodes for f in record.footprints for node in nodes)
         ]
+
+    def stream_of(self, node: int) -> str:
+        """The stream ``node``'s FILTER edge reads (a node that can hold instances)."""
+        return self.filter_of(node).edge.stream
 
     def filter_of(self, node: int) -> CompiledEdge:
         """The FILTER edge of ``node`` (a node that can hold instances)."""

@@ -9,16 +9,18 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
 * per *active* node (one with live instances) an
   :class:`~cesar.index.ai.InstanceIndex` (AI), and the node in the AN index
   under the static parts of its FILTER edge's conjuncts;
-* the deadline queue of instances whose node's ∃-edges bound DUR from above;
-* the epoch reached (``last_t1``), the next instance id, the work counters
+* per stream a deadline queue of the instances whose node reads it and
+  whose ∃-edges bound DUR from above;
+* per stream the last epoch that held its events (its *clock*: streams that
+  no subscription reads together keep independent event time, see
+  :mod:`cesar.server.engine.clocks`), the next instance id, the work counters
   and the notices owed to subscriptions.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cesar.automata.schema import Value
@@ -84,8 +86,8 @@ class EngineState:
     live: dict[int, InstanceIndex[EngineInstance]] = field(default_factory=dict)
     instances: dict[int, EngineInstance] = field(default_factory=dict)
     an: ConjunctIndex[int] = field(default_factory=ConjunctIndex)
-    expiry: list[tuple[float, int]] = field(default_factory=list)
-    last_t1: float = -math.inf
+    expiry: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    clock: dict[str, int] = field(default_factory=dict)
     next_instance: int = 0
     counters: EngineCounters = field(default_factory=EngineCounters)
     notices: list[Notice] = field(default_factory=list)
@@ -118,7 +120,8 @@ class EngineState:
         index.add(instance)
         self.instances[instance.id] = instance
         if bound is not None:
-            heapq.heappush(self.expiry, (instance.t0 + bound - 1, instance.id))
+            queue = self.expiry.setdefault(stream, [])
+            heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
 
     def remove(self, instance: EngineInstance) -> None:
         """Forget a live instance; its node leaves the AN index when it was the last."""
@@ -137,31 +140,34 @@ class EngineState:
                 del self.instances[instance.id]
             self.an.remove(node)
 
-    def queue(self, node: int, bound: float) -> None:
-        """Queue the deadlines of ``node``'s instances under its new DUR ``bound``."""
+    def queue(self, node: int, stream: str, bound: float) -> None:
+        """Queue the deadlines of ``node``'s instances (it reads ``stream``) under ``bound``."""
         index = self.live.get(node)
+        queue = self.expiry.setdefault(stream, [])
         for instance in index.instances() if index else ():
-            heapq.heappush(self.expiry, (instance.t0 + bound - 1, instance.id))
+            heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
 
-    def collect(self, t1: int, bounds: Mapping[int, float]) -> None:
+    def collect(self, t1: int, streams: Iterable[str], bounds: Mapping[int, float]) -> None:
         """Drop instances whose node's ∃-edges all need a DUR their start can no longer give.
 
         An instance starting at t0 at a node whose edges fire only with DUR <=
         bound can fire up to epoch t0 + bound - 1 (its *deadline*); the next
-        epoch ends after t1, so every instance with a deadline <= t1 is dead.
-        The queue may hold stale entries (the node's bound changed, the
+        epoch of its clock group ends after t1, so every instance of a node
+        reading one of ``streams`` (that group) with a deadline <= t1 is dead.
+        The queues may hold stale entries (the node's bound changed, the
         instance left): each is re-checked against ``bounds`` when it comes up.
         """
-        heap = self.expiry
-        while heap and heap[0][0] <= t1:
-            _, instance_id = heapq.heappop(heap)
-            instance = self.instances.get(instance_id)
-            if instance is None:
-                continue
-            bound = bounds.get(instance.node)
-            if bound is not None and instance.t0 + bound - 1 <= t1:
-                self.remove(instance)
-                self.counters.collected += 1
+        for stream in streams:
+            heap = self.expiry.get(stream)
+            while heap and heap[0][0] <= t1:
+                _, instance_id = heapq.heappop(heap)
+                instance = self.instances.get(instance_id)
+                if instance is None:
+                    continue
+                bound = bounds.get(instance.node)
+                if bound is not None and instance.t0 + bound - 1 <= t1:
+                    self.remove(instance)
+                    self.counters.collected += 1
 
     def check_valid(self) -> None:
         """Assert that the AN index, the AI indices and the instances agree."""
