@@ -284,8 +284,20 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(handler=cmd_explain)
     serve = sub.add_parser("serve", help="run the server: a front and its shard processes")
     from cesar.server.cli.remote import add_remote_commands, add_serve_arguments
+    from cesar.server.front.serve import repair_log
 
     add_serve_arguments(serve)
+    repair = sub.add_parser(
+        "repair-log",
+        help="with the server stopped, drop a stream's logged events after a time "
+        "(the way back from a wrong timestamp)",
+    )
+    repair.add_argument("--data-dir", type=Path, required=True, help="the server's data directory")
+    repair.add_argument("--stream", required=True, help="the input stream whose events go")
+    repair.add_argument(
+        "--after", type=int, required=True, help="drop its events with t1 after this (its unit)"
+    )
+    repair.set_defaults(handler=lambda a: repair_log(a.data_dir, a.stream, a.after))
     add_remote_commands(sub)
     from cesar.server.cli.demo import add_demo_command
     from cesar.server.cli.feed import add_feed_command

@@ -11,7 +11,10 @@ Everything the server has acknowledged is here, so a server killed with
   it, each subscription installed at its position;
 * ``alerts``: each alert with its per-subscription seq, the last
   ``retention`` per subscription (older ones are pruned);
-* ``shares``: the clients other than its owner that may read a published stream.
+* ``shares``: the clients other than its owner that may read a published stream;
+* ``clock_joins``: the streams a subscription reads and publishes, with its
+  position, when it joined clock groups (kept after it is removed: groups only
+  merge, and a replay must rebuild the same ones).
 
 A published batch, its alerts and the subscriptions' seqs are written in one
 transaction, so an acknowledged batch is all there or not at all.  The
@@ -67,6 +70,11 @@ CREATE TABLE IF NOT EXISTS shares (
     stream TEXT NOT NULL,
     client TEXT NOT NULL,
     PRIMARY KEY (stream, client)
+);
+CREATE TABLE IF NOT EXISTS clock_joins (
+    id INTEGER PRIMARY KEY,
+    position INTEGER NOT NULL,
+    streams TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS streams_by_subscription ON streams (subscription);
 CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq);
@@ -199,10 +207,24 @@ class Catalog:
         found = row.fetchone()
         return (found[0] if found else 0) + 1
 
-    def add_subscriptions(self, rows: Sequence[tuple[SubscriptionRow, StreamRow]]) -> None:
-        """Store subscriptions, numbered in order, and the streams they publish: one transaction."""
+    def clock_joins(self) -> list[tuple[int, list[str]]]:
+        """Every recorded join of clock groups: (position, streams), in order."""
+        rows = self.db.execute("SELECT position, streams FROM clock_joins ORDER BY id")
+        return [(position, streams.split(",")) for position, streams in rows]
+
+    def add_subscriptions(
+        self,
+        rows: Sequence[tuple[SubscriptionRow, StreamRow]],
+        joins: Sequence[tuple[int, Sequence[str]]] = (),
+    ) -> None:
+        """Store subscriptions, numbered in order, the streams they publish and the clock
+        groups they join (position, streams): one transaction."""
         now = _now_ms()
         with _transaction(self.db):
+            self.db.executemany(
+                "INSERT INTO clock_joins (position, streams) VALUES (?, ?)",
+                [(position, ",".join(sorted(streams))) for position, streams in joins],
+            )
             self.db.executemany(
                 "INSERT INTO subscriptions (id, owner, query, name, stream, output_spec, "
                 "key_attribute, shard, created_ms, position, last_seq, algebra) "
@@ -291,6 +313,14 @@ class Catalog:
                         if seq > self.retention
                     ],
                 )
+
+    def rewrite_batches(self, payloads: Sequence[tuple[int, bytes]]) -> None:
+        """Replace logged batches' payloads ``(number, payload)``, in one transaction."""
+        with _transaction(self.db):
+            self.db.executemany(
+                "UPDATE batches SET payload = ? WHERE number = ?",
+                [(payload, number) for number, payload in payloads],
+            )
 
     def last_alert_id(self) -> int:
         """The id of the newest alert (0 when none)."""

@@ -1,34 +1,42 @@
-"""The epoch gate: each shard receives whole epochs, in increasing ``t1`` (Section 3.1).
+"""The epoch gate: each shard receives whole epochs, in increasing ``t1`` per clock group (§3.1).
 
 Simultaneous events (one ``t1``) form an epoch and must reach a shard
-together; a shard must never see an epoch older than one it has seen.  The
-front learns events in two ways, and the :class:`EpochGate` holds each
+together; a shard must never see an epoch older than one it has seen of the
+same *clock group* — the streams some subscription reads together
+(:class:`~cesar.server.engine.clocks.StreamGroups`).  Streams in different
+groups keep independent event time: a stream far ahead of the others (a wrong
+timestamp, a replayed day) makes only its own group's older events late.
+
+The front learns events in two ways, and the :class:`EpochGate` holds each
 shard's *pending* events, sorted by ``(t1, arrival)``, until their epoch is
 closed:
 
-* events the front routes itself (``shard`` None) form one ordered stream for
-  every shard: an epoch closes when a later ``t1`` arrives (the *horizon*) or a
-  watermark passes it;
+* events the front routes itself (``shard`` None): an epoch of a group closes
+  when a later ``t1`` of that group arrives (the group's *horizon*, the newest
+  ``t1`` of its streams) or a watermark passes it;
 * the feed's batches are routed to one shard each, and the pieces of a
   micro-batch may arrive in any order: their events close only when that
-  shard's watermark passes them.
+  shard's watermark (one for all streams) passes them.
 
 An epoch leaves whole: when the front's own events and a routed batch's share
 a ``t1`` on one shard, the epoch waits until all of it is ready.
 
-:meth:`EpochGate.settled` tells whether an event at ``t1`` is late (its epoch
-is already being processed); :meth:`EpochGate.advance` adds accepted events
-and returns what each shard may now apply.
+:meth:`EpochGate.settled` tells whether an event is late (its group's epoch at
+its ``t1`` is already being processed); :meth:`EpochGate.advance` adds
+accepted events and returns what each shard may now apply.
 
 >>> from cesar.automata.schema import Event
->>> gate = EpochGate(shards=2)
+>>> from cesar.server.engine.clocks import StreamGroups
+>>> gate = EpochGate(shards=2, groups=StreamGroups())
 >>> a, b = Event.of("S", 1, 1, {}), Event.of("S", 2, 2, {})
 >>> [len(r) for r in gate.advance([(a, [(0, "global")])], None, None)]
 [0, 0]
 >>> [[p.event.t1 for p in r] for r in gate.advance([(b, [(1, "global")])], None, None)]
 [[1], []]
->>> gate.settled(1, None), gate.settled(2, None)  # t1 = 1 is late: the horizon is 2
+>>> gate.settled(1, "S", None), gate.settled(2, "S", None)  # S's horizon is 2
 (2, None)
+>>> gate.settled(1, "T", None) is None  # T shares no clock with S
+True
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from cesar.automata.schema import Event
+from cesar.server.engine.clocks import StreamGroups
 
 
 class Pending(NamedTuple):
@@ -58,37 +67,48 @@ class EpochGate:
     """Per shard, the pending events and how far epochs are closed; see the module docstring.
 
     Methods: :meth:`settled`, :meth:`advance`, :meth:`pending_events`,
-    :meth:`check_valid`.  Cost of an advance: O(log p) per destination to
-    insert (p pending events), O(released) to release.
+    :meth:`check_valid`.  ``groups`` is the front's (it only reads them).
+    ``pending[k]`` holds shard ``k``'s waiting events per clock group (keyed by
+    the group's representative; lists of groups that merged are merged at the
+    next advance).  Cost of an advance: O(log p) per destination to insert (p
+    pending events of its group), O(released + groups) to release.
     """
 
-    def __init__(self, shards: int) -> None:
+    def __init__(self, shards: int, groups: StreamGroups) -> None:
         self.shards = shards
-        self.pending: list[list[Pending]] = [[] for _ in range(shards)]
+        self.groups = groups
+        self.pending: list[dict[str, list[Pending]]] = [{} for _ in range(shards)]
         self.ticks = 0
-        self.applied: list[int | None] = [None] * shards
-        self.horizon: list[int | None] = [None] * shards
+        self.applied: list[dict[str, int]] = [{} for _ in range(shards)]
+        self.horizon: dict[str, int] = {}
         self.closed: list[int | None] = [None] * shards
 
     def pending_events(self) -> int:
         """The number of (event, shard) pairs waiting."""
-        return sum(len(p) for p in self.pending)
+        return sum(len(group) for pending in self.pending for group in pending.values())
 
-    def settled(self, t1: int, shard: int | None) -> int | None:
-        """None if an event at ``t1`` may still join its epoch; else how far epochs are settled.
+    def settled(self, t1: int, stream: str, shard: int | None) -> int | None:
+        """None if an event of ``stream`` at ``t1`` may still join its epoch; else how far.
 
         For the front's own routing (``shard`` None) every shard counts: a later
-        epoch is open (the horizon is past ``t1``) or a watermark closed
-        ``t1``'s.  A routed batch's event is late on its shard only once a
-        watermark closed its epoch or a later epoch was applied there.
+        epoch of the stream's group is open (the horizon is past ``t1``), a
+        watermark closed ``t1``'s, or the group applied ``t1`` somewhere.  A
+        routed batch's event is late on its shard only once a watermark closed
+        its epoch or a later epoch of its group was applied there.  O(shards ×
+        streams of the group).
         """
-        if shard is not None:
-            marks = [m for m in (self.closed[shard], self.applied[shard]) if m is not None]
-            return max(marks) if marks and t1 <= max(marks) else None
-        shards = range(self.shards)
-        marks = [c for k in shards if (c := self.closed[k]) is not None and t1 <= c]
-        marks += [h for k in shards if (h := self.horizon[k]) is not None and t1 < h]
-        return max(marks, default=None)
+        members = self.groups.members(stream)
+        mark: int | None = None
+        shards = range(self.shards) if shard is None else (shard,)
+        for k in shards:
+            for m in (self.closed[k], _latest(self.applied[k], members)):
+                if m is not None and t1 <= m and (mark is None or m > mark):
+                    mark = m
+        if shard is None:
+            horizon = _latest(self.horizon, members)
+            if horizon is not None and t1 < horizon and (mark is None or horizon > mark):
+                mark = horizon
+        return mark
 
     def advance(
         self, arrivals: Sequence[Arrival], watermark: int | None, shard: int | None
@@ -96,49 +116,90 @@ class EpochGate:
         """Add ``arrivals`` (accepted, in (t1, arrival) order); per shard, the events now ready.
 
         ``shard`` is the shard a routed batch is for (None: the front routed
-        it).  Ready events leave in order, whole epochs only.
+        it).  Ready events leave in order within each clock group, whole epochs
+        only.
         """
         routed = shard is not None
         shards = range(self.shards) if shard is None else [shard]
+        find = self.groups.find
+        for k in shards:
+            self._regroup(k)
         for event, destinations in arrivals:
             self.ticks += 1
+            root = find(event.stream)
             for k, lane in destinations:
-                bisect.insort(self.pending[k], Pending(event.t1, self.ticks, routed, lane, event))
-        if arrivals and not routed:
-            last = arrivals[-1][0].t1
-            for k in shards:
-                self.horizon[k] = max(self.horizon[k] or last, last)
+                group = self.pending[k].setdefault(root, [])
+                bisect.insort(group, Pending(event.t1, self.ticks, routed, lane, event))
+            if not routed:
+                seen = self.horizon.get(event.stream, event.t1)
+                self.horizon[event.stream] = max(seen, event.t1)
         if watermark:
             for k in shards:
                 self.closed[k] = max(self.closed[k] or watermark, watermark)
         released: list[list[Pending]] = [[] for _ in range(self.shards)]
         for k in shards:
-            horizon, closed = self.horizon[k], self.closed[k]
-            split = 0
-            for item in self.pending[k]:
-                if (closed is not None and item.t1 <= closed) or (
-                    not item.routed and horizon is not None and item.t1 < horizon
-                ):
-                    split += 1
+            pending, applied = self.pending[k], self.applied[k]
+            groups_released = 0
+            for root, group in list(pending.items()):
+                ready = self._ready(group, self.closed[k])
+                if not ready:
+                    continue
+                groups_released += 1
+                released[k].extend(group[:ready])
+                for item in group[:ready]:
+                    applied[item.event.stream] = item.t1
+                if ready == len(group):
+                    del pending[root]
                 else:
-                    break
-            pending = self.pending[k]
-            if split < len(pending):  # never part of an epoch: the rest may still wait
-                while split and pending[split - 1].t1 == pending[split].t1:
-                    split -= 1
-            if split:
-                released[k] = self.pending[k][:split]
-                self.applied[k] = released[k][-1].t1
-                del self.pending[k][:split]
+                    del group[:ready]
+            if groups_released > 1:
+                released[k].sort()
         return released
 
+    def _regroup(self, shard: int) -> None:
+        """Merge the pending lists of groups that became one since the last advance."""
+        pending = self.pending[shard]
+        for root in [r for r in pending if self.groups.find(r) != r]:
+            group = pending.pop(root)
+            into = pending.setdefault(self.groups.find(root), [])
+            into.extend(group)
+            into.sort()
+
+    def _ready(self, group: list[Pending], closed: int | None) -> int:
+        """How many of one group's pending events (sorted) may leave: whole epochs, in order."""
+        horizon = _latest(self.horizon, self.groups.members(group[0].event.stream))
+        split = 0
+        for item in group:
+            if (closed is not None and item.t1 <= closed) or (
+                not item.routed and horizon is not None and item.t1 < horizon
+            ):
+                split += 1
+            else:
+                break
+        if split < len(group):  # never part of an epoch: the rest may still wait
+            while split and group[split - 1].t1 == group[split].t1:
+                split -= 1
+        return split
+
     def check_valid(self) -> None:
-        """Assert: pending events sorted, each after what its shard has applied or closed."""
-        for k, pending in enumerate(self.pending):
-            assert pending == sorted(pending), f"shard {k}: pending events out of order"
+        """Assert: pending events sorted, each after its stream's applied and closed epochs."""
+        for k, groups in enumerate(self.pending):
+            pending = [item for group in groups.values() for item in group]
+            for root, group in groups.items():
+                assert group and group == sorted(group), f"shard {k}: {root}'s events out of order"
+                assert all(self.groups.same(root, i.event.stream) for i in group)
             assert len({p.tick for p in pending}) == len(pending)
-            applied, closed = self.applied[k], self.closed[k]
+            closed = self.closed[k]
             for item in pending:
+                applied = self.applied[k].get(item.event.stream)
                 assert applied is None or item.t1 > applied, f"shard {k}: {item.t1} was settled"
                 assert closed is None or item.t1 > closed, f"shard {k}: {item.t1} is closed"
                 assert item.tick <= self.ticks
+
+
+def _latest(table: dict[str, int], members: frozenset[str]) -> int | None:
+    """The largest ``table`` entry of a group's streams (None if none has one)."""
+    if len(members) == 1:
+        for only in members:
+            return table.get(only)
+    return max((table[s] for s in members if s in table), default=None)

@@ -129,7 +129,7 @@ class Front:
         self.counters: Counter[str] = Counter()
         self.listeners = Listeners(catalog.path, self.counters)
         self.registry = Registry(shards.count)
-        self.gate = EpochGate(shards.count)
+        self.gate = EpochGate(shards.count, self.registry.groups)
         self.batches = 0
         self.listens: Counter[str] = Counter()
         self.newest: dict[str, int] = {}
@@ -154,23 +154,37 @@ class Front:
             if not stream.subscription:
                 self.registry.add_stream(stream)
         shares = self.catalog.shares()
-        pending = self.catalog.subscriptions()
         log_rows = iter(self.catalog.batches())
+        joins = iter(self.catalog.clock_joins())
+        join = next(joins, None)
         replayed = 0
+
+        def replay_to(position: int | None) -> None:
+            """Replay the log up to batch ``position`` (None: all), joining clock groups
+            at the positions where they were joined."""
+            nonlocal replayed, join
+            while True:
+                while join is not None and join[0] <= replayed:
+                    self.registry.groups.join(join[1])
+                    join = next(joins, None)
+                if position is not None and replayed >= position:
+                    return
+                row = next(log_rows, None)
+                if row is None:
+                    return
+                self._replay(*row)
+                replayed = row[0]
+
         restored: list[tuple[Live, CompiledQuery]] = []
-        for row in pending:
-            if replayed < row.position:
+        for sub in self.catalog.subscriptions():
+            if replayed < sub.position:
                 self._install(restored)
                 restored = []
-            while replayed < row.position:
-                number, payload = next(log_rows)
-                self._replay(number, payload)
-                replayed = number
-            restored.append(self._restore(row))
+            replay_to(sub.position)
+            restored.append(self._restore(sub))
         self._install(restored)
         self.registry.shares = {s: c for s, c in shares.items() if s in self.registry.streams}
-        for _number, payload in log_rows:
-            self._replay(_number, payload)
+        replay_to(None)
         self.batches = self.catalog.batch_count()
         self.listeners.notify(self.catalog.last_alert_id())
         log.info(
@@ -188,6 +202,7 @@ class Front:
         query = self._compile_source(row.query, row.algebra, row.name or row.id)
         live = Live(replace(row, shard=row.shard % self.shards.count), query.reads)
         self.registry.register(live, query)
+        self.registry.groups.join(live.clock_streams)
         return live, query
 
     def _replay(self, number: int, payload: bytes) -> None:
@@ -382,14 +397,22 @@ class Front:
                     number += 1
                     admitted.append((live, query))
                     results.append(live.row)
+                groups = self.registry.groups
+                joins = [
+                    (self.batches, sorted(live.clock_streams))
+                    for live, _ in admitted
+                    if len({groups.find(s) for s in live.clock_streams}) > 1
+                ]
                 if admitted:
-                    self.catalog.add_subscriptions(
-                        [(live.row, self.registry.streams[live.row.stream]) for live, _ in admitted]
-                    )
+                    streams = self.registry.streams
+                    rows = [(live.row, streams[live.row.stream]) for live, _ in admitted]
+                    self.catalog.add_subscriptions(rows, joins)
             except BaseException:
                 for live, _ in reversed(admitted):
                     self.registry.unregister(live)
                 raise
+            for _position, joined in joins:
+                groups.join(joined)
             if admitted:
                 self._install(admitted)
                 self.counters["subscribes"] += len(admitted)
@@ -607,7 +630,7 @@ class Front:
                 if ahead is not None:
                     response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
                     continue
-                settled = self.gate.settled(t1, shard)
+                settled = self.gate.settled(t1, event.stream, shard)
                 if settled is not None:
                     response.rejected.append(
                         pb.Rejection(

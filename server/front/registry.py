@@ -10,7 +10,9 @@ SQLite on the request path:
   subscriptions, the static conjuncts each needs of each stream (its
   *interest*, probed per event and sent to the feed);
 * the tallies placement and limits read: subscriptions per client, per key
-  lane and, for global ones, per shard.
+  lane and, for global ones, per shard;
+* the clock groups (:class:`~cesar.server.engine.clocks.StreamGroups`): the
+  front joins them when a subscription is stored, and on start from the catalog.
 
 It holds no lock and does no I/O: the front calls it under its lock.
 """
@@ -26,6 +28,7 @@ from cesar.automata.normal import Conjunct, static_atoms
 from cesar.automata.partition import static_interest
 from cesar.automata.schema import Event, StreamSchema, parse_stream_spec
 from cesar.index.static import ConjunctIndex
+from cesar.server.engine.clocks import StreamGroups
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
@@ -42,6 +45,11 @@ class Live:
     def key(self) -> str | None:
         """The attribute it is key-partitioned on, or None (global)."""
         return self.row.key_attribute or None
+
+    @property
+    def clock_streams(self) -> frozenset[str]:
+        """The streams that share its clock group: those it reads and the one it publishes."""
+        return self.reads | {self.row.stream}
 
     @property
     def lane(self) -> str:
@@ -82,6 +90,7 @@ class Registry:
         self.routing = RoutingTable(shards)
         self.statics: dict[str, dict[str, tuple[Conjunct, ...]]] = {}
         self.shares: dict[str, set[str]] = {}
+        self.groups = StreamGroups()
         self._interest: ConjunctIndex[tuple[str, str]] = ConjunctIndex()
 
     def add_stream(self, row: StreamRow, schema: StreamSchema | None = None) -> None:
@@ -226,5 +235,6 @@ class Registry:
         for stream in self.shares:
             assert self.streams[stream].subscription, f"{stream} is shared but not published"
         self._interest.check_valid()
+        self.groups.check_valid()
         keys: Mapping[str, dict[str, tuple[Conjunct, ...]]] = self.statics
         assert len(self._interest) == sum(len(s) for s in keys.values())

@@ -28,14 +28,16 @@ from pathlib import Path
 from typing import TextIO
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cesar.server.front import limits
 from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
-from cesar.server.front.catalog import Catalog, CatalogError
+from cesar.server.front.catalog import RESTORE, Catalog, CatalogError
 from cesar.server.front.errors import AlreadyExists
 from cesar.server.front.front import Front, ReplayError
+from cesar.server.front.repair import drop_events
 from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.host.logs import configure_logging
 from cesar.server.shard.pool import ShardFailure, ShardPool
@@ -102,8 +104,8 @@ def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials([(key, cert)])
 
 
-def _lock(data_dir: Path) -> TextIO:
-    """Hold ``data_dir/lock`` for this process's life; one server per data directory."""
+def lock_data_dir(data_dir: Path, holder: str = "cesar serve") -> TextIO:
+    """Hold ``data_dir/lock`` for this process's life; one server (or repair) per directory."""
     handle = open(data_dir / "lock", "a+")  # noqa: SIM115 - held until the process exits
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -115,7 +117,7 @@ def _lock(data_dir: Path) -> TextIO:
         ) from None
     handle.seek(0)
     handle.truncate()
-    handle.write(f"cesar serve (pid {os.getpid()})\n")
+    handle.write(f"{holder} (pid {os.getpid()})\n")
     handle.flush()
     return handle
 
@@ -162,7 +164,7 @@ def serve(config: ServeConfig) -> int:
     )
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        lock = _lock(config.data_dir)
+        lock = lock_data_dir(config.data_dir)
         credentials = _credentials(config)
         port = _listen(server, config, credentials)
     except (OSError, StartError) as exc:
@@ -266,3 +268,30 @@ def _arm_shutdown_deadline(seconds: float, status: dict[str, int]) -> None:
     timer = threading.Timer(seconds, expire)
     timer.daemon = True
     timer.start()
+
+
+def repair_log(data_dir: Path, stream: str, after: int) -> int:
+    """``cesar repair-log``: drop ``stream``'s logged events with ``t1 > after``; exit status."""
+    path = data_dir / "catalog.sqlite"
+    if not path.exists():
+        print(f"cesar: {path} does not exist", file=sys.stderr)
+        return 2
+    try:
+        lock = lock_data_dir(data_dir, "cesar repair-log")
+        catalog = Catalog(path, retention=0)
+    except (OSError, StartError, CatalogError) as exc:
+        print(f"cesar: {exc}", file=sys.stderr)
+        return 2
+    try:
+        done = drop_events(catalog, stream, after)
+    except DecodeError as exc:
+        print(f"cesar: the event log cannot be read ({exc}): {RESTORE}", file=sys.stderr)
+        return 2
+    finally:
+        catalog.close()
+        lock.close()
+    print(
+        f"dropped {done.events} events of {stream} after t1 = {after} "
+        f"from {done.batches} logged batches; start the server to rebuild the shards"
+    )
+    return 0

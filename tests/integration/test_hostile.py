@@ -11,6 +11,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from cesar.perf.serverproc import (
+    QUERIES,
     Server,
     alert_line,
     collect,
@@ -397,6 +399,95 @@ def test_one_far_future_timestamp_cannot_block_intake(tmp_path: Path) -> None:
         assert all(r.field == "t1" and "jumps more than 3600 s" in r.reason for r in reply.rejected)
         reply = publish_batch(pb.PublishRequest(events=events[6:]), metadata=conn.metadata)
         assert reply.accepted == 6 and not reply.rejected  # later events are not late
+    finally:
+        server.stop()
+
+
+def test_a_stream_ahead_in_time_makes_only_its_own_clock_group_late(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data").start()
+    try:
+        conn = server.connect()
+        metadata = conn.metadata
+        conn.stub.DefineStream(
+            pb.DefineStreamRequest(spec="Sensor(Id:string,Temp:float)[min]"), metadata=metadata
+        )
+        drops = subscribe(conn, QUERIES[1].read_text())
+        subscribe(conn, "FILTER{Temp > 90} Sensor PUBLISH Hot")
+        now = int(time.time() // 60)
+        sensor = [
+            pb.Event(
+                stream="Sensor",
+                t0=now + i,
+                t1=now + i,
+                attributes={"Id": pb.Value(string_value="a")},
+            )
+            for i in range(3)
+        ]
+        for event, temp in zip(sensor, (80.0, 95.0, 99.0), strict=True):
+            event.attributes["Temp"].float_value = temp
+        reply = conn.stub.PublishBatch(pb.PublishRequest(events=sensor[:2]), metadata=metadata)
+        assert reply.accepted == 2
+        # Stock is years behind Sensor, but no subscription reads the two together
+        stock = sample_events()
+        assert publish(conn, stock) == len(stock)
+        expected = normalized(expected_lines([("drops", QUERIES[1].read_text())], stock))
+        got = collect(conn, sum(expected.values()), pb.ListenRequest(after_seq={drops.id: 0}))
+        assert Counter(alert_line(a) for a in got) == expected
+
+        both = subscribe(conn, "Stock NEXT{$2.Temp > 90} Sensor PUBLISH Both")  # one clock now
+        one = to_event(stock[-1])
+        one.t0 = one.t1 = stock[-1].t1 + 1
+        reply = conn.stub.PublishBatch(pb.PublishRequest(events=[one]), metadata=metadata)
+        assert reply.accepted == 0 and "late" in reply.rejected[0].reason
+        conn.stub.Unsubscribe(pb.UnsubscribeRequest(id=both.id), metadata=metadata)
+        server.stop()
+        server.start()  # groups only merge: they survive the subscription and a restart
+        conn = server.connect()
+        reply = conn.stub.PublishBatch(pb.PublishRequest(events=[one]), metadata=metadata)
+        assert reply.accepted == 0 and "late" in reply.rejected[0].reason
+        reply = conn.stub.PublishBatch(pb.PublishRequest(events=sensor[2:]), metadata=metadata)
+        assert reply.accepted == 1
+    finally:
+        server.stop()
+
+
+def test_repair_log_is_the_way_back_from_an_accepted_wrong_timestamp(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data").start()
+    stock = sample_events()
+    half = len(stock) // 2
+    while stock[half].t1 == stock[half - 1].t1:
+        half += 1
+    good, rest = stock[:half], stock[half:]
+    try:
+        conn = server.connect()
+        drops = subscribe(conn, QUERIES[1].read_text())
+        assert publish(conn, good) == len(good)
+        wrong = to_event(good[-1])
+        wrong.t0 = wrong.t1 = good[-1].t1 + 600  # ten hours ahead: within --max-time-jump
+        wrong.attributes["Price"].float_value = 1.0
+        conn.stub.PublishBatch(pb.PublishRequest(events=[wrong]), metadata=conn.metadata)
+        late = conn.stub.PublishBatch(
+            pb.PublishRequest(events=[to_event(e) for e in rest[:5]]), metadata=conn.metadata
+        )
+        assert late.accepted == 0 and all("late" in r.reason for r in late.rejected)
+        repair = [str(CESAR), "repair-log", "--data-dir", str(server.data_dir), "--stream"]
+        repair += ["Stock", "--after", str(good[-1].t1)]
+        busy = subprocess.run(repair, capture_output=True, text=True, timeout=60, check=False)
+        assert busy.returncode == 2 and "in use by cesar serve" in busy.stderr
+    finally:
+        server.stop()
+    done = subprocess.run(repair, capture_output=True, text=True, timeout=60, check=True)
+    assert "dropped 1 events of Stock" in done.stdout
+    server.start()
+    try:
+        conn = server.connect()
+        assert publish(conn, rest) == len(rest)
+        expected = normalized(expected_lines([("drops", QUERIES[1].read_text())], stock))
+        [row] = listed(conn)
+        got = collect(conn, row.last_seq, pb.ListenRequest(after_seq={drops.id: 0}))
+        wrong_time = f'"t1": {wrong.t1}'
+        kept = Counter(line for a in got if wrong_time not in (line := alert_line(a)))
+        assert kept == expected
     finally:
         server.stop()
 

@@ -1,4 +1,10 @@
-"""The epoch gate keeps its promise: each shard gets every epoch, whole, in increasing t1."""
+"""The epoch gate keeps its promise: each shard gets every epoch, whole, in order per clock group.
+
+Events of three streams; a rule joins clock groups as a subscription reading
+streams together would.  Each shard must see every stream's epochs once and in
+increasing ``t1``, and, within a clock group, the events accepted after its
+last join in ``t1`` order after everything the group released before them.
+"""
 
 from collections import Counter
 
@@ -7,32 +13,38 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from cesar.automata.schema import Event
+from cesar.server.engine.clocks import StreamGroups
 from cesar.server.front.epochs import EpochGate
 
 SHARDS = 3
+STREAMS = ("S", "T", "U")
 destinations = st.lists(st.integers(0, SHARDS - 1), unique=True, max_size=SHARDS)
+batches = st.lists(
+    st.tuples(st.integers(0, 20), destinations, st.sampled_from(STREAMS)), max_size=5
+)
+Batch = list[tuple[int, list[int], str]]
 
 
 class EpochGateMachine(RuleBasedStateMachine):
-    """Front-routed batches, feed-routed batches and watermarks, as the front passes them."""
+    """Front-routed batches, feed-routed batches, watermarks and joins, as the front passes them."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.gate = EpochGate(SHARDS)
+        self.groups = StreamGroups()
+        self.gate = EpochGate(SHARDS, self.groups)
         self.serial = 0
+        self.joined_at = 0
         self.sent: list[Counter[tuple[int, int]]] = [Counter() for _ in range(SHARDS)]
         self.got: list[Counter[tuple[int, int]]] = [Counter() for _ in range(SHARDS)]
-        self.last: list[int | None] = [None] * SHARDS
+        self.last: list[dict[str, int]] = [{} for _ in range(SHARDS)]
 
-    def _accept(
-        self, t1s: list[tuple[int, list[int]]], watermark: int | None, shard: int | None
-    ) -> None:
+    def _accept(self, batch: Batch, watermark: int | None, shard: int | None) -> None:
         arrivals = []
-        for t1, targets in sorted(t1s, key=lambda item: item[0]):
-            if self.gate.settled(t1, shard) is not None:
+        for t1, targets, stream in sorted(batch, key=lambda item: item[0]):
+            if self.gate.settled(t1, stream, shard) is not None:
                 continue  # the front rejects it as late
             self.serial += 1
-            event = Event.of("S", t1, t1, {"n": self.serial})
+            event = Event.of(stream, t1, t1, {"n": self.serial})
             pairs = [(k, "global") for k in targets if shard is None or k == shard]
             for k, _ in pairs:
                 self.sent[k][(t1, self.serial)] += 1
@@ -40,34 +52,47 @@ class EpochGateMachine(RuleBasedStateMachine):
         for k, ready in enumerate(self.gate.advance(arrivals, watermark, shard)):
             epochs = [item.t1 for item in ready]
             assert epochs == sorted(epochs), "released out of order"
-            if epochs:
-                last = self.last[k]
-                assert last is None or epochs[0] > last, f"shard {k} saw epoch {epochs[0]} again"
-                self.last[k] = epochs[-1]
+            last = self.last[k]
+            for stream in STREAMS:
+                mine = [item.t1 for item in ready if item.event.stream == stream]
+                if mine:
+                    seen = last.get(stream)
+                    assert seen is None or mine[0] > seen, f"shard {k} saw {stream}@{mine[0]} again"
             for item in ready:
-                self.got[k][(item.t1, dict(item.event.values)["n"])] += 1
+                n = dict(item.event.values)["n"]
+                if n > self.joined_at:
+                    group = self.groups.members(item.event.stream)
+                    before = [last[s] for s in group if s in last]
+                    assert not before or item.t1 >= max(before), "a clock group went back in time"
+                last[item.event.stream] = item.t1
+                self.got[k][(item.t1, n)] += 1
 
-    @rule(batch=st.lists(st.tuples(st.integers(0, 20), destinations), max_size=5))
-    def publish(self, batch: list[tuple[int, list[int]]]) -> None:
+    @rule(batch=batches)
+    def publish(self, batch: Batch) -> None:
         self._accept(batch, None, None)
 
-    @rule(
-        shard=st.integers(0, SHARDS - 1),
-        batch=st.lists(st.tuples(st.integers(0, 20), destinations), max_size=5),
-        watermark=st.none() | st.integers(0, 20),
-    )
-    def routed(self, shard: int, batch: list[tuple[int, list[int]]], watermark: int | None) -> None:
+    @rule(shard=st.integers(0, SHARDS - 1), batch=batches, watermark=st.none() | st.integers(0, 20))
+    def routed(self, shard: int, batch: Batch, watermark: int | None) -> None:
         self._accept(batch, watermark, shard)
 
     @rule(watermark=st.integers(0, 20))
     def watermark(self, watermark: int) -> None:
         self._accept([], watermark, None)
 
+    @rule(streams=st.sets(st.sampled_from(STREAMS), min_size=2))
+    def join(self, streams: set[str]) -> None:
+        if self.groups.join(streams):
+            self.joined_at = self.serial
+
     @invariant()
     def valid(self) -> None:
         self.gate.check_valid()
         for k in range(SHARDS):
-            pending = Counter((p.t1, dict(p.event.values)["n"]) for p in self.gate.pending[k])
+            pending = Counter(
+                (p.t1, dict(p.event.values)["n"])
+                for group in self.gate.pending[k].values()
+                for p in group
+            )
             assert self.got[k] + pending == self.sent[k], f"shard {k} lost or duplicated events"
 
     def teardown(self) -> None:
@@ -78,4 +103,4 @@ class EpochGateMachine(RuleBasedStateMachine):
 
 
 TestEpochGate = EpochGateMachine.TestCase
-TestEpochGate.settings = settings(max_examples=200, stateful_step_count=25)
+TestEpochGate.settings = settings(max_examples=300, stateful_step_count=25)
