@@ -100,7 +100,8 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     again.start()
     try:
         assert again.registry.last_seq[drops.id] == seq_before
-        assert [entry.t1 for entry in again.gate.pending[0]["Stock"]] == [
+        pending = again.gate.pending[0][again.registry.groups.find("Stock")]
+        assert [entry.t1 for entry in pending] == [
             e.t1 for e in events[:1000] if e.t1 == events[999].t1
         ]
         again.publish(client, pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
