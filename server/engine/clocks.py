@@ -6,7 +6,10 @@ streams a subscription reads (and publishes).  A :class:`StreamGroups` joins
 the streams of each subscription into one *clock group* — a union-find over
 stream names — so that a server can keep event time per group: a mistaken
 timestamp in one stream makes later events of its own group late, never those
-of a stream no subscription reads with it.
+of a stream no subscription reads with it.  What a server keeps per group it
+keys by the group's representative (:meth:`StreamGroups.find`), and moves to
+the new representative when groups merge (:meth:`StreamGroups.join` names the
+representatives it absorbed).
 
 Groups only merge: once streams were read together they keep one clock, so
 that the groups at any point of a server's life depend only on what was
@@ -14,13 +17,11 @@ subscribed before it (a restart that replays the log rebuilds the same groups).
 
 >>> groups = StreamGroups()
 >>> groups.join(["A", "B"])
-True
+['B']
 >>> groups.join(["C"])
-False
->>> sorted(groups.members("A")), sorted(groups.members("C"))
-(['A', 'B'], ['C'])
->>> groups.same("B", "A"), groups.same("A", "C")
-(True, False)
+[]
+>>> groups.same("B", "A"), groups.same("A", "C"), groups.find("B")
+(True, False, 'A')
 """
 
 from __future__ import annotations
@@ -31,15 +32,17 @@ from collections.abc import Iterable
 class StreamGroups:
     """Streams partitioned into clock groups that only merge; see the module docstring.
 
-    Methods: :meth:`join`, :meth:`find`, :meth:`members`, :meth:`same`,
-    :meth:`check_valid`.  A stream never joined is a group of its own.  Cost:
-    :meth:`find` near O(1) (path halving, union by size); :meth:`join` O(size
-    of the smaller groups) for the member sets.
+    Methods: :meth:`join`, :meth:`find`, :meth:`same`, :meth:`check_valid`.  A
+    stream never joined is a group of its own.  ``merges`` counts the joins
+    that merged groups (a cheap test for "anything changed?").  Cost: near
+    O(1) per stream for :meth:`find` and :meth:`join` (path halving, union by
+    size).
     """
 
     def __init__(self) -> None:
         self._parent: dict[str, str] = {}
-        self._members: dict[str, frozenset[str]] = {}
+        self._size: dict[str, int] = {}
+        self.merges = 0
 
     def find(self, stream: str) -> str:
         """The representative of ``stream``'s group (``stream`` itself when alone)."""
@@ -49,37 +52,33 @@ class StreamGroups:
             stream = grand
         return stream
 
-    def members(self, stream: str) -> frozenset[str]:
-        """Every stream of ``stream``'s group, itself included.  O(1) after :meth:`find`."""
-        root = self.find(stream)
-        return self._members.get(root, frozenset((root,)))
-
     def same(self, a: str, b: str) -> bool:
         """Whether ``a`` and ``b`` share a clock."""
         return self.find(a) == self.find(b)
 
-    def join(self, streams: Iterable[str]) -> bool:
-        """Put ``streams`` into one group; True if two groups became one."""
-        roots = sorted({self.find(s) for s in streams}, key=lambda r: (-len(self.members(r)), r))
+    def join(self, streams: Iterable[str]) -> list[str]:
+        """Put ``streams`` into one group; the representatives absorbed (empty: no change).
+
+        The largest group's representative stays (ties: the smallest name).
+        """
+        size = self._size
+        roots = sorted({self.find(s) for s in streams}, key=lambda r: (-size.get(r, 1), r))
         if len(roots) < 2:
-            return False
-        root = roots[0]
-        merged = set(self.members(root))
-        for other in roots[1:]:
-            merged |= self.members(other)
+            return []
+        root, absorbed = roots[0], roots[1:]
+        for other in absorbed:
             self._parent[other] = root
-            self._members.pop(other, None)
-        self._members[root] = frozenset(merged)
-        return True
+            size[root] = size.get(root, 1) + size.pop(other, 1)
+        self.merges += 1
+        return absorbed
 
     def check_valid(self) -> None:
-        """Assert: member sets partition the joined streams and agree with :meth:`find`."""
-        seen: set[str] = set()
-        for root, members in self._members.items():
-            assert self.find(root) == root, f"{root} holds members but is not a root"
-            assert root in members and len(members) > 1
-            assert not seen & members, "groups overlap"
-            seen |= members
-            for stream in members:
-                assert self.find(stream) == root
-        assert set(self._parent) <= seen
+        """Assert: the representatives of merged groups are exactly those with a size, and right."""
+        members: dict[str, int] = {}
+        for stream in self._parent:
+            root = self.find(stream)
+            assert root != stream and root not in self._parent
+            members[root] = members.get(root, 0) + 1
+        assert set(self._size) == set(members)
+        for root, others in members.items():
+            assert self._size[root] == others + 1, f"{root}: size {self._size[root]} is wrong"

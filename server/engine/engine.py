@@ -102,13 +102,13 @@ class Engine:
         ValueError for a subscription id or a published stream that exists.
         """
         program, state = self.program, self.state
+        groups = program.groups
         streams = {s for a in automata for s in (a.name, *a.reads)}
-        since = max(
-            (state.clock.get(s, -math.inf) for s in _group_of(program, streams)),
-            default=-math.inf,
-        )
-        for node in program.subscribe(subscription, automata, since):
-            state.queue(node, program.stream_of(node), program.bound[node])
+        since = max(state.group_clock.get(groups.find(s), -math.inf) for s in streams)
+        touched = program.subscribe(subscription, automata, since)
+        state.regroup(groups.join(streams), groups)
+        for node in touched:
+            state.queue(node, groups.find(program.stream_of(node)), program.bound[node])
 
     def unsubscribe(self, subscription: str) -> None:
         """Remove a subscription; what only it used goes, other subscriptions are untouched."""
@@ -117,7 +117,7 @@ class Engine:
         for node in deleted:
             state.drop_node(node)
         for node in rebound:
-            state.queue(node, program.stream_of(node), program.bound[node])
+            state.queue(node, program.groups.find(program.stream_of(node)), program.bound[node])
 
     # ------------------------------------------------------------------ epochs
 
@@ -153,9 +153,12 @@ class Engine:
                 if event.stream not in self.program.internal:
                     published.append(event)
                 pending.setdefault(rank[event.stream], []).append((event, root))
+        groups = {self.program.groups.find(stream) for stream in streams}
         for stream in streams:
             clock[stream] = t1
-        state.collect(t1, _group_of(self.program, streams), self.program.bound)
+        for group in groups:
+            state.group_clock[group] = max(state.group_clock.get(group, t1), t1)
+        state.collect(t1, groups, self.program.bound)
         return published
 
     def run(self, events: Iterable[Event]) -> list[Event]:
@@ -304,12 +307,14 @@ class Engine:
             state.remove(instance)
         for instance in spawned:
             compiled = program.filter_of(instance.node)
+            stream = compiled.edge.stream
             state.add(
                 instance,
-                compiled.edge.stream,
+                stream,
                 compiled.statics,
                 compiled.accesses,
                 program.bound.get(instance.node),
+                program.groups.find(stream),
             )
         self._enforce_limits({i.node for i in spawned})
 
@@ -363,8 +368,3 @@ class Engine:
         state.check_valid()
         for node in state.live:
             assert program.dag.nodes[node].filter is not None
-
-
-def _group_of(program: QueryProgram, streams: Iterable[str]) -> set[str]:
-    """Every stream sharing a clock with one of ``streams``."""
-    return {member for stream in streams for member in program.groups.members(stream)}

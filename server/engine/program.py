@@ -15,7 +15,7 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   after, and whether it is internal (resubscription, Section 3.5);
 * per node the DUR bound of its ∃-edges, after which its instances are dead;
 * the clock groups (:mod:`cesar.server.engine.clocks`): the streams each
-  subscription reads and publishes share event time.
+  subscription reads and publishes share event time (the engine joins them).
 """
 
 from __future__ import annotations
@@ -171,7 +171,6 @@ class QueryProgram:
                 (self.rank.get(stream, 0) for stream in automaton.reads), default=0
             )
         self._subscriptions[subscription] = record
-        self.groups.join({s for a in automata for s in (a.name, *a.reads)})
         touched.discard(ROOT)  # the start node holds no instances
         return {node for node in touched if self._update_bound(node)}
 

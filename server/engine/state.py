@@ -9,12 +9,13 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
 * per *active* node (one with live instances) an
   :class:`~cesar.index.ai.InstanceIndex` (AI), and the node in the AN index
   under the static parts of its FILTER edge's conjuncts;
-* per stream a deadline queue of the instances whose node reads it and
-  whose ∃-edges bound DUR from above;
-* per stream the last epoch that held its events (its *clock*: streams that
-  no subscription reads together keep independent event time, see
-  :mod:`cesar.server.engine.clocks`), the next instance id, the work counters
-  and the notices owed to subscriptions.
+* per clock group (streams that no subscription reads together keep
+  independent event time, see :mod:`cesar.server.engine.clocks`; keyed by the
+  group's representative) a deadline queue of the instances whose node reads
+  one of its streams and whose ∃-edges bound DUR from above, and the latest
+  epoch of the group;
+* per stream the last epoch that held its events, the next instance id, the
+  work counters and the notices owed to subscriptions.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from cesar.automata.schema import Value
 from cesar.index.ai import InstanceAccess, InstanceIndex
 from cesar.index.static import Atoms, ConjunctIndex
+from cesar.server.engine.clocks import StreamGroups
 
 
 @dataclass
@@ -88,6 +90,7 @@ class EngineState:
     an: ConjunctIndex[int] = field(default_factory=ConjunctIndex)
     expiry: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     clock: dict[str, int] = field(default_factory=dict)
+    group_clock: dict[str, int] = field(default_factory=dict)
     next_instance: int = 0
     counters: EngineCounters = field(default_factory=EngineCounters)
     notices: list[Notice] = field(default_factory=list)
@@ -106,12 +109,13 @@ class EngineState:
         statics: tuple[Atoms, ...],
         accesses: tuple[InstanceAccess | None, ...],
         bound: float | None,
+        group: str,
     ) -> None:
-        """Make ``instance`` live at its node, whose filter reads ``stream``.
+        """Make ``instance`` live at its node, whose filter reads ``stream`` (of clock ``group``).
 
         A node becoming active enters the AN index under ``statics`` and gets
         an AI index by ``accesses``; with a DUR ``bound`` the instance's
-        deadline is queued.  O(conjuncts × log n).
+        deadline is queued under its group.  O(conjuncts × log n).
         """
         index = self.live.get(instance.node)
         if index is None:
@@ -120,7 +124,7 @@ class EngineState:
         index.add(instance)
         self.instances[instance.id] = instance
         if bound is not None:
-            queue = self.expiry.setdefault(stream, [])
+            queue = self.expiry.setdefault(group, [])
             heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
 
     def remove(self, instance: EngineInstance) -> None:
@@ -140,25 +144,38 @@ class EngineState:
                 del self.instances[instance.id]
             self.an.remove(node)
 
-    def queue(self, node: int, stream: str, bound: float) -> None:
-        """Queue the deadlines of ``node``'s instances (it reads ``stream``) under ``bound``."""
+    def queue(self, node: int, group: str, bound: float) -> None:
+        """Queue the deadlines of ``node``'s instances (of clock ``group``) under ``bound``."""
         index = self.live.get(node)
-        queue = self.expiry.setdefault(stream, [])
+        queue = self.expiry.setdefault(group, [])
         for instance in index.instances() if index else ():
             heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
 
-    def collect(self, t1: int, streams: Iterable[str], bounds: Mapping[int, float]) -> None:
+    def regroup(self, absorbed: Iterable[str], groups: StreamGroups) -> None:
+        """Move what is kept per clock group from ``absorbed`` representatives to their new one."""
+        for old in absorbed:
+            root = groups.find(old)
+            queue = self.expiry.pop(old, None)
+            if queue:
+                into = self.expiry.setdefault(root, [])
+                into.extend(queue)
+                heapq.heapify(into)
+            if old in self.group_clock:
+                latest = self.group_clock.pop(old)
+                self.group_clock[root] = max(self.group_clock.get(root, latest), latest)
+
+    def collect(self, t1: int, groups: Iterable[str], bounds: Mapping[int, float]) -> None:
         """Drop instances whose node's ∃-edges all need a DUR their start can no longer give.
 
         An instance starting at t0 at a node whose edges fire only with DUR <=
         bound can fire up to epoch t0 + bound - 1 (its *deadline*); the next
-        epoch of its clock group ends after t1, so every instance of a node
-        reading one of ``streams`` (that group) with a deadline <= t1 is dead.
+        epoch of its clock group ends after t1, so every instance queued under
+        one of ``groups`` (the epoch's) with a deadline <= t1 is dead.
         The queues may hold stale entries (the node's bound changed, the
         instance left): each is re-checked against ``bounds`` when it comes up.
         """
-        for stream in streams:
-            heap = self.expiry.get(stream)
+        for group in groups:
+            heap = self.expiry.get(group)
             while heap and heap[0][0] <= t1:
                 _, instance_id = heapq.heappop(heap)
                 instance = self.instances.get(instance_id)

@@ -68,10 +68,11 @@ class EpochGate:
 
     Methods: :meth:`settled`, :meth:`advance`, :meth:`pending_events`,
     :meth:`check_valid`.  ``groups`` is the front's (it only reads them).
-    ``pending[k]`` holds shard ``k``'s waiting events per clock group (keyed by
-    the group's representative; lists of groups that merged are merged at the
-    next advance).  Cost of an advance: O(log p) per destination to insert (p
-    pending events of its group), O(released + groups) to release.
+    What is kept per clock group is keyed by the group's representative and
+    moved when groups merged: ``pending[k]`` (shard ``k``'s waiting events),
+    ``group_applied[k]`` and ``horizon``.  ``applied[k]`` is per stream.
+    Cost: :meth:`settled` O(shards); an advance O(log p) per destination to
+    insert (p pending events of its group), O(released + groups) to release.
     """
 
     def __init__(self, shards: int, groups: StreamGroups) -> None:
@@ -80,8 +81,10 @@ class EpochGate:
         self.pending: list[dict[str, list[Pending]]] = [{} for _ in range(shards)]
         self.ticks = 0
         self.applied: list[dict[str, int]] = [{} for _ in range(shards)]
+        self.group_applied: list[dict[str, int]] = [{} for _ in range(shards)]
         self.horizon: dict[str, int] = {}
         self.closed: list[int | None] = [None] * shards
+        self._merges = groups.merges
 
     def pending_events(self) -> int:
         """The number of (event, shard) pairs waiting."""
@@ -94,18 +97,16 @@ class EpochGate:
         epoch of the stream's group is open (the horizon is past ``t1``), a
         watermark closed ``t1``'s, or the group applied ``t1`` somewhere.  A
         routed batch's event is late on its shard only once a watermark closed
-        its epoch or a later epoch of its group was applied there.  O(shards ×
-        streams of the group).
+        its epoch or a later epoch of its group was applied there.
         """
-        members = self.groups.members(stream)
+        group = self._group(stream)
         mark: int | None = None
-        shards = range(self.shards) if shard is None else (shard,)
-        for k in shards:
-            for m in (self.closed[k], _latest(self.applied[k], members)):
+        for k in range(self.shards) if shard is None else (shard,):
+            for m in (self.closed[k], self.group_applied[k].get(group)):
                 if m is not None and t1 <= m and (mark is None or m > mark):
                     mark = m
         if shard is None:
-            horizon = _latest(self.horizon, members)
+            horizon = self.horizon.get(group)
             if horizon is not None and t1 < horizon and (mark is None or horizon > mark):
                 mark = horizon
         return mark
@@ -121,73 +122,86 @@ class EpochGate:
         """
         routed = shard is not None
         shards = range(self.shards) if shard is None else [shard]
-        find = self.groups.find
-        for k in shards:
-            self._regroup(k)
         for event, destinations in arrivals:
             self.ticks += 1
-            root = find(event.stream)
+            group = self._group(event.stream)
             for k, lane in destinations:
-                group = self.pending[k].setdefault(root, [])
-                bisect.insort(group, Pending(event.t1, self.ticks, routed, lane, event))
+                waiting = self.pending[k].setdefault(group, [])
+                bisect.insort(waiting, Pending(event.t1, self.ticks, routed, lane, event))
             if not routed:
-                seen = self.horizon.get(event.stream, event.t1)
-                self.horizon[event.stream] = max(seen, event.t1)
+                self.horizon[group] = max(self.horizon.get(group, event.t1), event.t1)
         if watermark:
             for k in shards:
                 self.closed[k] = max(self.closed[k] or watermark, watermark)
         released: list[list[Pending]] = [[] for _ in range(self.shards)]
         for k in shards:
-            pending, applied = self.pending[k], self.applied[k]
+            pending, applied, group_applied = (
+                self.pending[k],
+                self.applied[k],
+                self.group_applied[k],
+            )
             groups_released = 0
-            for root, group in list(pending.items()):
-                ready = self._ready(group, self.closed[k])
+            for group, waiting in list(pending.items()):
+                ready = self._ready(waiting, self.closed[k], self.horizon.get(group))
                 if not ready:
                     continue
                 groups_released += 1
-                released[k].extend(group[:ready])
-                for item in group[:ready]:
+                released[k].extend(waiting[:ready])
+                for item in waiting[:ready]:
                     applied[item.event.stream] = item.t1
-                if ready == len(group):
-                    del pending[root]
+                latest = waiting[ready - 1].t1
+                group_applied[group] = max(group_applied.get(group, latest), latest)
+                if ready == len(waiting):
+                    del pending[group]
                 else:
-                    del group[:ready]
+                    del waiting[:ready]
             if groups_released > 1:
                 released[k].sort()
         return released
 
-    def _regroup(self, shard: int) -> None:
-        """Merge the pending lists of groups that became one since the last advance."""
-        pending = self.pending[shard]
-        for root in [r for r in pending if self.groups.find(r) != r]:
-            group = pending.pop(root)
-            into = pending.setdefault(self.groups.find(root), [])
-            into.extend(group)
-            into.sort()
+    def _group(self, stream: str) -> str:
+        """``stream``'s clock group, after moving what groups that merged kept."""
+        if self.groups.merges != self._merges:
+            self._merges = self.groups.merges
+            self._rekey()
+        return self.groups.find(stream)
 
-    def _ready(self, group: list[Pending], closed: int | None) -> int:
+    def _rekey(self) -> None:
+        """Key everything kept per group by the current representatives (after merges)."""
+        find = self.groups.find
+        for table in (self.horizon, *self.group_applied):
+            for old in [g for g in table if find(g) != g]:
+                latest = table.pop(old)
+                table[find(old)] = max(table.get(find(old), latest), latest)
+        for pending in self.pending:
+            for old in [g for g in pending if find(g) != g]:
+                into = pending.setdefault(find(old), [])
+                into.extend(pending.pop(old))
+                into.sort()
+
+    @staticmethod
+    def _ready(waiting: list[Pending], closed: int | None, horizon: int | None) -> int:
         """How many of one group's pending events (sorted) may leave: whole epochs, in order."""
-        horizon = _latest(self.horizon, self.groups.members(group[0].event.stream))
         split = 0
-        for item in group:
+        for item in waiting:
             if (closed is not None and item.t1 <= closed) or (
                 not item.routed and horizon is not None and item.t1 < horizon
             ):
                 split += 1
             else:
                 break
-        if split < len(group):  # never part of an epoch: the rest may still wait
-            while split and group[split - 1].t1 == group[split].t1:
+        if split < len(waiting):  # never part of an epoch: the rest may still wait
+            while split and waiting[split - 1].t1 == waiting[split].t1:
                 split -= 1
         return split
 
     def check_valid(self) -> None:
-        """Assert: pending events sorted, each after its stream's applied and closed epochs."""
+        """Assert: pending events sorted per group, each after its stream's applied and closed."""
         for k, groups in enumerate(self.pending):
-            pending = [item for group in groups.values() for item in group]
-            for root, group in groups.items():
-                assert group and group == sorted(group), f"shard {k}: {root}'s events out of order"
-                assert all(self.groups.same(root, i.event.stream) for i in group)
+            pending = [item for waiting in groups.values() for item in waiting]
+            for group, waiting in groups.items():
+                assert waiting == sorted(waiting) and waiting, f"shard {k}: {group} out of order"
+                assert all(self.groups.same(i.event.stream, group) for i in waiting)
             assert len({p.tick for p in pending}) == len(pending)
             closed = self.closed[k]
             for item in pending:
@@ -195,11 +209,3 @@ class EpochGate:
                 assert applied is None or item.t1 > applied, f"shard {k}: {item.t1} was settled"
                 assert closed is None or item.t1 > closed, f"shard {k}: {item.t1} is closed"
                 assert item.tick <= self.ticks
-
-
-def _latest(table: dict[str, int], members: frozenset[str]) -> int | None:
-    """The largest ``table`` entry of a group's streams (None if none has one)."""
-    if len(members) == 1:
-        for only in members:
-            return table.get(only)
-    return max((table[s] for s in members if s in table), default=None)

@@ -61,8 +61,8 @@ class EpochGateMachine(RuleBasedStateMachine):
             for item in ready:
                 n = dict(item.event.values)["n"]
                 if n > self.joined_at:
-                    group = self.groups.members(item.event.stream)
-                    before = [last[s] for s in group if s in last]
+                    stream = item.event.stream
+                    before = [t for s, t in last.items() if self.groups.same(s, stream)]
                     assert not before or item.t1 >= max(before), "a clock group went back in time"
                 last[item.event.stream] = item.t1
                 self.got[k][(item.t1, n)] += 1
@@ -83,6 +83,7 @@ class EpochGateMachine(RuleBasedStateMachine):
     def join(self, streams: set[str]) -> None:
         if self.groups.join(streams):
             self.joined_at = self.serial
+        self.groups.check_valid()
 
     @invariant()
     def valid(self) -> None:
@@ -90,8 +91,8 @@ class EpochGateMachine(RuleBasedStateMachine):
         for k in range(SHARDS):
             pending = Counter(
                 (p.t1, dict(p.event.values)["n"])
-                for group in self.gate.pending[k].values()
-                for p in group
+                for waiting in self.gate.pending[k].values()
+                for p in waiting
             )
             assert self.got[k] + pending == self.sent[k], f"shard {k} lost or duplicated events"
 
