@@ -13,7 +13,7 @@
    them pending on the shard in (t1, arrival) order until the driver closes
    the micro-batch with the new watermark (a PublishBatch per shard with no
    events), so the partitions' pieces may arrive in any order;
-4. yields one summary row (counts and the largest ``t1``) and one row per
+4. yields one summary row (counts and the largest ``t1`` the server accepted) and one row per
    rejected or late input row, with field and reason, for the dead letter.
 
 A micro-batch Spark runs again after a crash reads the same rows into the
@@ -105,9 +105,6 @@ def publish_partition(
             counts["rejected"] += rejected.num_rows
             yield _dead(rejected, None, rejected.column("reason"))
         counts["accepted"] += valid.num_rows
-        if valid.num_rows:
-            top = pc.max(valid.column("t1")).as_py()
-            max_t1 = top if max_t1 is None else max(max_t1, top)
         valid = valid.drop_columns(["field", "reason", "raw"])
         tables, unrouted = route(valid, router)
         counts["unrouted"] += unrouted
@@ -131,6 +128,9 @@ def publish_partition(
                     response = publish(connection, request)
                     sent += response.accepted
                     duplicates += response.duplicate
+                    top = _newest_accepted(piece, response)
+                    if top is not None:
+                        max_t1 = top if max_t1 is None else max(max_t1, top)
                     for rejection in response.rejected:
                         row = piece.slice(rejection.index, 1)
                         reason = f"rejected by the server: {rejection.reason}"
@@ -139,6 +139,26 @@ def publish_partition(
             connection.close()
     summary = {**counts, "sent": sent, "duplicates": duplicates, "max_t1": max_t1}
     yield pa.RecordBatch.from_pylist([{"kind": "summary", **summary}], schema=OUTPUT_SCHEMA)
+
+
+def _newest_accepted(piece: pa.Table, response: pb.PublishResponse) -> int | None:
+    """The newest ``t1`` the server accepted of ``piece`` (None: none, or not known).
+
+    Only accepted rows move the watermark: a row the server refused (a
+    timestamp far in the future) must not close every epoch before it.  A
+    duplicate answer lists no rejections, so a piece it did not accept whole
+    is left out.
+    """
+    rejected = {r.index for r in response.rejected}
+    if response.duplicate and response.accepted < piece.num_rows:
+        return None
+    if len(rejected) >= piece.num_rows:
+        return None
+    t1 = piece.column("t1")
+    if rejected:
+        t1 = t1.take(pa.array([i for i in range(piece.num_rows) if i not in rejected]))
+    top: int = pc.max(t1).as_py()
+    return top
 
 
 def close_epochs(target: Target, plan: Plan, label: str, watermark: int) -> int:

@@ -625,6 +625,9 @@ class Front:
             valid.sort(key=lambda item: (item[0], item[1]))
             accepted: list[Event] = []
             now = time.time()
+            if request.watermark:
+                fine = [v[3] for v in valid if self._too_far_ahead(v[3], now) is None]
+                self._check_watermark(request.watermark, fine, now)
             for t1, _order, index, event in valid:
                 ahead = self._too_far_ahead(event, now)
                 if ahead is not None:
@@ -671,6 +674,40 @@ class Front:
         """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
         self.newest[event.stream] = max(self.newest.get(event.stream, event.t1), event.t1)
 
+    def _check_watermark(self, watermark: int, events: Sequence[Event], now: float) -> None:
+        """InvalidArgument if ``watermark`` is beyond every stream's time bound.
+
+        A watermark closes epochs of every stream; one far in the future would
+        make every later event late, as a wrong timestamp would.  It may be at
+        most ``max_time_jump`` ahead of some input stream's newest event (this
+        request's included) or, for a stream in a real time unit, of the clock.
+        """
+        limits = [
+            limit
+            for name in self.registry.inputs
+            if (limit := self._time_limit(name, now)) is not None
+        ]
+        limits += [event.t1 + self._bound(event.stream) for event in events]
+        if limits and watermark > max(limits):
+            raise InvalidArgument(
+                f"watermark {watermark} is more than {self.max_time_jump} s ahead of every "
+                f"stream's newest event and the clock (at most {max(limits)}): a wrong "
+                "timestamp or unit? (cesar serve --max-time-jump)"
+            )
+
+    def _bound(self, stream: str) -> int:
+        """``max_time_jump`` in ``stream``'s unit (ticks for the abstract tick)."""
+        seconds = self.registry.inputs[stream].unit.seconds
+        return self.max_time_jump if seconds is None else int(self.max_time_jump / seconds)
+
+    def _time_limit(self, stream: str, now: float) -> int | None:
+        """The latest ``t1`` ``stream`` accepts now (None: no event and no clock yet)."""
+        seconds = self.registry.inputs[stream].unit.seconds
+        marks = [self.newest[stream]] if stream in self.newest else []
+        if seconds is not None:
+            marks.append(int(now / seconds))
+        return max(marks) + self._bound(stream) if marks else None
+
     def _too_far_ahead(self, event: Event, now: float) -> str | None:
         """Why ``event`` is refused as too far in the future, or None.
 
@@ -680,16 +717,12 @@ class Front:
         stream) cannot make every later event late.  For the abstract tick the
         bound is that many ticks past the stream's newest event.
         """
-        seconds = self.registry.inputs[event.stream].unit.seconds
-        bound = self.max_time_jump if seconds is None else int(self.max_time_jump / seconds)
-        marks = [self.newest[event.stream]] if event.stream in self.newest else []
-        if seconds is not None:
-            marks.append(int(now / seconds))
-        if not marks or event.t1 <= max(marks) + bound:
+        limit = self._time_limit(event.stream, now)
+        if limit is None or event.t1 <= limit:
             return None
         return (
             f"t1 = {event.t1} jumps more than {self.max_time_jump} s ahead of the stream's newest "
-            f"event and the clock (at most t1 = {max(marks) + bound} in its unit): a wrong "
+            f"event and the clock (at most t1 = {limit} in its unit): a wrong "
             "timestamp or unit? (cesar serve --max-time-jump)"
         )
 

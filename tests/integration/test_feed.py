@@ -9,6 +9,7 @@ for global ones.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -304,3 +305,42 @@ def test_the_feed_waits_out_a_server_that_is_down(spark: SparkSession, tmp_path:
         feed.close()
         sink.stop()
     assert sum(sink.received.events.values()) == len(events)
+
+
+def test_a_row_the_server_refuses_does_not_move_the_watermark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    server = Server(tmp_path / "data").start()
+    try:
+        conn = server.connect()
+        subscribe(conn, QUERIES[1].read_text())  # key-partitioned: every row goes to a shard
+        events = sample_events()
+        half = len(events) // 2
+        wrong = replace(events[half - 1], t0=2**62, t1=2**62)  # a clock gone wild
+        source = tmp_path / "in"
+        source.mkdir()
+        files = [source / "a.jsonl", source / "b.jsonl"]
+        parts = ([*events[:half], wrong], events[half:])
+        for number, (path, part) in enumerate(zip(files, parts, strict=True)):
+            path.write_text("\n".join(input_line(e) for e in part) + "\n")
+            os.utime(path, (time.time() - 60 + number, time.time() - 60 + number))
+        options = Options(
+            server=server.address,
+            source=str(source),
+            checkpoint=str(tmp_path / "checkpoint"),
+            dead_letter=str(tmp_path / "dead"),
+            available_now=True,
+            max_files_per_trigger=1,  # two micro-batches: the second comes after a watermark
+        )
+        run_available_now(spark, options)
+        stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+        assert stats.front["events_accepted"] == len(events)
+        dead = [
+            json.loads(line)
+            for path in (tmp_path / "dead").rglob("*.json")
+            for line in path.read_text().splitlines()
+        ]
+        assert [d["field"] for d in dead] == ["t1"]
+        assert "rejected by the server" in dead[0]["reason"] and "jumps" in dead[0]["reason"]
+    finally:
+        server.stop()
