@@ -191,3 +191,23 @@ def test_soak_smoke_serves_steady_clients_beside_runaway_churning_and_stalled_on
     assert report["steady_lost"] == report["steady_extra"] == 0 and report["churned"] >= 10
     assert report["samples"][-1]["alerts_dropped"] > 0  # the runaway FOLD was capped
     assert all(ratio > 0 for ratio in report["memory_late_over_early"].values())
+
+
+def test_families_smoke_every_family_alerts_and_merging_changes_nothing(tmp_path):
+    out = tmp_path / "families.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "cesar.perf.families", "--smoke", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(out.read_text())
+    records = summary["records"]
+    assert {r["family"] for r in records} == {"rise", "rise_all", "drop", "run"}
+    for family in ("rise", "rise_all", "drop", "run"):
+        assert summary[f"{family}_20_outputs_agree"] is True
+        mine = [r for r in records if r["family"] == family]
+        assert [r["engine"] for r in mine] == ["engine", "nomerge"]
+        assert all(r["alerts"] > 0 and r["queries"] == 20 for r in mine)
