@@ -39,12 +39,12 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 
 from cesar.automata.compiler import compile_query
-from cesar.automata.schema import Event, Value, parse_stream_spec
+from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
+from cesar.perf.quotes import minute_events
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.workload import ENGINE_MODES
 from cesar.server.wire.eventfile import read_events
@@ -53,9 +53,13 @@ STOCK = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)[min]")
 ENGINES = ("engine", "nomerge")
 
 
+def _threshold_window(rng: random.Random, price: float) -> tuple[float, int]:
+    """A threshold within 3 % of ``price`` and a window of 2 to 10 minutes."""
+    return round(price * rng.uniform(0.97, 1.03), 2), rng.randint(2, 10)
+
+
 def _rise(rng: random.Random, ticker: str, price: float) -> str:
-    c = round(price * rng.uniform(0.97, 1.03), 2)
-    w = rng.randint(2, 10)
+    c, w = _threshold_window(rng, price)
     return (
         f"FILTER{{Name = '{ticker}' AND Price > {c}}} Stock "
         f"NEXT{{$1.Name = $2.Name AND $2.Price > $1.Price AND DUR <= {w}}} Stock"
@@ -63,8 +67,7 @@ def _rise(rng: random.Random, ticker: str, price: float) -> str:
 
 
 def _rise_all(rng: random.Random, ticker: str, price: float) -> str:
-    c = round(price * rng.uniform(0.97, 1.03), 2)
-    w = rng.randint(2, 10)
+    c, w = _threshold_window(rng, price)
     return (
         f"(FILTER{{Name = '{ticker}' AND Price > {c}}} Stock) "
         f"FOLD{{$2.Name = $.Name AND DUR <= {w}, $2.Price > $1.Price, }} Stock"
@@ -93,25 +96,6 @@ FAMILIES: dict[str, Callable[[random.Random, str, float], str]] = {
     "drop": _drop,
     "run": _run,
 }
-
-
-def minute_quotes(path: Path, limit: int | None) -> list[Event]:
-    """One-minute bars (``symbol,ts,open,high,low,close,volume``) as Stock events, t in minutes."""
-    out = []
-    with open(path) as handle:
-        next(handle)
-        for line in handle:
-            symbol, ts, _open, _high, _low, close, volume = line.rstrip("\n").split(",")
-            minute = int(datetime.fromisoformat(ts).timestamp()) // 60
-            values: dict[str, Value] = {
-                "Name": symbol,
-                "Price": float(close),
-                "Volume": int(volume),
-            }
-            out.append(Event.of("Stock", minute, minute, values))
-            if limit is not None and len(out) == limit:
-                break
-    return out
 
 
 def family_queries(family: str, count: int, events: Sequence[Event], seed: int) -> list[str]:
@@ -179,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(STOCKS_SAMPLE) as handle:
             events = read_events(handle, str(STOCKS_SAMPLE), {"Stock": STOCK}).events
     else:
-        events = minute_quotes(args.data, args.events)
+        events = minute_events(args.data, args.events)
     records: list[dict[str, object]] = []
     summary: dict[str, object] = {"events": len(events), "records": records}
     for count in args.queries:

@@ -40,9 +40,10 @@ from typing import Any
 
 import grpc
 
-from cesar.automata.schema import Event, Value, parse_stream_spec
+from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.acksink import AckSink
+from cesar.perf.quotes import minute_events
 from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
@@ -55,25 +56,6 @@ DATA = ROOT.parent / "shared/data/stocks/intraday_1min_6_us_stocks_2020-10-26_20
 SAMPLE = STOCKS_SAMPLE
 GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
 FILE_ROWS = 12_000
-
-
-def minute_events(path: Path, limit: int | None = None) -> list[Event]:
-    """The one-minute quotes as Stock events, t in minutes since the Unix epoch."""
-    out = []
-    with open(path) as handle:
-        next(handle)
-        for line in handle:
-            symbol, ts, _open, _high, _low, close, volume = line.rstrip("\n").split(",")
-            minute = int(datetime.fromisoformat(ts).timestamp()) // 60
-            values: dict[str, Value] = {
-                "Name": symbol,
-                "Price": float(close),
-                "Volume": int(volume),
-            }
-            out.append(Event.of("Stock", minute, minute, values))
-            if limit is not None and len(out) == limit:
-                break
-    return out
 
 
 def sample_events() -> list[Event]:
