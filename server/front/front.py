@@ -74,7 +74,12 @@ from cesar.server.front.placement import place
 from cesar.server.front.registry import Live, Registry, describe_stream
 from cesar.server.host.rss import rss_bytes
 from cesar.server.shard.pool import ShardPool
-from cesar.server.wire.algebra_proto import AlgebraMessageError, compile_algebra, to_predicate
+from cesar.server.wire.algebra_proto import (
+    AlgebraMessageError,
+    compile_algebra,
+    to_algebra,
+    to_predicate,
+)
 from cesar.server.wire.arrowevents import decode as decode_arrow
 from cesar.server.wire.convert import from_event, rejection, to_event, trusted_event
 from cesar.v1 import cesar_pb2 as pb
@@ -518,12 +523,10 @@ class Front:
             request = shard_pb2.InstallRequest(
                 lane=live.lane,
                 subscription=live.row.id,
-                query=live.row.query,
-                name=live.row.name,
+                name=query.name,
                 stream_specs=[self.registry.schemas[s].spec() for s in sorted(query.reads)],
+                algebra=to_algebra(query.algebra),
             )
-            if live.row.algebra:
-                request.algebra.ParseFromString(live.row.algebra)
             for target in range(self.shards.count) if live.key else [live.row.shard]:
                 batches[target].subscriptions.append(request)
         self.shards.install(batches)

@@ -27,7 +27,6 @@ from typing import Any
 
 import grpc
 
-from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.host.logs import configure_logging
@@ -70,14 +69,9 @@ class ShardState:
         self.output: dict[str, tuple[str, str]] = {}
 
     def install(self, request: shard_pb2.InstallRequest) -> None:
-        """Compile and subscribe a query in its lane."""
+        """Build and subscribe a query in its lane, from the algebra the front compiled."""
         schemas = {s.name: s for s in map(parse_stream_spec, request.stream_specs)}
-        name = request.name or request.subscription
-        query = (
-            compile_algebra(request.algebra, schemas, name)
-            if request.HasField("algebra")
-            else compile_query(request.query, schemas, name)
-        )
+        query = compile_algebra(request.algebra, schemas, request.name)
         lane = self.lanes.setdefault(request.lane, Lane(Engine(self.options)))
         lane.engine.subscribe(request.subscription, query.automata)
         lane.streams[query.name] = request.subscription
