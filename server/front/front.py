@@ -371,11 +371,12 @@ class Front:
         """Register ``items`` in order; each succeeds or fails on its own (its error returned).
 
         Queries are parsed and compiled before the lock is taken, against the
-        streams defined then (a query is compiled again under the lock only if
-        a stream it reads changed meanwhile, or if its default name is the
-        subscription id); the admitted ones are stored in one transaction and
-        installed with one call per shard.  Cost: one SQLite commit and one
-        round trip per shard for the whole batch.
+        streams defined then and, for an unnamed query, under the id it will
+        most likely get (the next ids in order); it is compiled again under the
+        lock only if a stream it reads changed meanwhile or another batch took
+        its id.  The admitted ones are stored in one transaction and installed
+        with one call per shard.  Cost: one SQLite commit and one round trip per
+        shard for the whole batch.
         """
         if not 1 <= len(items) <= MAX_SUBSCRIBE_BATCH:
             raise InvalidArgument(
@@ -383,19 +384,24 @@ class Front:
             )
         with self.lock:
             schemas = self.registry.readable(client)
-        prepared = [self._prepare(client, item, schemas) for item in items]
+            number = self.catalog.next_subscription_number()
+        prepared: list[Prepared | FrontError] = []
+        for item in items:
+            checked = self._prepare(client, item, schemas, f"s{number}")
+            number += not isinstance(checked, FrontError)
+            prepared.append(checked)
         results: list[SubscriptionRow | FrontError] = []
         admitted: list[tuple[Live, CompiledQuery]] = []
         with self.lock:
             self._check_open()
             number = self.catalog.next_subscription_number()
             try:  # all or nothing: what was registered goes if anything unforeseen fails
-                for item in prepared:
-                    if isinstance(item, FrontError):
-                        results.append(item)
+                for ready in prepared:
+                    if isinstance(ready, FrontError):
+                        results.append(ready)
                         continue
                     try:
-                        live, query = self._admit(client, item, f"s{number}", schemas)
+                        live, query = self._admit(client, ready, f"s{number}", schemas)
                     except FrontError as exc:
                         results.append(exc)
                         continue
@@ -434,9 +440,13 @@ class Front:
         return results
 
     def _prepare(
-        self, client: Client, item: SubscribeItem, schemas: Mapping[str, StreamSchema]
+        self,
+        client: Client,
+        item: SubscribeItem,
+        schemas: Mapping[str, StreamSchema],
+        likely_id: str,
     ) -> Prepared | FrontError:
-        """Check, parse and (when its name is known) compile one item, without the lock."""
+        """Check, parse and compile one item (named ``likely_id`` if unnamed), without the lock."""
         if bool(item.text) == (item.algebra is not None):
             return InvalidArgument("give exactly one of query (CEL text) and algebra")
         size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
@@ -458,12 +468,11 @@ class Front:
                 prepared = Prepared(item, parse_query(item.text), None)
             except CelError as exc:
                 return InvalidArgument(str(exc))
-        if prepared.publish or item.name:
-            try:
-                return replace(prepared, query=self._compile_prepared(prepared, item.name, schemas))
-            except FrontError:
-                pass  # it may read a stream defined meanwhile: compiled again under the lock
-        return prepared
+        try:
+            query = self._compile_prepared(prepared, item.name or likely_id, schemas)
+        except FrontError:
+            return prepared  # it may read a stream defined meanwhile: compiled again under the lock
+        return replace(prepared, query=query)
 
     def _compile_prepared(
         self, prepared: Prepared, name: str, schemas: Mapping[str, StreamSchema]
@@ -493,9 +502,12 @@ class Front:
         self._check_free(client, stream)
         query = prepared.query
         registry = self.registry
-        if query is None or any(
-            registry.schema_for(client, s) is not schemas[s] for s in query.reads
+        if (
+            query is None
+            or query.name != stream
+            or any(registry.schema_for(client, s) is not schemas[s] for s in query.reads)
         ):
+            self.counters["compiled_under_lock"] += 1
             query = self._compile_prepared(prepared, item.name or sub_id, registry.readable(client))
         key, shard = place(query, self.registry)
         row = SubscriptionRow(

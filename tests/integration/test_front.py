@@ -263,6 +263,27 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
         shards.stop()
 
 
+def test_unnamed_queries_compile_outside_the_lock_under_the_id_they_get(front: Front) -> None:
+    client = Clients(Limits(100, 10_000, 2, 10)).anonymous
+    front.define_stream(client, STOCK)
+    plain = [SubscribeItem(f"FILTER{{Price > {p}}} Stock") for p in range(4)]
+    rows = front.subscribe_many(client, plain)
+    assert [(r.id, r.stream) for r in rows] == [(f"s{n}", f"s{n}") for n in range(1, 5)]
+    assert front.counters["compiled_under_lock"] == 0
+    # the second item fails only under the lock (its name is taken), so the ids guessed for
+    # the two after it are one too high: they are compiled again, under the ids they get
+    taken = SubscribeItem("FILTER{Price > 9} Stock PUBLISH s1")
+    rows = front.subscribe_many(client, [plain[0], taken, plain[1], plain[2]])
+    assert isinstance(rows[1], FrontError) and rows[1].code == "ALREADY_EXISTS"
+    assert [(r.id, r.stream) for r in rows if not isinstance(r, FrontError)] == [
+        ("s5", "s5"),
+        ("s6", "s6"),
+        ("s7", "s7"),
+    ]
+    assert front.counters["compiled_under_lock"] == 2
+    front.registry.check_valid()
+
+
 def test_an_idle_listen_stream_does_not_poll_while_other_clients_get_alerts(
     front: Front,
 ) -> None:
