@@ -122,9 +122,10 @@ class EpochGate:
         """
         routed = shard is not None
         shards = range(self.shards) if shard is None else [shard]
+        self._sync()
         for event, destinations in arrivals:
             self.ticks += 1
-            group = self._group(event.stream)
+            group = self.groups.find(event.stream)
             for k, lane in destinations:
                 waiting = self.pending[k].setdefault(group, [])
                 bisect.insort(waiting, Pending(event.t1, self.ticks, routed, lane, event))
@@ -161,13 +162,18 @@ class EpochGate:
 
     def _group(self, stream: str) -> str:
         """``stream``'s clock group, after moving what groups that merged kept."""
-        if self.groups.merges != self._merges:
-            self._merges = self.groups.merges
-            self._rekey()
+        self._sync()
         return self.groups.find(stream)
 
-    def _rekey(self) -> None:
-        """Key everything kept per group by the current representatives (after merges)."""
+    def _sync(self) -> None:
+        """After groups merged: key everything kept per group by the current representatives.
+
+        Merged groups' pending lists become one sorted list, so their events
+        leave in the merged group's order from the next release on.
+        """
+        if self.groups.merges == self._merges:
+            return
+        self._merges = self.groups.merges
         find = self.groups.find
         for table in (self.horizon, *self.group_applied):
             for old in [g for g in table if find(g) != g]:
