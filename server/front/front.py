@@ -274,14 +274,23 @@ class Front:
                 for row in sorted(rows, key=lambda r: r.name)
             ]
 
+    def _own_stream(self, client: Client, name: str, published: bool) -> StreamRow:
+        """``client``'s (an admin: anyone's) published or input stream ``name``; else NotFound."""
+        row = self.registry.streams.get(name)
+        if (
+            row is None
+            or bool(row.subscription) != published
+            or not (row.owner == client.name or client.may("admin"))
+        ):
+            kind = "published" if published else "input"
+            raise NotFound(f"no {kind} stream {name} of yours")
+        return row
+
     def delete_stream(self, client: Client, name: str) -> None:
         """Remove an input stream ``client`` defined, once no subscription reads it."""
         with self.lock:
             self._check_open()
-            row = self.registry.streams.get(name)
-            mine = row is not None and (row.owner == client.name or client.may("admin"))
-            if row is None or row.subscription or not mine:
-                raise NotFound(f"no input stream {name} of yours")
+            self._own_stream(client, name, published=False)
             readers = self.registry.readers_of(name)
             if readers:
                 raise FailedPrecondition(
@@ -307,10 +316,7 @@ class Front:
                 raise InvalidArgument(str(exc)) from None
         with self.lock:
             self._check_open()
-            row = self.registry.streams.get(stream)
-            mine = row is not None and (row.owner == client.name or client.may("admin"))
-            if row is None or not row.subscription or not mine:
-                raise NotFound(f"no published stream {stream} of yours")
+            row = self._own_stream(client, stream, published=True)
             dropped = self.registry.shares.get(stream, set()) - set(wanted)
             still = sorted(
                 {self.registry.live[r].row.owner for r in self.registry.readers_of(stream)}
@@ -640,11 +646,11 @@ class Front:
             valid.sort(key=lambda item: (item[0], item[1]))
             accepted: list[Event] = []
             now = time.time()
+            aheads = [self._too_far_ahead(event, now) for *_, event in valid]
             if request.watermark:
-                fine = [v[3] for v in valid if self._too_far_ahead(v[3], now) is None]
+                fine = [v[3] for v, ahead in zip(valid, aheads, strict=True) if ahead is None]
                 self._check_watermark(request.watermark, fine, now)
-            for t1, _order, index, event in valid:
-                ahead = self._too_far_ahead(event, now)
+            for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
                 if ahead is not None:
                     response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
                     continue
@@ -697,16 +703,16 @@ class Front:
         most ``max_time_jump`` ahead of some input stream's newest event (this
         request's included) or, for a stream in a real time unit, of the clock.
         """
-        limits = [
+        latest = [
             limit
             for name in self.registry.inputs
             if (limit := self._time_limit(name, now)) is not None
         ]
-        limits += [event.t1 + self._bound(event.stream) for event in events]
-        if limits and watermark > max(limits):
+        latest += [event.t1 + self._bound(event.stream) for event in events]
+        if latest and watermark > max(latest):
             raise InvalidArgument(
                 f"watermark {watermark} is more than {self.max_time_jump} s ahead of every "
-                f"stream's newest event and the clock (at most {max(limits)}): a wrong "
+                f"stream's newest event and the clock (at most {max(latest)}): a wrong "
                 "timestamp or unit? (cesar serve --max-time-jump)"
             )
 
