@@ -108,7 +108,7 @@ class Engine:
         touched = program.subscribe(subscription, automata, since)
         state.regroup(groups.join(streams), groups)
         for node in touched:
-            state.queue(node, groups.find(program.stream_of(node)), program.bound[node])
+            state.queue(node, program.clock_group(node), program.bound[node])
 
     def unsubscribe(self, subscription: str) -> None:
         """Remove a subscription; what only it used goes, other subscriptions are untouched."""
@@ -117,7 +117,7 @@ class Engine:
         for node in deleted:
             state.drop_node(node)
         for node in rebound:
-            state.queue(node, program.groups.find(program.stream_of(node)), program.bound[node])
+            state.queue(node, program.clock_group(node), program.bound[node])
 
     # ------------------------------------------------------------------ epochs
 

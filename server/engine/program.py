@@ -210,9 +210,9 @@ class QueryProgram:
             if any(node in f.nodes for f in record.footprints for node in nodes)
         ]
 
-    def stream_of(self, node: int) -> str:
-        """The stream ``node``'s FILTER edge reads (a node that can hold instances)."""
-        return self.filter_of(node).edge.stream
+    def clock_group(self, node: int) -> str:
+        """The clock group of the stream ``node``'s FILTER edge reads (a node with instances)."""
+        return self.groups.find(self.filter_of(node).edge.stream)
 
     def filter_of(self, node: int) -> CompiledEdge:
         """The FILTER edge of ``node`` (a node that can hold instances)."""
