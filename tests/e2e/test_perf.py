@@ -8,6 +8,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def smoke_json(module: str, out: Path, timeout: int) -> dict:
+    """Run ``python -m MODULE --smoke --json OUT``; it must exit 0; the JSON it wrote."""
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--smoke", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
 def test_engines_benchmark_smoke_outputs_agree():
     result = subprocess.run(
         [sys.executable, "-m", "cesar.perf.engines", "--smoke"],
@@ -26,16 +39,7 @@ def test_engines_benchmark_smoke_outputs_agree():
 
 
 def test_techbench_smoke_runs_every_template_and_the_engines_agree(tmp_path):
-    out = tmp_path / "techbench.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "cesar.perf.techbench", "--smoke", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    summary = json.loads(out.read_text())
+    summary = smoke_json("cesar.perf.techbench", tmp_path / "techbench.json", 600)
     records = summary["records"]
     assert {r["template"] for r in records} == {
         "LinearStat",
@@ -52,16 +56,7 @@ def test_techbench_smoke_runs_every_template_and_the_engines_agree(tmp_path):
 
 
 def test_serverbench_smoke_same_alerts_with_one_and_two_shards(tmp_path):
-    out = tmp_path / "server.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "cesar.perf.serverbench", "--smoke", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    summary = json.loads(out.read_text())
+    summary = smoke_json("cesar.perf.serverbench", tmp_path / "server.json", 600)
     assert summary["alerts_agree"] is True
     one, two = summary["records"]
     assert (one["shards"], two["shards"]) == (1, 2)
@@ -70,16 +65,7 @@ def test_serverbench_smoke_same_alerts_with_one_and_two_shards(tmp_path):
 
 
 def test_feedbench_smoke_routes_every_row_and_loses_no_alert(tmp_path):
-    out = tmp_path / "feedbench.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "cesar.perf.feedbench", "--smoke", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    summary = json.loads(out.read_text())
+    summary = smoke_json("cesar.perf.feedbench", tmp_path / "feedbench.json", 900)
     assert summary["routing"]["warm"]["rows"] == summary["events"] == 2_340
     assert sum(summary["routing"]["warm"]["events_sent_per_shard"].values()) >= 2_340
     for run in summary["end_to_end"]:
@@ -177,16 +163,7 @@ def test_loadtest_refuses_a_server_off_this_machine(tmp_path):
 
 
 def test_soak_smoke_serves_steady_clients_beside_runaway_churning_and_stalled_ones(tmp_path):
-    out = tmp_path / "soak.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "cesar.perf.soak", "--smoke", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    report = json.loads(out.read_text())
+    report = smoke_json("cesar.perf.soak", tmp_path / "soak.json", 600)
     assert report["passed"] and report["steady_alerts"] > 0
     assert report["steady_lost"] == report["steady_extra"] == 0 and report["churned"] >= 10
     assert report["samples"][-1]["alerts_dropped"] > 0  # the runaway FOLD was capped
@@ -194,16 +171,7 @@ def test_soak_smoke_serves_steady_clients_beside_runaway_churning_and_stalled_on
 
 
 def test_families_smoke_every_family_alerts_and_merging_changes_nothing(tmp_path):
-    out = tmp_path / "families.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "cesar.perf.families", "--smoke", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    summary = json.loads(out.read_text())
+    summary = smoke_json("cesar.perf.families", tmp_path / "families.json", 300)
     records = summary["records"]
     assert {r["family"] for r in records} == {"rise", "rise_all", "drop", "run"}
     for family in ("rise", "rise_all", "drop", "run"):
