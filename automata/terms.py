@@ -117,7 +117,21 @@ class Call:
     pos: Pos = position()
 
 
-Term = Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A template's placeholder for a constant: the ``index``-th constant of its edge.
+
+    Exists only in edge templates (:mod:`cesar.automata.template`), where
+    subscriptions equal up to their constants share one edge and each keeps its
+    own constants; it prints as ``?index``.
+    """
+
+    index: int
+    type: AttrType
+    pos: Pos = position()
+
+
+Term = Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call | Param
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -199,7 +213,7 @@ def conjoin(*preds: Pred) -> Pred:
 
 # ---------------------------------------------------------------- traversal
 
-Leaf = Const | Attr | Dur | EventDur | DurLit
+Leaf = Const | Attr | Dur | EventDur | DurLit | Param
 
 
 def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
@@ -209,7 +223,7 @@ def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
     ...                   lambda leaf: Attr(Scope.RIGHT, "b") if isinstance(leaf, Attr) else leaf))
     '$2.b < DUR'
     """
-    if isinstance(node, Const | Attr | Dur | EventDur | DurLit):
+    if isinstance(node, Const | Attr | Dur | EventDur | DurLit | Param):
         return fn(node)
     if isinstance(node, Arith):
         return Arith(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
@@ -231,7 +245,7 @@ def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
 def map_term(term: Term, fn: Callable[[Leaf], Term]) -> Term:
     """:func:`map_leaves` for a term."""
     out = map_leaves(term, fn)
-    assert isinstance(out, Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call)
+    assert isinstance(out, Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call | Param)
     return out
 
 
@@ -289,7 +303,8 @@ def format_const(value: Value, typ: AttrType) -> str:
 def to_cel(node: Term | Pred) -> str:
     """Print a term or predicate as CEL text, with only the parentheses it needs.
 
-    The text parses back to an equal node, except :class:`EventDur`, which CEL cannot write.
+    The text parses back to an equal node, except :class:`EventDur` and :class:`Param`,
+    which CEL cannot write.
     """
     if isinstance(node, Const):
         return format_const(node.value, node.type)
@@ -301,6 +316,8 @@ def to_cel(node: Term | Pred) -> str:
         return "DUR($2)"
     if isinstance(node, DurLit):
         return f"{node.amount} {node.unit}"
+    if isinstance(node, Param):
+        return f"?{node.index}"
     if isinstance(node, Neg):
         operand = _wrap(node.operand, _term_level(node.operand) < _LEVEL_NEG)
         # "--" would start a comment: a negated negative operand keeps its parentheses.

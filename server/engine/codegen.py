@@ -11,7 +11,9 @@ an atom whose arithmetic faults is false and counted, a map that faults
 raises :class:`~cesar.automata.evaluate.ArithmeticFault`.
 
 Generated functions take ``(L, E, D, V)``: the instance's binding, the
-incoming event's attributes, the composite DUR and the event's own DUR.
+incoming event's attributes, the composite DUR and the event's own DUR; a
+template's atoms with parameters (:mod:`cesar.automata.template`) also take
+``P``, the constants of one subscription.
 
 >>> from cesar.automata.terms import Attr, Cmp, Const, Scope
 >>> from cesar.automata.schema import AttrType
@@ -36,10 +38,24 @@ from cesar.automata.evaluate import (
     store,
 )
 from cesar.automata.schema import AttrType, Value
-from cesar.automata.terms import Arith, Attr, Call, Cmp, Const, Dur, EventDur, Neg, Scope, Term
+from cesar.automata.terms import (
+    Arith,
+    Attr,
+    Call,
+    Cmp,
+    Const,
+    Dur,
+    EventDur,
+    Neg,
+    Param,
+    Scope,
+    Term,
+)
 
 Binding = Mapping[str, Value]
 Test = Callable[[Binding, Binding, int, int], bool]
+ValueOf = Callable[[Binding, Binding, int, int], Value]
+GeneralTest = Callable[[Binding, Binding, int, int, tuple[Value, ...]], bool]
 Build = Callable[[Binding, Binding, int, int], dict[str, Value]]
 
 _PY_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -64,6 +80,8 @@ class _Source:
             return "D"
         if isinstance(term, EventDur):
             return "V"
+        if isinstance(term, Param):
+            return f"P[{term.index}]"
         if isinstance(term, Arith):
             return f"arith({term.op!r}, {self.term(term.left)}, {self.term(term.right)})"
         if isinstance(term, Neg):
@@ -94,8 +112,10 @@ def can_fault(term: Term) -> bool:
     return isinstance(term, Arith | Neg | Call)
 
 
-def _define(source: _Source, body: list[str], faults: Faults) -> Callable[..., Any]:
-    text = "def generated(L, E, D, V):\n" + "\n".join("    " + line for line in body)
+def _define(
+    source: _Source, body: list[str], faults: Faults, args: str = "L, E, D, V"
+) -> Callable[..., Any]:
+    text = f"def generated({args}):\n" + "\n".join("    " + line for line in body)
     namespace = source.namespace(faults)
     exec(compile(text, "<cesar codegen>", "exec"), namespace)
     function: Callable[..., Any] = namespace["generated"]
@@ -115,6 +135,8 @@ class Codegen:
         self.faults = faults if faults is not None else Faults()
         self.functions = functions
         self._tests: dict[tuple[Cmp, ...], Test] = {}
+        self._values: dict[Term, ValueOf] = {}
+        self._generals: dict[tuple[Cmp, ...], GeneralTest] = {}
         self._guards: dict[tuple[Term, ...], Test] = {}
         self._builds: dict[tuple[Assign, ...], Build] = {}
 
@@ -123,6 +145,30 @@ class Codegen:
         cached = self._tests.get(atoms)
         if cached is not None:
             return cached
+        function: Test = _define(*self._atoms(atoms), self.faults)
+        self._tests[atoms] = function
+        return function
+
+    def general(self, atoms: tuple[Cmp, ...]) -> GeneralTest:
+        """As :meth:`conjunct`, for atoms with parameters: the function also takes ``P``."""
+        cached = self._generals.get(atoms)
+        if cached is not None:
+            return cached
+        function: GeneralTest = _define(*self._atoms(atoms), self.faults, "L, E, D, V, P")
+        self._generals[atoms] = function
+        return function
+
+    def value(self, term: Term) -> ValueOf:
+        """A function computing ``term``; raises ArithmeticFault (the caller counts it)."""
+        cached = self._values.get(term)
+        if cached is not None:
+            return cached
+        source = _Source(self.functions)
+        function: ValueOf = _define(source, [f"return {source.term(term)}"], self.faults)
+        self._values[term] = function
+        return function
+
+    def _atoms(self, atoms: tuple[Cmp, ...]) -> tuple[_Source, list[str]]:
         source = _Source(self.functions)
         body: list[str] = []
         for atom in atoms:
@@ -141,9 +187,7 @@ class Codegen:
             else:
                 body.append(test)
         body.append("return True")
-        function: Test = _define(source, body, self.faults)
-        self._tests[atoms] = function
-        return function
+        return source, body
 
     def guards(self, terms: tuple[Term, ...]) -> Test:
         """A function telling whether every guard term evaluates without a fault."""

@@ -5,11 +5,15 @@ Adding an automaton walks its nodes in topological order and maps each onto
 an existing DAG node with the same *signature* — the multiset of its entering
 edges (label and source; a self-loop's source is the node itself), Definition
 2 restricted to prefixes as in the paper — or onto a new node.  Edge labels
-are the canonical edge data (kind, stream, predicate, guards, map), so two
-subscriptions share a node exactly when they would hold the same instances
-there.  Multiplicities survive merging because they live in parallel edges:
-``S ∪ S`` is one node entered twice from the root, so each event spawns two
-instances, as the algebra's multiset union demands.
+are *templates* (:mod:`cesar.automata.template`): the canonical edge data
+(kind, stream, predicate, guards, map) with the predicate's constants lifted
+out, so subscriptions equal up to their constants share a node, and each
+automaton's constants are kept in its :class:`Footprint` beside the edge (the
+engine decides per subscription with them, :mod:`cesar.server.engine.params`).
+Multiplicities survive merging because they live in parallel edges: ``S ∪ S``
+is one node entered twice from the root, so each event spawns two instances,
+as the algebra's multiset union demands.  Two nodes of one automaton are never
+mapped onto one DAG node (their constants could differ on a shared edge).
 
 Every node and edge counts the footprints using it; removing a footprint
 deletes what no other footprint uses.  ``merge=False`` gives each automaton
@@ -36,6 +40,7 @@ from typing import Any
 from cesar.automata.algebra import Columns
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, SplitConjunct
 from cesar.automata.normal import Conjunct
+from cesar.automata.template import Constants, template
 from cesar.automata.terms import And, Cmp, Not, Or, Pred
 
 ROOT = 0
@@ -59,13 +64,18 @@ class DagEdge:
 
 @dataclass(eq=False)
 class DagNode:
-    """A node: binding schema, signature, level, edges, output streams, and its users."""
+    """A node: binding schema, signature, level, edges, output streams, and its users.
+
+    ``registered``: other automata may share it (false for a second node of one
+    automaton with the signature of its first).
+    """
 
     id: int
     attributes: Columns
     signature: Hashable
     level: int
     refs: int = 0
+    registered: bool = True
     entering: list[int] = field(default_factory=list)
     filter: int | None = None
     leaving: list[int] = field(default_factory=list)
@@ -74,7 +84,10 @@ class DagNode:
 
 @dataclass(frozen=True)
 class Footprint:
-    """Where one automaton lives in the DAG: its nodes' and edges' DAG ids, by position."""
+    """Where one automaton lives in the DAG: its nodes' and edges' DAG ids, by position.
+
+    ``constants`` are the automaton's constants for each of its edges' templates.
+    """
 
     name: str
     nodes: tuple[int, ...]
@@ -82,6 +95,7 @@ class Footprint:
     final: int
     created_nodes: tuple[int, ...]
     created_edges: tuple[int, ...]
+    constants: tuple[Constants, ...]
 
 
 class _Pool:
@@ -170,6 +184,7 @@ class QueryDag:
         created_nodes: list[int] = []
         created_edges: list[int] = []
         positions = {id(edge): index for index, edge in enumerate(automaton.edges)}
+        templates = [template(edge) for edge in automaton.edges]
         entering: dict[int, list[Edge]] = {}
         for edge in automaton.edges:
             entering.setdefault(edge.target, []).append(edge)
@@ -178,17 +193,27 @@ class QueryDag:
                 continue
             edges_in = entering.get(node_id, [])
             keys = [
-                (self._pool.label(e), _SELF if e.source == node_id else mapping[e.source])
+                (
+                    self._pool.label(templates[positions[id(e)]][0]),
+                    _SELF if e.source == node_id else mapping[e.source],
+                )
                 for e in edges_in
             ]
             signature = frozenset(Counter(keys).items())
             existing = self._by_signature.get(signature) if self.merge else None
+            if existing in mapping.values():
+                existing = None
             if existing is None:
                 level = 1 + max(
                     (self.nodes[mapping[e.source]].level for e in edges_in if e.source != node_id),
                     default=0,
                 )
-                existing = self._new_node(automaton.nodes[node_id].attributes, signature, level)
+                existing = self._new_node(
+                    automaton.nodes[node_id].attributes,
+                    signature,
+                    level,
+                    self.merge and signature not in self._by_signature,
+                )
                 created_nodes.append(existing)
                 for edge, (label, source) in zip(edges_in, keys, strict=True):
                     dag_edge = self._new_edge(
@@ -214,15 +239,23 @@ class QueryDag:
         for edge_id in edges:
             self.edges[edge_id].refs += 1
         return Footprint(
-            automaton.name, nodes, edges, final, tuple(created_nodes), tuple(created_edges)
+            automaton.name,
+            nodes,
+            edges,
+            final,
+            tuple(created_nodes),
+            tuple(created_edges),
+            tuple(constants for _, constants in templates),
         )
 
-    def _new_node(self, attributes: Columns, signature: Hashable, level: int) -> int:
+    def _new_node(
+        self, attributes: Columns, signature: Hashable, level: int, register: bool
+    ) -> int:
         node_id = self._next_node
         self._next_node += 1
         attributes = self._schemas.setdefault(attributes, attributes)
-        self.nodes[node_id] = DagNode(node_id, attributes, signature, level)
-        if self.merge:
+        self.nodes[node_id] = DagNode(node_id, attributes, signature, level, registered=register)
+        if register:
             self._by_signature[signature] = node_id
         return node_id
 
@@ -257,9 +290,9 @@ class QueryDag:
                     source.leaving.remove(edge_id)
             self.nodes[edge.target].entering.remove(edge_id)
         for node_id in dead_nodes:
-            signature = self.nodes.pop(node_id).signature
-            if self.merge:
-                del self._by_signature[signature]
+            dead = self.nodes.pop(node_id)
+            if dead.registered:
+                del self._by_signature[dead.signature]
         return dead_nodes, dead_edges
 
     def levels(self) -> dict[int, int]:
@@ -284,11 +317,12 @@ class QueryDag:
                     edge = self.edges[edge_id]
                     keys.append((edge.label, _SELF if edge.source == node.id else edge.source))
                 assert frozenset(Counter(keys).items()) == node.signature, f"node {node.id}"
-                assert not self.merge or self._by_signature[node.signature] == node.id
+                assert not node.registered or self._by_signature[node.signature] == node.id
         for edge in self.edges.values():
             assert edge.refs > 0, f"edge {edge.id} is unused"
             assert edge.source in self.nodes and edge.target in self.nodes
             assert self.nodes[edge.target].refs >= edge.refs
             assert edge.label.source == edge.label.target == 0
-        if self.merge:
-            assert sorted(self._by_signature.values()) == sorted(n for n in self.nodes if n != ROOT)
+        registered = sorted(n.id for n in self.nodes.values() if n.id != ROOT and n.registered)
+        assert sorted(self._by_signature.values()) == registered
+        assert self.merge or not registered

@@ -51,8 +51,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
+from cesar.index.masks import slots_of
 from cesar.server.engine.dag import ROOT
-from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
+from cesar.server.engine.params import Group
+from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineCounters, EngineInstance, EngineState, Notice
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice"]
@@ -105,19 +107,34 @@ class Engine:
         groups = program.groups
         streams = {s for a in automata for s in (a.name, *a.reads)}
         since = max(state.group_clock.get(groups.find(s), -math.inf) for s in streams)
-        touched = program.subscribe(subscription, automata, since)
+        change = program.subscribe(subscription, automata, since)
         state.regroup(groups.join(streams), groups)
-        for node in touched:
-            state.queue(node, program.clock_group(node), program.bound[node])
+        self._apply(change)
 
     def unsubscribe(self, subscription: str) -> None:
-        """Remove a subscription; what only it used goes, other subscriptions are untouched."""
+        """Remove a subscription; what only it used goes, other subscriptions are untouched.
+
+        Its slots leave every instance (an instance left with none goes).
+        """
+        self._apply(self.program.unsubscribe(subscription))
+
+    def _apply(self, change: Change) -> None:
+        """Bring the run state in line with a changed program."""
         program, state = self.program, self.state
-        deleted, rebound = program.unsubscribe(subscription)
-        for node in deleted:
+        for node in change.deleted:
             state.drop_node(node)
-        for node in rebound:
+        state.forget(change.freed)
+        for node in change.refiltered:
+            if node in state.live:
+                self._activate(node)
+        for node in change.rebound:
             state.queue(node, program.clock_group(node), program.bound[node])
+
+    def _activate(self, node: int) -> None:
+        program = self.program
+        compiled = program.filter_of(node)
+        groups = program.filter_groups(node)
+        self.state.activate(node, compiled.accesses, compiled.edge.stream, groups, program.statics)
 
     # ------------------------------------------------------------------ epochs
 
@@ -168,73 +185,91 @@ class Engine:
     def _round(self, events: list[tuple[Event, float]]) -> list[tuple[Event, float]]:
         """One rank of an epoch: Section 4.3's steps for each event, then install."""
         spawned: list[EngineInstance] = []
-        killed: dict[int, EngineInstance] = {}
+        leaving: dict[int, int] = {}
         produced: list[tuple[Event, float]] = []
         counters = self.state.counters
+        edges = self.program.edges
+        fire = self._fire
         for event, root in events:
             attrs = event.attrs()
             own = event.t1 - event.t0 + 1
-            hits = self.program.fr.probe(event.stream, attrs)
-            counters.fr_hits += len(hits)
-            for edge_id, positions in hits.items():
-                compiled = self.program.edges[edge_id]
-                if compiled.source == ROOT and self._holds(
-                    compiled, positions, _EMPTY, attrs, own, own
-                ):
-                    self._fire(compiled, None, event, attrs, own, root, spawned, produced)
-            for node, affected in self._affected(event, attrs, own):
-                firing = self._firing(node, hits)
-                for instance in affected:
-                    killed[instance.id] = instance
+            exists, filters = self._hits(event.stream, attrs)
+            counters.fr_hits += len(exists)
+            for edge_id, groups in exists.items():
+                compiled = edges[edge_id]
+                if compiled.source == ROOT:
+                    params = compiled.params
+                    slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
+                    if slots:
+                        fire(compiled, None, slots, event, attrs, own, root, spawned, produced)
+            for node, affected in self._affected(event, attrs, own, filters):
+                firing = self._firing(node, exists)
+                for instance, slots in affected:
+                    leaving[instance.id] = leaving.get(instance.id, 0) | slots
                     dur = event.t1 - instance.t0 + 1
-                    for edge_id, edge_positions in firing:
-                        compiled = self.program.edges[edge_id]
-                        if self._holds(compiled, edge_positions, instance.binding, attrs, dur, own):
-                            self._fire(
-                                compiled, instance, event, attrs, own, root, spawned, produced
+                    binding = instance.binding
+                    for edge_id, groups in firing:
+                        compiled = edges[edge_id]
+                        moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
+                        if moving:
+                            fire(
+                                compiled,
+                                instance,
+                                moving,
+                                event,
+                                attrs,
+                                own,
+                                root,
+                                spawned,
+                                produced,
                             )
-        self._install(killed, spawned)
+        self._install(leaving, spawned)
         return produced
 
-    def _holds(
-        self,
-        compiled: CompiledEdge,
-        positions: Iterable[int],
-        binding: Mapping[str, Value],
-        attrs: Mapping[str, Value],
-        dur: int,
-        own: int,
-    ) -> bool:
-        dynamic = compiled.dynamic
-        return any(dynamic[p](binding, attrs, dur, own) for p in positions) and compiled.guards(
-            binding, attrs, dur, own
-        )
+    def _hits(
+        self, stream: str, attrs: Mapping[str, Value]
+    ) -> tuple[dict[int, list[Group]], dict[int, list[Group]]]:
+        """The groups whose static atoms the event satisfies: FR's by ∃-edge, AN's by node."""
+        exists: dict[int, list[Group]] = {}
+        for group in self.program.fr.probe(stream, attrs):
+            exists.setdefault(group.edge, []).append(group)
+        an_groups = self.state.an_groups
+        filters = {
+            node: [an_groups[node][p] for p in positions]
+            for node, positions in self.state.an.probe(stream, attrs).items()
+        }
+        return exists, filters
 
-    def _firing(
-        self, node: int, hits: Mapping[int, Sequence[int]]
-    ) -> list[tuple[int, Sequence[int]]]:
-        """The edges leaving ``node`` that the FR index hit, with their positions, in edge order.
+    def _firing(self, node: int, hits: Mapping[int, list[Group]]) -> list[tuple[int, list[Group]]]:
+        """The edges leaving ``node`` that the static index hit, with their groups, in edge order.
 
         Only a hit edge can fire, so this walks whichever is shorter: the node's
-        leaving edges or the hits.  O(min(leaving, hits)) — a node shared by many
-        subscriptions (one NEXT, thousands of FILTERs after it) has thousands of
-        leaving edges, of which an event hits a few.
+        leaving edges or the hits.  O(min(leaving, hits)).
         """
         leaving = self.program.dag.nodes[node].leaving
         if len(hits) < len(leaving):
             edges = self.program.edges
-            return sorted((e, p) for e, p in hits.items() if edges[e].source == node)
+            return sorted((e, g) for e, g in hits.items() if edges[e].source == node)
         return [(e, hits[e]) for e in leaving if e in hits]
 
     def _affected(
-        self, event: Event, attrs: Mapping[str, Value], own: int
-    ) -> Iterable[tuple[int, list[EngineInstance]]]:
-        """The active nodes the event may touch and, for each, the instances it affects."""
+        self,
+        event: Event,
+        attrs: Mapping[str, Value],
+        own: int,
+        filters: Mapping[int, list[Group]],
+    ) -> Iterable[tuple[int, list[tuple[EngineInstance, int]]]]:
+        """The active nodes the event may touch and, for each, its affected instances and slots.
+
+        An instance's affected slots are those of its members for which the
+        event satisfies the node's filter; those slots leave the node.
+        """
         counters = self.state.counters
+        live = self.state.live
         if self.options.indices:
-            nodes = self.state.an.probe(event.stream, attrs)
+            nodes = filters
         else:
-            # Every subscription's automaton looks at every event: all nodes are visited.
+            # Every automaton looks at every event: all nodes are visited, each instance checked.
             nodes = {}
             for dag_node in self.program.dag.nodes.values():
                 if dag_node.filter is None:
@@ -242,28 +277,30 @@ class Engine:
                 compiled = self.program.edges[dag_node.filter]
                 if compiled.edge.stream == event.stream:
                     counters.nodes_visited += 1
-                    if dag_node.id in self.state.live:
-                        nodes[dag_node.id] = list(range(len(compiled.edge.conjuncts)))
+                    if dag_node.id in live:
+                        nodes[dag_node.id] = compiled.params.matching_groups(attrs)
         counters.nodes_touched += len(nodes)
-        for node, positions in nodes.items():
-            index = self.state.live[node]
-            compiled = self.program.filter_of(node)
-            tests = compiled.dynamic if self.options.indices else compiled.whole
-            affected: dict[int, EngineInstance] = {}
-            for position in positions:
-                test = tests[position]
+        for node, groups in nodes.items():
+            index = live[node]
+            params = self.program.filter_of(node).params
+            affected: dict[int, tuple[EngineInstance, int]] = {}
+            for group in groups:
                 candidates = (
-                    index.probe(position, attrs) if self.options.indices else index.instances()
+                    index.probe(group.conjunct, attrs)
+                    if self.options.indices
+                    else index.instances()
                 )
                 for instance in candidates:
                     counters.instances_touched += 1
-                    if instance.id in affected or event.t0 <= instance.t1:
+                    if event.t0 <= instance.t1 or not instance.members & group.mask:
                         continue
                     dur = event.t1 - instance.t0 + 1
-                    if test(instance.binding, attrs, dur, own) and compiled.guards(
-                        instance.binding, attrs, dur, own
-                    ):
-                        affected[instance.id] = instance
+                    slots = params.holds(
+                        (group,), instance.members, instance.binding, attrs, dur, own
+                    )
+                    if slots:
+                        known = affected.get(instance.id)
+                        affected[instance.id] = (instance, slots | (known[1] if known else 0))
             if affected:
                 yield node, list(affected.values())
 
@@ -271,6 +308,7 @@ class Engine:
         self,
         compiled: CompiledEdge,
         instance: EngineInstance | None,
+        slots: int,
         event: Event,
         attrs: Mapping[str, Value],
         own: int,
@@ -278,6 +316,7 @@ class Engine:
         spawned: list[EngineInstance],
         produced: list[tuple[Event, float]],
     ) -> None:
+        """Move ``slots`` along an ∃-edge: a match per slot ending there, an instance for others."""
         binding_in = _EMPTY if instance is None else instance.binding
         t0 = event.t0 if instance is None else instance.t0
         dur = event.t1 - t0 + 1
@@ -288,34 +327,40 @@ class Engine:
             self.program.faults.arithmetic += 1
             return
         new_root = root if instance is None else min(root, instance.root)
-        node = self.program.dag.nodes[compiled.target]
-        for stream in node.outputs:
-            if new_root > self.program.since[stream]:
-                self.state.counters.matches += 1
-                produced.append((Event.of(stream, t0, event.t1, binding), new_root))
+        program = self.program
+        target = compiled.target
+        ending = slots & program.final.get(target, 0)
+        if ending:
+            since, slot_stream = program.since, program.slot_stream
+            for slot in slots_of(ending):
+                stream = slot_stream[slot]
+                if new_root > since[stream]:
+                    self.state.counters.matches += 1
+                    produced.append((Event.of(stream, t0, event.t1, binding), new_root))
+        node = program.dag.nodes[target]
         if node.filter is not None:
-            self.state.counters.spawned += 1
-            spawned.append(
-                EngineInstance(
-                    self.state.new_id(), compiled.target, binding, t0, event.t1, new_root
+            members = slots & program.edges[node.filter].params.all
+            if members:
+                self.state.counters.spawned += 1
+                spawned.append(
+                    EngineInstance(
+                        self.state.new_id(), target, binding, t0, event.t1, new_root, members
+                    )
                 )
-            )
 
-    def _install(self, killed: Mapping[int, EngineInstance], spawned: list[EngineInstance]) -> None:
+    def _install(self, leaving: Mapping[int, int], spawned: list[EngineInstance]) -> None:
+        """Take the affected slots out of their instances (an empty one goes); add the new ones."""
         state, program = self.state, self.program
-        for instance in killed.values():
-            state.remove(instance)
+        for instance_id, slots in leaving.items():
+            instance = state.instances[instance_id]
+            instance.members &= ~slots
+            if not instance.members:
+                state.remove(instance)
         for instance in spawned:
-            compiled = program.filter_of(instance.node)
-            stream = compiled.edge.stream
-            state.add(
-                instance,
-                stream,
-                compiled.statics,
-                compiled.accesses,
-                program.bound.get(instance.node),
-                program.groups.find(stream),
-            )
+            node = instance.node
+            if node not in state.live:
+                self._activate(node)
+            state.add(instance, program.bound.get(node), program.clock_group(node))
         self._enforce_limits({i.node for i in spawned})
 
     def _enforce_limits(self, nodes: set[int]) -> None:
@@ -366,5 +411,10 @@ class Engine:
         program, state = self.program, self.state
         program.check_valid()
         state.check_valid()
-        for node in state.live:
+        for node, index in state.live.items():
             assert program.dag.nodes[node].filter is not None
+            groups = program.filter_groups(node)
+            assert {id(g) for g in state.an_groups[node]} == {id(g) for g in groups}
+            users = program.filter_of(node).params.all
+            for instance in index.instances():
+                assert not instance.members & ~users, f"instance {instance.id}: a slot left"

@@ -4,12 +4,18 @@ A :class:`QueryProgram` is what subscribe and unsubscribe change and what an
 epoch only reads — the part Flink CEP calls the ``NFA``, as against the
 ``NFAState`` (here :class:`~cesar.server.engine.state.EngineState`).  It holds
 
-* the :class:`~cesar.server.engine.dag.QueryDag` of every subscription's automata;
-* per edge a :class:`CompiledEdge`: the dynamic part of each DNF conjunct,
-  guards and attribute map as generated code (:mod:`cesar.server.engine.codegen`),
-  the AI access of each FILTER conjunct, and the largest DUR an ∃-edge can
-  still fire with;
-* the FR index: the static parts of every ∃-edge's conjuncts (Section 4.3);
+* the :class:`~cesar.server.engine.dag.QueryDag` of every subscription's
+  automata, its edges templates shared by subscriptions equal up to constants;
+* a *slot* per automaton (a bit of the instances' member sets), its published
+  stream, and per node the slots whose automaton ends there;
+* per edge a :class:`CompiledEdge`: its slots' constants, grouped and indexed
+  (:class:`~cesar.server.engine.params.EdgeParams`), the attribute map as
+  generated code (:mod:`cesar.server.engine.codegen`) and the AI access of
+  each FILTER conjunct;
+* the FR index (Section 4.3) over every ∃-edge's groups: the static atoms
+  an event must satisfy for some slot of the group (its key constants and
+  the loosest bound of each range), and the same atoms of every FILTER
+  edge's groups, for the run state's AN index;
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
   after, and whether it is internal (resubscription, Section 3.5);
@@ -20,20 +26,22 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cesar.automata.automaton import Automaton, Edge, EdgeKind
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
-from cesar.automata.normal import Conjunct, static_atoms
+from cesar.automata.normal import Conjunct
 from cesar.automata.schema import Value
 from cesar.automata.terms import FLIPPED, Attr, Const, Dur, Scope
 from cesar.index.ai import InstanceAccess
 from cesar.index.static import Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
-from cesar.server.engine.codegen import Build, Codegen, Test
+from cesar.server.engine.codegen import Build, Codegen
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
+from cesar.server.engine.params import EdgeParams, Group
 
 
 @dataclass(frozen=True)
@@ -49,18 +57,31 @@ class EngineOptions:
 
 @dataclass
 class CompiledEdge:
-    """An edge's generated code: per conjunct the dynamic test (and, naive mode, the whole one)."""
+    """A template edge as code: its slots' constants and groups, its map, its AI accesses."""
 
     edge: Edge
     source: int
     target: int
-    dynamic: tuple[Test, ...]
-    guards: Test
-    whole: tuple[Test, ...] = ()
+    params: EdgeParams
     build: Build | None = None
     accesses: tuple[InstanceAccess | None, ...] = ()
-    statics: tuple[Atoms, ...] = ()
-    dur_bound: float = math.inf
+
+
+@dataclass
+class Change:
+    """What a subscribe or unsubscribe asks of the run state.
+
+    ``deleted``: nodes gone (their instances go); ``freed``: per surviving
+    node the slots that left (bitmask; they leave its instances);
+    ``rebound``: nodes whose DUR bound became finite or changed (their
+    deadlines are queued again); ``refiltered``: nodes whose FILTER edge's
+    groups or their static atoms changed (an active one is indexed again).
+    """
+
+    deleted: list[int] = field(default_factory=list)
+    freed: dict[int, int] = field(default_factory=dict)
+    rebound: set[int] = field(default_factory=set)
+    refiltered: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -68,6 +89,7 @@ class _Subscription:
     id: str
     streams: tuple[str, ...]
     footprints: list[Footprint] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)
 
 
 def access_atom(dynamic: Conjunct) -> InstanceAccess | None:
@@ -129,13 +151,17 @@ class QueryProgram:
         self.options = options
         self.faults = Faults()
         self.dag = QueryDag(merge=options.merge)
-        self.fr: ConjunctIndex[int] = ConjunctIndex()
+        self.fr: ConjunctIndex[Group] = ConjunctIndex()
+        self.statics: dict[Group, Atoms] = {}
         self.edges: dict[int, CompiledEdge] = {}
         self.since: dict[str, float] = {}
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
         self.bound: dict[int, float] = {}
         self.groups = StreamGroups()
+        self.slot_stream: dict[int, str] = {}
+        self.final: dict[int, int] = {}
+        self._free_slots: list[int] = []
         self._subscriptions: dict[str, _Subscription] = {}
         self._codegen = Codegen(self.faults, options.functions)
 
@@ -144,12 +170,13 @@ class QueryProgram:
         """Ids of the live subscriptions, oldest first."""
         return list(self._subscriptions)
 
-    def subscribe(self, subscription: str, automata: Sequence[Automaton], since: float) -> set[int]:
+    def subscribe(self, subscription: str, automata: Sequence[Automaton], since: float) -> Change:
         """Add a subscription's automata (producers first), matching events after epoch ``since``.
 
-        Returns the nodes whose DUR bound became finite or changed: their
-        instances' deadlines must be queued again.  Cost: O(edges added).
-        Raises ValueError for a subscription id or a published stream that exists.
+        Each automaton gets a slot, and its constants join each template edge
+        it uses.  Returns what the run state must revisit.  Cost: O(edges added
+        × log slots).  Raises ValueError for a subscription id or a published
+        stream that exists.
         """
         if subscription in self._subscriptions:
             raise ValueError(f"subscription {subscription} exists")
@@ -157,13 +184,24 @@ class QueryProgram:
             if automaton.name in self.since:
                 raise ValueError(f"stream {automaton.name} is already published")
         record = _Subscription(subscription, tuple(a.name for a in automata))
+        change = Change()
         touched: set[int] = set()
         for automaton in automata:
             footprint = self.dag.add(automaton)
+            slot = heapq.heappop(self._free_slots) if self._free_slots else len(self.slot_stream)
             record.footprints.append(footprint)
+            record.slots.append(slot)
+            self.slot_stream[slot] = automaton.name
+            self.final[footprint.final] = self.final.get(footprint.final, 0) | 1 << slot
             for edge_id in footprint.created_edges:
                 self._compile(edge_id)
-                touched.add(self.dag.edges[edge_id].source)
+            for position, edge_id in enumerate(footprint.edges):
+                compiled = self.edges[edge_id]
+                edge = automaton.edges[position]
+                bound = math.inf if edge.kind is EdgeKind.FILTER else _dur_bound(edge)
+                mine = compiled.params.add(slot, footprint.constants[position], bound)
+                self._index(compiled, mine, change)
+                touched.add(compiled.source)
             self.since[automaton.name] = since
             if automaton.internal:
                 self.internal.add(automaton.name)
@@ -172,35 +210,54 @@ class QueryProgram:
             )
         self._subscriptions[subscription] = record
         touched.discard(ROOT)  # the start node holds no instances
-        return {node for node in touched if self._update_bound(node)}
+        change.rebound = {node for node in touched if self._update_bound(node)}
+        return change
 
-    def unsubscribe(self, subscription: str) -> tuple[list[int], set[int]]:
-        """Remove a subscription: (nodes deleted, nodes whose DUR bound changed).
+    def unsubscribe(self, subscription: str) -> Change:
+        """Remove a subscription; returns what the run state must revisit.
 
         What only it used goes; other subscriptions are untouched.  Raises
         KeyError for an unknown subscription.
         """
         record = self._subscriptions.pop(subscription)
+        change = Change()
         touched: set[int] = set()
-        deleted: list[int] = []
-        for footprint, stream in zip(
-            reversed(record.footprints), reversed(record.streams), strict=True
+        deleted, freed = change.deleted, change.freed
+        for footprint, stream, slot in zip(
+            reversed(record.footprints),
+            reversed(record.streams),
+            reversed(record.slots),
+            strict=True,
         ):
+            bit = 1 << slot
+            for edge_id in footprint.edges:
+                compiled = self.edges[edge_id]
+                self._index(compiled, compiled.params.remove(slot), change)
+                touched.add(compiled.source)
+            final = self.final[footprint.final] & ~bit
+            if final:
+                self.final[footprint.final] = final
+            else:
+                del self.final[footprint.final]
             dead_nodes, dead_edges = self.dag.remove(footprint)
             for edge_id in dead_edges:
-                compiled = self.edges.pop(edge_id)
-                if compiled.edge.kind is not EdgeKind.FILTER:
-                    self.fr.remove(edge_id)
-                touched.add(compiled.source)
+                del self.edges[edge_id]
             for node in dead_nodes:
                 self.bound.pop(node, None)
                 touched.discard(node)
+            for node in footprint.nodes:
+                if node != ROOT and node in self.dag.nodes:
+                    freed[node] = freed.get(node, 0) | bit
             deleted.extend(dead_nodes)
             del self.since[stream]
             del self.rank[stream]
+            del self.slot_stream[slot]
+            heapq.heappush(self._free_slots, slot)
             self.internal.discard(stream)
         touched.discard(ROOT)
-        return deleted, {n for n in touched if n in self.dag.nodes and self._update_bound(n)}
+        change.rebound = {n for n in touched if n in self.dag.nodes and self._update_bound(n)}
+        change.refiltered -= set(deleted)
+        return change
 
     def users(self, nodes: set[int]) -> list[str]:
         """The subscriptions whose automata use any of ``nodes``, oldest first."""
@@ -220,35 +277,52 @@ class QueryProgram:
         assert filter_id is not None, f"node {node} has no filter"
         return self.edges[filter_id]
 
+    def filter_groups(self, node: int) -> list[Group]:
+        """The groups of ``node``'s FILTER edge (for the run state's AN index)."""
+        return list(self.filter_of(node).params.all_groups())
+
+    def _index(self, compiled: CompiledEdge, groups: list[Group], change: Change) -> None:
+        """Bring the static atoms of ``groups`` up to date (an empty group leaves).
+
+        ∃-edges' groups live in the FR index; a FILTER edge's change is passed
+        on in ``change.refiltered`` (the AN index holds only active nodes).
+        """
+        exists = compiled.edge.kind is not EdgeKind.FILTER
+        for group in groups:
+            known = self.statics.get(group)
+            if not group.mask:
+                del self.statics[group]
+                if exists:
+                    self.fr.remove(group)
+                else:
+                    change.refiltered.add(compiled.source)
+                continue
+            atoms = compiled.params.statics(group)
+            if atoms == known:
+                continue
+            self.statics[group] = atoms
+            if not exists:
+                change.refiltered.add(compiled.source)
+                continue
+            if known is not None:
+                self.fr.remove(group)
+            self.fr.add(group, compiled.edge.stream, (atoms,))
+
     def _compile(self, edge_id: int) -> None:
         dag_edge = self.dag.edges[edge_id]
         edge = dag_edge.label
-        codegen = self._codegen
-        compiled = CompiledEdge(
-            edge,
-            dag_edge.source,
-            dag_edge.target,
-            tuple(codegen.conjunct(c.dynamic.atoms) for c in edge.conjuncts),
-            codegen.guards(edge.guards),
-            statics=tuple(static_atoms(c.static) for c in edge.conjuncts),
-        )
+        params = EdgeParams(edge_id, edge, self._codegen, self.faults)
+        compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
         if edge.kind is EdgeKind.FILTER:
             compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
-            if not self.options.indices:
-                # Without the AN index nothing has checked the static part: test it all.
-                compiled.whole = tuple(
-                    codegen.conjunct(c.static.atoms + c.dynamic.atoms) for c in edge.conjuncts
-                )
         else:
-            compiled.build = codegen.build(edge.map)
-            compiled.dur_bound = _dur_bound(edge)
-            self.fr.add(edge_id, edge.stream, compiled.statics)
+            compiled.build = self._codegen.build(edge.map)
         self.edges[edge_id] = compiled
 
     def _update_bound(self, node: int) -> bool:
         """Recompute the node's DUR bound; True if it is finite and changed."""
         leaving = self.dag.nodes[node].leaving
-        bound = max((self.edges[e].dur_bound for e in leaving), default=math.inf)
+        bound = max((self.edges[e].params.dur_bound() for e in leaving), default=math.inf)
         if bound == self.bound.get(node, math.inf):
             return False  # the queued deadlines are still right
         if bound == math.inf:
@@ -258,11 +332,28 @@ class QueryProgram:
         return True
 
     def check_valid(self) -> None:
-        """Assert every invariant of the DAG, the compiled edges and the FR index."""
+        """Assert every invariant of the DAG, the compiled edges, the slots and the index."""
         self.dag.check_valid()
         self.fr.check_valid()
         assert set(self.edges) == set(self.dag.edges)
-        exists = {e for e, c in self.edges.items() if c.edge.kind is not EdgeKind.FILTER}
-        assert len(self.fr) == len(exists) and all(e in self.fr for e in exists)
+        groups = exists = 0
+        for edge_id, compiled in self.edges.items():
+            compiled.params.check_valid()
+            assert compiled.params.all, f"edge {edge_id} has no slots"
+            for group in compiled.params.all_groups():
+                assert self.statics[group] == compiled.params.statics(group)
+                assert group.edge == edge_id
+                groups += 1
+                if compiled.edge.kind is not EdgeKind.FILTER:
+                    assert group in self.fr
+                    exists += 1
+        assert len(self.statics) == groups and len(self.fr) == exists
         assert set(self.since) == set(self.rank) >= self.internal
         assert set(self.bound) <= set(self.dag.nodes)
+        assert set(self.slot_stream.values()) == set(self.since)
+        assert not set(self._free_slots) & set(self.slot_stream)
+        union = 0
+        for node, mask in self.final.items():
+            assert node in self.dag.nodes and mask and not mask & union
+            union |= mask
+        assert union.bit_count() == len(self.slot_stream)

@@ -4,11 +4,12 @@ An :class:`EngineState` is plain data that an epoch advances — the part Flink
 CEP calls ``NFAState``, as against the compiled ``NFA`` (here
 :class:`~cesar.server.engine.program.QueryProgram`):
 
-* each live :class:`EngineInstance` (a partial match: node, binding, interval
-  and *root*, the earliest epoch of the events it holds);
+* each live :class:`EngineInstance` (a partial match: node, binding, interval,
+  *root* — the earliest epoch of the events it holds — and *members*, the
+  bitmask of the slots, one per automaton, it stands for);
 * per *active* node (one with live instances) an
   :class:`~cesar.index.ai.InstanceIndex` (AI), and the node in the AN index
-  under the static parts of its FILTER edge's conjuncts;
+  under the static atoms of its FILTER edge's groups (one position per group);
 * per clock group (streams that no subscription reads together keep
   independent event time, see :mod:`cesar.server.engine.clocks`; keyed by the
   group's representative) a deadline queue of the instances whose node reads
@@ -28,6 +29,7 @@ from cesar.automata.schema import Value
 from cesar.index.ai import InstanceAccess, InstanceIndex
 from cesar.index.static import Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
+from cesar.server.engine.params import Group
 
 
 @dataclass
@@ -62,12 +64,19 @@ class Notice:
 
 
 class EngineInstance:
-    """A live partial match: id, node, binding, interval and root epoch."""
+    """A live partial match: id, node, binding, interval, root epoch and member slots."""
 
-    __slots__ = ("binding", "id", "node", "root", "t0", "t1")
+    __slots__ = ("binding", "id", "members", "node", "root", "t0", "t1")
 
     def __init__(
-        self, id: int, node: int, binding: Mapping[str, Value], t0: int, t1: int, root: float
+        self,
+        id: int,
+        node: int,
+        binding: Mapping[str, Value],
+        t0: int,
+        t1: int,
+        root: float,
+        members: int,
     ) -> None:
         self.id = id
         self.node = node
@@ -75,19 +84,21 @@ class EngineInstance:
         self.t0 = t0
         self.t1 = t1
         self.root = root
+        self.members = members
 
 
 @dataclass
 class EngineState:
     """The run state of an engine; see the module docstring.
 
-    Methods: :meth:`add`, :meth:`remove`, :meth:`drop_node`, :meth:`queue`,
-    :meth:`collect`, :meth:`check_valid`.
+    Methods: :meth:`activate`, :meth:`add`, :meth:`remove`, :meth:`drop_node`,
+    :meth:`forget`, :meth:`queue`, :meth:`collect`, :meth:`check_valid`.
     """
 
     live: dict[int, InstanceIndex[EngineInstance]] = field(default_factory=dict)
-    instances: dict[int, EngineInstance] = field(default_factory=dict)
     an: ConjunctIndex[int] = field(default_factory=ConjunctIndex)
+    an_groups: dict[int, list[Group]] = field(default_factory=dict)
+    instances: dict[int, EngineInstance] = field(default_factory=dict)
     expiry: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     clock: dict[str, int] = field(default_factory=dict)
     group_clock: dict[str, int] = field(default_factory=dict)
@@ -102,47 +113,70 @@ class EngineState:
         self.next_instance += 1
         return self.next_instance
 
-    def add(
+    def activate(
         self,
-        instance: EngineInstance,
-        stream: str,
-        statics: tuple[Atoms, ...],
+        node: int,
         accesses: tuple[InstanceAccess | None, ...],
-        bound: float | None,
-        group: str,
+        stream: str,
+        groups: list[Group],
+        statics: Mapping[Group, Atoms],
     ) -> None:
-        """Make ``instance`` live at its node, whose filter reads ``stream`` (of clock ``group``).
+        """Make ``node`` active: an AI index by ``accesses``, AN entries for its filter's groups.
 
-        A node becoming active enters the AN index under ``statics`` and gets
-        an AI index by ``accesses``; with a DUR ``bound`` the instance's
-        deadline is queued under its group.  O(conjuncts × log n).
+        Also for an active node whose filter's groups changed (its AI index
+        stays).  O(groups × log n).
         """
-        index = self.live.get(instance.node)
-        if index is None:
-            index = self.live[instance.node] = InstanceIndex(accesses)
-            self.an.add(instance.node, stream, statics)
-        index.add(instance)
+        if node in self.an:
+            self.an.remove(node)
+        else:
+            self.live[node] = InstanceIndex(accesses)
+        self.an.add(node, stream, tuple(statics[g] for g in groups))
+        self.an_groups[node] = groups
+
+    def add(self, instance: EngineInstance, bound: float | None, group: str) -> None:
+        """Make ``instance`` live at its active node; a DUR ``bound`` queues its deadline.
+
+        ``group`` is the clock group of the stream the node's filter reads.
+        O(conjuncts × log n).
+        """
+        self.live[instance.node].add(instance)
         self.instances[instance.id] = instance
         if bound is not None:
             queue = self.expiry.setdefault(group, [])
             heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
 
     def remove(self, instance: EngineInstance) -> None:
-        """Forget a live instance; its node leaves the AN index when it was the last."""
+        """Forget a live instance; its node is no longer active when it was the last."""
         index = self.live[instance.node]
         index.remove(instance)
         del self.instances[instance.id]
         if not len(index):
-            del self.live[instance.node]
-            self.an.remove(instance.node)
+            self._deactivate(instance.node)
+
+    def _deactivate(self, node: int) -> None:
+        del self.live[node]
+        self.an.remove(node)
+        del self.an_groups[node]
 
     def drop_node(self, node: int) -> None:
         """Forget a deleted node's instances."""
-        index = self.live.pop(node, None)
+        index = self.live.get(node)
         if index is not None:
             for instance in index.instances():
                 del self.instances[instance.id]
-            self.an.remove(node)
+            self._deactivate(node)
+
+    def forget(self, freed: Mapping[int, int]) -> None:
+        """Take slots out of the instances of nodes (node → slots); an empty instance goes.
+
+        O(instances of those nodes).
+        """
+        for node, slots in freed.items():
+            index = self.live.get(node)
+            for instance in index.instances() if index else ():
+                instance.members &= ~slots
+                if not instance.members:
+                    self.remove(instance)
 
     def queue(self, node: int, group: str, bound: float) -> None:
         """Queue the deadlines of ``node``'s instances (of clock ``group``) under ``bound``."""
@@ -189,13 +223,13 @@ class EngineState:
     def check_valid(self) -> None:
         """Assert that the AN index, the AI indices and the instances agree."""
         self.an.check_valid()
-        assert len(self.an) == len(self.live)
+        assert len(self.an) == len(self.live) == len(self.an_groups)
         count = 0
         for node, index in self.live.items():
             assert node in self.an and len(index) > 0
             index.check_valid()
             for instance in index.instances():
                 assert self.instances[instance.id] is instance and instance.node == node
-                assert instance.id <= self.next_instance
+                assert instance.id <= self.next_instance and instance.members > 0
                 count += 1
         assert count == len(self.instances)

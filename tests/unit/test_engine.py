@@ -111,14 +111,14 @@ def test_the_worked_example_of_docs_engine():
         return Event.of("Stock", t, t, {"Name": name, "Price": price, "Volume": volume})
 
     assert engine.process([quote(1, "IBM", 90.0, 8000)]) == []
-    assert node in engine.state.an and [
+    assert node in engine.state.live and [
         i.binding["Name_1"] for i in engine.state.instances.values()
     ] == ["IBM"]
     assert engine.process([quote(2, "MSFT", 30.0, 100)]) == []
     assert engine.counters.instances_touched == 0  # the AI hash skipped IBM's instance
     out = engine.process([quote(3, "IBM", 120.0, 100)])
     assert sorted(e.stream for e in out) == ["A", "B"]
-    assert node not in engine.state.an and not engine.state.instances
+    assert node not in engine.state.live and not engine.state.instances
     counters = engine.counters
     assert (counters.fr_hits, counters.nodes_touched, counters.instances_touched) == (5, 2, 1)
     engine.check_valid()

@@ -1,0 +1,180 @@
+"""Slots by constant: the set of slots whose constant satisfies a comparison, as one bitmask.
+
+Many subscriptions of one shape differ only in a constant (a threshold, a
+window, a ticker).  Each holds a *slot* (a small integer), and a set of slots
+is a Python ``int`` used as a bitset: union, intersection and difference are
+single machine-level operations over the whole set.  A :class:`ValueMasks`
+answers "for which slots ``s`` does ``value op c_s`` hold?" without looking at
+the slots one by one:
+
+* ``=`` and ``!=``: one dictionary lookup of the value's slots;
+* ``<``, ``<=``, ``>``, ``>=``: one bisect in the sorted distinct constants,
+  then the union of the slots below that position: a prefix union kept every
+  *b* distinct constants (b = √distinct) and at most b / 2 masks added or
+  taken away from the nearer one.
+
+NaN satisfies no ordering and no equality (it does satisfy ``!=``), as a
+constant and as a value.  Cost: :meth:`ValueMasks.satisfying` O(log d + √d)
+big-integer operations for d distinct constants; :meth:`ValueMasks.add` and
+:meth:`ValueMasks.remove` O(log d), the prefix unions rebuilt on the next
+probe after a change (O(d) operations).
+
+>>> masks = ValueMasks()
+>>> for slot, threshold in [(0, 10.0), (1, 20.0), (2, 15.0)]:
+...     masks.add(slot, threshold)
+>>> sorted(slots_of(masks.satisfying(">", 16.0)))     # 16 > c: thresholds 10 and 15
+[0, 2]
+>>> sorted(slots_of(masks.satisfying("=", 20.0)))
+[1]
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+
+from sortedcontainers import SortedList
+
+from cesar.index.ranges import Value, is_nan
+
+
+def slots_of(mask: int) -> Iterator[int]:
+    """The slots of a bitmask, lowest first.  O(bits set × size of the mask)."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class ValueMasks:
+    """Slots and their constants; :meth:`satisfying` gives the slots ``value op c`` holds for.
+
+    Methods: :meth:`add`, :meth:`remove`, :meth:`satisfying`, :meth:`check_valid`.
+    """
+
+    def __init__(self) -> None:
+        self._constant: dict[int, Value] = {}
+        self._masks: dict[Value, int] = {}
+        self._order: SortedList = SortedList()
+        self._all = 0
+        self._nan = 0
+        self._values: list[Value] = []
+        self._prefix: list[int] | None = None
+        self._block = 1
+
+    def __len__(self) -> int:
+        """The number of slots."""
+        return len(self._constant)
+
+    def add(self, slot: int, constant: Value) -> None:
+        """Give ``slot`` its ``constant``; the slot must not be here yet.  O(log d)."""
+        assert slot not in self._constant, f"slot {slot} added twice"
+        self._constant[slot] = constant
+        bit = 1 << slot
+        self._all |= bit
+        self._prefix = None
+        if is_nan(constant):
+            self._nan |= bit
+            return
+        known = self._masks.get(constant)
+        if known is None:
+            self._order.add(constant)
+            self._masks[constant] = bit
+        else:
+            self._masks[constant] = known | bit
+
+    def remove(self, slot: int) -> None:
+        """Forget ``slot``; raises KeyError if it is not here.  O(log d)."""
+        constant = self._constant.pop(slot)
+        bit = 1 << slot
+        self._all &= ~bit
+        self._prefix = None
+        if is_nan(constant):
+            self._nan &= ~bit
+            return
+        left = self._masks[constant] & ~bit
+        if left:
+            self._masks[constant] = left
+        else:
+            del self._masks[constant]
+            self._order.remove(constant)
+
+    def loosest(self, op: str) -> Value | None:
+        """The constant ``c`` for which ``value op c`` holds most often (None: no ordered one).
+
+        An event value that fails ``value op loosest`` fails it for every
+        slot: the static index prunes with it.  ``op`` is an ordering.
+        """
+        if not self._order:
+            return None
+        bound: Value = self._order[0] if op in (">", ">=") else self._order[-1]
+        return bound
+
+    def satisfying(self, op: str, value: Value) -> int:
+        """The slots whose constant ``c`` makes ``value op c`` true, as a bitmask."""
+        if op == "=":
+            return 0 if is_nan(value) else self._masks.get(value, 0)
+        if op == "!=":
+            return self._all if is_nan(value) else self._all & ~self._masks.get(value, 0)
+        if is_nan(value):
+            return 0
+        if self._prefix is None:
+            self._rebuild()
+        values = self._values
+        if op == ">":  # c < value
+            return self._below(bisect_left(values, value))
+        if op == ">=":  # c <= value
+            return self._below(bisect_right(values, value))
+        ordered = self._all & ~self._nan
+        if op == "<":  # c > value
+            return ordered & ~self._below(bisect_right(values, value))
+        assert op == "<=", op
+        return ordered & ~self._below(bisect_left(values, value))
+
+    def _rebuild(self) -> None:
+        self._values = list(self._order)
+        self._block = block = max(8, math.isqrt(len(self._values)))
+        prefix, acc = [0], 0
+        for position, constant in enumerate(self._values, 1):
+            acc |= self._masks[constant]
+            if position % block == 0:
+                prefix.append(acc)
+        prefix.append(acc)  # the union of everything, past the last full block
+        self._prefix = prefix
+
+    def _below(self, position: int) -> int:
+        """The slots of the first ``position`` distinct constants."""
+        assert self._prefix is not None
+        block, values, masks = self._block, self._values, self._masks
+        index, rest = divmod(position, block)
+        start = index * block
+        if rest <= block // 2 or start + block > len(values):
+            union = self._prefix[index]
+            for constant in values[start:position]:
+                union |= masks[constant]
+            return union
+        union = self._prefix[index + 1]
+        for constant in values[position : start + block]:
+            union ^= masks[constant]  # distinct constants' slots are disjoint
+        return union
+
+    def check_valid(self) -> None:
+        """Assert every invariant: disjoint masks, the sorted constants, the prefix unions."""
+        union = self._nan
+        for constant, mask in self._masks.items():
+            assert mask and not mask & union, f"constant {constant!r}"
+            union |= mask
+        assert union == self._all
+        assert list(self._order) == sorted(self._masks)
+        for slot, constant in self._constant.items():
+            bit = 1 << slot
+            assert (self._nan if is_nan(constant) else self._masks[constant]) & bit
+        assert self._all.bit_count() == len(self._constant)
+        if self._prefix is not None:
+            assert self._values == list(self._order)
+            for position in range(len(self._values) + 1):
+                expected = 0
+                for constant in self._values[:position]:
+                    expected |= self._masks[constant]
+                assert self._below(position) == expected, f"prefix {position}"

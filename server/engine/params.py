@@ -1,0 +1,313 @@
+"""Each subscription's constants beside a shared template edge, and the slot masks they give.
+
+An edge of the merged DAG is a template (:mod:`cesar.automata.template`):
+every subscription using it — a *slot*, one per automaton — keeps its own
+constants for the template's parameters.  An instance stands for a set of
+slots (a bitmask), and an edge *partitions* that set: for an event, the slots
+whose constants make the edge's predicate hold move on, the others stay.
+:class:`EdgeParams` decides that set through indices over the constants,
+never slot by slot.  Each atom of a template conjunct is one of
+
+* *fixed*: no parameter — generated code, evaluated once per instance;
+* *key*: ``attribute = ?i`` on the incoming event — the slots are grouped by
+  these constants (a :class:`Group` per distinct tuple), and the engine's
+  static index finds the group whose values equal the event's, as Section
+  4.3's FR and AN indices find static conjuncts;
+* *ordered*: ``term op ?i`` with a parameter-free term (a static range, ``DUR
+  <= ?i``, ``$1.x < ?i``) — the term is evaluated once and a
+  :class:`~cesar.index.masks.ValueMasks` per group gives the slots it holds for;
+* *general*: a parameter inside arithmetic (``After < ?0 * Before``) — the
+  group's slots are kept by their tuple of such constants, and each distinct
+  tuple is evaluated once.
+
+A conjunct's slots are the group's, narrowed by each ordered and general atom;
+an edge holds for the union over its conjuncts.  Cost of :meth:`EdgeParams.holds`
+per conjunct: one fixed test, then per ordered atom one term evaluation and one
+:meth:`~cesar.index.masks.ValueMasks.satisfying`, per general atom the distinct
+constant tuples of the group still in the set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from cesar.automata.automaton import Edge
+from cesar.automata.evaluate import ArithmeticFault, Faults
+from cesar.automata.schema import Value
+from cesar.automata.template import Constants
+from cesar.automata.terms import Arith, Attr, Call, Cmp, Neg, Param, Scope, Term
+from cesar.index.masks import ValueMasks
+from cesar.index.static import Atoms
+from cesar.server.engine.codegen import Binding, Codegen, GeneralTest, Test, ValueOf
+
+
+def has_param(term: Term) -> bool:
+    """True if a parameter occurs in ``term``."""
+    if isinstance(term, Param):
+        return True
+    if isinstance(term, Arith):
+        return has_param(term.left) or has_param(term.right)
+    if isinstance(term, Neg):
+        return has_param(term.operand)
+    if isinstance(term, Call):
+        return any(has_param(arg) for arg in term.args)
+    return False
+
+
+@dataclass
+class Tuple:
+    """The slots of a group sharing one tuple of general-atom constants, and one's constants."""
+
+    constants: Constants
+    mask: int = 0
+
+
+@dataclass(eq=False)
+class Group:
+    """The slots of one conjunct of one edge whose key constants are ``key``.
+
+    ``ordered`` holds one :class:`ValueMasks` per ordered atom of the
+    conjunct; ``general`` maps the tuple of a slot's constants in general
+    atoms to the slots with that tuple and a representative's full constants.
+    Identity is the group's: the engine's static index keys on it.
+    """
+
+    edge: int
+    conjunct: int
+    key: tuple[Value, ...]
+    ordered: tuple[ValueMasks, ...]
+    mask: int = 0
+    general: dict[Constants, Tuple] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConjunctPlan:
+    """How one template conjunct is decided: its atoms by kind, as code."""
+
+    keys: tuple[tuple[str, int], ...]
+    """``(attribute, parameter)`` of each key atom, in order."""
+    fixed: Test | None
+    ordered: tuple[tuple[ValueOf, str, int], ...]
+    """``(term, op, parameter)`` of each ordered atom: ``term op constant``."""
+    general: GeneralTest | None
+    general_params: tuple[int, ...]
+    ranges: tuple[tuple[str, str, int], ...]
+    """``(attribute, op, k)`` of each ordered atom ``attribute op ?`` on the incoming event."""
+
+
+def plan_conjunct(
+    static: tuple[Cmp, ...], dynamic: tuple[Cmp, ...], codegen: Codegen
+) -> ConjunctPlan:
+    """Sort a template conjunct's atoms into key, fixed, ordered and general ones."""
+    keys: list[tuple[str, int]] = []
+    fixed: list[Cmp] = []
+    ordered: list[tuple[ValueOf, str, int]] = []
+    ranges: list[tuple[str, str, int]] = []
+    general: list[Cmp] = []
+    for atom in static + dynamic:
+        left, right = atom.left, atom.right
+        if not has_param(left) and not has_param(right):
+            fixed.append(atom)
+        elif isinstance(right, Param) and not has_param(left):
+            if atom.op == "=" and isinstance(left, Attr) and left.scope is Scope.EVENT:
+                keys.append((left.name, right.index))
+            else:
+                if isinstance(left, Attr) and left.scope is Scope.EVENT and atom.op != "!=":
+                    ranges.append((left.name, atom.op, len(ordered)))
+                ordered.append((codegen.value(left), atom.op, right.index))
+        else:
+            general.append(atom)
+    params = sorted({p for atom in general for p in _params(atom.left) + _params(atom.right)})
+    return ConjunctPlan(
+        tuple(keys),
+        codegen.conjunct(tuple(fixed)) if fixed else None,
+        tuple(ordered),
+        codegen.general(tuple(general)) if general else None,
+        tuple(params),
+        tuple(ranges),
+    )
+
+
+def _params(term: Term) -> tuple[int, ...]:
+    if isinstance(term, Param):
+        return (term.index,)
+    if isinstance(term, Arith):
+        return _params(term.left) + _params(term.right)
+    if isinstance(term, Neg):
+        return _params(term.operand)
+    if isinstance(term, Call):
+        return tuple(p for arg in term.args for p in _params(arg))
+    return ()
+
+
+class EdgeParams:
+    """The slots of one template edge, their constants and groups; see the module docstring.
+
+    Methods: :meth:`add` and :meth:`remove` a slot (each says which group
+    appeared or went, for the static index), :meth:`holds` (the slots an event
+    satisfies the edge for), :meth:`dur_bound`, :meth:`check_valid`.
+    """
+
+    def __init__(self, edge_id: int, edge: Edge, codegen: Codegen, faults: Faults) -> None:
+        self.edge_id = edge_id
+        self.plans = tuple(
+            plan_conjunct(c.static.atoms, c.dynamic.atoms, codegen) for c in edge.conjuncts
+        )
+        self.guards = codegen.guards(edge.guards)
+        self.faults = faults
+        self.slots: dict[int, Constants] = {}
+        self.all = 0
+        self.groups: list[dict[tuple[Value, ...], Group]] = [{} for _ in self.plans]
+        self._bounds: SortedList = SortedList()
+        self._bound_of: dict[int, float] = {}
+
+    def add(self, slot: int, constants: Constants, dur_bound: float) -> list[Group]:
+        """Give ``slot`` its constants; returns its groups (one per conjunct).  O(atoms × log n)."""
+        assert slot not in self.slots, f"slot {slot} added twice"
+        self.slots[slot] = constants
+        bit = 1 << slot
+        self.all |= bit
+        self._bounds.add(dur_bound)
+        self._bound_of[slot] = dur_bound
+        mine = []
+        for position, plan in enumerate(self.plans):
+            key = tuple(constants[p] for _, p in plan.keys)
+            group = self.groups[position].get(key)
+            if group is None:
+                ordered = tuple(ValueMasks() for _ in plan.ordered)
+                group = Group(self.edge_id, position, key, ordered)
+                self.groups[position][key] = group
+            mine.append(group)
+            group.mask |= bit
+            for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
+                masks.add(slot, constants[param])
+            if plan.general is not None:
+                general_key = tuple(constants[p] for p in plan.general_params)
+                group.general.setdefault(general_key, Tuple(constants)).mask |= bit
+        return mine
+
+    def remove(self, slot: int) -> list[Group]:
+        """Forget ``slot``; returns its groups (an empty one, mask 0, is gone from the edge)."""
+        constants = self.slots.pop(slot)
+        bit = 1 << slot
+        self.all &= ~bit
+        self._bounds.remove(self._bound_of.pop(slot))
+        mine = []
+        for position, plan in enumerate(self.plans):
+            key = tuple(constants[p] for _, p in plan.keys)
+            group = self.groups[position][key]
+            mine.append(group)
+            group.mask &= ~bit
+            for masks in group.ordered:
+                masks.remove(slot)
+            if plan.general is not None:
+                general_key = tuple(constants[p] for p in plan.general_params)
+                entry = group.general[general_key]
+                entry.mask &= ~bit
+                if not entry.mask:
+                    del group.general[general_key]
+            if not group.mask:
+                del self.groups[position][key]
+        return mine
+
+    def statics(self, group: Group) -> Atoms:
+        """What the static index keys ``group`` on: its key atoms and its loosest ranges.
+
+        An event that fails one of these atoms fails the conjunct for every
+        slot of the group; one that passes them may hold for some.  A range
+        whose constants are all NaN holds for no slot (NaN atoms never hold).
+        """
+        plan = self.plans[group.conjunct]
+        atoms = [(name, "=", value) for (name, _), value in zip(plan.keys, group.key, strict=True)]
+        for name, op, k in plan.ranges:
+            bound = group.ordered[k].loosest(op)
+            atoms.append((name, op, math.nan if bound is None else bound))
+        return tuple(atoms)
+
+    def dur_bound(self) -> float:
+        """The largest DUR any slot's edge can still fire with (inf: unbounded)."""
+        return self._bounds[-1] if self._bounds else -math.inf
+
+    def all_groups(self) -> Iterable[Group]:
+        """Every group of every conjunct."""
+        for groups in self.groups:
+            yield from groups.values()
+
+    def holds(
+        self,
+        groups: Iterable[Group],
+        members: int,
+        binding: Binding,
+        attrs: Binding,
+        dur: int,
+        own: int,
+    ) -> int:
+        """The slots of ``members`` for which the edge holds, given the groups the event hit.
+
+        ``groups`` are those whose key constants equal the event's (at most one
+        per conjunct).  The guards are checked once if any slot holds.
+        """
+        union = 0
+        for group in groups:
+            slots = members & group.mask & ~union
+            if not slots:
+                continue
+            plan = self.plans[group.conjunct]
+            if plan.fixed is not None and not plan.fixed(binding, attrs, dur, own):
+                continue
+            for masks, (value_of, op, _) in zip(group.ordered, plan.ordered, strict=True):
+                try:
+                    value = value_of(binding, attrs, dur, own)
+                except ArithmeticFault:
+                    self.faults.arithmetic += 1
+                    slots = 0
+                    break
+                slots &= masks.satisfying(op, value)
+                if not slots:
+                    break
+            if slots and plan.general is not None:
+                kept = 0
+                for entry in group.general.values():
+                    if entry.mask & slots and plan.general(
+                        binding, attrs, dur, own, entry.constants
+                    ):
+                        kept |= entry.mask
+                slots &= kept
+            union |= slots
+        if union and not self.guards(binding, attrs, dur, own):
+            return 0
+        return union
+
+    def matching_groups(self, attrs: Binding) -> list[Group]:
+        """The groups whose key constants equal the event's (what the static index finds)."""
+        found = []
+        for plan, groups in zip(self.plans, self.groups, strict=True):
+            key = tuple(attrs[name] for name, _ in plan.keys)
+            group = groups.get(key)
+            if group is not None and all(a == b for a, b in zip(key, group.key, strict=True)):
+                found.append(group)
+        return found
+
+    def check_valid(self) -> None:
+        """Assert that the groups partition the slots by key and their value masks agree."""
+        for position, (plan, groups) in enumerate(zip(self.plans, self.groups, strict=True)):
+            union = 0
+            for key, group in groups.items():
+                assert group.conjunct == position and group.key == key and group.mask
+                assert not group.mask & union
+                union |= group.mask
+                for masks in group.ordered:
+                    masks.check_valid()
+                    assert len(masks) == group.mask.bit_count()
+                if plan.general is not None:
+                    tuples = 0
+                    for entry in group.general.values():
+                        assert entry.mask and not entry.mask & tuples
+                        tuples |= entry.mask
+                    assert tuples == group.mask
+            assert union == self.all
+        assert self.all.bit_count() == len(self.slots) == len(self._bounds)
