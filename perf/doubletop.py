@@ -29,8 +29,14 @@ chain could skip over a short wiggle and match a non-monotonic path.
   counting its steps) and a final NEXT for the quote that confirms E.
 * **Resubscription** (``EXTREMA`` + ``RESUBSCRIBED``): a query publishes the
   stream of local extrema (a UNION of minima and maxima, each from two
-  consecutive quotes), and a second one, linear in that stream, chains five
-  of them with NEXT and checks the prices.
+  consecutive quotes, and *flats*, a quote equal to the one before it), and a
+  second one, linear in that stream, chains five of them with NEXT and checks
+  the prices.  Flats (Kind 2) never take part in a match; they are there to
+  stop a chain: NEXT cannot see an extremum that starts where the last one
+  ends (a one-quote leg), so without them a chain could pass over it and over
+  a flat top after it, and pair extrema whose path between is not monotonic.
+  Every turn of the path after a skipped extremum is a strict extremum or a
+  flat that NEXT does see, and no flat lies inside a strictly monotonic leg.
 
 ``--smooth K`` replaces each close by its running mean over the last K
 closes of the stock (the paper's smoothing: fewer extrema).  Both run on the
@@ -84,6 +90,8 @@ SELECT Name, Price_1 AS Price, 0 AS Kind
 UNION
 SELECT Name, Price_1 AS Price, 1 AS Kind
   FROM FILTER{Prev_1 < Price_1 AND Price < Price_1} (Quote NEXT{$1.Name = $2.Name} Quote)
+UNION
+SELECT Name, Price, 2 AS Kind FROM FILTER{Prev = Price} Quote
 PUBLISH Extrema
 """
 

@@ -52,7 +52,6 @@ from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
 from cesar.index.masks import slots_of
-from cesar.server.engine.dag import ROOT
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineCounters, EngineInstance, EngineState, Notice
@@ -190,74 +189,51 @@ class Engine:
         counters = self.state.counters
         edges = self.program.edges
         fire = self._fire
+        program = self.program
         for event, root in events:
             attrs = event.attrs()
             own = event.t1 - event.t0 + 1
-            exists, filters = self._hits(event.stream, attrs)
-            counters.fr_hits += len(exists)
-            for edge_id, groups in exists.items():
-                compiled = edges[edge_id]
-                if compiled.source == ROOT:
-                    params = compiled.params
-                    slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
-                    if slots:
-                        fire(compiled, None, slots, event, attrs, own, root, spawned, produced)
-            for node, affected in self._affected(event, attrs, own, filters):
-                firing = self._firing(node, exists)
+            starting: dict[int, list[Group]] = {}
+            for group in program.fr.probe(event.stream, attrs):
+                starting.setdefault(group.edge, []).append(group)
+            counters.fr_hits += len(starting)
+            for edge_id, groups in starting.items():
+                params = edges[edge_id].params
+                slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
+                if slots:
+                    fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, produced)
+            for node, affected in self._affected(event, attrs, own):
+                firing = self._firing(node, attrs)
                 for instance, slots in affected:
                     leaving[instance.id] = leaving.get(instance.id, 0) | slots
                     dur = event.t1 - instance.t0 + 1
                     binding = instance.binding
-                    for edge_id, groups in firing:
-                        compiled = edges[edge_id]
+                    for compiled, groups in firing:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
                         if moving:
-                            fire(
-                                compiled,
-                                instance,
-                                moving,
-                                event,
-                                attrs,
-                                own,
-                                root,
-                                spawned,
-                                produced,
-                            )
+                            args = (event, attrs, own, root, spawned, produced)
+                            fire(compiled, instance, moving, *args)
         self._install(leaving, spawned)
         return produced
 
-    def _hits(
-        self, stream: str, attrs: Mapping[str, Value]
-    ) -> tuple[dict[int, list[Group]], dict[int, list[Group]]]:
-        """The groups whose static atoms the event satisfies: FR's by ∃-edge, AN's by node."""
-        exists: dict[int, list[Group]] = {}
-        for group in self.program.fr.probe(stream, attrs):
-            exists.setdefault(group.edge, []).append(group)
-        an_groups = self.state.an_groups
-        filters = {
-            node: [an_groups[node][p] for p in positions]
-            for node, positions in self.state.an.probe(stream, attrs).items()
-        }
-        return exists, filters
+    def _firing(
+        self, node: int, attrs: Mapping[str, Value]
+    ) -> list[tuple[CompiledEdge, list[Group]]]:
+        """The ∃-edges leaving ``node``, each with its groups whose key constants the event equals.
 
-    def _firing(self, node: int, hits: Mapping[int, list[Group]]) -> list[tuple[int, list[Group]]]:
-        """The edges leaving ``node`` that the static index hit, with their groups, in edge order.
-
-        Only a hit edge can fire, so this walks whichever is shorter: the node's
-        leaving edges or the hits.  O(min(leaving, hits)).
+        An edge without such a group cannot fire.  O(leaving edges × conjuncts).
         """
-        leaving = self.program.dag.nodes[node].leaving
-        if len(hits) < len(leaving):
-            edges = self.program.edges
-            return sorted((e, g) for e, g in hits.items() if edges[e].source == node)
-        return [(e, hits[e]) for e in leaving if e in hits]
+        edges = self.program.edges
+        firing = []
+        for edge_id in self.program.dag.nodes[node].leaving:
+            compiled = edges[edge_id]
+            groups = compiled.params.matching_groups(attrs)
+            if groups:
+                firing.append((compiled, groups))
+        return firing
 
     def _affected(
-        self,
-        event: Event,
-        attrs: Mapping[str, Value],
-        own: int,
-        filters: Mapping[int, list[Group]],
+        self, event: Event, attrs: Mapping[str, Value], own: int
     ) -> Iterable[tuple[int, list[tuple[EngineInstance, int]]]]:
         """The active nodes the event may touch and, for each, its affected instances and slots.
 
@@ -266,8 +242,13 @@ class Engine:
         """
         counters = self.state.counters
         live = self.state.live
+        nodes: dict[int, list[Group]]
         if self.options.indices:
-            nodes = filters
+            an_groups = self.state.an_groups
+            nodes = {
+                node: [an_groups[node][p] for p in positions]
+                for node, positions in self.state.an.probe(event.stream, attrs).items()
+            }
         else:
             # Every automaton looks at every event: all nodes are visited, each instance checked.
             nodes = {}

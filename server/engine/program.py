@@ -12,10 +12,10 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   (:class:`~cesar.server.engine.params.EdgeParams`), the attribute map as
   generated code (:mod:`cesar.server.engine.codegen`) and the AI access of
   each FILTER conjunct;
-* the FR index (Section 4.3) over every ∃-edge's groups: the static atoms
-  an event must satisfy for some slot of the group (its key constants and
-  the loosest bound of each range), and the same atoms of every FILTER
-  edge's groups, for the run state's AN index;
+* the FR index (Section 4.3) over the groups of the ∃-edges leaving the
+  start node: the static atoms an event must satisfy for some slot of the
+  group (its key constants and the loosest bound of each range), and the
+  same atoms of every FILTER edge's groups, for the run state's AN index;
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
   after, and whether it is internal (resubscription, Section 3.5);
@@ -284,10 +284,15 @@ class QueryProgram:
     def _index(self, compiled: CompiledEdge, groups: list[Group], change: Change) -> None:
         """Bring the static atoms of ``groups`` up to date (an empty group leaves).
 
-        ∃-edges' groups live in the FR index; a FILTER edge's change is passed
-        on in ``change.refiltered`` (the AN index holds only active nodes).
+        The groups of ∃-edges leaving the start node live in the FR index; a
+        FILTER edge's change is passed on in ``change.refiltered`` (the AN
+        index holds only active nodes).  Other ∃-edges are only tried for the
+        instances their node's filter let go, their groups found by key.
         """
-        exists = compiled.edge.kind is not EdgeKind.FILTER
+        filters = compiled.edge.kind is EdgeKind.FILTER
+        if not filters and compiled.source != ROOT:
+            return
+        exists = not filters
         for group in groups:
             known = self.statics.get(group)
             if not group.mask:
@@ -340,11 +345,14 @@ class QueryProgram:
         for edge_id, compiled in self.edges.items():
             compiled.params.check_valid()
             assert compiled.params.all, f"edge {edge_id} has no slots"
+            filters = compiled.edge.kind is EdgeKind.FILTER
+            if not filters and compiled.source != ROOT:
+                continue
             for group in compiled.params.all_groups():
                 assert self.statics[group] == compiled.params.statics(group)
                 assert group.edge == edge_id
                 groups += 1
-                if compiled.edge.kind is not EdgeKind.FILTER:
+                if not filters:
                     assert group in self.fr
                     exists += 1
         assert len(self.statics) == groups and len(self.fr) == exists
