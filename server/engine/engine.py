@@ -165,10 +165,12 @@ class Engine:
         published: list[Event] = []
         while pending:
             produced = self._round(pending.pop(min(pending)))
+            read = self.program.read
             for event, root in produced:
                 if event.stream not in self.program.internal:
                     published.append(event)
-                pending.setdefault(rank[event.stream], []).append((event, root))
+                if event.stream in read:
+                    pending.setdefault(rank[event.stream], []).append((event, root))
         groups = {self.program.groups.find(stream) for stream in streams}
         for stream in streams:
             clock[stream] = t1
@@ -242,16 +244,15 @@ class Engine:
         """
         counters = self.state.counters
         live = self.state.live
-        nodes: dict[int, list[Group]]
-        if self.options.indices:
+        indices = self.options.indices
+        nodes: dict[int, list[Group]] = {}
+        if indices:
             an_groups = self.state.an_groups
-            nodes = {
-                node: [an_groups[node][p] for p in positions]
-                for node, positions in self.state.an.probe(event.stream, attrs).items()
-            }
+            for node, positions in self.state.an.probe(event.stream, attrs).items():
+                groups = an_groups[node]
+                nodes[node] = [groups[p] for p in positions] if len(groups) > 1 else groups
         else:
             # Every automaton looks at every event: all nodes are visited, each instance checked.
-            nodes = {}
             for dag_node in self.program.dag.nodes.values():
                 if dag_node.filter is None:
                     continue
@@ -261,29 +262,27 @@ class Engine:
                     if dag_node.id in live:
                         nodes[dag_node.id] = compiled.params.matching_groups(attrs)
         counters.nodes_touched += len(nodes)
+        touched = 0
+        t0, t1 = event.t0, event.t1
         for node, groups in nodes.items():
             index = live[node]
-            params = self.program.filter_of(node).params
             affected: dict[int, tuple[EngineInstance, int]] = {}
             for group in groups:
-                candidates = (
-                    index.probe(group.conjunct, attrs)
-                    if self.options.indices
-                    else index.instances()
-                )
+                holds, mask = group.params.holds, group.mask
+                candidates = index.probe(group.conjunct, attrs) if indices else index.instances()
                 for instance in candidates:
-                    counters.instances_touched += 1
-                    if event.t0 <= instance.t1 or not instance.members & group.mask:
+                    touched += 1
+                    members = instance.members & mask
+                    if t0 <= instance.t1 or not members:
                         continue
-                    dur = event.t1 - instance.t0 + 1
-                    slots = params.holds(
-                        (group,), instance.members, instance.binding, attrs, dur, own
-                    )
+                    dur = t1 - instance.t0 + 1
+                    slots = holds((group,), members, instance.binding, attrs, dur, own)
                     if slots:
                         known = affected.get(instance.id)
                         affected[instance.id] = (instance, slots | (known[1] if known else 0))
             if affected:
                 yield node, list(affected.values())
+        counters.instances_touched += touched
 
     def _fire(
         self,
@@ -313,11 +312,13 @@ class Engine:
         ending = slots & program.final.get(target, 0)
         if ending:
             since, slot_stream = program.since, program.slot_stream
+            values = tuple(sorted(binding.items()))
+            t1 = event.t1
             for slot in slots_of(ending):
                 stream = slot_stream[slot]
                 if new_root > since[stream]:
                     self.state.counters.matches += 1
-                    produced.append((Event.of(stream, t0, event.t1, binding), new_root))
+                    produced.append((Event(stream, t0, t1, values), new_root))
         node = program.dag.nodes[target]
         if node.filter is not None:
             members = slots & program.edges[node.filter].params.all

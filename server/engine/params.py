@@ -76,7 +76,12 @@ class Group:
     Identity is the group's: the engine's static index keys on it.
     """
 
-    edge: int
+    @property
+    def edge(self) -> int:
+        """The id of the group's edge."""
+        return self.params.edge_id
+
+    params: EdgeParams
     conjunct: int
     key: tuple[Value, ...]
     ordered: tuple[ValueMasks, ...]
@@ -179,7 +184,7 @@ class EdgeParams:
             group = self.groups[position].get(key)
             if group is None:
                 ordered = tuple(ValueMasks() for _ in plan.ordered)
-                group = Group(self.edge_id, position, key, ordered)
+                group = Group(self, position, key, ordered)
                 self.groups[position][key] = group
             mine.append(group)
             group.mask |= bit

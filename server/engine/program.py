@@ -18,7 +18,8 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   same atoms of every FILTER edge's groups, for the run state's AN index;
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
-  after, and whether it is internal (resubscription, Section 3.5);
+  after, and whether it is internal (resubscription, Section 3.5); per stream
+  how many automata read it (a match of an unread stream is not fed back);
 * per node the DUR bound of its ∃-edges, after which its instances are dead;
 * the clock groups (:mod:`cesar.server.engine.clocks`): the streams each
   subscription reads and publishes share event time (the engine joins them).
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -90,6 +92,7 @@ class _Subscription:
     streams: tuple[str, ...]
     footprints: list[Footprint] = field(default_factory=list)
     slots: list[int] = field(default_factory=list)
+    reads: list[frozenset[str]] = field(default_factory=list)
 
 
 def access_atom(dynamic: Conjunct) -> InstanceAccess | None:
@@ -157,6 +160,7 @@ class QueryProgram:
         self.since: dict[str, float] = {}
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
+        self.read: Counter[str] = Counter()
         self.bound: dict[int, float] = {}
         self.groups = StreamGroups()
         self.slot_stream: dict[int, str] = {}
@@ -191,6 +195,7 @@ class QueryProgram:
             slot = heapq.heappop(self._free_slots) if self._free_slots else len(self.slot_stream)
             record.footprints.append(footprint)
             record.slots.append(slot)
+            record.reads.append(automaton.reads)
             self.slot_stream[slot] = automaton.name
             self.final[footprint.final] = self.final.get(footprint.final, 0) | 1 << slot
             for edge_id in footprint.created_edges:
@@ -208,6 +213,7 @@ class QueryProgram:
             self.rank[automaton.name] = 1 + max(
                 (self.rank.get(stream, 0) for stream in automaton.reads), default=0
             )
+            self.read.update(automaton.reads)
         self._subscriptions[subscription] = record
         touched.discard(ROOT)  # the start node holds no instances
         change.rebound = {node for node in touched if self._update_bound(node)}
@@ -223,12 +229,8 @@ class QueryProgram:
         change = Change()
         touched: set[int] = set()
         deleted, freed = change.deleted, change.freed
-        for footprint, stream, slot in zip(
-            reversed(record.footprints),
-            reversed(record.streams),
-            reversed(record.slots),
-            strict=True,
-        ):
+        automata = zip(record.footprints, record.streams, record.slots, record.reads, strict=True)
+        for footprint, stream, slot, reads in reversed(list(automata)):
             bit = 1 << slot
             for edge_id in footprint.edges:
                 compiled = self.edges[edge_id]
@@ -251,6 +253,10 @@ class QueryProgram:
             deleted.extend(dead_nodes)
             del self.since[stream]
             del self.rank[stream]
+            for read in reads:
+                self.read[read] -= 1
+                if not self.read[read]:
+                    del self.read[read]
             del self.slot_stream[slot]
             heapq.heappush(self._free_slots, slot)
             self.internal.discard(stream)
@@ -357,6 +363,8 @@ class QueryProgram:
                     exists += 1
         assert len(self.statics) == groups and len(self.fr) == exists
         assert set(self.since) == set(self.rank) >= self.internal
+        reads = Counter(s for r in self._subscriptions.values() for a in r.reads for s in a)
+        assert self.read == reads
         assert set(self.bound) <= set(self.dag.nodes)
         assert set(self.slot_stream.values()) == set(self.since)
         assert not set(self._free_slots) & set(self.slot_stream)
