@@ -17,11 +17,17 @@ drawn per subscription from ``--seed``; ``T`` one of the file's tickers):
 * ``rise_all``: the same, every later quote of ``T`` within ``W`` minutes
   while each stays above the first (a FOLD run: one alert per step);
 * ``drop``: the next quote of the same stock at least ``k`` % lower (any stock);
-* ``run``: ``n`` rises in a row of the same stock (a FOLD run, ``n`` in 2–6).
+* ``run``: ``n`` rises in a row of the same stock (a FOLD run, ``n`` in 2–6);
+* ``cayuga``: the original Cayuga engine's own workload, ``c`` uniform in
+  80–120 and no window, meant for ``--walk`` (100 random-walk stocks)::
+
+      FILTER{Name = 'T' AND Price > c}(Stock)
+        NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock
 
 Run::
 
     python -m cesar.perf.families --data QUOTES.csv --events 20000 --queries 1000 --json out.json
+    python -m cesar.perf.families --walk --families cayuga --queries 1000 10000
     python -m cesar.perf.families --smoke      # the bundled sample, 20 subscriptions per family
 
 Output: one JSON record per (family, engine) with events/s and the engine's
@@ -44,7 +50,7 @@ from pathlib import Path
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
-from cesar.perf.quotes import minute_events
+from cesar.perf.quotes import minute_events, walk_events
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.workload import ENGINE_MODES
 from cesar.server.wire.eventfile import read_events
@@ -90,11 +96,20 @@ def _run(rng: random.Random, ticker: str, price: float) -> str:
     )
 
 
+def _cayuga(rng: random.Random, ticker: str, price: float) -> str:
+    c = round(rng.uniform(80, 120), 2)
+    return (
+        f"FILTER{{Name = '{ticker}' AND Price > {c}}}(Stock) "
+        "NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock"
+    )
+
+
 FAMILIES: dict[str, Callable[[random.Random, str, float], str]] = {
     "rise": _rise,
     "rise_all": _rise_all,
     "drop": _drop,
     "run": _run,
+    "cayuga": _cayuga,
 }
 
 
@@ -152,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="one-minute quotes CSV (default: the sample)")
     parser.add_argument("--events", type=int, default=20_000, help="quotes read from --data")
     parser.add_argument("--queries", type=int, nargs="+", default=[1_000], help="per family")
+    parser.add_argument("--walk", action="store_true", help="100 random-walk stocks, not --data")
     parser.add_argument("--families", nargs="+", choices=sorted(FAMILIES), default=list(FAMILIES))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the records here")
@@ -159,7 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.data, args.queries = None, [20]
-    if args.data is None:
+    if args.walk:
+        events = walk_events(args.events, seed=args.seed)
+    elif args.data is None:
         with open(STOCKS_SAMPLE) as handle:
             events = read_events(handle, str(STOCKS_SAMPLE), {"Stock": STOCK}).events
     else:

@@ -1,12 +1,15 @@
-"""One-minute stock bars (``symbol,ts,open,high,low,close,volume``) as Stock events.
+"""Stock events for the benchmarks: one-minute bars from a file, or a seeded random walk.
 
-The benchmarks read the one-minute quotes this way: ``Stock(Name, Price,
-Volume)`` with the bar's close as the price, one event per bar, time in
-minutes since the Unix epoch (the bundled sample uses the same clock).
+The benchmarks read the one-minute quotes (``symbol,ts,open,high,low,close,volume``)
+as ``Stock(Name, Price, Volume)`` with the bar's close as the price, one event
+per bar, time in minutes since the Unix epoch (the bundled sample uses the
+same clock).  :func:`walk_events` is the original Cayuga engine's workload
+instead: ``names`` stocks starting at 100, each quote a step of ±1 % at most.
 """
 
 from __future__ import annotations
 
+import random
 from datetime import datetime
 from pathlib import Path
 
@@ -29,4 +32,17 @@ def minute_events(path: Path, limit: int | None = None) -> list[Event]:
             out.append(Event.of("Stock", minute, minute, values))
             if limit is not None and len(out) == limit:
                 break
+    return out
+
+
+def walk_events(count: int, names: int = 100, seed: int = 1) -> list[Event]:
+    """``count`` quotes of ``names`` random-walk stocks (``S0``…), one round of names a minute."""
+    rng = random.Random(seed)
+    prices = [100.0] * names
+    out = []
+    for number in range(count):
+        stock = number % names
+        prices[stock] = round(prices[stock] * (1 + rng.uniform(-0.01, 0.01)), 2)
+        values: dict[str, Value] = {"Name": f"S{stock}", "Price": prices[stock], "Volume": 100}
+        out.append(Event.of("Stock", number // names, number // names, values))
     return out
