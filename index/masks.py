@@ -40,11 +40,22 @@ from cesar.index.ranges import Value, is_nan
 
 
 def slots_of(mask: int) -> Iterator[int]:
-    """The slots of a bitmask, lowest first.  O(bits set × size of the mask)."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
+    """The slots of a bitmask, lowest first.
+
+    O(size of the mask / 64) per slot for a sparse mask (taking the lowest bit
+    off), O(size of the mask) in all for a dense one (scanning its binary text).
+    """
+    if mask.bit_count() * 64 < mask.bit_length():
+        while mask:
+            low = mask & -mask
+            yield low.bit_length() - 1
+            mask ^= low
+        return
+    bits = bin(mask)[:1:-1]
+    position = bits.find("1")
+    while position >= 0:
+        yield position
+        position = bits.find("1", position + 1)
 
 
 class ValueMasks:

@@ -311,14 +311,15 @@ class Engine:
         target = compiled.target
         ending = slots & program.final.get(target, 0)
         if ending:
-            since, slot_stream = program.since, program.slot_stream
+            slot_stream = program.slot_stream
             values = tuple(sorted(binding.items()))
             t1 = event.t1
-            for slot in slots_of(ending):
-                stream = slot_stream[slot]
-                if new_root > since[stream]:
-                    self.state.counters.matches += 1
-                    produced.append((Event(stream, t0, t1, values), new_root))
+            streams = [slot_stream[slot] for slot in slots_of(ending)]
+            if new_root <= program.latest_since:  # some slot may have subscribed after its root
+                since = program.since
+                streams = [stream for stream in streams if new_root > since[stream]]
+            self.state.counters.matches += len(streams)
+            produced.extend([(Event(stream, t0, t1, values), new_root) for stream in streams])
         node = program.dag.nodes[target]
         if node.filter is not None:
             members = slots & program.edges[node.filter].params.all

@@ -18,7 +18,8 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   same atoms of every FILTER edge's groups, for the run state's AN index;
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
-  after, and whether it is internal (resubscription, Section 3.5); per stream
+  after (and the latest such epoch ever: a match rooted after it needs no
+  check), and whether it is internal (resubscription, Section 3.5); per stream
   how many automata read it (a match of an unread stream is not fed back);
 * per node the DUR bound of its ∃-edges, after which its instances are dead;
 * the clock groups (:mod:`cesar.server.engine.clocks`): the streams each
@@ -158,6 +159,7 @@ class QueryProgram:
         self.statics: dict[Group, Atoms] = {}
         self.edges: dict[int, CompiledEdge] = {}
         self.since: dict[str, float] = {}
+        self.latest_since = -math.inf
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
         self.read: Counter[str] = Counter()
@@ -208,6 +210,7 @@ class QueryProgram:
                 self._index(compiled, mine, change)
                 touched.add(compiled.source)
             self.since[automaton.name] = since
+            self.latest_since = max(self.latest_since, since)
             if automaton.internal:
                 self.internal.add(automaton.name)
             self.rank[automaton.name] = 1 + max(
