@@ -220,12 +220,35 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from cesar.automata.errors import CelError
     from cesar.automata.explain import explain
 
+    if args.queries:
+        if args.query is not None:
+            return _fail("give a QUERY or --queries, not both")
+        return _explain_sharing(args)
+    if args.query is None:
+        return _fail("give a QUERY, or --queries for the sharing report of many")
     schemas = {schema.name: schema for schema in _stream_specs(args.stream)}
     try:
         compiled = compile_query(_query_text(args.query), schemas, "query")
     except CelError as exc:
         return _fail(str(exc))
     print(format_dot(compiled.automata) if args.dot else explain(compiled, schemas))
+    return 0
+
+
+def _explain_sharing(args: argparse.Namespace) -> int:
+    """Subscribe every query to one engine and print which share which template edges."""
+    from cesar.server.engine.engine import Engine
+    from cesar.server.engine.sharing import sharing_report
+    from cesar.server.engine.workload import Workload, WorkloadError
+
+    try:
+        program = Workload.build(_stream_specs(args.stream), _query_sources(args))
+    except WorkloadError as exc:
+        return _fail(str(exc))
+    engine = Engine()
+    for query in program.queries:
+        engine.subscribe(query.name, query.automata)
+    print(sharing_report(engine))
     return 0
 
 
@@ -280,7 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="show a query's compiled form")
     explain.add_argument("--stream", action="append", required=True, metavar="SPEC")
     explain.add_argument("--dot", action="store_true", help="print Graphviz source instead")
-    explain.add_argument("query", metavar="QUERY", help="a .cel file or the query text")
+    explain.add_argument("query", metavar="QUERY", nargs="?", help="a .cel file or the query text")
+    explain.add_argument(
+        "--queries",
+        metavar="Q",
+        help="instead of QUERY: a directory of .cel files or JSON Lines of "
+        '{"id", "query"}; prints which subscriptions share each template edge',
+    )
     explain.set_defaults(handler=cmd_explain)
     serve = sub.add_parser("serve", help="run the server: a front and its shard processes")
     from cesar.server.cli.remote import add_remote_commands, add_serve_arguments

@@ -268,6 +268,10 @@ class QueryProgram:
         change.refiltered -= set(deleted)
         return change
 
+    def owners(self) -> dict[int, str]:
+        """Each slot's subscription id."""
+        return {slot: record.id for record in self._subscriptions.values() for slot in record.slots}
+
     def users(self, nodes: set[int]) -> list[str]:
         """The subscriptions whose automata use any of ``nodes``, oldest first."""
         return [

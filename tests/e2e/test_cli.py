@@ -126,6 +126,24 @@ def test_explain_prints_the_automaton_with_its_edge_labels(cesar):
     assert "θ1: TRUE   θ2: $1.Name_1 = Name" in result.stdout
 
 
+def test_explain_queries_shows_which_subscriptions_share_a_template(cesar):
+    lines = [
+        json.dumps({"id": f"r{n}", "query": f"FILTER{{Name = '{name}' AND Price > {c}}} Stock"})
+        for n, (name, c) in enumerate([("IBM", 10.0), ("IBM", 12.5), ("MSFT", 12.5)])
+    ]
+    lines.append(json.dumps({"id": "big", "query": "FILTER{Volume > 100} Stock"}))
+    queries = cesar.write("family.jsonl", "\n".join(lines) + "\n")
+    result = cesar.run("explain", "--stream", STOCK, "--queries", queries)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("2 template edges for 4 subscriptions (4 automata); 3 DAG nodes")
+    assert "FORWARD on Stock  Name = ?0 AND Price > ?1\n  3 subscriptions: r0, r1, r2\n" in out
+    assert "  2 groups; ?0 key: 2 distinct; ?1 ordered: 2 distinct" in out
+    assert "Volume > ?0\n  1 subscriptions: big\n" in out
+    both = cesar.run("explain", "--stream", STOCK, "--queries", queries, "FILTER{x} Stock")
+    assert both.returncode != 0 and "not both" in both.stderr
+
+
 def test_explain_dot_prints_graphviz_for_every_automaton(cesar):
     text = "SELECT Name AS a FROM Stock NEXT{} (Stock NEXT{} (SELECT Name AS b FROM Stock))"
     # Query text longer than any file name is still read as text.
