@@ -64,7 +64,7 @@ class DagEdge:
 
 @dataclass(eq=False)
 class DagNode:
-    """A node: binding schema, signature, level, edges, output streams, and its users.
+    """A node: binding schema, signature, level, edges, and how many automata use it.
 
     ``registered``: other automata may share it (false for a second node of one
     automaton with the signature of its first).
@@ -79,7 +79,6 @@ class DagNode:
     entering: list[int] = field(default_factory=list)
     filter: int | None = None
     leaving: list[int] = field(default_factory=list)
-    outputs: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -231,7 +230,6 @@ class QueryDag:
                     edge_map[positions[id(edge)]] = free[key].pop()
             mapping[node_id] = existing
         final = mapping[automaton.final]
-        self.nodes[final].outputs |= {automaton.name}
         nodes = tuple(mapping[n.id] for n in automaton.nodes)
         edges = tuple(edge_map[i] for i in range(len(automaton.edges)))
         for node in nodes:
@@ -273,7 +271,6 @@ class QueryDag:
 
     def remove(self, footprint: Footprint) -> tuple[list[int], list[int]]:
         """Release a footprint; returns the node and edge ids deleted (no one else used them)."""
-        self.nodes[footprint.final].outputs -= {footprint.name}
         for node in footprint.nodes:
             self.nodes[node].refs -= 1
         for edge_id in footprint.edges:

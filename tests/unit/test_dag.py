@@ -36,15 +36,23 @@ def test_a_different_filter_loop_prevents_sharing_the_node():
     assert a.nodes[1] != b.nodes[1]
 
 
-def test_identical_subscriptions_share_the_final_node_with_two_outputs():
+def test_subscriptions_equal_up_to_constants_share_the_final_node():
     dag = QueryDag()
     a = dag.add(automaton("FILTER{v > 1} S", "a"))
-    b = dag.add(automaton("FILTER{v > 1} S", "b"))
-    assert a.final == b.final and dag.nodes[a.final].outputs == {"a", "b"}
+    b = dag.add(automaton("FILTER{v > 2} S", "b"))
+    assert a.final == b.final and a.edges == b.edges
+    assert (a.constants, b.constants) == (((1,),), ((2,),))
     assert a.created_nodes and not b.created_nodes
     dag.remove(a)
-    assert dag.nodes[b.final].outputs == {"b"}
+    assert dag.nodes[b.final].refs == 1
     dag.check_valid()
+
+
+def test_two_nodes_of_one_automaton_never_merge():
+    dag = QueryDag()
+    both = dag.add(automaton("FILTER{v > 1} S NEXT{} S UNION FILTER{v > 2} S NEXT{} S", "u"))
+    dag.check_valid()
+    assert len(set(both.nodes)) == len(both.nodes)
 
 
 def test_union_of_a_stream_with_itself_keeps_two_parallel_edges():
