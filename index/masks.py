@@ -45,7 +45,7 @@ def slots_of(mask: int) -> Iterator[int]:
     O(size of the mask / 64) per slot for a sparse mask (taking the lowest bit
     off), O(size of the mask) in all for a dense one (scanning its binary text).
     """
-    if mask.bit_count() * 64 < mask.bit_length():
+    if mask.bit_count() * 64 <= mask.bit_length():
         while mask:
             low = mask & -mask
             yield low.bit_length() - 1

@@ -164,13 +164,11 @@ class Engine:
             pending.setdefault(rank.get(event.stream, 0), []).append((event, t1))
         published: list[Event] = []
         while pending:
-            produced = self._round(pending.pop(min(pending)))
-            read = self.program.read
+            produced = self._round(pending.pop(min(pending)), published)
             for event, root in produced:
                 if event.stream not in self.program.internal:
                     published.append(event)
-                if event.stream in read:
-                    pending.setdefault(rank[event.stream], []).append((event, root))
+                pending.setdefault(rank[event.stream], []).append((event, root))
         groups = {self.program.groups.find(stream) for stream in streams}
         for stream in streams:
             clock[stream] = t1
@@ -183,11 +181,18 @@ class Engine:
         """Process a finite list of events grouped into epochs by ``t1``."""
         return run_epochs(self.process, events)
 
-    def _round(self, events: list[tuple[Event, float]]) -> list[tuple[Event, float]]:
-        """One rank of an epoch: Section 4.3's steps for each event, then install."""
+    def _round(
+        self, events: list[tuple[Event, float]], published: list[Event]
+    ) -> list[tuple[Event, float]]:
+        """One rank of an epoch: Section 4.3's steps for each event, then install.
+
+        Matches of streams nobody reads go to ``published``; the others are
+        returned with their roots, for the next rank.
+        """
         spawned: list[EngineInstance] = []
         leaving: dict[int, int] = {}
         produced: list[tuple[Event, float]] = []
+        out = (produced, published)
         counters = self.state.counters
         edges = self.program.edges
         fire = self._fire
@@ -203,7 +208,7 @@ class Engine:
                 params = edges[edge_id].params
                 slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
                 if slots:
-                    fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, produced)
+                    fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
             for node, affected in self._affected(event, attrs, own):
                 firing = self._firing(node, attrs)
                 for instance, slots in affected:
@@ -213,7 +218,7 @@ class Engine:
                     for compiled, groups in firing:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
                         if moving:
-                            args = (event, attrs, own, root, spawned, produced)
+                            args = (event, attrs, own, root, spawned, out)
                             fire(compiled, instance, moving, *args)
         self._install(leaving, spawned)
         return produced
@@ -294,7 +299,7 @@ class Engine:
         own: int,
         root: float,
         spawned: list[EngineInstance],
-        produced: list[tuple[Event, float]],
+        out: tuple[list[tuple[Event, float]], list[Event]],
     ) -> None:
         """Move ``slots`` along an ∃-edge: a match per slot ending there, an instance for others."""
         binding_in = _EMPTY if instance is None else instance.binding
@@ -314,12 +319,16 @@ class Engine:
             slot_stream = program.slot_stream
             values = tuple(sorted(binding.items()))
             t1 = event.t1
-            streams = [slot_stream[slot] for slot in slots_of(ending)]
+            streams = [slot_stream[slot] for slot in slots_of(ending & ~program.fed)]
+            fed = [slot_stream[slot] for slot in slots_of(ending & program.fed)]
             if new_root <= program.latest_since:  # some slot may have subscribed after its root
                 since = program.since
                 streams = [stream for stream in streams if new_root > since[stream]]
-            self.state.counters.matches += len(streams)
-            produced.extend([(Event(stream, t0, t1, values), new_root) for stream in streams])
+                fed = [stream for stream in fed if new_root > since[stream]]
+            self.state.counters.matches += len(streams) + len(fed)
+            produced, published = out
+            published.extend([Event(stream, t0, t1, values) for stream in streams])
+            produced.extend([(Event(stream, t0, t1, values), new_root) for stream in fed])
         node = program.dag.nodes[target]
         if node.filter is not None:
             members = slots & program.edges[node.filter].params.all

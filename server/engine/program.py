@@ -20,7 +20,8 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   producers run before readers within an epoch), the epoch it was subscribed
   after (and the latest such epoch ever: a match rooted after it needs no
   check), and whether it is internal (resubscription, Section 3.5); per stream
-  how many automata read it (a match of an unread stream is not fed back);
+  how many automata read it, and the mask of the slots whose stream is read or
+  internal (only their matches are fed back to the next rank);
 * per node the DUR bound of its ∃-edges, after which its instances are dead;
 * the clock groups (:mod:`cesar.server.engine.clocks`): the streams each
   subscription reads and publishes share event time (the engine joins them).
@@ -163,6 +164,8 @@ class QueryProgram:
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
         self.read: Counter[str] = Counter()
+        self.slot_of: dict[str, int] = {}
+        self.fed = 0
         self.bound: dict[int, float] = {}
         self.groups = StreamGroups()
         self.slot_stream: dict[int, str] = {}
@@ -217,6 +220,10 @@ class QueryProgram:
                 (self.rank.get(stream, 0) for stream in automaton.reads), default=0
             )
             self.read.update(automaton.reads)
+            self.slot_of[automaton.name] = slot
+            for stream in automaton.reads | {automaton.name}:
+                if stream in self.slot_of and (stream in self.internal or stream in self.read):
+                    self.fed |= 1 << self.slot_of[stream]
         self._subscriptions[subscription] = record
         touched.discard(ROOT)  # the start node holds no instances
         change.rebound = {node for node in touched if self._update_bound(node)}
@@ -256,10 +263,14 @@ class QueryProgram:
             deleted.extend(dead_nodes)
             del self.since[stream]
             del self.rank[stream]
+            del self.slot_of[stream]
+            self.fed &= ~bit
             for read in reads:
                 self.read[read] -= 1
                 if not self.read[read]:
                     del self.read[read]
+                    if read in self.slot_of and read not in self.internal:
+                        self.fed &= ~(1 << self.slot_of[read])
             del self.slot_stream[slot]
             heapq.heappush(self._free_slots, slot)
             self.internal.discard(stream)
@@ -372,6 +383,12 @@ class QueryProgram:
         assert set(self.since) == set(self.rank) >= self.internal
         reads = Counter(s for r in self._subscriptions.values() for a in r.reads for s in a)
         assert self.read == reads
+        assert {stream: slot for slot, stream in self.slot_stream.items()} == self.slot_of
+        fed = 0
+        for stream, slot in self.slot_of.items():
+            if stream in self.internal or stream in self.read:
+                fed |= 1 << slot
+        assert self.fed == fed
         assert set(self.bound) <= set(self.dag.nodes)
         assert set(self.slot_stream.values()) == set(self.since)
         assert not set(self._free_slots) & set(self.slot_stream)
