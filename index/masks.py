@@ -16,8 +16,8 @@ the slots one by one:
 NaN satisfies no ordering and no equality (it does satisfy ``!=``), as a
 constant and as a value.  Cost: :meth:`ValueMasks.satisfying` O(log d + √d)
 big-integer operations for d distinct constants; :meth:`ValueMasks.add` and
-:meth:`ValueMasks.remove` O(log d), the prefix unions rebuilt on the next
-probe after a change (O(d) operations).
+:meth:`ValueMasks.remove` O(d) memory moves at worst, the prefix unions
+rebuilt on the next probe after a change (O(d) operations).
 
 >>> masks = ValueMasks()
 >>> for slot, threshold in [(0, 10.0), (1, 20.0), (2, 15.0)]:
@@ -31,10 +31,8 @@ probe after a change (O(d) operations).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
-
-from sortedcontainers import SortedList
 
 from cesar.index.ranges import Value, is_nan
 
@@ -61,16 +59,20 @@ def slots_of(mask: int) -> Iterator[int]:
 class ValueMasks:
     """Slots and their constants; :meth:`satisfying` gives the slots ``value op c`` holds for.
 
-    Methods: :meth:`add`, :meth:`remove`, :meth:`satisfying`, :meth:`check_valid`.
+    Methods: :meth:`add`, :meth:`remove`, :meth:`satisfying`, :meth:`loosest`,
+    :meth:`check_valid`.  The distinct constants are a plain sorted list
+    (insertion moves memory, O(d), but costs far less space than a tree; many
+    small instances exist, one per group and ordered atom).
     """
+
+    __slots__ = ("_all", "_block", "_constant", "_masks", "_nan", "_order", "_prefix")
 
     def __init__(self) -> None:
         self._constant: dict[int, Value] = {}
         self._masks: dict[Value, int] = {}
-        self._order: SortedList = SortedList()
+        self._order: list[Value] = []
         self._all = 0
         self._nan = 0
-        self._values: list[Value] = []
         self._prefix: list[int] | None = None
         self._block = 1
 
@@ -90,7 +92,7 @@ class ValueMasks:
             return
         known = self._masks.get(constant)
         if known is None:
-            self._order.add(constant)
+            insort(self._order, constant)
             self._masks[constant] = bit
         else:
             self._masks[constant] = known | bit
@@ -109,7 +111,7 @@ class ValueMasks:
             self._masks[constant] = left
         else:
             del self._masks[constant]
-            self._order.remove(constant)
+            del self._order[bisect_left(self._order, constant)]
 
     def loosest(self, op: str) -> Value | None:
         """The constant ``c`` for which ``value op c`` holds most often (None: no ordered one).
@@ -132,7 +134,7 @@ class ValueMasks:
             return 0
         if self._prefix is None:
             self._rebuild()
-        values = self._values
+        values = self._order
         if op == ">":  # c < value
             return self._below(bisect_left(values, value))
         if op == ">=":  # c <= value
@@ -144,10 +146,9 @@ class ValueMasks:
         return ordered & ~self._below(bisect_left(values, value))
 
     def _rebuild(self) -> None:
-        self._values = list(self._order)
-        self._block = block = max(8, math.isqrt(len(self._values)))
+        self._block = block = max(8, math.isqrt(len(self._order)))
         prefix, acc = [0], 0
-        for position, constant in enumerate(self._values, 1):
+        for position, constant in enumerate(self._order, 1):
             acc |= self._masks[constant]
             if position % block == 0:
                 prefix.append(acc)
@@ -157,7 +158,7 @@ class ValueMasks:
     def _below(self, position: int) -> int:
         """The slots of the first ``position`` distinct constants."""
         assert self._prefix is not None
-        block, values, masks = self._block, self._values, self._masks
+        block, values, masks = self._block, self._order, self._masks
         index, rest = divmod(position, block)
         start = index * block
         if rest <= block // 2 or start + block > len(values):
@@ -177,15 +178,14 @@ class ValueMasks:
             assert mask and not mask & union, f"constant {constant!r}"
             union |= mask
         assert union == self._all
-        assert list(self._order) == sorted(self._masks)
+        assert self._order == sorted(self._masks)
         for slot, constant in self._constant.items():
             bit = 1 << slot
             assert (self._nan if is_nan(constant) else self._masks[constant]) & bit
         assert self._all.bit_count() == len(self._constant)
         if self._prefix is not None:
-            assert self._values == list(self._order)
-            for position in range(len(self._values) + 1):
+            for position in range(len(self._order) + 1):
                 expected = 0
-                for constant in self._values[:position]:
+                for constant in self._order[:position]:
                     expected |= self._masks[constant]
                 assert self._below(position) == expected, f"prefix {position}"

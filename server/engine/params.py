@@ -15,7 +15,10 @@ never slot by slot.  Each atom of a template conjunct is one of
   4.3's FR and AN indices find static conjuncts;
 * *ordered*: ``term op ?i`` with a parameter-free term (a static range, ``DUR
   <= ?i``, ``$1.x < ?i``) — the term is evaluated once and a
-  :class:`~cesar.index.masks.ValueMasks` per group gives the slots it holds for;
+  :class:`~cesar.index.masks.ValueMasks` per group gives the slots it holds for
+  (a group of a few slots compares their constants directly: most groups of
+  a varied workload hold one or two, and value masks would cost far more
+  memory than they save time);
 * *general*: a parameter inside arithmetic (``After < ?0 * Before``) — the
   group's slots are kept by their tuple of such constants, and each distinct
   tuple is evaluated once.
@@ -41,6 +44,7 @@ from cesar.automata.schema import Value
 from cesar.automata.template import Constants
 from cesar.automata.terms import Arith, Attr, Call, Cmp, Neg, Param, Scope, Term
 from cesar.index.masks import ValueMasks
+from cesar.index.ranges import OPS, is_nan
 from cesar.index.static import Atoms
 from cesar.server.engine.codegen import Binding, Codegen, GeneralTest, Test, ValueOf
 
@@ -58,7 +62,11 @@ def has_param(term: Term) -> bool:
     return False
 
 
-@dataclass
+SMALL = 8
+"""By default, a group of at most this many slots compares their constants one by one."""
+
+
+@dataclass(slots=True)
 class Tuple:
     """The slots of a group sharing one tuple of general-atom constants, and one's constants."""
 
@@ -66,14 +74,18 @@ class Tuple:
     mask: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Group:
     """The slots of one conjunct of one edge whose key constants are ``key``.
 
-    ``ordered`` holds one :class:`ValueMasks` per ordered atom of the
-    conjunct; ``general`` maps the tuple of a slot's constants in general
-    atoms to the slots with that tuple and a representative's full constants.
-    Identity is the group's: the engine's static index keys on it.
+    ``slots`` maps each slot to its constants.  ``ordered`` holds one
+    :class:`ValueMasks` per ordered atom of the conjunct once the group has
+    more than its edge's ``small`` slots (None before: most groups of a varied
+    workload hold one or two slots, and comparing those directly costs less
+    time and far less memory).  ``general`` maps the tuple of a slot's
+    constants in general atoms to the slots with that tuple and a
+    representative's full constants.  Identity is the group's: the engine's
+    static index keys on it.
     """
 
     @property
@@ -84,7 +96,8 @@ class Group:
     params: EdgeParams
     conjunct: int
     key: tuple[Value, ...]
-    ordered: tuple[ValueMasks, ...]
+    slots: dict[int, Constants] = field(default_factory=dict)
+    ordered: tuple[ValueMasks, ...] | None = None
     mask: int = 0
     general: dict[Constants, Tuple] = field(default_factory=dict)
 
@@ -157,8 +170,11 @@ class EdgeParams:
     satisfies the edge for), :meth:`dur_bound`, :meth:`check_valid`.
     """
 
-    def __init__(self, edge_id: int, edge: Edge, codegen: Codegen, faults: Faults) -> None:
+    def __init__(
+        self, edge_id: int, edge: Edge, codegen: Codegen, faults: Faults, small: int = SMALL
+    ) -> None:
         self.edge_id = edge_id
+        self.small = small
         self.plans = tuple(
             plan_conjunct(c.static.atoms, c.dynamic.atoms, codegen) for c in edge.conjuncts
         )
@@ -183,13 +199,19 @@ class EdgeParams:
             key = tuple(constants[p] for _, p in plan.keys)
             group = self.groups[position].get(key)
             if group is None:
-                ordered = tuple(ValueMasks() for _ in plan.ordered)
-                group = Group(self, position, key, ordered)
+                group = Group(self, position, key)
                 self.groups[position][key] = group
             mine.append(group)
             group.mask |= bit
-            for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
-                masks.add(slot, constants[param])
+            group.slots[slot] = constants
+            if group.ordered is not None:
+                for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
+                    masks.add(slot, constants[param])
+            elif len(group.slots) > self.small and plan.ordered:
+                group.ordered = tuple(ValueMasks() for _ in plan.ordered)
+                for member, known in group.slots.items():
+                    for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
+                        masks.add(member, known[param])
             if plan.general is not None:
                 general_key = tuple(constants[p] for p in plan.general_params)
                 group.general.setdefault(general_key, Tuple(constants)).mask |= bit
@@ -207,7 +229,8 @@ class EdgeParams:
             group = self.groups[position][key]
             mine.append(group)
             group.mask &= ~bit
-            for masks in group.ordered:
+            del group.slots[slot]
+            for masks in group.ordered or ():
                 masks.remove(slot)
             if plan.general is not None:
                 general_key = tuple(constants[p] for p in plan.general_params)
@@ -229,7 +252,13 @@ class EdgeParams:
         plan = self.plans[group.conjunct]
         atoms = [(name, "=", value) for (name, _), value in zip(plan.keys, group.key, strict=True)]
         for name, op, k in plan.ranges:
-            bound = group.ordered[k].loosest(op)
+            if group.ordered is not None:
+                bound = group.ordered[k].loosest(op)
+            else:
+                param = plan.ordered[k][2]
+                ordered = [c[param] for c in group.slots.values() if not is_nan(c[param])]
+                pick = min if op in (">", ">=") else max
+                bound = pick(ordered) if ordered else None
             atoms.append((name, op, math.nan if bound is None else bound))
         return tuple(atoms)
 
@@ -264,16 +293,19 @@ class EdgeParams:
             plan = self.plans[group.conjunct]
             if plan.fixed is not None and not plan.fixed(binding, attrs, dur, own):
                 continue
-            for masks, (value_of, op, _) in zip(group.ordered, plan.ordered, strict=True):
-                try:
-                    value = value_of(binding, attrs, dur, own)
-                except ArithmeticFault:
-                    self.faults.arithmetic += 1
-                    slots = 0
-                    break
-                slots &= masks.satisfying(op, value)
-                if not slots:
-                    break
+            if group.ordered is not None:
+                for masks, (value_of, op, _) in zip(group.ordered, plan.ordered, strict=True):
+                    try:
+                        value = value_of(binding, attrs, dur, own)
+                    except ArithmeticFault:
+                        self.faults.arithmetic += 1
+                        slots = 0
+                        break
+                    slots &= masks.satisfying(op, value)
+                    if not slots:
+                        break
+            elif plan.ordered:
+                slots = self._compare(group, plan, slots, binding, attrs, dur, own)
             if slots and plan.general is not None:
                 kept = 0
                 for entry in group.general.values():
@@ -286,6 +318,31 @@ class EdgeParams:
         if union and not self.guards(binding, attrs, dur, own):
             return 0
         return union
+
+    def _compare(
+        self,
+        group: Group,
+        plan: ConjunctPlan,
+        slots: int,
+        binding: Binding,
+        attrs: Binding,
+        dur: int,
+        own: int,
+    ) -> int:
+        """The ordered atoms of a small group, its slots' constants compared one by one."""
+        tests = []
+        for value_of, op, param in plan.ordered:
+            try:
+                tests.append((OPS[op], value_of(binding, attrs, dur, own), param))
+            except ArithmeticFault:
+                self.faults.arithmetic += 1
+                return 0
+        kept = 0
+        for slot, constants in group.slots.items():
+            bit = 1 << slot
+            if slots & bit and all(test(value, constants[p]) for test, value, p in tests):
+                kept |= bit
+        return kept
 
     def matching_groups(self, attrs: Binding) -> list[Group]:
         """The groups whose key constants equal the event's (what the static index finds)."""
@@ -305,7 +362,11 @@ class EdgeParams:
                 assert group.conjunct == position and group.key == key and group.mask
                 assert not group.mask & union
                 union |= group.mask
-                for masks in group.ordered:
+                assert group.mask.bit_count() == len(group.slots)
+                assert all(self.slots[s] is c for s, c in group.slots.items())
+                small = len(group.slots) <= self.small or not plan.ordered
+                assert group.ordered is not None or small
+                for masks in group.ordered or ():
                     masks.check_valid()
                     assert len(masks) == group.mask.bit_count()
                 if plan.general is not None:

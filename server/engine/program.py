@@ -45,7 +45,7 @@ from cesar.index.static import Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.codegen import Build, Codegen
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
-from cesar.server.engine.params import EdgeParams, Group
+from cesar.server.engine.params import SMALL, EdgeParams, Group
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ class EngineOptions:
     max_instances_per_node: int | None = None
     max_instances: int | None = None
     functions: FunctionRegistry = DEFAULT_FUNCTIONS
+    small_group: int = SMALL
+    """Groups of at most this many slots compare their constants one by one."""
 
 
 @dataclass
@@ -340,7 +342,7 @@ class QueryProgram:
     def _compile(self, edge_id: int) -> None:
         dag_edge = self.dag.edges[edge_id]
         edge = dag_edge.label
-        params = EdgeParams(edge_id, edge, self._codegen, self.faults)
+        params = EdgeParams(edge_id, edge, self._codegen, self.faults, self.options.small_group)
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
         if edge.kind is EdgeKind.FILTER:
             compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)

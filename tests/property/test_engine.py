@@ -125,11 +125,11 @@ def test_independent_streams_keep_their_own_clocks(mode, exprs, streams, offsets
 class EngineMachine(RuleBasedStateMachine):
     """Subscribe, unsubscribe and publish epochs in any order, against a reference model."""
 
-    mode = "full"
+    options = MODES["full"]
 
     @initialize()
     def start(self):
-        self.engine = Engine(MODES[self.mode])
+        self.engine = Engine(self.options)
         self.live = {}  # id → (expression, index of the first event it sees)
         self.events = []
         self.got = {}
@@ -198,7 +198,7 @@ class EngineMachine(RuleBasedStateMachine):
 
 
 class NaiveEngineMachine(EngineMachine):
-    mode = "naive"
+    options = MODES["naive"]
 
 
 TestEngineMachine = EngineMachine.TestCase

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
@@ -76,10 +77,13 @@ def families(draw: st.DrawFn) -> list[alg.Expr]:
     return [vary(draw, draw(st.sampled_from(templates))) for _ in range(draw(st.integers(2, 8)))]
 
 
+@pytest.mark.parametrize("small", [0, 8])
 @settings(max_examples=300, **SETTINGS)
 @given(exprs=families(), streams=input_streams())
-def test_each_member_of_a_family_gets_its_own_output(exprs, streams):
-    shared, alone = Engine(EngineOptions()), Engine(EngineOptions(merge=False))
+def test_each_member_of_a_family_gets_its_own_output(small, exprs, streams):
+    """With value masks from the first slot (small 0) and with small groups compared directly."""
+    shared = Engine(EngineOptions(small_group=small))
+    alone = Engine(EngineOptions(merge=False))
     for number, expr in enumerate(exprs):
         subscribe(shared, f"q{number}", expr)
         subscribe(alone, f"q{number}", expr)
@@ -94,7 +98,12 @@ def test_each_member_of_a_family_gets_its_own_output(exprs, streams):
 
 
 class TemplateMachine(EngineMachine):
-    """The engine machine, also subscribing variants of what it subscribed before."""
+    """The engine machine, also subscribing variants of what it subscribed before.
+
+    Groups switch to value masks after two slots, so both ways are driven.
+    """
+
+    options = EngineOptions(small_group=2)
 
     @rule(data=st.data())
     def subscribe_variant(self, data):
