@@ -209,8 +209,9 @@ class Engine:
                 slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
                 if slots:
                     fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
+            inner: dict[int, list[Group]] = {}
             for node, affected in self._affected(event, attrs, own):
-                firing = self._firing(node, attrs)
+                firing = self._firing(node, event.stream, attrs, inner)
                 for instance, slots in affected:
                     leaving[instance.id] = leaving.get(instance.id, 0) | slots
                     dur = event.t1 - instance.t0 + 1
@@ -224,20 +225,34 @@ class Engine:
         return produced
 
     def _firing(
-        self, node: int, attrs: Mapping[str, Value]
+        self, node: int, stream: str, attrs: Mapping[str, Value], inner: dict[int, list[Group]]
     ) -> list[tuple[CompiledEdge, list[Group]]]:
-        """The ∃-edges leaving ``node``, each with its groups whose key constants the event equals.
+        """The ∃-edges leaving ``node`` that can fire, each with the groups the event may satisfy.
 
-        An edge without such a group cannot fire.  O(leaving edges × conjuncts).
+        A node with few leaving edges finds each one's groups by the event's
+        key values; one with many (a shared prefix that thousands of
+        different shapes extend) takes them from ``inner``, the probe of the
+        inner FR index, made at most once per event.  O(min(leaving, hits)).
         """
         edges = self.program.edges
+        leaving = self.program.dag.nodes[node].leaving
         firing = []
-        for edge_id in self.program.dag.nodes[node].leaving:
-            compiled = edges[edge_id]
-            groups = compiled.params.matching_groups(attrs)
-            if groups:
-                firing.append((compiled, groups))
-        return firing
+        if len(leaving) <= self.options.few_leaving:
+            for edge_id in leaving:
+                compiled = edges[edge_id]
+                groups = compiled.params.matching_groups(attrs)
+                if groups:
+                    firing.append((compiled, groups))
+            return firing
+        if not inner:
+            inner[-1] = []  # probed: an event without hits probes once too
+            for group in self.program.fr_inner.probe(stream, attrs):
+                inner.setdefault(group.edge, []).append(group)
+        if len(inner) < len(leaving):
+            mine = sorted(e for e in inner if e >= 0 and edges[e].source == node)
+        else:
+            mine = [e for e in leaving if e in inner]
+        return [(edges[e], inner[e]) for e in mine]
 
     def _affected(
         self, event: Event, attrs: Mapping[str, Value], own: int

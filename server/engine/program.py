@@ -14,8 +14,9 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   each FILTER conjunct;
 * the FR index (Section 4.3) over the groups of the ∃-edges leaving the
   start node: the static atoms an event must satisfy for some slot of the
-  group (its key constants and the loosest bound of each range), and the
-  same atoms of every FILTER edge's groups, for the run state's AN index;
+  group (its key constants and the loosest bound of each range); the same for
+  the other ∃-edges (``fr_inner``), and the same atoms of every FILTER edge's
+  groups, for the run state's AN index;
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
   after (and the latest such epoch ever: a match rooted after it needs no
@@ -59,6 +60,8 @@ class EngineOptions:
     functions: FunctionRegistry = DEFAULT_FUNCTIONS
     small_group: int = SMALL
     """Groups of at most this many slots compare their constants one by one."""
+    few_leaving: int = 8
+    """A node with at most this many leaving ∃-edges finds their groups by key, without FR."""
 
 
 @dataclass
@@ -159,6 +162,7 @@ class QueryProgram:
         self.faults = Faults()
         self.dag = QueryDag(merge=options.merge)
         self.fr: ConjunctIndex[Group] = ConjunctIndex()
+        self.fr_inner: ConjunctIndex[Group] = ConjunctIndex()
         self.statics: dict[Group, Atoms] = {}
         self.edges: dict[int, CompiledEdge] = {}
         self.since: dict[str, float] = {}
@@ -310,34 +314,33 @@ class QueryProgram:
     def _index(self, compiled: CompiledEdge, groups: list[Group], change: Change) -> None:
         """Bring the static atoms of ``groups`` up to date (an empty group leaves).
 
-        The groups of ∃-edges leaving the start node live in the FR index; a
-        FILTER edge's change is passed on in ``change.refiltered`` (the AN
-        index holds only active nodes).  Other ∃-edges are only tried for the
-        instances their node's filter let go, their groups found by key.
+        The groups of ∃-edges leaving the start node live in the FR index, those
+        of other ∃-edges in ``fr_inner`` (probed only for a node with many
+        leaving edges, once its filter let some slots go); a FILTER edge's
+        change is passed on in ``change.refiltered`` (the AN index holds only
+        active nodes).
         """
         filters = compiled.edge.kind is EdgeKind.FILTER
-        if not filters and compiled.source != ROOT:
-            return
-        exists = not filters
+        index = self.fr if compiled.source == ROOT else self.fr_inner
         for group in groups:
             known = self.statics.get(group)
             if not group.mask:
                 del self.statics[group]
-                if exists:
-                    self.fr.remove(group)
-                else:
+                if filters:
                     change.refiltered.add(compiled.source)
+                else:
+                    index.remove(group)
                 continue
             atoms = compiled.params.statics(group)
             if atoms == known:
                 continue
             self.statics[group] = atoms
-            if not exists:
+            if filters:
                 change.refiltered.add(compiled.source)
                 continue
             if known is not None:
-                self.fr.remove(group)
-            self.fr.add(group, compiled.edge.stream, (atoms,))
+                index.remove(group)
+            index.add(group, compiled.edge.stream, (atoms,))
 
     def _compile(self, edge_id: int) -> None:
         dag_edge = self.dag.edges[edge_id]
@@ -366,22 +369,24 @@ class QueryProgram:
         """Assert every invariant of the DAG, the compiled edges, the slots and the index."""
         self.dag.check_valid()
         self.fr.check_valid()
+        self.fr_inner.check_valid()
         assert set(self.edges) == set(self.dag.edges)
-        groups = exists = 0
+        groups = starting = inner = 0
         for edge_id, compiled in self.edges.items():
             compiled.params.check_valid()
             assert compiled.params.all, f"edge {edge_id} has no slots"
             filters = compiled.edge.kind is EdgeKind.FILTER
-            if not filters and compiled.source != ROOT:
-                continue
+            index = self.fr if compiled.source == ROOT else self.fr_inner
             for group in compiled.params.all_groups():
                 assert self.statics[group] == compiled.params.statics(group)
                 assert group.edge == edge_id
                 groups += 1
                 if not filters:
-                    assert group in self.fr
-                    exists += 1
-        assert len(self.statics) == groups and len(self.fr) == exists
+                    assert group in index
+                    starting += compiled.source == ROOT
+                    inner += compiled.source != ROOT
+        assert len(self.statics) == groups
+        assert len(self.fr) == starting and len(self.fr_inner) == inner
         assert set(self.since) == set(self.rank) >= self.internal
         reads = Counter(s for r in self._subscriptions.values() for a in r.reads for s in a)
         assert self.read == reads

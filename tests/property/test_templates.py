@@ -77,12 +77,13 @@ def families(draw: st.DrawFn) -> list[alg.Expr]:
     return [vary(draw, draw(st.sampled_from(templates))) for _ in range(draw(st.integers(2, 8)))]
 
 
-@pytest.mark.parametrize("small", [0, 8])
+@pytest.mark.parametrize("tuned", [0, 8])
 @settings(max_examples=300, **SETTINGS)
 @given(exprs=families(), streams=input_streams())
-def test_each_member_of_a_family_gets_its_own_output(small, exprs, streams):
-    """With value masks from the first slot (small 0) and with small groups compared directly."""
-    shared = Engine(EngineOptions(small_group=small))
+def test_each_member_of_a_family_gets_its_own_output(tuned, exprs, streams):
+    """With value masks from the first slot and every inner edge found through FR (tuned 0),
+    and with the defaults (small groups compared directly, few leaving edges found by key)."""
+    shared = Engine(EngineOptions(small_group=tuned, few_leaving=tuned))
     alone = Engine(EngineOptions(merge=False))
     for number, expr in enumerate(exprs):
         subscribe(shared, f"q{number}", expr)
@@ -100,10 +101,11 @@ def test_each_member_of_a_family_gets_its_own_output(small, exprs, streams):
 class TemplateMachine(EngineMachine):
     """The engine machine, also subscribing variants of what it subscribed before.
 
-    Groups switch to value masks after two slots, so both ways are driven.
+    Groups switch to value masks after two slots and nodes with two leaving
+    edges use the inner FR index, so both ways of each are driven.
     """
 
-    options = EngineOptions(small_group=2)
+    options = EngineOptions(small_group=2, few_leaving=1)
 
     @rule(data=st.data())
     def subscribe_variant(self, data):
