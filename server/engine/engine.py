@@ -373,18 +373,23 @@ class Engine:
     def _enforce_limits(self, nodes: set[int]) -> None:
         """Drop the oldest instances over a limit; notify once per episode over it.
 
-        A node (or the engine) that goes over its limit notifies the
-        subscriptions using it once; it notifies again only after an epoch in
-        which it gained instances and stayed within the limit (it recovered).
+        A node's limit is ``max_instances_per_node`` for each slot its filter
+        serves: a node shared by a thousand subscriptions may hold what a
+        thousand unshared nodes could (and one shared instance stands for many
+        of theirs).  A node (or the engine) that goes over its limit notifies
+        the subscriptions using it once; it notifies again only after an epoch
+        in which it gained instances and stayed within the limit (it recovered).
         """
         live, instances, capped = self.state.live, self.state.instances, self.state.capped
         per_node = self.options.max_instances_per_node
         if per_node is not None:
             for node in nodes:
                 index = live.get(node)
-                if index is not None and len(index) > per_node:
-                    excess = index.instances()[: len(index) - per_node]
-                    self._drop(excess, node, f"node {node} exceeded {per_node} live instances")
+                limit = per_node * self.program.filter_of(node).params.all.bit_count()
+                if index is not None and len(index) > limit:
+                    excess = index.instances()[: len(index) - limit]
+                    reason = f"node {node} exceeded {limit} live instances ({per_node} a query)"
+                    self._drop(excess, node, reason)
                 else:
                     capped.discard(node)
         total = self.options.max_instances
