@@ -2,7 +2,7 @@
 
 A Hypothesis state machine adds and removes slots with constants (ints and
 floats mixed, NaN included, many equal) and probes with random values; every
-answer must equal the model's slot-by-slot comparison, and ``check_valid()``
+answer must equal the model's slot-by-slot comparison (Python's operators), and ``check_valid()``
 runs after every step.  Enough distinct constants occur for the prefix unions
 to have several blocks.
 """
@@ -10,22 +10,14 @@ to have several blocks.
 from __future__ import annotations
 
 import math
-import operator
 
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from cesar.index.masks import ValueMasks, slots_of
+from cesar.index.ranges import OPS
 
-OPS = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
 NUMBERS = st.one_of(
     st.integers(-30, 30),
     st.sampled_from([0.5, -2.5, 7.0, math.nan, math.inf, -math.inf]),
