@@ -8,10 +8,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def smoke_json(module: str, out: Path, timeout: int) -> dict:
-    """Run ``python -m MODULE --smoke --json OUT``; it must exit 0; the JSON it wrote."""
+def smoke_json(module: str, out: Path, timeout: int, *extra: str) -> dict:
+    """Run ``python -m MODULE --smoke --json OUT [EXTRA…]``; it must exit 0; the JSON it wrote."""
     result = subprocess.run(
-        [sys.executable, "-m", module, "--smoke", "--json", str(out)],
+        [sys.executable, "-m", module, "--smoke", "--json", str(out), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -179,3 +179,13 @@ def test_families_smoke_every_family_alerts_and_merging_changes_nothing(tmp_path
         mine = [r for r in records if r["family"] == family]
         assert [r["engine"] for r in mine] == ["engine", "nomerge"]
         assert all(r["alerts"] > 0 and r["queries"] == 20 for r in mine)
+
+
+def test_families_smoke_on_the_original_cayuga_workload(tmp_path):
+    summary = smoke_json(
+        "cesar.perf.families", tmp_path / "cayuga.json", 300, "--walk", "--families", "cayuga"
+    )
+    assert summary["events"] == 5000 and summary["cayuga_20_outputs_agree"] is True
+    shared, alone = summary["records"]
+    assert shared["alerts"] == alone["alerts"] > 0
+    assert shared["dag_nodes"] == 3 and alone["dag_nodes"] == 41
