@@ -15,6 +15,12 @@ is one node entered twice from the root, so each event spawns two instances,
 as the algebra's multiset union demands.  Two nodes of one automaton are never
 mapped onto one DAG node (their constants could differ on a shared edge).
 
+Every node belongs to a *space*: the connected nodes whose automata share
+any of them.  An automaton lives in one space (it shares nodes of one space
+only; a node that would join two spaces is not shared), so the engine can
+number subscriptions within a space: the bitmasks of a space of a hundred
+subscriptions are a hundred bits wide, however many the DAG holds.
+
 Every node and edge counts the footprints using it; removing a footprint
 deletes what no other footprint uses.  ``merge=False`` gives each automaton
 its own nodes (only the root is shared): the engine without state merging.
@@ -64,7 +70,7 @@ class DagEdge:
 
 @dataclass(eq=False)
 class DagNode:
-    """A node: binding schema, signature, level, edges, and how many automata use it.
+    """A node: binding schema, signature, level, space, edges, and how many automata use it.
 
     ``registered``: other automata may share it (false for a second node of one
     automaton with the signature of its first).
@@ -74,6 +80,7 @@ class DagNode:
     attributes: Columns
     signature: Hashable
     level: int
+    space: int = 0
     refs: int = 0
     registered: bool = True
     entering: list[int] = field(default_factory=list)
@@ -85,10 +92,12 @@ class DagNode:
 class Footprint:
     """Where one automaton lives in the DAG: its nodes' and edges' DAG ids, by position.
 
-    ``constants`` are the automaton's constants for each of its edges' templates.
+    ``space`` is the space of its nodes (the root's aside); ``constants`` are the
+    automaton's constants for each of its edges' templates.
     """
 
     name: str
+    space: int
     nodes: tuple[int, ...]
     edges: tuple[int, ...]
     final: int
@@ -175,10 +184,16 @@ class QueryDag:
         self._schemas: dict[Columns, Columns] = {}  # one tuple per distinct node schema
         self._next_node = 1
         self._next_edge = 0
+        self._next_space = 1
 
     def add(self, automaton: Automaton) -> Footprint:
-        """Place ``automaton``, sharing every equivalent prefix.  O(size of the automaton)."""
+        """Place ``automaton``, sharing every equivalent prefix.  O(size of the automaton).
+
+        The first node it shares decides its space (a new space if it shares
+        none); a node of another space is not shared.
+        """
         mapping: dict[int, int] = {0: ROOT}
+        space: int | None = None
         edge_map: dict[int, int] = {}
         created_nodes: list[int] = []
         created_edges: list[int] = []
@@ -202,6 +217,12 @@ class QueryDag:
             existing = self._by_signature.get(signature) if self.merge else None
             if existing in mapping.values():
                 existing = None
+            if existing is not None:
+                found = self.nodes[existing].space
+                if space is None:
+                    space = found
+                elif found != space:
+                    existing = None  # sharing it would join two spaces
             if existing is None:
                 level = 1 + max(
                     (self.nodes[mapping[e.source]].level for e in edges_in if e.source != node_id),
@@ -229,6 +250,11 @@ class QueryDag:
                 for edge, key in zip(edges_in, keys, strict=True):
                     edge_map[positions[id(edge)]] = free[key].pop()
             mapping[node_id] = existing
+        if space is None:
+            space = self._next_space
+            self._next_space += 1
+        for node_id in created_nodes:
+            self.nodes[node_id].space = space
         final = mapping[automaton.final]
         nodes = tuple(mapping[n.id] for n in automaton.nodes)
         edges = tuple(edge_map[i] for i in range(len(automaton.edges)))
@@ -238,6 +264,7 @@ class QueryDag:
             self.edges[edge_id].refs += 1
         return Footprint(
             automaton.name,
+            space,
             nodes,
             edges,
             final,
@@ -320,6 +347,9 @@ class QueryDag:
             assert edge.source in self.nodes and edge.target in self.nodes
             assert self.nodes[edge.target].refs >= edge.refs
             assert edge.label.source == edge.label.target == 0
+            target_space = self.nodes[edge.target].space
+            assert edge.source == ROOT or self.nodes[edge.source].space == target_space
+            assert target_space > 0, f"edge {edge.id} enters a node without a space"
         registered = sorted(n.id for n in self.nodes.values() if n.id != ROOT and n.registered)
         assert sorted(self._by_signature.values()) == registered
         assert self.merge or not registered

@@ -329,13 +329,15 @@ class Engine:
         new_root = root if instance is None else min(root, instance.root)
         program = self.program
         target = compiled.target
+        node = program.dag.nodes[target]
         ending = slots & program.final.get(target, 0)
         if ending:
-            slot_stream = program.slot_stream
+            space = program.spaces[node.space]
+            slot_stream = space.streams
             values = tuple(sorted(binding.items()))
             t1 = event.t1
-            streams = [slot_stream[slot] for slot in slots_of(ending & ~program.fed)]
-            fed = [slot_stream[slot] for slot in slots_of(ending & program.fed)]
+            streams = [slot_stream[slot] for slot in slots_of(ending & ~space.fed)]
+            fed = [slot_stream[slot] for slot in slots_of(ending & space.fed)]
             if new_root <= program.latest_since:  # some slot may have subscribed after its root
                 since = program.since
                 streams = [stream for stream in streams if new_root > since[stream]]
@@ -344,7 +346,6 @@ class Engine:
             produced, published = out
             published.extend([Event(stream, t0, t1, values) for stream in streams])
             produced.extend([(Event(stream, t0, t1, values), new_root) for stream in fed])
-        node = program.dag.nodes[target]
         if node.filter is not None:
             members = slots & program.edges[node.filter].params.all
             if members:

@@ -6,8 +6,10 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
 
 * the :class:`~cesar.server.engine.dag.QueryDag` of every subscription's
   automata, its edges templates shared by subscriptions equal up to constants;
-* a *slot* per automaton (a bit of the instances' member sets), its published
-  stream, and per node the slots whose automaton ends there;
+* a *slot* per automaton (a bit of the instances' member sets), numbered
+  within its DAG space (:class:`Space`: a space's masks are as wide as its
+  own automata, not as all of them), its published stream, and per node the
+  slots whose automaton ends there;
 * per edge a :class:`CompiledEdge`: its slots' constants, grouped and indexed
   (:class:`~cesar.server.engine.params.EdgeParams`), the attribute map as
   generated code (:mod:`cesar.server.engine.codegen`) and the AI access of
@@ -21,8 +23,8 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   producers run before readers within an epoch), the epoch it was subscribed
   after (and the latest such epoch ever: a match rooted after it needs no
   check), and whether it is internal (resubscription, Section 3.5); per stream
-  how many automata read it, and the mask of the slots whose stream is read or
-  internal (only their matches are fed back to the next rank);
+  how many automata read it, and per space the mask of the slots whose stream
+  is read or internal (only their matches are fed back to the next rank);
 * per node the DUR bound of its ∃-edges, after which its instances are dead;
 * the clock groups (:mod:`cesar.server.engine.clocks`): the streams each
   subscription reads and publishes share event time (the engine joins them).
@@ -91,6 +93,31 @@ class Change:
     freed: dict[int, int] = field(default_factory=dict)
     rebound: set[int] = field(default_factory=set)
     refiltered: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Space:
+    """The slots of one DAG space: each slot's published stream, the free slots, the fed mask.
+
+    ``fed``: the slots whose stream some automaton reads or that are internal
+    (their matches go to the next rank, not out).
+    """
+
+    streams: dict[int, str] = field(default_factory=dict)
+    free: list[int] = field(default_factory=list)
+    fed: int = 0
+
+    def take(self, stream: str) -> int:
+        """A free slot (the lowest) for ``stream``'s automaton."""
+        slot = heapq.heappop(self.free) if self.free else len(self.streams)
+        self.streams[slot] = stream
+        return slot
+
+    def give_back(self, slot: int) -> None:
+        """Free ``slot``."""
+        del self.streams[slot]
+        heapq.heappush(self.free, slot)
+        self.fed &= ~(1 << slot)
 
 
 @dataclass
@@ -170,13 +197,11 @@ class QueryProgram:
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
         self.read: Counter[str] = Counter()
-        self.slot_of: dict[str, int] = {}
-        self.fed = 0
+        self.slot_of: dict[str, tuple[int, int]] = {}
+        self.spaces: dict[int, Space] = {}
         self.bound: dict[int, float] = {}
         self.groups = StreamGroups()
-        self.slot_stream: dict[int, str] = {}
         self.final: dict[int, int] = {}
-        self._free_slots: list[int] = []
         self._subscriptions: dict[str, _Subscription] = {}
         self._codegen = Codegen(self.faults, options.functions)
 
@@ -203,11 +228,10 @@ class QueryProgram:
         touched: set[int] = set()
         for automaton in automata:
             footprint = self.dag.add(automaton)
-            slot = heapq.heappop(self._free_slots) if self._free_slots else len(self.slot_stream)
+            slot = self.spaces.setdefault(footprint.space, Space()).take(automaton.name)
             record.footprints.append(footprint)
             record.slots.append(slot)
             record.reads.append(automaton.reads)
-            self.slot_stream[slot] = automaton.name
             self.final[footprint.final] = self.final.get(footprint.final, 0) | 1 << slot
             for edge_id in footprint.created_edges:
                 self._compile(edge_id)
@@ -226,10 +250,11 @@ class QueryProgram:
                 (self.rank.get(stream, 0) for stream in automaton.reads), default=0
             )
             self.read.update(automaton.reads)
-            self.slot_of[automaton.name] = slot
+            self.slot_of[automaton.name] = (footprint.space, slot)
             for stream in automaton.reads | {automaton.name}:
                 if stream in self.slot_of and (stream in self.internal or stream in self.read):
-                    self.fed |= 1 << self.slot_of[stream]
+                    other, fed = self.slot_of[stream]
+                    self.spaces[other].fed |= 1 << fed
         self._subscriptions[subscription] = record
         touched.discard(ROOT)  # the start node holds no instances
         change.rebound = {node for node in touched if self._update_bound(node)}
@@ -270,24 +295,30 @@ class QueryProgram:
             del self.since[stream]
             del self.rank[stream]
             del self.slot_of[stream]
-            self.fed &= ~bit
             for read in reads:
                 self.read[read] -= 1
                 if not self.read[read]:
                     del self.read[read]
                     if read in self.slot_of and read not in self.internal:
-                        self.fed &= ~(1 << self.slot_of[read])
-            del self.slot_stream[slot]
-            heapq.heappush(self._free_slots, slot)
+                        other, fed = self.slot_of[read]
+                        self.spaces[other].fed &= ~(1 << fed)
+            mine = self.spaces[footprint.space]
+            mine.give_back(slot)
+            if not mine.streams:
+                del self.spaces[footprint.space]
             self.internal.discard(stream)
         touched.discard(ROOT)
         change.rebound = {n for n in touched if n in self.dag.nodes and self._update_bound(n)}
         change.refiltered -= set(deleted)
         return change
 
-    def owners(self) -> dict[int, str]:
-        """Each slot's subscription id."""
-        return {slot: record.id for record in self._subscriptions.values() for slot in record.slots}
+    def owners(self) -> dict[tuple[int, int], str]:
+        """Each (space, slot)'s subscription id."""
+        return {
+            (footprint.space, slot): record.id
+            for record in self._subscriptions.values()
+            for footprint, slot in zip(record.footprints, record.slots, strict=True)
+        }
 
     def users(self, nodes: set[int]) -> list[str]:
         """The subscriptions whose automata use any of ``nodes``, oldest first."""
@@ -390,17 +421,31 @@ class QueryProgram:
         assert set(self.since) == set(self.rank) >= self.internal
         reads = Counter(s for r in self._subscriptions.values() for a in r.reads for s in a)
         assert self.read == reads
-        assert {stream: slot for slot, stream in self.slot_stream.items()} == self.slot_of
-        fed = 0
-        for stream, slot in self.slot_of.items():
+        slots = {
+            stream: (space_id, slot)
+            for space_id, space in self.spaces.items()
+            for slot, stream in space.streams.items()
+        }
+        assert slots == self.slot_of
+        fed: dict[int, int] = {}
+        for stream, (space_id, slot) in self.slot_of.items():
             if stream in self.internal or stream in self.read:
-                fed |= 1 << slot
-        assert self.fed == fed
+                fed[space_id] = fed.get(space_id, 0) | 1 << slot
+        for space_id, space in self.spaces.items():
+            assert space.streams, f"space {space_id} is empty"
+            assert space.fed == fed.get(space_id, 0)
+            assert not set(space.free) & set(space.streams)
+            assert all(0 <= slot < len(space.streams) + len(space.free) for slot in space.free)
         assert set(self.bound) <= set(self.dag.nodes)
-        assert set(self.slot_stream.values()) == set(self.since)
-        assert not set(self._free_slots) & set(self.slot_stream)
-        union = 0
+        assert set(self.slot_of) == set(self.since)
+        union: dict[int, int] = {}
         for node, mask in self.final.items():
-            assert node in self.dag.nodes and mask and not mask & union
-            union |= mask
-        assert union.bit_count() == len(self.slot_stream)
+            space_id = self.dag.nodes[node].space
+            known = union.get(space_id, 0)
+            assert mask and not mask & known
+            union[space_id] = known | mask
+        for space_id, space in self.spaces.items():
+            assert union.get(space_id, 0).bit_count() == len(space.streams)
+        for compiled in self.edges.values():
+            space = self.spaces[self.dag.nodes[compiled.target].space]
+            assert all(slot in space.streams for slot in compiled.params.slots)

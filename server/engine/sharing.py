@@ -49,7 +49,8 @@ def sharing_report(engine: Engine) -> str:
             f"edge {edge_id}: {source} → n{compiled.target}  {compiled.edge.kind.name} "
             f"on {compiled.edge.stream}  {to_cel(compiled.edge.pred)}"
         )
-        users = sorted({owners[slot] for slot in params.slots}, key=order.__getitem__)
+        space = program.dag.nodes[compiled.target].space
+        users = sorted({owners[space, slot] for slot in params.slots}, key=order.__getitem__)
         named = ", ".join(users[:_SHOWN])
         if len(users) > _SHOWN:
             named += f", … ({len(users) - _SHOWN} more)"
