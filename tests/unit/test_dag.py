@@ -69,3 +69,20 @@ def test_without_merging_every_automaton_has_its_own_nodes():
     b = dag.add(automaton("FILTER{v > 1} S", "b"))
     dag.check_valid()
     assert a.final != b.final and len(dag.nodes) == 3
+
+
+def test_automata_sharing_nothing_get_their_own_spaces_and_one_never_joins_two():
+    dag = QueryDag()
+    a = dag.add(automaton("FILTER{v > 1} S NEXT{} T", "a"))
+    b = dag.add(automaton("FILTER{v > 1} T NEXT{} S", "b"))
+    c = dag.add(automaton("FILTER{v > 5} S NEXT{} T", "c"))
+    assert a.space != b.space and c.space == a.space and c.nodes == a.nodes
+    both = dag.add(
+        automaton("(FILTER{v > 1} S NEXT{} T) UNION (FILTER{v > 1} T NEXT{} S)", "both")
+    )
+    dag.check_valid()
+    shared = set(both.nodes) & (set(a.nodes) | set(b.nodes))
+    assert shared - {ROOT}, "it shares the nodes of one space"
+    assert all(dag.nodes[n].space == both.space for n in both.nodes if n != ROOT)
+    assert both.space in (a.space, b.space)
+    assert not set(both.nodes) & set(a.nodes if both.space == b.space else b.nodes) - {ROOT}
