@@ -284,12 +284,21 @@ class Engine:
         counters.nodes_touched += len(nodes)
         touched = 0
         t0, t1 = event.t0, event.t1
+        by_group = self.state.by_group
+        edges, dag_nodes = self.program.edges, self.program.dag.nodes
+        nothing: dict[int, EngineInstance] = {}
         for node, groups in nodes.items():
             index = live[node]
+            accesses = edges[dag_nodes[node].filter].accesses  # type: ignore[index]
             affected: dict[int, tuple[EngineInstance, int]] = {}
             for group in groups:
                 holds, mask = group.params.holds, group.mask
-                candidates = index.probe(group.conjunct, attrs) if indices else index.instances()
+                if not indices:
+                    candidates: Iterable[EngineInstance] = index.instances()
+                elif accesses[group.conjunct] is None:
+                    candidates = by_group.get(group, nothing).values()
+                else:
+                    candidates = index.probe(group.conjunct, attrs)
                 for instance in candidates:
                     touched += 1
                     members = instance.members & mask
@@ -368,7 +377,14 @@ class Engine:
             node = instance.node
             if node not in state.live:
                 self._activate(node)
-            state.add(instance, program.bound.get(node), program.clock_group(node))
+            compiled = program.filter_of(node)
+            homes = [
+                group
+                for conjunct, access in enumerate(compiled.accesses)
+                if access is None
+                for group in compiled.params.groups_meeting(instance.members, conjunct)
+            ]
+            state.add(instance, program.bound.get(node), program.clock_group(node), homes)
         self._enforce_limits({i.node for i in spawned})
 
     def _enforce_limits(self, nodes: set[int]) -> None:

@@ -43,7 +43,7 @@ from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.schema import Value
 from cesar.automata.template import Constants
 from cesar.automata.terms import Arith, Attr, Call, Cmp, Neg, Param, Scope, Term
-from cesar.index.masks import ValueMasks
+from cesar.index.masks import ValueMasks, slots_of
 from cesar.index.ranges import OPS, is_nan
 from cesar.index.static import Atoms
 from cesar.server.engine.codegen import Binding, Codegen, GeneralTest, Test, ValueOf
@@ -270,6 +270,22 @@ class EdgeParams:
         """Every group of every conjunct."""
         for groups in self.groups:
             yield from groups.values()
+
+    def groups_meeting(self, members: int, conjunct: int) -> list[Group]:
+        """The groups of ``conjunct`` holding some slot of ``members``.
+
+        O(min(slots of ``members``, groups of the conjunct)): by each slot's
+        key constants, or by testing each group's mask.
+        """
+        plan, groups = self.plans[conjunct], self.groups[conjunct]
+        if members.bit_count() >= len(groups):
+            return [group for group in groups.values() if group.mask & members]
+        found: dict[int, Group] = {}
+        for slot in slots_of(members):
+            constants = self.slots[slot]
+            group = groups[tuple(constants[p] for _, p in plan.keys)]
+            found[id(group)] = group
+        return list(found.values())
 
     def holds(
         self,

@@ -10,6 +10,10 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
 * per *active* node (one with live instances) an
   :class:`~cesar.index.ai.InstanceIndex` (AI), and the node in the AN index
   under the static atoms of its FILTER edge's groups (one position per group);
+* for the filter conjuncts the AI index cannot narrow (no atom compares the
+  instance with the event), the instances by the filter groups holding their
+  slots: an event that hits one group of a node shared by thousands of
+  subscriptions with different keys looks only at that group's instances;
 * per clock group (streams that no subscription reads together keep
   independent event time, see :mod:`cesar.server.engine.clocks`; keyed by the
   group's representative) a deadline queue of the instances whose node reads
@@ -99,6 +103,10 @@ class EngineState:
     an: ConjunctIndex[int] = field(default_factory=ConjunctIndex)
     an_groups: dict[int, list[Group]] = field(default_factory=dict)
     instances: dict[int, EngineInstance] = field(default_factory=dict)
+    by_group: dict[Group, dict[int, EngineInstance]] = field(default_factory=dict)
+    """Per filter group (of a conjunct without AI access): the instances it met when added."""
+    homes: dict[int, list[Group]] = field(default_factory=dict)
+    """Per instance id: the groups ``by_group`` files it under."""
     expiry: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     clock: dict[str, int] = field(default_factory=dict)
     group_clock: dict[str, int] = field(default_factory=dict)
@@ -133,14 +141,21 @@ class EngineState:
         self.an.add(node, stream, tuple(statics[g] for g in groups))
         self.an_groups[node] = groups
 
-    def add(self, instance: EngineInstance, bound: float | None, group: str) -> None:
+    def add(
+        self, instance: EngineInstance, bound: float | None, group: str, homes: list[Group]
+    ) -> None:
         """Make ``instance`` live at its active node; a DUR ``bound`` queues its deadline.
 
-        ``group`` is the clock group of the stream the node's filter reads.
-        O(conjuncts × log n).
+        ``group`` is the clock group of the stream the node's filter reads;
+        ``homes`` the filter groups to file it under (see ``by_group``).
+        O(conjuncts × log n + homes).
         """
         self.live[instance.node].add(instance)
         self.instances[instance.id] = instance
+        if homes:
+            self.homes[instance.id] = homes
+            for home in homes:
+                self.by_group.setdefault(home, {})[instance.id] = instance
         if bound is not None:
             queue = self.expiry.setdefault(group, [])
             heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
@@ -150,8 +165,16 @@ class EngineState:
         index = self.live[instance.node]
         index.remove(instance)
         del self.instances[instance.id]
+        self._unfile(instance.id)
         if not len(index):
             self._deactivate(instance.node)
+
+    def _unfile(self, instance_id: int) -> None:
+        for home in self.homes.pop(instance_id, ()):
+            filed = self.by_group[home]
+            del filed[instance_id]
+            if not filed:
+                del self.by_group[home]
 
     def _deactivate(self, node: int) -> None:
         del self.live[node]
@@ -164,6 +187,7 @@ class EngineState:
         if index is not None:
             for instance in index.instances():
                 del self.instances[instance.id]
+                self._unfile(instance.id)
             self._deactivate(node)
 
     def forget(self, freed: Mapping[int, int]) -> None:
@@ -233,3 +257,10 @@ class EngineState:
                 assert instance.id <= self.next_instance and instance.members > 0
                 count += 1
         assert count == len(self.instances)
+        filed = {}
+        for instance_id, homes in self.homes.items():
+            assert instance_id in self.instances and homes
+            for home in homes:
+                filed[home, instance_id] = self.by_group[home][instance_id]
+        assert len(filed) == sum(len(f) for f in self.by_group.values())
+        assert all(self.instances[i] is instance for (_, i), instance in filed.items())

@@ -77,9 +77,7 @@ def test_automata_sharing_nothing_get_their_own_spaces_and_one_never_joins_two()
     b = dag.add(automaton("FILTER{v > 1} T NEXT{} S", "b"))
     c = dag.add(automaton("FILTER{v > 5} S NEXT{} T", "c"))
     assert a.space != b.space and c.space == a.space and c.nodes == a.nodes
-    both = dag.add(
-        automaton("(FILTER{v > 1} S NEXT{} T) UNION (FILTER{v > 1} T NEXT{} S)", "both")
-    )
+    both = dag.add(automaton("(FILTER{v > 1} S NEXT{} T) UNION (FILTER{v > 1} T NEXT{} S)", "both"))
     dag.check_valid()
     shared = set(both.nodes) & (set(a.nodes) | set(b.nodes))
     assert shared - {ROOT}, "it shares the nodes of one space"

@@ -122,3 +122,21 @@ def test_the_worked_example_of_docs_engine():
     counters = engine.counters
     assert (counters.fr_hits, counters.nodes_touched, counters.instances_touched) == (1, 2, 1)
     engine.check_valid()
+
+
+def test_an_event_looks_only_at_the_instances_of_the_filter_group_it_hits():
+    """Subscriptions that differ in the key of a NEXT without an instance-event atom share
+    one node; an event of one key touches that key's instance, not the other keys'."""
+    engine = Engine()
+    keys = [f"k{n}" for n in range(20)]
+    for key in keys:
+        subscribe(engine, key, f"FILTER{{k = '{key}'}} S NEXT{{$2.k = '{key}' AND $2.v > 5}} S")
+    engine.process([s(1, key, 1) for key in keys])
+    assert len(engine.state.instances) == 20 and len(engine.state.live) == 1
+    engine.check_valid()
+    out = engine.process([s(2, "k3", 9)])
+    assert [e.stream for e in out] == ["k3"]
+    assert engine.counters.instances_touched == 1
+    starts = sorted((i.binding["k_1"], i.t0) for i in engine.state.instances.values())
+    assert ("k3", 1) not in starts and ("k3", 2) in starts and len(starts) == 20
+    engine.check_valid()
