@@ -40,7 +40,7 @@ with each key and the positions of its conjuncts the event satisfies:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 
@@ -53,7 +53,7 @@ Payload = Hashable
 K = TypeVar("K", bound=Hashable)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Entry:
     """One distinct conjunct: its access atoms, its residual atoms and its payloads.
 
@@ -63,11 +63,11 @@ class Entry:
 
     atoms: Atoms
     access: Atoms
-    residual: tuple[tuple[str, Callable[[Value, Value], bool], Value], ...]
+    residual: Atoms
     payloads: set[Payload] = field(default_factory=set)
 
     def residual_holds(self, attrs: Mapping[str, Value]) -> bool:
-        return all(test(attrs[name], const) for name, test, const in self.residual)
+        return all(OPS[op](attrs[name], const) for name, op, const in self.residual)
 
 
 def access_atoms(atoms: Atoms) -> Atoms:
@@ -116,8 +116,7 @@ class StaticIndex:
             rest = list(atoms)
             for atom in access:
                 rest.remove(atom)
-            residual = tuple((name, OPS[op], const) for name, op, const in rest)
-            entry = Entry(atoms, access, residual)
+            entry = Entry(atoms, access, tuple(rest))
             self._entries[atoms] = entry
             self._place(entry)
         entry.payloads.add(payload)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
@@ -78,14 +78,14 @@ class Tuple:
 class Group:
     """The slots of one conjunct of one edge whose key constants are ``key``.
 
-    ``slots`` maps each slot to its constants.  ``ordered`` holds one
+    ``mask`` holds its slots (their constants are the edge's).  ``ordered`` holds one
     :class:`ValueMasks` per ordered atom of the conjunct once the group has
     more than its edge's ``small`` slots (None before: most groups of a varied
     workload hold one or two slots, and comparing those directly costs less
-    time and far less memory).  ``general`` maps the tuple of a slot's
-    constants in general atoms to the slots with that tuple and a
-    representative's full constants.  Identity is the group's: the engine's
-    static index keys on it.
+    time and far less memory).  ``general`` (None for a conjunct without
+    general atoms) maps the tuple of a slot's constants in general atoms to
+    the slots with that tuple and a representative's full constants.
+    Identity is the group's: the engine's static index keys on it.
     """
 
     @property
@@ -96,10 +96,9 @@ class Group:
     params: EdgeParams
     conjunct: int
     key: tuple[Value, ...]
-    slots: dict[int, Constants] = field(default_factory=dict)
     ordered: tuple[ValueMasks, ...] | None = None
     mask: int = 0
-    general: dict[Constants, Tuple] = field(default_factory=dict)
+    general: dict[Constants, Tuple] | None = None
 
 
 @dataclass(frozen=True)
@@ -203,17 +202,19 @@ class EdgeParams:
                 self.groups[position][key] = group
             mine.append(group)
             group.mask |= bit
-            group.slots[slot] = constants
             if group.ordered is not None:
                 for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
                     masks.add(slot, constants[param])
-            elif len(group.slots) > self.small and plan.ordered:
+            elif plan.ordered and group.mask.bit_count() > self.small:
                 group.ordered = tuple(ValueMasks() for _ in plan.ordered)
-                for member, known in group.slots.items():
+                for member in slots_of(group.mask):
+                    known = self.slots[member]
                     for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
                         masks.add(member, known[param])
             if plan.general is not None:
                 general_key = tuple(constants[p] for p in plan.general_params)
+                if group.general is None:
+                    group.general = {}
                 group.general.setdefault(general_key, Tuple(constants)).mask |= bit
         return mine
 
@@ -229,11 +230,11 @@ class EdgeParams:
             group = self.groups[position][key]
             mine.append(group)
             group.mask &= ~bit
-            del group.slots[slot]
             for masks in group.ordered or ():
                 masks.remove(slot)
             if plan.general is not None:
                 general_key = tuple(constants[p] for p in plan.general_params)
+                assert group.general is not None
                 entry = group.general[general_key]
                 entry.mask &= ~bit
                 if not entry.mask:
@@ -256,7 +257,8 @@ class EdgeParams:
                 bound = group.ordered[k].loosest(op)
             else:
                 param = plan.ordered[k][2]
-                ordered = [c[param] for c in group.slots.values() if not is_nan(c[param])]
+                values = (self.slots[s][param] for s in slots_of(group.mask))
+                ordered = [value for value in values if not is_nan(value)]
                 pick = min if op in (">", ">=") else max
                 bound = pick(ordered) if ordered else None
             atoms.append((name, op, math.nan if bound is None else bound))
@@ -324,6 +326,7 @@ class EdgeParams:
                 slots = self._compare(group, plan, slots, binding, attrs, dur, own)
             if slots and plan.general is not None:
                 kept = 0
+                assert group.general is not None
                 for entry in group.general.values():
                     if entry.mask & slots and plan.general(
                         binding, attrs, dur, own, entry.constants
@@ -354,10 +357,10 @@ class EdgeParams:
                 self.faults.arithmetic += 1
                 return 0
         kept = 0
-        for slot, constants in group.slots.items():
-            bit = 1 << slot
-            if slots & bit and all(test(value, constants[p]) for test, value, p in tests):
-                kept |= bit
+        for slot in slots_of(slots):
+            constants = self.slots[slot]
+            if all(test(value, constants[p]) for test, value, p in tests):
+                kept |= 1 << slot
         return kept
 
     def matching_groups(self, attrs: Binding) -> list[Group]:
@@ -378,15 +381,16 @@ class EdgeParams:
                 assert group.conjunct == position and group.key == key and group.mask
                 assert not group.mask & union
                 union |= group.mask
-                assert group.mask.bit_count() == len(group.slots)
-                assert all(self.slots[s] is c for s, c in group.slots.items())
-                small = len(group.slots) <= self.small or not plan.ordered
+                assert all(key == tuple(self.slots[s][p] for _, p in plan.keys)
+                           for s in slots_of(group.mask))  # fmt: skip
+                small = group.mask.bit_count() <= self.small or not plan.ordered
                 assert group.ordered is not None or small
                 for masks in group.ordered or ():
                     masks.check_valid()
                     assert len(masks) == group.mask.bit_count()
                 if plan.general is not None:
                     tuples = 0
+                    assert group.general is not None
                     for entry in group.general.values():
                         assert entry.mask and not entry.mask & tuples
                         tuples |= entry.mask

@@ -39,6 +39,7 @@ from cesar.server.front.errors import AlreadyExists
 from cesar.server.front.front import Front, ReplayError
 from cesar.server.front.repair import drop_events
 from cesar.server.front.service import CesarServicer, add_to_server
+from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.shard.pool import ShardFailure, ShardPool
 from cesar.server.wire.client import GRPC_OPTIONS
@@ -136,6 +137,7 @@ def _listen(server: grpc.Server, config: ServeConfig, credentials: object) -> in
 def serve(config: ServeConfig) -> int:
     """Run the server until SIGTERM/SIGINT (0) or a shard failure (1)."""
     configure_logging(config.log_level, "front")
+    tune_collector()
     defaults = Limits(
         config.max_subscriptions, config.max_query_bytes, config.max_listens, config.max_streams
     )

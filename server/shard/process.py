@@ -29,6 +29,7 @@ import grpc
 
 from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.rss import rss_bytes
 from cesar.server.wire.algebra_proto import compile_algebra
@@ -219,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level, f"shard-{args.index}")
+    tune_collector()
     state = ShardState(
         EngineOptions(
             max_instances_per_node=args.max_instances_per_node or None,
