@@ -373,17 +373,20 @@ class Engine:
             instance.members &= ~slots
             if not instance.members:
                 state.remove(instance)
+        homes_of: dict[tuple[int, int], list[Group]] = {}  # instances spawned together share
         for instance in spawned:
             node = instance.node
             if node not in state.live:
                 self._activate(node)
-            compiled = program.filter_of(node)
-            homes = [
-                group
-                for conjunct, access in enumerate(compiled.accesses)
-                if access is None
-                for group in compiled.params.groups_meeting(instance.members, conjunct)
-            ]
+            homes = homes_of.get((node, instance.members))
+            if homes is None:
+                compiled = program.filter_of(node)
+                homes = homes_of[node, instance.members] = [
+                    group
+                    for conjunct, access in enumerate(compiled.accesses)
+                    if access is None
+                    for group in compiled.params.groups_meeting(instance.members, conjunct)
+                ]
             state.add(instance, program.bound.get(node), program.clock_group(node), homes)
         self._enforce_limits({i.node for i in spawned})
 
