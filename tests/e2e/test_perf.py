@@ -189,3 +189,10 @@ def test_families_smoke_on_the_original_cayuga_workload(tmp_path):
     shared, alone = summary["records"]
     assert shared["alerts"] == alone["alerts"] > 0
     assert shared["dag_nodes"] == 3 and alone["dag_nodes"] == 41
+
+
+def test_subscribebench_smoke_subscribes_into_a_loaded_server(tmp_path):
+    summary = smoke_json("cesar.perf.subscribebench", tmp_path / "subscribe.json", 600)
+    assert summary["preload"] == summary["measured"] == 2_000
+    assert summary["measured_per_s"] > 0 and len(summary["shards_rss_mb"]) == 2
+    assert 0 < summary["batch_ms_p50"] <= summary["batch_ms_p99"] <= summary["batch_ms_max"]
