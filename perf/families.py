@@ -53,6 +53,7 @@ from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.quotes import minute_events, walk_events
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.workload import ENGINE_MODES
+from cesar.server.host.collector import tune_collector
 from cesar.server.wire.eventfile import read_events
 
 STOCK = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)[min]")
@@ -179,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the records here")
     parser.add_argument("--smoke", action="store_true", help="the sample, 20 per family (CI)")
     args = parser.parse_args(argv)
+    tune_collector()  # as the server's shards run the engine
     if args.smoke:
         args.data, args.queries = None, [20]
         args.events = min(args.events, 5_000)

@@ -58,6 +58,7 @@ from cesar.automata.schema import AttrType, Event, StreamSchema
 from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Pred, Scope, Term
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.workload import ENGINE_MODES
+from cesar.server.host.collector import tune_collector
 
 DISCRETE = ("d1", "d2", "d3", "d4")
 CONTINUOUS = ("c1", "c2", "c3", "c4")
@@ -354,6 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--smoke", action="store_true", help="every template, 200 queries, 300 events"
     )
     args = parser.parse_args(argv)
+    tune_collector()  # as the server's shards run the engine
     engines = args.engines.split(",")
     unknown = [e for e in engines if e not in ENGINES]
     if unknown:

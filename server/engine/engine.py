@@ -209,9 +209,8 @@ class Engine:
                 slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
                 if slots:
                     fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
-            inner: dict[int, list[Group]] = {}
             for node, affected in self._affected(event, attrs, own):
-                firing = self._firing(node, event.stream, attrs, inner)
+                firing = self._firing(node, event.stream, attrs)
                 for instance, slots in affected:
                     leaving[instance.id] = leaving.get(instance.id, 0) | slots
                     dur = event.t1 - instance.t0 + 1
@@ -225,14 +224,14 @@ class Engine:
         return produced
 
     def _firing(
-        self, node: int, stream: str, attrs: Mapping[str, Value], inner: dict[int, list[Group]]
+        self, node: int, stream: str, attrs: Mapping[str, Value]
     ) -> list[tuple[CompiledEdge, list[Group]]]:
         """The ∃-edges leaving ``node`` that can fire, each with the groups the event may satisfy.
 
         A node with few leaving edges finds each one's groups by the event's
         key values; one with many (a shared prefix that thousands of
-        different shapes extend) takes them from ``inner``, the probe of the
-        inner FR index, made at most once per event.  O(min(leaving, hits)).
+        different shapes extend) probes the node's own inner FR index.
+        O(min(leaving edges, their groups' hits)).
         """
         edges = self.program.edges
         leaving = self.program.dag.nodes[node].leaving
@@ -244,15 +243,13 @@ class Engine:
                 if groups:
                     firing.append((compiled, groups))
             return firing
-        if not inner:
-            inner[-1] = []  # probed: an event without hits probes once too
-            for group in self.program.fr_inner.probe(stream, attrs):
-                inner.setdefault(group.edge, []).append(group)
-        if len(inner) < len(leaving):
-            mine = sorted(e for e in inner if e >= 0 and edges[e].source == node)
-        else:
-            mine = [e for e in leaving if e in inner]
-        return [(edges[e], inner[e]) for e in mine]
+        index = self.program.fr_inner.get(node)
+        if index is None:
+            return firing
+        mine: dict[int, list[Group]] = {}
+        for group in index.probe(stream, attrs):
+            mine.setdefault(group.edge, []).append(group)
+        return [(edges[e], mine[e]) for e in sorted(mine)]
 
     def _affected(
         self, event: Event, attrs: Mapping[str, Value], own: int

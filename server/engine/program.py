@@ -17,8 +17,8 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
 * the FR index (Section 4.3) over the groups of the ∃-edges leaving the
   start node: the static atoms an event must satisfy for some slot of the
   group (its key constants and the loosest bound of each range); the same for
-  the other ∃-edges (``fr_inner``), and the same atoms of every FILTER edge's
-  groups, for the run state's AN index;
+  the other ∃-edges, one index per source node (``fr_inner``), and the same
+  atoms of every FILTER edge's groups, for the run state's AN index;
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
   after (and the latest such epoch ever: a match rooted after it needs no
@@ -189,7 +189,7 @@ class QueryProgram:
         self.faults = Faults()
         self.dag = QueryDag(merge=options.merge)
         self.fr: ConjunctIndex[Group] = ConjunctIndex()
-        self.fr_inner: ConjunctIndex[Group] = ConjunctIndex()
+        self.fr_inner: dict[int, ConjunctIndex[Group]] = {}
         self.statics: dict[Group, Atoms] = {}
         self.edges: dict[int, CompiledEdge] = {}
         self.since: dict[str, float] = {}
@@ -346,19 +346,23 @@ class QueryProgram:
         """Bring the static atoms of ``groups`` up to date (an empty group leaves).
 
         The groups of ∃-edges leaving the start node live in the FR index, those
-        of other ∃-edges in ``fr_inner`` (probed only for a node with many
-        leaving edges, once its filter let some slots go); a FILTER edge's
-        change is passed on in ``change.refiltered`` (the AN index holds only
-        active nodes).
+        of other ∃-edges in their source node's ``fr_inner`` index (probed only
+        for a node with many leaving edges, once its filter let some slots
+        go); a FILTER edge's change is passed on in ``change.refiltered`` (the
+        AN index holds only active nodes).
         """
         filters = compiled.edge.kind is EdgeKind.FILTER
-        index = self.fr if compiled.source == ROOT else self.fr_inner
+        source = compiled.source
+        if source == ROOT:
+            index = self.fr
+        elif not filters:
+            index = self.fr_inner.setdefault(source, ConjunctIndex())
         for group in groups:
             known = self.statics.get(group)
             if not group.mask:
                 del self.statics[group]
                 if filters:
-                    change.refiltered.add(compiled.source)
+                    change.refiltered.add(source)
                 else:
                     index.remove(group)
                 continue
@@ -367,11 +371,13 @@ class QueryProgram:
                 continue
             self.statics[group] = atoms
             if filters:
-                change.refiltered.add(compiled.source)
+                change.refiltered.add(source)
                 continue
             if known is not None:
                 index.remove(group)
             index.add(group, compiled.edge.stream, (atoms,))
+        if source != ROOT and not filters and not len(index):
+            del self.fr_inner[source]
 
     def _compile(self, edge_id: int) -> None:
         dag_edge = self.dag.edges[edge_id]
@@ -400,24 +406,29 @@ class QueryProgram:
         """Assert every invariant of the DAG, the compiled edges, the slots and the index."""
         self.dag.check_valid()
         self.fr.check_valid()
-        self.fr_inner.check_valid()
+        for node, inner_index in self.fr_inner.items():
+            inner_index.check_valid()
+            assert len(inner_index) and node in self.dag.nodes, f"fr_inner of node {node}"
         assert set(self.edges) == set(self.dag.edges)
         groups = starting = inner = 0
         for edge_id, compiled in self.edges.items():
             compiled.params.check_valid()
             assert compiled.params.all, f"edge {edge_id} has no slots"
             filters = compiled.edge.kind is EdgeKind.FILTER
-            index = self.fr if compiled.source == ROOT else self.fr_inner
             for group in compiled.params.all_groups():
                 assert self.statics[group] == compiled.params.statics(group)
                 assert group.edge == edge_id
                 groups += 1
                 if not filters:
-                    assert group in index
                     starting += compiled.source == ROOT
                     inner += compiled.source != ROOT
+                    if compiled.source == ROOT:
+                        assert group in self.fr
+                    else:
+                        assert group in self.fr_inner[compiled.source]
         assert len(self.statics) == groups
-        assert len(self.fr) == starting and len(self.fr_inner) == inner
+        assert len(self.fr) == starting
+        assert sum(len(i) for i in self.fr_inner.values()) == inner
         assert set(self.since) == set(self.rank) >= self.internal
         reads = Counter(s for r in self._subscriptions.values() for a in r.reads for s in a)
         assert self.read == reads
