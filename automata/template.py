@@ -9,9 +9,9 @@ each subscription keeping its own constants beside the shared edge.
 :func:`template` replaces every constant of an edge's DNF conjuncts (static
 and dynamic parts, in order) by a :class:`~cesar.automata.terms.Param`
 numbered by position and returns the constants; guards and the attribute map
-keep their constants (they are part of the shape).  Filling the parameters
-back in gives the edge's conjuncts again, so an engine evaluating the template
-with a subscription's constants decides exactly what the original edge does.
+keep their constants (they are part of the shape).  Parameter ``?i`` stands
+for the i-th constant, so an engine evaluating the template with a
+subscription's constants decides exactly what the original edge does.
 
 >>> from cesar.automata.compiler import compile_query
 >>> from cesar.automata.schema import parse_stream_spec
@@ -34,7 +34,7 @@ from dataclasses import replace
 from cesar.automata.automaton import Edge, SplitConjunct
 from cesar.automata.normal import Conjunct
 from cesar.automata.schema import Value
-from cesar.automata.terms import FALSE, Cmp, Const, Leaf, Or, Param, Pred, Term, map_pred, map_term
+from cesar.automata.terms import FALSE, Cmp, Const, Leaf, Or, Param, Pred, Term, map_pred
 
 Constants = tuple[Value, ...]
 """An edge's constants, in the order of the template's parameters."""
@@ -68,14 +68,3 @@ def template(edge: Edge) -> tuple[Edge, Constants]:
     whole: list[Pred] = [Conjunct(c.static.atoms + c.dynamic.atoms).pred() for c in conjuncts]
     pred: Pred = FALSE if not whole else whole[0] if len(whole) == 1 else Or(tuple(whole))
     return replace(edge, pred=pred, conjuncts=conjuncts), tuple(constants)
-
-
-def fill(term: Term, constants: Constants) -> Term:
-    """``term`` with each parameter replaced by its constant (the inverse of :func:`template`)."""
-
-    def put(leaf: Leaf) -> Term:
-        if isinstance(leaf, Param):
-            return Const(constants[leaf.index], leaf.type)
-        return leaf
-
-    return map_term(term, put)
