@@ -282,11 +282,10 @@ class Engine:
         touched = 0
         t0, t1 = event.t0, event.t1
         by_group = self.state.by_group
-        edges, dag_nodes = self.program.edges, self.program.dag.nodes
         nothing: dict[int, EngineInstance] = {}
         for node, groups in nodes.items():
             index = live[node]
-            accesses = edges[dag_nodes[node].filter].accesses  # type: ignore[index]
+            accesses = self.program.filter_of(node).accesses
             affected: dict[int, tuple[EngineInstance, int]] = {}
             for group in groups:
                 holds, mask = group.params.holds, group.mask

@@ -115,6 +115,10 @@ class ConjunctPlan:
     ranges: tuple[tuple[str, str, int], ...]
     """``(attribute, op, k)`` of each ordered atom ``attribute op ?`` on the incoming event."""
 
+    def key_of(self, constants: Constants) -> tuple[Value, ...]:
+        """A slot's key constants (those of the key atoms, in order): its group's key."""
+        return tuple(constants[p] for _, p in self.keys)
+
 
 def plan_conjunct(
     static: tuple[Cmp, ...], dynamic: tuple[Cmp, ...], codegen: Codegen
@@ -195,7 +199,7 @@ class EdgeParams:
         self._bound_of[slot] = dur_bound
         mine = []
         for position, plan in enumerate(self.plans):
-            key = tuple(constants[p] for _, p in plan.keys)
+            key = plan.key_of(constants)
             group = self.groups[position].get(key)
             if group is None:
                 group = Group(self, position, key)
@@ -226,7 +230,7 @@ class EdgeParams:
         self._bounds.remove(self._bound_of.pop(slot))
         mine = []
         for position, plan in enumerate(self.plans):
-            key = tuple(constants[p] for _, p in plan.keys)
+            key = plan.key_of(constants)
             group = self.groups[position][key]
             mine.append(group)
             group.mask &= ~bit
@@ -284,8 +288,7 @@ class EdgeParams:
             return [group for group in groups.values() if group.mask & members]
         found: dict[int, Group] = {}
         for slot in slots_of(members):
-            constants = self.slots[slot]
-            group = groups[tuple(constants[p] for _, p in plan.keys)]
+            group = groups[plan.key_of(self.slots[slot])]
             found[id(group)] = group
         return list(found.values())
 
@@ -381,8 +384,7 @@ class EdgeParams:
                 assert group.conjunct == position and group.key == key and group.mask
                 assert not group.mask & union
                 union |= group.mask
-                assert all(key == tuple(self.slots[s][p] for _, p in plan.keys)
-                           for s in slots_of(group.mask))  # fmt: skip
+                assert all(key == plan.key_of(self.slots[s]) for s in slots_of(group.mask))
                 small = group.mask.bit_count() <= self.small or not plan.ordered
                 assert group.ordered is not None or small
                 for masks in group.ordered or ():
