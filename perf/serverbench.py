@@ -25,10 +25,7 @@ import argparse
 import json
 import platform
 import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -37,10 +34,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cesar.automata.schema import Event, Value
+from cesar.perf.serverproc import Server
 from cesar.server.wire.client import Connection, publish_requests
 from cesar.v1 import cesar_pb2 as pb
 
-STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
 NAMES = 200
 
 
@@ -112,21 +109,12 @@ class ServerRun:
 
 def run(shards: int, texts: list[tuple[str, str]], events: list[Event], clients: int) -> ServerRun:
     """Start a server with ``shards``, drive it, stop it; its figures."""
-    cesar = Path(sys.executable).with_name("cesar")
     with tempfile.TemporaryDirectory() as data:
-        process = subprocess.Popen(
-            [str(cesar), "serve", "--data-dir", data, "--port", "0", "--shards", str(shards),
-             "--stream", STOCK, "--log-level", "WARNING"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        assert process.stdout is not None
-        address = process.stdout.readline().split()[1]
+        server = Server(Path(data) / "server", "--log-level", "WARNING", shards=shards).start()
         try:
-            return _drive(address, shards, texts, events, clients)
+            return _drive(server.address, shards, texts, events, clients)
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(60)
+            server.stop()
 
 
 def _drive(

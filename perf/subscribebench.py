@@ -18,17 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cesar.perf.loadwork import STOCK, Workload
+from cesar.perf.loadwork import Workload
+from cesar.perf.serverproc import Server
 from cesar.server.wire.client import Connection
 from cesar.v1 import cesar_pb2 as pb
 
@@ -49,27 +47,19 @@ def _batches(conn: Connection, work: Workload, first: int, count: int, size: int
 
 def run(shards: int, preload: int, measure: int, batch: int, seed: int) -> dict[str, Any]:
     """One server: preload, then measure; the figures."""
-    cesar = Path(sys.executable).with_name("cesar")
     work = Workload("stock", seed=seed)
     with tempfile.TemporaryDirectory() as data:
-        process = subprocess.Popen(
-            [str(cesar), "serve", "--data-dir", data, "--port", "0", "--shards", str(shards),
-             "--stream", STOCK, "--max-subscriptions", str(preload + measure + 1),
-             "--log-level", "WARNING"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        assert process.stdout is not None
-        address = process.stdout.readline().split()[1]
+        limit = str(preload + measure + 1)
+        server = Server(Path(data) / "server", "--max-subscriptions", limit,
+                        "--log-level", "WARNING", shards=shards).start()  # fmt: skip
         try:
-            conn = Connection.open(address)
+            conn = server.connect()
             loading = _batches(conn, work, 0, preload, batch)
             measured = _batches(conn, work, preload, measure, batch)
             stats = conn.stub.Stats(pb.StatsRequest())
             conn.close()
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(120)
+            server.stop()
     cuts = (
         statistics.quantiles(measured, n=100, method="inclusive")
         if len(measured) > 1
