@@ -43,7 +43,7 @@ from cesar.automata.ast import (
     UnionExpr,
 )
 from cesar.automata.errors import CelSyntaxError
-from cesar.automata.schema import INT_MAX, KEYWORDS, AttrType
+from cesar.automata.schema import INT_MAX, KEYWORDS, AttrType, Value
 from cesar.automata.terms import (
     And,
     Arith,
@@ -83,6 +83,8 @@ DURATION_UNITS = {
     "YEAR": "YEAR",
     "YEARS": "YEAR",
 }
+_LITERAL_TYPES = {"int": AttrType.INT, "float": AttrType.FLOAT, "string": AttrType.STRING}
+
 MAX_NESTING = 64
 """How deep brackets ``(`` and ``{`` may nest in one query."""
 _UNIT_ALT = "|".join(sorted(DURATION_UNITS, key=len, reverse=True))
@@ -148,40 +150,76 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
+def tokenize(text: str) -> Iterator[Token]:
+    """The tokens of ``text`` (spaces and comments dropped), with offset, line and column.
+
+    Keywords come typed by their upper-case spelling.  Raises
+    :class:`CelSyntaxError` on a character no token starts with, an
+    unterminated string and brackets nested deeper than :data:`MAX_NESTING`.
+    """
+    offset = 0
+    depth = 0
+    while offset < len(text):
+        match = _TOKEN.match(text, offset)
+        if match is None:
+            pos = _position(text, offset)
+            if text[offset] == "'":
+                raise CelSyntaxError("unterminated string", pos, source=text)
+            raise CelSyntaxError(f"unexpected character {text[offset]!r}", pos, source=text)
+        kind = match.lastgroup
+        assert kind is not None
+        value = match.group()
+        if kind != "SPACE":
+            if kind == "PUNCT":
+                kind = _PUNCT[value]
+                depth += (value in "({") - (value in ")}")
+                if depth > MAX_NESTING:
+                    raise CelSyntaxError(
+                        f"brackets nest deeper than {MAX_NESTING} levels",
+                        _position(text, offset),
+                        source=text,
+                    )
+            elif kind == "NAME" and value.upper() in KEYWORDS:
+                kind = value.upper()
+            line, column = _position(text, offset)
+            yield Token(kind, value, offset, line, column)
+        offset = match.end()
+
+
+LITERALS = frozenset({"INT", "FLOAT", "STRING"})
+"""The token types that are constants of a query (durations carry a unit: not among them)."""
+
+
+def literal_value(kind: str, text: str) -> Value:
+    """The constant a literal token of type ``kind`` (one of :data:`LITERALS`) stands for.
+
+    Raises ValueError, saying why, for a number outside the range CEL holds.
+
+    >>> literal_value("STRING", "'it''s'"), literal_value("INT", "42")
+    ("it's", 42)
+    """
+    if kind == "INT":
+        value = int(text)
+        if value > INT_MAX:
+            raise ValueError(f"integer {text} is outside the 64-bit range")
+        return value
+    if kind == "FLOAT":
+        number = float(text)
+        if not math.isfinite(number):
+            raise ValueError(f"number {text[:40]} is out of range")
+        return number
+    assert kind == "STRING"
+    return text[1:-1].replace("''", "'")
+
+
 class _CelLexer(Lexer):
-    """Tokenizer handed to lark; yields lark Tokens with line and column."""
+    """Tokenizer handed to lark: :func:`tokenize`."""
 
     def __init__(self, lexer_conf: LexerConf) -> None:
         del lexer_conf
 
     def lex(self, data: str) -> Iterator[Token]:  # type: ignore[override]
-        offset = 0
-        depth = 0
-        while offset < len(data):
-            match = _TOKEN.match(data, offset)
-            if match is None:
-                pos = _position(data, offset)
-                if data[offset] == "'":
-                    raise CelSyntaxError("unterminated string", pos, source=data)
-                raise CelSyntaxError(f"unexpected character {data[offset]!r}", pos, source=data)
-            kind = match.lastgroup
-            assert kind is not None
-            value = match.group()
-            if kind != "SPACE":
-                if kind == "PUNCT":
-                    kind = _PUNCT[value]
-                    depth += (value in "({") - (value in ")}")
-                    if depth > MAX_NESTING:
-                        raise CelSyntaxError(
-                            f"brackets nest deeper than {MAX_NESTING} levels",
-                            _position(data, offset),
-                            source=data,
-                        )
-                elif kind == "NAME" and value.upper() in KEYWORDS:
-                    kind = value.upper()
-                line, column = _position(data, offset)
-                yield Token(kind, value, offset, line, column)
-            offset = match.end()
+        return tokenize(data)
 
 
 @cache
@@ -421,18 +459,12 @@ class _Builder:
         kind = tree.data
         token = tree.children[0]
         text = str(token)
-        if kind == "int":
-            value = int(text)
-            if value > INT_MAX:
-                raise CelSyntaxError(f"integer {text} is outside the 64-bit range", pos)
-            return Const(value, AttrType.INT, pos)
-        if kind == "float":
-            number = float(text)
-            if not math.isfinite(number):
-                raise CelSyntaxError(f"number {text[:40]} is out of range", pos)
-            return Const(number, AttrType.FLOAT, pos)
-        if kind == "string":
-            return Const(text[1:-1].replace("''", "'"), AttrType.STRING, pos)
+        if kind in ("int", "float", "string"):
+            try:
+                value = literal_value(kind.upper(), text)
+            except ValueError as exc:
+                raise CelSyntaxError(str(exc), pos) from None
+            return Const(value, _LITERAL_TYPES[kind], pos)
         if kind == "duration":
             match = re.fullmatch(r"(\d+(?:\.\d+)?)[ \t]*([A-Za-z]+)", text)
             assert match is not None

@@ -163,6 +163,25 @@ def partition_keys(
     return frozenset(found)
 
 
+def pinned_key(automata: Sequence[Automaton], key: str) -> Value | None:
+    """The one value of ``key`` every match of the subscription holds, if it has one.
+
+    For a subscription key-partitioned on ``key`` (:func:`partition_keys`)
+    whose start edges all require ``key = c``: every instance reaching the
+    final node of the automaton it publishes holds ``c``, so only the shard
+    owning ``c`` can produce its output.
+
+    >>> from cesar.automata.compiler import compile_query
+    >>> from cesar.automata.schema import parse_stream_spec
+    >>> schemas = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
+    >>> pinned_key(compile_query("FILTER{Name = 'IBM'} Stock NEXT{$1.Name = $2.Name} Stock",
+    ...     schemas, "q").automata, "Name")
+    'IBM'
+    """
+    out = _output_key(automata[-1], key)
+    return out.constant[0] if out is not None and out.constant is not None else None
+
+
 def static_interest(automata: Sequence[Automaton]) -> dict[str, tuple[Conjunct, ...]]:
     """Per stream read from outside, the static conjuncts an event must satisfy one of to matter.
 

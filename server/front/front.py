@@ -34,12 +34,10 @@ from dataclasses import dataclass, replace
 
 from google.protobuf.message import DecodeError
 
-from cesar.automata.ast import Query
 from cesar.automata.automaton import format_dot
-from cesar.automata.compiler import CompiledQuery, compile_parsed, compile_query
+from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.explain import explain
-from cesar.automata.parser import parse_query
 from cesar.automata.partition import partition_keys
 from cesar.automata.schema import (
     Event,
@@ -49,6 +47,7 @@ from cesar.automata.schema import (
     check_name,
     parse_stream_spec,
 )
+from cesar.automata.shape import QueryCache, Shape, shape_of
 from cesar.server.front import limits
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
@@ -70,7 +69,7 @@ from cesar.server.front.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from cesar.server.front.placement import place
+from cesar.server.front.placement import pinned_shard, place
 from cesar.server.front.registry import Live, Registry, describe_stream
 from cesar.server.host.rss import rss_bytes
 from cesar.server.shard.pool import ShardPool
@@ -106,16 +105,16 @@ class SubscribeItem:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A checked item, its syntax tree (CEL) and its compiled form when compiled early."""
+    """A checked item, its shape (CEL) and its compiled form when compiled early."""
 
     item: SubscribeItem
-    syntax: Query | None
+    shape: Shape | None
     query: CompiledQuery | None
 
     @property
     def publish(self) -> str | None:
         """The PUBLISH name of a CEL query, if it has one."""
-        return self.syntax.publish if self.syntax is not None else None
+        return self.shape.publish if self.shape is not None else None
 
 
 class Front:
@@ -139,6 +138,7 @@ class Front:
         self.listens: Counter[str] = Counter()
         self.newest: dict[str, int] = {}
         self.max_time_jump = max_time_jump
+        self.queries = QueryCache()
 
     # ------------------------------------------------------------------ start
 
@@ -205,7 +205,11 @@ class Front:
     def _restore(self, row: SubscriptionRow) -> tuple[Live, CompiledQuery]:
         """Compile and register a stored subscription; the caller installs it on the shards."""
         query = self._compile_source(row.query, row.algebra, row.name or row.id)
-        live = Live(replace(row, shard=row.shard % self.shards.count), query.reads)
+        count = self.shards.count
+        key = row.key_attribute or None
+        live = Live(
+            replace(row, shard=row.shard % count), query.reads, pinned_shard(query, key, count)
+        )
         self.registry.register(live, query)
         self.registry.groups.join(live.clock_streams)
         return live, query
@@ -342,7 +346,7 @@ class Front:
         ``algebra`` is not empty — against every stream."""
         try:
             if not algebra:
-                return compile_query(text, self.registry.schemas, name)
+                return self.queries.compile(shape_of(text), self.registry.schemas, name)
             return compile_algebra(pb.Algebra.FromString(algebra), self.registry.schemas, name)
         except (CelError, AlgebraMessageError) as exc:
             raise InvalidArgument(str(exc)) from None
@@ -471,7 +475,7 @@ class Front:
             prepared = Prepared(item, None, None)
         else:
             try:
-                prepared = Prepared(item, parse_query(item.text), None)
+                prepared = Prepared(item, shape_of(item.text), None)
             except CelError as exc:
                 return InvalidArgument(str(exc))
         try:
@@ -485,8 +489,8 @@ class Front:
     ) -> CompiledQuery:
         item = prepared.item
         try:
-            if prepared.syntax is not None:
-                return compile_parsed(prepared.syntax, item.text, schemas, name)
+            if prepared.shape is not None:
+                return self.queries.compile(prepared.shape, schemas, name)
             assert item.algebra is not None
             return compile_algebra(item.algebra, schemas, name)
         except (CelError, AlgebraMessageError) as exc:
@@ -530,7 +534,7 @@ class Front:
             last_seq=0,
             algebra=b"" if item.algebra is None else item.algebra.SerializeToString(),
         )
-        live = Live(row, query.reads)
+        live = Live(row, query.reads, pinned_shard(query, key, self.shards.count))
         self.registry.register(live, query)
         return live, query
 
@@ -545,7 +549,7 @@ class Front:
                 stream_specs=[self.registry.schemas[s].spec() for s in sorted(query.reads)],
                 algebra=to_algebra(query.algebra),
             )
-            for target in range(self.shards.count) if live.key else [live.row.shard]:
+            for target in live.shards(self.shards.count):
                 batches[target].subscriptions.append(request)
         self.shards.install(batches)
 
@@ -566,9 +570,9 @@ class Front:
                     f"subscription {sub_id} publishes {live.row.stream}, which {names} "
                     "read; they must be removed first"
                 )
-            targets = range(self.shards.count) if live.key else [live.row.shard]
             self.shards.remove(
-                targets, shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id)
+                live.shards(self.shards.count),
+                shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id),
             )
             self.registry.unregister(live)
             self.catalog.remove_subscription(sub_id)

@@ -10,14 +10,20 @@ already holds:
 * otherwise a key-partitioned query takes, of its possible keys, the one
   with the most subscriptions already (so they share DAG nodes), and a
   global one the least loaded shard.
+
+A key-partitioned query runs on every shard, except one *pinned* to a key
+value (``FILTER{Name = 'IBM'} Stock NEXT{$1.Name = $2.Name} Stock``): only
+the shard owning that value can match it, so it runs there alone
+(:func:`pinned_shard`).
 """
 
 from __future__ import annotations
 
 from cesar.automata.compiler import CompiledQuery
-from cesar.automata.partition import partition_keys
+from cesar.automata.partition import partition_keys, pinned_key
 from cesar.server.front.errors import FailedPrecondition
 from cesar.server.front.registry import Registry
+from cesar.server.wire.routing import shard_of
 
 
 def place(query: CompiledQuery, registry: Registry) -> tuple[str | None, int]:
@@ -47,3 +53,11 @@ def place(query: CompiledQuery, registry: Registry) -> tuple[str | None, int]:
         return max(sorted(keys), key=lambda k: registry.lanes[k]), 0
     load = registry.global_load
     return None, min(range(registry.shards), key=lambda s: (load[s], s))
+
+
+def pinned_shard(query: CompiledQuery, key: str | None, shards: int) -> int | None:
+    """The one shard a query key-partitioned on ``key`` runs on, if it is pinned to a value."""
+    if key is None:
+        return None
+    value = pinned_key(query.automata, key)
+    return None if value is None else shard_of(value, shards)

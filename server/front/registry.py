@@ -20,7 +20,7 @@ It holds no lock and does no I/O: the front calls it under its lock.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.compiler import CompiledQuery
@@ -40,6 +40,14 @@ class Live:
 
     row: SubscriptionRow
     reads: frozenset[str]
+    pinned: int | None = None
+    """The one shard a key-partitioned subscription pinned to a key value runs on."""
+
+    def shards(self, count: int) -> Sequence[int]:
+        """The shards it runs on, of ``count``."""
+        if self.pinned is not None:
+            return [self.pinned]
+        return range(count) if self.key else [self.row.shard]
 
     @property
     def key(self) -> str | None:

@@ -124,19 +124,21 @@ class ShardState:
                 )
 
     def counters(self) -> dict[str, int]:
-        """Engine counters summed over lanes, plus live instances, nodes and lanes."""
+        """Engine counters summed over lanes, plus live instances, nodes, subscriptions, lanes."""
         total: dict[str, int] = {
             "lanes": len(self.lanes),
             "instances": 0,
             "nodes": 0,
             "rss_bytes": rss_bytes(),
             "alerts_dropped": self.alerts_dropped,
+            "subscriptions": 0,
         }
         for lane in self.lanes.values():
             engine = lane.engine
             for f in fields(engine.counters):
                 total[f.name] = total.get(f.name, 0) + int(getattr(engine.counters, f.name))
             total["instances"] += len(engine.state.instances)
+            total["subscriptions"] += len(engine.subscriptions)
             total["nodes"] += len(engine.program.dag.nodes)
             total["arithmetic_faults"] = (
                 total.get("arithmetic_faults", 0) + engine.faults.arithmetic

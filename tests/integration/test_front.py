@@ -263,6 +263,59 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
         shards.stop()
 
 
+def test_a_query_pinned_to_a_key_value_runs_on_the_shard_owning_it_alone(tmp_path: Path) -> None:
+    client = Clients(Limits(100, 10_000, 2, 10)).anonymous
+    rise = (
+        "FILTER{{Name = '{}'}} Stock "
+        "NEXT{{$1.Name = $2.Name AND $2.Price > 1.002 * $1.Price}} Stock"
+    )
+    names = ["AAPL", "MSFT", "GOOG", "TSLA", "FB"]  # shards 0, 1, 0, 1, 0
+    texts = [rise.format(n) for n in names] + [
+        "Stock NEXT{$1.Name = $2.Name AND $2.Price > 1.004 * $1.Price} Stock",  # every shard
+        "FILTER{Price > 300} Stock",  # key-partitioned on any attribute: every shard
+    ]
+    events = sample_events()
+
+    def per_shard(front: Front) -> list[int]:
+        return [s.counters["subscriptions"] for s in front.stats().shards]
+
+    shards = ShardPool(2)
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
+    front.start()
+    front.define_stream(client, STOCK)
+    rows = front.subscribe_many(client, [SubscribeItem(t) for t in texts])
+    assert [r.id for r in rows if isinstance(r, SubscriptionRow)] == [f"s{n}" for n in range(1, 8)]
+    assert front.queries.counters["bound"] == 3  # the rises after the second share one shape
+    assert per_shard(front) == [3 + 2, 2 + 2]
+    front.publish(client, pb.PublishRequest(events=[to_event(e) for e in events[:1000]]))
+    front.close()
+    shards.stop()
+
+    shards = ShardPool(2)  # a restart pins them again
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
+    front.start()
+    try:
+        assert per_shard(front) == [5, 4]
+        front.unsubscribe(client, "s2")
+        assert per_shard(front) == [5, 3]
+        last = events[-1].t1
+        front.publish(
+            client, pb.PublishRequest(events=[to_event(e) for e in events[1000:]], watermark=last)
+        )
+        expected = expected_lines([(f"s{n + 1}", t) for n, t in enumerate(texts)], events)
+        got: Counter[str] = Counter()
+        for sub in front.registry.live:
+            stream = front.listen(client, [], {sub: 0}, lambda: True)
+            got.update(alert_line(a) for a in islice(stream, front.registry.last_seq[sub]))
+            stream.close()
+        expected = Counter({k: v for k, v in expected.items() if '"stream": "s2"' not in k})
+        assert normalized(got) == normalized(expected)
+        assert all(front.registry.last_seq[s] > 0 for s in front.registry.live)
+    finally:
+        front.close()
+        shards.stop()
+
+
 def test_unnamed_queries_compile_outside_the_lock_under_the_id_they_get(front: Front) -> None:
     client = Clients(Limits(100, 10_000, 2, 10)).anonymous
     front.define_stream(client, STOCK)

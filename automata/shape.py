@@ -1,0 +1,395 @@
+"""Query shapes: a query compiled once per shape, the constants of the others bound in.
+
+Subscriptions of a pub/sub service come from a few shapes with different
+constants (a ticker, a threshold, the name it publishes).  Parsing and
+compiling one costs about 300 µs; a database's plan cache with
+auto-parameterization (normalized statements, simple parameterization) does
+that work once per shape.  This module is that cache for CEL.
+
+A query's :class:`Shape` is its token sequence with every literal (``INT``,
+``FLOAT``, ``STRING``; a duration keeps its unit and is part of the shape)
+and the PUBLISH name replaced by a *slot*; the slots' values are the query's
+constants.  The second time a shape is seen, :class:`QueryCache` derives a
+template: it compiles the query once more with every slot holding a sentinel
+(a value no query is likely to hold) and compares the two compiled forms
+field by field.  Where they differ the sentinel must stand alone at a leaf —
+a constant as it is or negated, or the name — and the original value at the
+same leaf; then the leaf is a slot.  Anything else (the compiler folded a
+constant with another, compared two constants, dropped one, or the structure
+changed) marks the shape as not parametric, and its queries are compiled in
+full.  A hit lexes the text and rebuilds only the paths from the root to the
+slots' leaves.
+
+What a hit may differ in from a full compile: the order of a conjunction's
+atoms where the canonical order (:mod:`cesar.automata.normal`) sorts by a
+constant, and a repeated atom kept twice where equal constants would have
+made it one — the same predicate either way.
+
+>>> from cesar.automata.compiler import compile_query
+>>> from cesar.automata.schema import parse_stream_spec
+>>> schemas = {"S": parse_stream_spec("S(Name:string,Price:float)")}
+>>> cache = QueryCache()
+>>> for name, price in [("IBM", 10), ("MSFT", 12), ("AAPL", 20)]:
+...     text = f"FILTER{{Name = '{name}' AND Price > {price}}} S"
+...     q = cache.compile(shape_of(text), schemas, "q")
+>>> q == compile_query("FILTER{Name = 'AAPL' AND Price > 20} S", schemas, "q"), cache.counters
+(True, Counter({'compiled': 2, 'templates': 1, 'bound': 1}))
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any
+
+from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.errors import CelError
+from cesar.automata.parser import LITERALS, literal_value, tokenize
+from cesar.automata.schema import AttrType, StreamSchema, Value
+from cesar.automata.terms import Const, Pos
+from cesar.automata.translate import DEFAULT_OPTIONS, Options
+
+CAPACITY = 4_096
+"""Shapes a :class:`QueryCache` remembers; the oldest goes first."""
+
+_SENTINEL_TEXT = {
+    "INT": lambda i: str(987_654_321_000 + 1_000_003 * i),
+    "FLOAT": lambda i: f"{876_543_210 + 1_009 * i}.375",
+    "STRING": lambda i: f"'\u2063sentinel {i}\u2063'",
+}
+_SENTINEL_NAME = "ShapeSentinel_q7x3"
+"""The name a template is compiled under (a query may not publish onto an existing stream)."""
+
+_LITERAL_TYPES = {
+    AttrType.INT: frozenset({"INT"}),
+    AttrType.FLOAT: frozenset({"INT", "FLOAT"}),
+    AttrType.STRING: frozenset({"STRING"}),
+}
+"""Literal kinds whose value a constant of each type holds losslessly."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A CEL text split into its shape (``key``) and its literals; see the module docstring."""
+
+    text: str
+    key: tuple[object, ...]
+    kinds: tuple[str, ...]
+    literals: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+    publish: str | None
+    publish_span: tuple[int, int] | None
+
+    def values(self) -> list[Value]:
+        """The literals' values, in order; ValueError for a number CEL cannot hold."""
+        return [literal_value(k, t) for k, t in zip(self.kinds, self.literals, strict=True)]
+
+
+def shape_of(text: str) -> Shape:
+    """The shape of ``text``: one pass of the tokenizer, O(len(text)).
+
+    Raises :class:`~cesar.automata.errors.CelSyntaxError` where the tokenizer
+    does (so does parsing the text).
+
+    >>> s = shape_of("FILTER{Name = 'IBM'} S PUBLISH Ibm")
+    >>> s.literals, s.publish, s.key == shape_of("filter{Name='MSFT'} S PUBLISH X").key
+    (("'IBM'",), 'Ibm', True)
+    """
+    key: list[object] = []
+    kinds: list[str] = []
+    literals: list[str] = []
+    spans: list[tuple[int, int]] = []
+    publish: str | None = None
+    publish_span: tuple[int, int] | None = None
+    depth = 0
+    after_publish = False
+    for token in tokenize(text):
+        kind = token.type
+        start = token.start_pos
+        assert start is not None
+        span = (start, start + len(token.value))
+        if after_publish and kind == "NAME":
+            key.append("publish name")
+            if depth == 0:
+                publish, publish_span = str(token.value), span
+        elif kind in LITERALS:
+            key.append(kind)
+            kinds.append(kind)
+            literals.append(str(token.value))
+            spans.append(span)
+        elif kind in ("NAME", "ATTRREF", "CMP", "DURATION"):
+            key.append((kind, str(token.value)))
+        else:
+            key.append(kind)
+        depth += (kind in ("LPAR", "LBRACE")) - (kind in ("RPAR", "RBRACE"))
+        after_publish = kind == "PUBLISH"
+    return Shape(
+        text, tuple(key), tuple(kinds), tuple(literals), tuple(spans), publish, publish_span
+    )
+
+
+class NotParametric(Exception):
+    """The compiled forms differ other than at a slot's leaf."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Constant:
+    """A leaf holding literal ``slot`` (negated if ``negate``) as a constant of ``type``."""
+
+    slot: int
+    negate: bool
+    type: AttrType
+    pos: Pos
+
+    def bind(self, values: list[Value]) -> Const:
+        value = values[self.slot]
+        if self.negate:
+            assert not isinstance(value, str)
+            value = -value
+        if self.type is AttrType.FLOAT:
+            value = float(value)
+        return Const(value, self.type, self.pos)
+
+
+@dataclass(frozen=True, slots=True)
+class _Name:
+    """A leaf holding the query's name (its PUBLISH name or the default)."""
+
+
+Plan = _Constant | _Name | dict[Any, "Plan"]
+"""Where a compiled form holds slots: a leaf, or the changed fields / items of a node."""
+
+
+class _Differ:
+    """Compares a compiled form with the one compiled from sentinels; builds the plan."""
+
+    def __init__(
+        self, kinds: tuple[str, ...], values: list[Value], sentinels: list[Value], name: str
+    ) -> None:
+        self.kinds = kinds
+        self.values = values
+        self.name = name
+        self.slot_of: dict[Value, int] = {}
+        for slot, sentinel in enumerate(sentinels):
+            self.slot_of[sentinel] = slot
+        self.seen: set[int] = set()
+
+    def diff(self, orig: Any, pert: Any) -> Plan | None:
+        """None where ``orig`` and ``pert`` are equal, else the plan; raises NotParametric."""
+        if orig is pert:
+            return None
+        kind = type(orig)
+        if kind is not type(pert):
+            raise NotParametric(f"{kind.__name__} against {type(pert).__name__}")
+        if kind is Const:
+            if orig.type is pert.type and orig.value == pert.value:
+                return None
+            return self._constant(orig, pert)
+        if kind is str:
+            if orig == pert:
+                return None
+            if pert == _SENTINEL_NAME and orig == self.name:
+                return _Name()
+            raise NotParametric(f"text {orig!r} against {pert!r}")
+        if kind is tuple or kind is list:
+            if len(orig) != len(pert):
+                raise NotParametric("lengths differ")
+            items = {
+                i: plan
+                for i, (a, b) in enumerate(zip(orig, pert, strict=True))
+                if (plan := self.diff(a, b))
+            }
+            return items or None
+        if kind is dict:
+            if orig.keys() != pert.keys():
+                raise NotParametric("keys differ")
+            items = {k: plan for k, v in orig.items() if (plan := self.diff(v, pert[k]))}
+            return items or None
+        if is_dataclass(orig):
+            changed = {}
+            for f in fields(orig):
+                if f.compare:
+                    plan = self.diff(getattr(orig, f.name), getattr(pert, f.name))
+                    if plan is not None:
+                        changed[f.name] = plan
+            return changed or None
+        if orig != pert:
+            raise NotParametric(f"{kind.__name__} values differ")
+        return None
+
+    def _constant(self, orig: Const, pert: Const) -> _Constant:
+        value = pert.value
+        negate = False
+        slot = self.slot_of.get(value) if not isinstance(value, bool) else None
+        if slot is None and isinstance(value, int | float) and not isinstance(value, bool):
+            slot, negate = self.slot_of.get(-value), True
+        if slot is None or orig.type is not pert.type:
+            raise NotParametric(f"constant {orig.value!r} is not a literal of the query")
+        if self.kinds[slot] not in _LITERAL_TYPES.get(orig.type, ()):
+            raise NotParametric(f"a {self.kinds[slot]} literal stands as {orig.type.value}")
+        expected = self.values[slot]
+        if negate:
+            assert not isinstance(expected, str)
+            expected = -expected
+        if orig.value != expected:
+            raise NotParametric(f"constant {orig.value!r} is not literal {slot} of the query")
+        self.seen.add(slot)
+        return _Constant(slot, negate, orig.type, orig.pos)
+
+
+def _bind(node: Any, plan: Plan, values: list[Value], name: str) -> Any:
+    kind = type(plan)
+    if kind is _Constant:
+        return plan.bind(values)  # type: ignore[union-attr]
+    if kind is _Name:
+        return name
+    assert isinstance(plan, dict)
+    if type(node) is tuple or type(node) is list:
+        items = list(node)
+        for index, inner in plan.items():
+            items[index] = _bind(node[index], inner, values, name)
+        return type(node)(items)
+    if type(node) is dict:
+        return {k: _bind(v, plan[k], values, name) if k in plan else v for k, v in node.items()}
+    return replace(node, **{f: _bind(getattr(node, f), p, values, name) for f, p in plan.items()})
+
+
+@dataclass(frozen=True)
+class Template:
+    """A compiled query and where its slots stand; :meth:`bind` makes another of its shape."""
+
+    query: CompiledQuery
+    plan: Plan
+    reads: tuple[tuple[str, StreamSchema], ...]
+
+    def bind(
+        self, shape: Shape, schemas: Mapping[str, StreamSchema], default_name: str | None
+    ) -> CompiledQuery | None:
+        """The query of ``shape`` compiled (None if only a full compile can tell).
+
+        None when a literal is out of range, a stream read has another schema
+        now, or the name is taken: compiling in full then says why.  Cost: the
+        slots' paths, not the query's size.
+        """
+        name = shape.publish or default_name
+        if name is None or name in schemas:
+            return None
+        for stream, schema in self.reads:
+            if schemas.get(stream) != schema:
+                return None
+        try:
+            values = shape.values()
+        except ValueError:
+            return None
+        bound: CompiledQuery = _bind(self.query, self.plan, values, name)
+        return replace(bound, text=shape.text)
+
+
+def derive(
+    shape: Shape,
+    query: CompiledQuery,
+    schemas: Mapping[str, StreamSchema],
+    default_name: str | None,
+    options: Options = DEFAULT_OPTIONS,
+) -> Template:
+    """The template of ``shape`` from its compiled ``query``; raises NotParametric.
+
+    Compiles the query once more with sentinels in every slot.
+    """
+    pieces = []
+    last = 0
+    marks = [
+        (span, _SENTINEL_TEXT[kind](i))
+        for i, (kind, span) in enumerate(zip(shape.kinds, shape.spans, strict=True))
+    ]
+    if shape.publish_span is not None:
+        marks.append((shape.publish_span, _SENTINEL_NAME))
+    for (start, end), text in sorted(marks):
+        pieces += [shape.text[last:start], text]
+        last = end
+    pieces.append(shape.text[last:])
+    name = shape.publish or default_name
+    if name is None:
+        raise NotParametric("the query has no name")
+    try:
+        other = compile_query("".join(pieces), schemas, _SENTINEL_NAME, options)
+    except CelError as exc:
+        raise NotParametric(f"with sentinels the query does not compile: {exc}") from None
+    values = shape.values()
+    sentinels = [literal_value(k, _SENTINEL_TEXT[k](i)) for i, k in enumerate(shape.kinds)]
+    if set(values) & set(sentinels) or len(set(sentinels)) != len(sentinels):
+        raise NotParametric("a literal holds a sentinel")
+    differ = _Differ(shape.kinds, values, sentinels, name)
+    whole = {
+        f.name: plan
+        for f in fields(query)
+        if f.name != "text"
+        and (plan := differ.diff(getattr(query, f.name), getattr(other, f.name))) is not None
+    }
+    if len(differ.seen) != len(values):
+        raise NotParametric("a literal does not stand at a leaf of its own")
+    if _Name() not in _leaves(whole):
+        raise NotParametric("the name does not stand at a leaf of its own")
+    reads = tuple((s, schemas[s]) for s in sorted(query.reads))
+    return Template(query, whole, reads)
+
+
+def _leaves(plan: Plan) -> list[Plan]:
+    if isinstance(plan, dict):
+        return [leaf for inner in plan.values() for leaf in _leaves(inner)]
+    return [plan]
+
+
+class QueryCache:
+    """Compiled queries by shape: the first of a shape compiled in full, a template from the
+    second, the rest bound.  Holds :data:`CAPACITY` shapes; safe to share between threads.
+
+    ``counters``: ``compiled`` (in full), ``bound``, ``templates`` derived and
+    ``not_parametric`` shapes.
+    """
+
+    def __init__(self, capacity: int = CAPACITY, options: Options = DEFAULT_OPTIONS) -> None:
+        self.capacity = capacity
+        self.options = options
+        self.counters: Counter[str] = Counter()
+        self._entries: dict[tuple[object, ...], Template | str] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, shape: Shape) -> bool:
+        return shape.key in self._entries
+
+    def compile(
+        self, shape: Shape, schemas: Mapping[str, StreamSchema], default_name: str | None = None
+    ) -> CompiledQuery:
+        """``compile_query(shape.text, schemas, default_name)``, bound from a template when the
+        shape has one.  Raises what ``compile_query`` raises."""
+        entry = self._entries.get(shape.key)
+        if isinstance(entry, Template):
+            bound = entry.bind(shape, schemas, default_name)
+            if bound is not None:
+                self.counters["bound"] += 1
+                return bound
+        query = compile_query(shape.text, schemas, default_name, self.options)
+        self.counters["compiled"] += 1
+        if entry is None:
+            self._store(shape.key, "seen")
+        elif entry == "seen":
+            try:
+                self._store(shape.key, derive(shape, query, schemas, default_name, self.options))
+                self.counters["templates"] += 1
+            except NotParametric:
+                self._store(shape.key, "not parametric")
+                self.counters["not_parametric"] += 1
+        return query
+
+    def _store(self, key: tuple[object, ...], entry: Template | str) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+            if len(self._entries) >= self.capacity:
+                del self._entries[next(iter(self._entries))]
+            self._entries[key] = entry
