@@ -8,7 +8,8 @@ it.  On the automata (Section 3) that is a property of the edges:
 
 * an edge leaving the start node binds the instance's *key*: the binding
   attributes its map copies from the event's ``K`` (and the constant ``c`` if
-  every conjunct requires ``K = c``);
+  every conjunct requires ``K = c``; a later edge joining on the key whose
+  every conjunct requires ``K = c`` makes the key ``c`` from its target on);
 * every edge leaving any other node — FORWARD, REBIND and FILTER alike, since
   a FILTER edge's predicate says which events *affect* an instance — must, in
   every DNF conjunct, require the event's ``K`` to equal the key: an atom
@@ -91,13 +92,19 @@ def _start_key(edge: Edge, key: str) -> _Key:
 
 def _step_key(edge: Edge, key: str, at: _Key) -> _Key | None:
     """The target's key after ``edge`` from a node with key ``at``; None if ``edge`` mixes keys."""
+    pins = set()
     for conjunct in edge.conjuncts:
         atoms = conjunct.static.atoms + conjunct.dynamic.atoms
-        pinned = at.constant is not None and _pinned(atoms, key) == at.constant
+        pin = _pinned(atoms, key)
+        pinned = at.constant is not None and pin == at.constant
         if not pinned and not _joined(atoms, key, at.attributes):
             return None
+        pins.add(pin)
     if edge.kind is EdgeKind.FILTER:
         return at
+    constant = at.constant
+    if constant is None and len(pins) == 1:
+        constant = pins.pop()  # every event taken holds K = c, and K joins the key: key c
     copies = frozenset(
         a.name
         for a in edge.map
@@ -106,7 +113,7 @@ def _step_key(edge: Edge, key: str, at: _Key) -> _Key | None:
             isinstance(a.term, Attr) and a.term.scope is Scope.LEFT and a.term.name in at.attributes
         )
     )
-    return _Key(copies, at.constant)
+    return _Key(copies, constant)
 
 
 def _meet(a: _Key | None, b: _Key) -> _Key:
@@ -167,14 +174,17 @@ def pinned_key(automata: Sequence[Automaton], key: str) -> Value | None:
     """The one value of ``key`` every match of the subscription holds, if it has one.
 
     For a subscription key-partitioned on ``key`` (:func:`partition_keys`)
-    whose start edges all require ``key = c``: every instance reaching the
-    final node of the automaton it publishes holds ``c``, so only the shard
+    whose every path to the final node of the automaton it publishes takes an
+    edge requiring ``key = c``: every match holds ``c``, so only the shard
     owning ``c`` can produce its output.
 
     >>> from cesar.automata.compiler import compile_query
     >>> from cesar.automata.schema import parse_stream_spec
     >>> schemas = {"Stock": parse_stream_spec("Stock(Name:string,Price:float)")}
     >>> pinned_key(compile_query("FILTER{Name = 'IBM'} Stock NEXT{$1.Name = $2.Name} Stock",
+    ...     schemas, "q").automata, "Name")
+    'IBM'
+    >>> pinned_key(compile_query("FILTER{Name = 'IBM'} (Stock NEXT{$1.Name = $2.Name} Stock)",
     ...     schemas, "q").automata, "Name")
     'IBM'
     """

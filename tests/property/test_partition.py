@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cesar.automata.compiler import compile_query
 from cesar.automata.construct import build_automata
 from cesar.automata.evaluate import Env, Faults, holds
-from cesar.automata.partition import partition_keys, static_interest
+from cesar.automata.partition import partition_keys, pinned_key, static_interest
 from cesar.automata.reference import evaluate
 from cesar.automata.schema import StreamSchema
 from cesar.automata.terms import Scope
@@ -27,9 +27,12 @@ STREAMS = {name: StreamSchema(name, columns) for name, columns in SCHEMAS.items(
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
-def _partitioned_equals_whole(expr, keys, streams) -> None:  # type: ignore[no-untyped-def]
+def _partitioned_equals_whole(expr, automata, streams) -> None:  # type: ignore[no-untyped-def]
+    """Each key's partitions give the whole output; a query pinned to a key value gets it
+    all from that value's partition (it runs on that value's shard alone)."""
     whole = Counter(evaluate(expr, streams))
-    for key in keys:
+    for key in partition_keys(automata, STREAMS):
+        pin = pinned_key(automata, key)
         values = {dict(e.values).get(key) for events in streams.values() for e in events}
         parts: Counter = Counter()
         for value in values:
@@ -37,7 +40,9 @@ def _partitioned_equals_whole(expr, keys, streams) -> None:  # type: ignore[no-u
                 name: [e for e in events if dict(e.values).get(key) == value]
                 for name, events in streams.items()
             }
-            parts.update(evaluate(expr, part))
+            out = evaluate(expr, part)
+            assert pin is None or value == pin or not out, f"pinned to {pin!r}, not {value!r}"
+            parts.update(out)
         assert parts == whole, f"not partitionable on {key}"
 
 
@@ -45,12 +50,13 @@ def _partitioned_equals_whole(expr, keys, streams) -> None:  # type: ignore[no-u
 @given(expressions(), input_streams())
 def test_random_algebra_keyed_placement_is_sound(expr, streams):
     automata = build_automata(expr, StreamSchema("out", expr.attributes))
-    _partitioned_equals_whole(expr, partition_keys(automata, STREAMS), streams)
+    _partitioned_equals_whole(expr, automata, streams)
 
 
 TEMPLATES = [
     "S NEXT{{$1.k = $2.k{extra}}} T",
     "FILTER{{k = 'a'}} S NEXT{{$2.k = 'a'{extra}}} T",
+    "FILTER{{k = 'a'}} (S NEXT{{$1.k = $2.k{extra}}} T)",
     "(SELECT *, 1 AS n FROM S) FOLD{{$2.k = $.k{extra}, $2.v > $.v, $.n + 1 AS n}} T",
     "SELECT k_1, w FROM S NEXT{{$1.k = $2.k{extra}}} (FILTER{{w > 1}} U)",
     "S NEXT{{$1.k = $2.k{extra}}} (SELECT k AS k, v AS x FROM T NEXT{{$1.k = $2.k}} S)",
@@ -65,7 +71,9 @@ def test_key_joins_are_found_and_sound(template, extra, streams):
     query = compile_query(template.format(extra=extra), STREAMS, "q")
     keys = partition_keys(query.automata, STREAMS)
     assert ("k" in keys) == ("OR" not in extra)
-    _partitioned_equals_whole(query.algebra, keys, streams)
+    _partitioned_equals_whole(query.algebra, query.automata, streams)
+    pin = pinned_key(query.automata, "k") if "k" in keys else None
+    assert pin == ("a" if "'a'" in template and "k" in keys else None)
     unjoined = template.replace("$1.k = $2.k", "$1.v >= 0").replace("$2.k = $.k", "$.n >= 0")
     if unjoined != template:
         query = compile_query(unjoined.format(extra=""), STREAMS, "q")
@@ -87,7 +95,7 @@ def test_steps_that_mix_keys_are_not_keyed(text, streams):
     query = compile_query(text, STREAMS, "q")
     keys = partition_keys(query.automata, STREAMS)
     assert "k" not in keys
-    _partitioned_equals_whole(query.algebra, keys, streams)
+    _partitioned_equals_whole(query.algebra, query.automata, streams)
 
 
 def _satisfies(conjunct, event) -> bool:  # type: ignore[no-untyped-def]
