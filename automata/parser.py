@@ -150,17 +150,20 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
-def tokenize(text: str) -> Iterator[Token]:
-    """The tokens of ``text`` (spaces and comments dropped), with offset, line and column.
+def scan(text: str) -> Iterator[tuple[str, str, int]]:
+    """(type, text, offset) of each token of ``text``; spaces and comments dropped.
 
     Keywords come typed by their upper-case spelling.  Raises
-    :class:`CelSyntaxError` on a character no token starts with, an
-    unterminated string and brackets nested deeper than :data:`MAX_NESTING`.
+    :class:`CelSyntaxError` on a character no token starts with and on an
+    unterminated string.  O(len(text)).
+
+    >>> list(scan("filter{Price > 10} S"))[:4]
+    [('FILTER', 'filter', 0), ('LBRACE', '{', 6), ('NAME', 'Price', 7), ('CMP', '>', 13)]
     """
     offset = 0
-    depth = 0
+    match_at = _TOKEN.match
     while offset < len(text):
-        match = _TOKEN.match(text, offset)
+        match = match_at(text, offset)
         if match is None:
             pos = _position(text, offset)
             if text[offset] == "'":
@@ -168,22 +171,36 @@ def tokenize(text: str) -> Iterator[Token]:
             raise CelSyntaxError(f"unexpected character {text[offset]!r}", pos, source=text)
         kind = match.lastgroup
         assert kind is not None
-        value = match.group()
         if kind != "SPACE":
+            value = match.group()
             if kind == "PUNCT":
                 kind = _PUNCT[value]
-                depth += (value in "({") - (value in ")}")
-                if depth > MAX_NESTING:
-                    raise CelSyntaxError(
-                        f"brackets nest deeper than {MAX_NESTING} levels",
-                        _position(text, offset),
-                        source=text,
-                    )
             elif kind == "NAME" and value.upper() in KEYWORDS:
                 kind = value.upper()
-            line, column = _position(text, offset)
-            yield Token(kind, value, offset, line, column)
+            yield kind, value, offset
         offset = match.end()
+
+
+def tokenize(text: str) -> Iterator[Token]:
+    """The tokens of :func:`scan` as lark Tokens with line and column, for the parser.
+
+    Also raises :class:`CelSyntaxError` for brackets nested deeper than
+    :data:`MAX_NESTING`.
+    """
+    depth = 0
+    for kind, value, offset in scan(text):
+        if kind in ("LPAR", "LBRACE"):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise CelSyntaxError(
+                    f"brackets nest deeper than {MAX_NESTING} levels",
+                    _position(text, offset),
+                    source=text,
+                )
+        elif kind in ("RPAR", "RBRACE"):
+            depth -= 1
+        line, column = _position(text, offset)
+        yield Token(kind, value, offset, line, column)
 
 
 LITERALS = frozenset({"INT", "FLOAT", "STRING"})

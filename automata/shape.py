@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
+from functools import cache
 from typing import Any
 
 from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.errors import CelError
-from cesar.automata.parser import LITERALS, literal_value, tokenize
+from cesar.automata.parser import LITERALS, literal_value, scan
 from cesar.automata.schema import AttrType, StreamSchema, Value
 from cesar.automata.terms import Const, Pos
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
@@ -61,6 +62,11 @@ _SENTINEL_TEXT = {
 }
 _SENTINEL_NAME = "ShapeSentinel_q7x3"
 """The name a template is compiled under (a query may not publish onto an existing stream)."""
+
+_VALUED = frozenset({"NAME", "ATTRREF", "CMP", "DURATION"})
+"""Token types whose text is part of the shape (of the others, the type is)."""
+_OPENING = frozenset({"LPAR", "LBRACE"})
+_CLOSING = frozenset({"RPAR", "RBRACE"})
 
 _LITERAL_TYPES = {
     AttrType.INT: frozenset({"INT"}),
@@ -105,25 +111,24 @@ def shape_of(text: str) -> Shape:
     publish_span: tuple[int, int] | None = None
     depth = 0
     after_publish = False
-    for token in tokenize(text):
-        kind = token.type
-        start = token.start_pos
-        assert start is not None
-        span = (start, start + len(token.value))
+    for kind, value, start in scan(text):
         if after_publish and kind == "NAME":
             key.append("publish name")
             if depth == 0:
-                publish, publish_span = str(token.value), span
+                publish, publish_span = value, (start, start + len(value))
         elif kind in LITERALS:
             key.append(kind)
             kinds.append(kind)
-            literals.append(str(token.value))
-            spans.append(span)
-        elif kind in ("NAME", "ATTRREF", "CMP", "DURATION"):
-            key.append((kind, str(token.value)))
+            literals.append(value)
+            spans.append((start, start + len(value)))
+        elif kind in _VALUED:
+            key.append((kind, value))
         else:
             key.append(kind)
-        depth += (kind in ("LPAR", "LBRACE")) - (kind in ("RPAR", "RBRACE"))
+        if kind in _OPENING:
+            depth += 1
+        elif kind in _CLOSING:
+            depth -= 1
         after_publish = kind == "PUBLISH"
     return Shape(
         text, tuple(key), tuple(kinds), tuple(literals), tuple(spans), publish, publish_span
@@ -143,7 +148,7 @@ class _Constant:
     type: AttrType
     pos: Pos
 
-    def bind(self, values: list[Value]) -> Const:
+    def bind(self, values: list[Value], name: str) -> Const:
         value = values[self.slot]
         if self.negate:
             assert not isinstance(value, str)
@@ -239,29 +244,54 @@ class _Differ:
         return _Constant(slot, negate, orig.type, orig.pos)
 
 
-def _bind(node: Any, plan: Plan, values: list[Value], name: str) -> Any:
-    kind = type(plan)
-    if kind is _Constant:
-        return plan.bind(values)  # type: ignore[union-attr]
-    if kind is _Name:
-        return name
-    assert isinstance(plan, dict)
-    if type(node) is tuple or type(node) is list:
+Builder = Callable[[list[Value], str], Any]
+"""Makes one node of a compiled form from the slots' values and the name."""
+
+
+def _builder(node: Any, plan: Plan) -> Builder:
+    """What rebuilds ``node`` with the slots of ``plan`` filled; its other parts are kept."""
+    if isinstance(plan, _Constant):
+        return plan.bind
+    if isinstance(plan, _Name):
+        return lambda values, name: name
+    parts = [(key, _builder(_part(node, key), inner)) for key, inner in plan.items()]
+    kind: type = type(node)
+    if kind is tuple or kind is list:
         items = list(node)
-        for index, inner in plan.items():
-            items[index] = _bind(node[index], inner, values, name)
-        return type(node)(items)
-    if type(node) is dict:
-        return {k: _bind(v, plan[k], values, name) if k in plan else v for k, v in node.items()}
-    return replace(node, **{f: _bind(getattr(node, f), p, values, name) for f, p in plan.items()})
+
+        def sequence(values: list[Value], name: str) -> Any:
+            out = items.copy()
+            for index, build in parts:
+                out[index] = build(values, name)
+            return kind(out)
+
+        return sequence
+    base = dict(node) if kind is dict else {f: getattr(node, f) for f in _init_fields(kind)}
+
+    def make(values: list[Value], name: str) -> Any:
+        kwargs = base.copy()
+        for key, build in parts:
+            kwargs[key] = build(values, name)
+        return kwargs if kind is dict else kind(**kwargs)
+
+    return make
+
+
+def _part(node: Any, key: Any) -> Any:
+    return node[key] if isinstance(node, tuple | list | dict) else getattr(node, key)
+
+
+@cache
+def _init_fields(kind: type) -> tuple[str, ...]:
+    """The fields a dataclass's constructor takes (those it derives are derived again)."""
+    return tuple(f.name for f in fields(kind) if f.init)
 
 
 @dataclass(frozen=True)
 class Template:
-    """A compiled query and where its slots stand; :meth:`bind` makes another of its shape."""
+    """How to make a compiled query of one shape from its constants: :meth:`bind`."""
 
-    query: CompiledQuery
-    plan: Plan
+    build: Builder
     reads: tuple[tuple[str, StreamSchema], ...]
 
     def bind(
@@ -283,7 +313,7 @@ class Template:
             values = shape.values()
         except ValueError:
             return None
-        bound: CompiledQuery = _bind(self.query, self.plan, values, name)
+        bound: CompiledQuery = self.build(values, name)
         return replace(bound, text=shape.text)
 
 
@@ -333,7 +363,7 @@ def derive(
     if _Name() not in _leaves(whole):
         raise NotParametric("the name does not stand at a leaf of its own")
     reads = tuple((s, schemas[s]) for s in sorted(query.reads))
-    return Template(query, whole, reads)
+    return Template(_builder(query, whole), reads)
 
 
 def _leaves(plan: Plan) -> list[Plan]:

@@ -7,6 +7,11 @@ the pipe open (the shard exits when it closes, i.e. when the front is gone);
 the shard prints ``ready <port>`` on its stdout.  Calls that go to several
 shards are issued together and awaited in shard order, so results are
 deterministic.
+
+An install is not awaited: the front has stored the subscriptions, and the
+shards build them while it compiles the next batch.  Every later call to a
+shard (install, remove, apply, stats) first waits for the install still
+outstanding there, so each shard sees its calls in the order they were made.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class ShardPool:
         self.channels: list[grpc.Channel] = []
         self.stubs: list[shard_pb2_grpc.ShardStub] = []
         self.metadata: list[tuple[tuple[str, str], ...]] = []
+        self.pending: list[grpc.Future | None] = [None] * count
         try:
             for index in range(count):
                 self._spawn(index, shard_args, log_level)
@@ -96,18 +102,26 @@ class ShardPool:
                 raise ShardFailure(f"shard {index}: {exc.code().name}: {exc.details()}") from exc
         return results
 
+    def _settle(self, targets: Iterable[int]) -> None:
+        """Wait for the installs still outstanding on ``targets``."""
+        calls = []
+        for i in targets:
+            future, self.pending[i] = self.pending[i], None
+            if future is not None:
+                calls.append((i, future))
+        self._all(calls)
+
     def install(self, batches: Sequence[shard_pb2.InstallBatch]) -> None:
-        """Install ``batches[i]`` on shard ``i`` (shards with an empty batch are not called)."""
-        self._all(
-            [
-                (i, self.stubs[i].Install.future(b, metadata=self.metadata[i]))
-                for i, b in enumerate(batches)
-                if b.subscriptions
-            ]
-        )
+        """Send ``batches[i]`` to shard ``i`` (not those with an empty batch) without waiting."""
+        targets = [i for i, b in enumerate(batches) if b.subscriptions]
+        self._settle(targets)
+        for i in targets:
+            self.pending[i] = self.stubs[i].Install.future(batches[i], metadata=self.metadata[i])
 
     def remove(self, targets: Iterable[int], request: shard_pb2.RemoveRequest) -> None:
         """Remove a subscription from ``targets``; a shard that does not hold it is skipped."""
+        targets = list(targets)
+        self._settle(targets)
         calls = [
             (i, self.stubs[i].Remove.future(request, metadata=self.metadata[i])) for i in targets
         ]
@@ -115,6 +129,7 @@ class ShardPool:
 
     def apply(self, requests: Sequence[shard_pb2.ApplyRequest]) -> list[shard_pb2.ShardAlert]:
         """Send each shard its epochs; every alert, shard by shard."""
+        self._settle(i for i, r in enumerate(requests) if r.lanes)
         calls = [
             (i, self.stubs[i].Apply.future(r, metadata=self.metadata[i]))
             for i, r in enumerate(requests)
@@ -127,6 +142,7 @@ class ShardPool:
 
     def stats(self) -> list[cesar_pb2.ShardStats]:
         """Every shard's counters."""
+        self._settle(range(self.count))
         request = cesar_pb2.StatsRequest()
         calls = [
             (i, s.Stats.future(request, metadata=self.metadata[i]))
