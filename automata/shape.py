@@ -394,17 +394,28 @@ class QueryCache:
         return shape.key in self._entries
 
     def compile(
-        self, shape: Shape, schemas: Mapping[str, StreamSchema], default_name: str | None = None
+        self,
+        shape: Shape,
+        schemas: Mapping[str, StreamSchema],
+        default_name: str | None = None,
+        full: Callable[[], CompiledQuery] | None = None,
     ) -> CompiledQuery:
         """``compile_query(shape.text, schemas, default_name)``, bound from a template when the
-        shape has one.  Raises what ``compile_query`` raises."""
+        shape has one.  Raises what compiling in full raises.
+
+        ``full`` compiles in full instead of ``compile_query`` (a shard builds the
+        algebra the front sent); the text is then parsed only to derive a template.
+        """
         entry = self._entries.get(shape.key)
         if isinstance(entry, Template):
             bound = entry.bind(shape, schemas, default_name)
             if bound is not None:
                 self.counters["bound"] += 1
                 return bound
-        query = compile_query(shape.text, schemas, default_name, self.options)
+        if full is None:
+            query = compile_query(shape.text, schemas, default_name, self.options)
+        else:
+            query = full()
         self.counters["compiled"] += 1
         if entry is None:
             self._store(shape.key, "seen")

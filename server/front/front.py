@@ -548,6 +548,7 @@ class Front:
                 name=query.name,
                 stream_specs=[self.registry.schemas[s].spec() for s in sorted(query.reads)],
                 algebra=to_algebra(query.algebra),
+                shape_text=query.text,
             )
             for target in live.shards(self.shards.count):
                 batches[target].subscriptions.append(request)

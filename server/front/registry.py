@@ -149,7 +149,7 @@ class Registry:
         """
         sub_id = live.row.id
         assert sub_id not in self.live and live.row.stream not in self.streams
-        output = parse_stream_spec(live.row.output_spec)
+        output = query.output
         self.routing.add(live.reads, live.key, live.row.shard)
         if live.key is None:
             statics = static_interest(query.automata)

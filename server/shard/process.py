@@ -27,7 +27,9 @@ from typing import Any
 
 import grpc
 
-from cesar.automata.schema import Event, epochs, parse_stream_spec
+from cesar.automata.compiler import CompiledQuery
+from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
+from cesar.automata.shape import QueryCache, shape_of
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
@@ -68,11 +70,30 @@ class ShardState:
         self.alerts_dropped = 0
         self.lanes: dict[str, Lane] = {}
         self.output: dict[str, tuple[str, str]] = {}
+        self.queries = QueryCache()
+        self._schemas: dict[str, StreamSchema] = {}
+
+    def _schema(self, spec: str) -> StreamSchema:
+        """The schema of ``spec``, parsed once per distinct spec."""
+        schema = self._schemas.get(spec)
+        if schema is None:
+            schema = self._schemas[spec] = parse_stream_spec(spec)
+        return schema
 
     def install(self, request: shard_pb2.InstallRequest) -> None:
-        """Build and subscribe a query in its lane, from the algebra the front compiled."""
-        schemas = {s.name: s for s in map(parse_stream_spec, request.stream_specs)}
-        query = compile_algebra(request.algebra, schemas, request.name)
+        """Build and subscribe a query in its lane, from the algebra the front compiled (or,
+        for a CEL query of a shape seen before, from its shape's template)."""
+        schemas = {s.name: s for s in map(self._schema, request.stream_specs)}
+
+        def build() -> CompiledQuery:
+            return compile_algebra(request.algebra, schemas, request.name)
+
+        if request.shape_text:
+            query = self.queries.compile(
+                shape_of(request.shape_text), schemas, request.name, full=build
+            )
+        else:
+            query = build()
         lane = self.lanes.setdefault(request.lane, Lane(Engine(self.options)))
         lane.engine.subscribe(request.subscription, query.automata)
         lane.streams[query.name] = request.subscription
@@ -124,7 +145,8 @@ class ShardState:
                 )
 
     def counters(self) -> dict[str, int]:
-        """Engine counters summed over lanes, plus live instances, nodes, subscriptions, lanes."""
+        """Engine counters summed over lanes, plus live instances, nodes, subscriptions, lanes,
+        and the queries installed from their shape's template (bound) or built in full."""
         total: dict[str, int] = {
             "lanes": len(self.lanes),
             "instances": 0,
@@ -132,6 +154,8 @@ class ShardState:
             "rss_bytes": rss_bytes(),
             "alerts_dropped": self.alerts_dropped,
             "subscriptions": 0,
+            "queries_bound": self.queries.counters["bound"],
+            "queries_compiled": self.queries.counters["compiled"],
         }
         for lane in self.lanes.values():
             engine = lane.engine
