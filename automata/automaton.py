@@ -44,6 +44,8 @@ class EdgeKind(enum.Enum):
     REBIND = "rebind"
     FILTER = "filter"
 
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python per call
+
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class SplitConjunct:

@@ -33,6 +33,8 @@ class AttrType(enum.Enum):
     STRING = "string"
     BOOL = "bool"
 
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python per call
+
     @property
     def numeric(self) -> bool:
         return self in (AttrType.INT, AttrType.FLOAT)

@@ -38,6 +38,8 @@ class Scope(enum.Enum):
     RIGHT = "$2"
     STATE = "$"
 
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python per call
+
 
 def position() -> Pos:
     return field(default=None, compare=False, hash=False, repr=False)

@@ -94,7 +94,9 @@ class ShardState:
             )
         else:
             query = build()
-        lane = self.lanes.setdefault(request.lane, Lane(Engine(self.options)))
+        lane = self.lanes.get(request.lane)
+        if lane is None:
+            lane = self.lanes[request.lane] = Lane(Engine(self.options))
         lane.engine.subscribe(request.subscription, query.automata)
         lane.streams[query.name] = request.subscription
         self.output[request.subscription] = (request.lane, query.name)
