@@ -20,7 +20,7 @@ It holds no lock and does no I/O: the front calls it under its lock.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.compiler import CompiledQuery
@@ -63,6 +63,54 @@ class Live:
     def lane(self) -> str:
         """The engine lane it runs in on its shards."""
         return key_lane(self.row.key_attribute) if self.row.key_attribute else GLOBAL
+
+
+def may_read(client: Client, row: StreamRow, shares: Mapping[str, Collection[str]]) -> bool:
+    """Whether ``client`` may use the stream: an input stream, its own, or shared with it.
+
+    A published stream is its owner's; another client reads it only when the
+    owner shared it (``shares``: stream → clients).  An admin reads everything.
+    """
+    return (
+        not row.subscription
+        or row.owner == client.name
+        or client.name in shares.get(row.name, ())
+        or client.may("admin")
+    )
+
+
+class Readable(Mapping[str, StreamSchema]):
+    """The streams one client may read, as :meth:`Registry.readable` found them."""
+
+    def __init__(
+        self,
+        client: Client,
+        streams: dict[str, StreamRow],
+        schemas: dict[str, StreamSchema],
+        shares: dict[str, frozenset[str]],
+    ) -> None:
+        self._client = client
+        self._streams = streams
+        self._schemas = schemas
+        self._shares = shares
+
+    def _readable(self, name: str) -> bool:
+        row = self._streams.get(name)
+        return row is not None and may_read(self._client, row, self._shares)
+
+    def __getitem__(self, name: str) -> StreamSchema:
+        if not self._readable(name):
+            raise KeyError(name)
+        return self._schemas[name]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._readable(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._streams if self._readable(name))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def subscription_number(sub_id: str) -> int:
@@ -117,30 +165,19 @@ class Registry:
         del self.streams[name], self.schemas[name], self.inputs[name]
 
     def may_read(self, client: Client, row: StreamRow) -> bool:
-        """Whether ``client`` may use the stream: an input stream, its own, or shared with it.
-
-        A published stream is its owner's; another client reads it only when
-        the owner shared it (``shares``).  An admin reads everything.
-        """
-        return (
-            not row.subscription
-            or row.owner == client.name
-            or client.name in self.shares.get(row.name, ())
-            or client.may("admin")
-        )
+        """Whether ``client`` may use the stream (:func:`may_read`)."""
+        return may_read(client, row, self.shares)
 
     def schema_for(self, client: Client, name: str) -> StreamSchema | None:
         """The schema of stream ``name`` if it exists and ``client`` may read it.  O(1)."""
         row = self.streams.get(name)
         return self.schemas[name] if row is not None and self.may_read(client, row) else None
 
-    def readable(self, client: Client) -> dict[str, StreamSchema]:
-        """The schemas of the streams ``client`` may read, by name.  O(streams)."""
-        return {
-            name: self.schemas[name]
-            for name, row in self.streams.items()
-            if self.may_read(client, row)
-        }
+    def readable(self, client: Client) -> Readable:
+        """The schemas of the streams ``client`` may read now, by name: a snapshot that later
+        changes to the registry do not touch.  O(streams), copied in C; a lookup is O(1)."""
+        shares = {name: frozenset(clients) for name, clients in self.shares.items()}
+        return Readable(client, self.streams.copy(), self.schemas.copy(), shares)
 
     def register(self, live: Live, query: CompiledQuery) -> None:
         """Enter a subscription: routes, interest, tallies, its published stream.
