@@ -4,6 +4,7 @@ import pytest
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event
+from cesar.server.front.auth import Client, Limits
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.front.errors import FailedPrecondition
 from cesar.server.front.placement import place
@@ -63,3 +64,21 @@ def test_readers_pin_their_producer_and_unregister_undoes_everything(registry):
     registry.unregister(producer)
     registry.check_valid()
     assert not registry.live and set(registry.streams) == {"Stock"} and not +registry.owned
+
+
+def test_readable_is_a_snapshot_of_what_a_client_may_read(registry):
+    limits = Limits(10, 10_000, 2, 10)
+    alice, bob = Client("alice", limits), Client("bob", limits)
+    admin = Client("root", limits, frozenset({"admin"}))
+    register(registry, "s1", KEYED + " PUBLISH Pairs")
+    registry.shares["Pairs"] = {"carol"}
+    seen = registry.readable(bob)
+    assert "Stock" in seen and "Pairs" not in seen and sorted(seen) == ["Stock"]
+    with pytest.raises(KeyError):
+        seen["Pairs"]
+    assert sorted(registry.readable(alice)) == ["Pairs", "Stock"]
+    assert registry.readable(admin)["Pairs"] is registry.schemas["Pairs"]
+    registry.shares["Pairs"].add("bob")
+    register(registry, "s2", GLOBAL + " PUBLISH Later")
+    assert "Pairs" not in seen and "Later" not in seen and len(seen) == 1  # taken before
+    assert sorted(registry.readable(bob)) == ["Pairs", "Stock"]
