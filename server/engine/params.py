@@ -43,7 +43,7 @@ from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.schema import Value
 from cesar.automata.template import Constants
 from cesar.automata.terms import Arith, Attr, Call, Cmp, Neg, Param, Scope, Term
-from cesar.index.masks import ValueMasks, slots_of
+from cesar.index.masks import ValueMasks, compact, expand, slots_of
 from cesar.index.ranges import OPS, is_nan
 from cesar.index.static import Atoms
 from cesar.server.engine.codegen import Binding, Codegen, GeneralTest, Test, ValueOf
@@ -71,7 +71,13 @@ class Tuple:
     """The slots of a group sharing one tuple of general-atom constants, and one's constants."""
 
     constants: Constants
-    mask: int = 0
+    entry: int = 0
+    """Its slots as a :func:`~cesar.index.masks.compact` entry; :attr:`mask` expands them."""
+
+    @property
+    def mask(self) -> int:
+        """Its slots."""
+        return expand(self.entry)
 
 
 @dataclass(eq=False, slots=True)
@@ -97,8 +103,15 @@ class Group:
     conjunct: int
     key: tuple[Value, ...]
     ordered: tuple[ValueMasks, ...] | None = None
-    mask: int = 0
+    entry: int = 0
+    """Its slots as a :func:`~cesar.index.masks.compact` entry (a group of one slot keeps
+    the slot's number: a mask is as wide as its highest slot); :attr:`mask` expands them."""
     general: dict[Constants, Tuple] | None = None
+
+    @property
+    def mask(self) -> int:
+        """Its slots.  O(width of the mask)."""
+        return expand(self.entry)
 
 
 @dataclass(frozen=True)
@@ -205,7 +218,7 @@ class EdgeParams:
                 group = Group(self, position, key)
                 self.groups[position][key] = group
             mine.append(group)
-            group.mask |= bit
+            group.entry = compact(group.mask | bit)
             if group.ordered is not None:
                 for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
                     masks.add(slot, constants[param])
@@ -219,7 +232,8 @@ class EdgeParams:
                 general_key = tuple(constants[p] for p in plan.general_params)
                 if group.general is None:
                     group.general = {}
-                group.general.setdefault(general_key, Tuple(constants)).mask |= bit
+                entry = group.general.setdefault(general_key, Tuple(constants))
+                entry.entry = compact(entry.mask | bit)
         return mine
 
     def remove(self, slot: int) -> list[Group]:
@@ -233,17 +247,17 @@ class EdgeParams:
             key = plan.key_of(constants)
             group = self.groups[position][key]
             mine.append(group)
-            group.mask &= ~bit
+            group.entry = compact(group.mask & ~bit)
             for masks in group.ordered or ():
                 masks.remove(slot)
             if plan.general is not None:
                 general_key = tuple(constants[p] for p in plan.general_params)
                 assert group.general is not None
                 entry = group.general[general_key]
-                entry.mask &= ~bit
-                if not entry.mask:
+                entry.entry = compact(entry.mask & ~bit)
+                if not entry.entry:
                     del group.general[general_key]
-            if not group.mask:
+            if not group.entry:
                 del self.groups[position][key]
         return mine
 
@@ -382,6 +396,7 @@ class EdgeParams:
             union = 0
             for key, group in groups.items():
                 assert group.conjunct == position and group.key == key and group.mask
+                assert group.entry == compact(group.mask)
                 assert not group.mask & union
                 union |= group.mask
                 assert all(key == plan.key_of(self.slots[s]) for s in slots_of(group.mask))
@@ -395,6 +410,7 @@ class EdgeParams:
                     assert group.general is not None
                     for entry in group.general.values():
                         assert entry.mask and not entry.mask & tuples
+                        assert entry.entry == compact(entry.mask)
                         tuples |= entry.mask
                     assert tuples == group.mask
             assert union == self.all
