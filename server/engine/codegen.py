@@ -35,7 +35,6 @@ from cesar.automata.evaluate import (
     FunctionRegistry,
     arith,
     neg,
-    store,
 )
 from cesar.automata.schema import AttrType, Value
 from cesar.automata.terms import (
@@ -100,10 +99,8 @@ class _Source:
             "F": dict(self.calls),
             "arith": arith,
             "neg": neg,
-            "store": store,
             "ArithmeticFault": ArithmeticFault,
             "faults": faults,
-            "FLOAT": AttrType.FLOAT,
         }
 
 
@@ -214,7 +211,7 @@ class Codegen:
         for assign in key:
             value = source.term(assign.term)
             if assign.type is AttrType.FLOAT:
-                value = f"store({value}, FLOAT)"
+                value = f"float({value})"  # what evaluate.store does to a number
             items.append(f"{assign.name!r}: {value}")
         body = ["return {" + ", ".join(items) + "}"]
         function: Build = _define(source, body, self.faults)

@@ -322,7 +322,8 @@ class EdgeParams:
         """
         union = 0
         for group in groups:
-            slots = members & group.mask & ~union
+            entry = group.entry  # the mask, expanded here: this is the engine's hottest loop
+            slots = members & (entry if entry >= 0 else 1 << ~entry) & ~union
             if not slots:
                 continue
             plan = self.plans[group.conjunct]
