@@ -362,13 +362,13 @@ class Engine:
                 )
 
     def _install(self, leaving: Mapping[int, int], spawned: list[EngineInstance]) -> None:
-        """Take the affected slots out of their instances (an empty one goes); add the new ones."""
+        """Add the new instances; take the affected slots out of theirs (an empty one goes).
+
+        New instances first: a node whose last instance moves on and gets a
+        successor in the same epoch stays active, instead of leaving the AN
+        index and entering it again.
+        """
         state, program = self.state, self.program
-        for instance_id, slots in leaving.items():
-            instance = state.instances[instance_id]
-            instance.members &= ~slots
-            if not instance.members:
-                state.remove(instance)
         homes_of: dict[tuple[int, int], list[Group]] = {}  # instances spawned together share
         for instance in spawned:
             node = instance.node
@@ -384,6 +384,11 @@ class Engine:
                     for group in compiled.params.groups_meeting(instance.members, conjunct)
                 ]
             state.add(instance, program.bound.get(node), program.clock_group(node), homes)
+        for instance_id, slots in leaving.items():
+            instance = state.instances[instance_id]
+            instance.members &= ~slots
+            if not instance.members:
+                state.remove(instance)
         self._enforce_limits({i.node for i in spawned})
 
     def _enforce_limits(self, nodes: set[int]) -> None:
