@@ -10,7 +10,7 @@ at the position of the offending name or term.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -105,8 +105,9 @@ def translate(
     for ref in refs:
         schema = schemas.get(ref.name)
         if schema is None:
-            known = ", ".join(sorted(schemas)) or "none"
-            raise CelSemanticError(f"unknown stream {ref.name} (known streams: {known})", ref.pos)
+            raise CelSemanticError(
+                f"unknown stream {ref.name} (known streams: {_some(schemas)})", ref.pos
+            )
         if unit is None:
             unit, unit_from = schema.unit, ref
         elif schema.unit is not unit:
@@ -124,6 +125,18 @@ def translate(
     return Translation(
         expr, StreamSchema(name, expr.attributes, unit), frozenset(r.name for r in refs)
     )
+
+
+SHOWN_STREAMS = 20
+"""Known streams an error names: a server may hold a stream per subscription."""
+
+
+def _some(names: Iterable[str]) -> str:
+    """The first :data:`SHOWN_STREAMS` of ``names`` in order, and how many more."""
+    ordered = sorted(names)
+    shown = ", ".join(ordered[:SHOWN_STREAMS]) or "none"
+    extra = len(ordered) - SHOWN_STREAMS
+    return f"{shown} and {extra} more" if extra > 0 else shown
 
 
 class _Translator:

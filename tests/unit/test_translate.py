@@ -54,6 +54,14 @@ def test_select_projects_renames_and_introduces():
     assert q.output.spec() == "q(P:float,Name:string,Price:float)[min]"
 
 
+def test_an_unknown_stream_names_twenty_known_ones_and_counts_the_rest():
+    many = {**SCHEMAS, **{f"s{n:03}": SCHEMAS["Stock"] for n in range(500)}}
+    with pytest.raises(CelSemanticError) as info:
+        compile_query("Nope", many, "q")
+    names = ", ".join(["Stock", "Ticks", *(f"s{n:03}" for n in range(18))])
+    assert f"unknown stream Nope (known streams: {names} and 482 more)" in str(info.value)
+
+
 def test_publish_names_the_output_and_duration_compiles_to_ticks():
     q = compile_query("FILTER{DUR >= 2 HOURS} Stock PUBLISH Long", SCHEMAS)
     assert q.name == "Long"
