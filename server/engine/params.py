@@ -322,8 +322,8 @@ class EdgeParams:
         """
         union = 0
         for group in groups:
-            entry = group.entry  # the mask, expanded here: this is the engine's hottest loop
-            slots = members & (entry if entry >= 0 else 1 << ~entry) & ~union
+            own_slots = group.entry  # expanded here: this is the engine's hottest loop
+            slots = members & (own_slots if own_slots >= 0 else 1 << ~own_slots) & ~union
             if not slots:
                 continue
             plan = self.plans[group.conjunct]
