@@ -52,8 +52,12 @@ from cesar.automata.schema import AttrType, StreamSchema, Value
 from cesar.automata.terms import Const, Pos
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
 
-CAPACITY = 4_096
+CAPACITY = 1_024
 """Shapes a :class:`QueryCache` remembers; the oldest goes first."""
+MAX_TOKENS = 400
+"""The longest shape a :class:`QueryCache` remembers, in tokens (a subscription is usually 20
+to 100): the cache holds at most CAPACITY × MAX_TOKENS tokens and their templates, whatever a
+client sends."""
 
 _SENTINEL_TEXT = {
     "INT": lambda i: str(987_654_321_000 + 1_000_003 * i),
@@ -374,7 +378,8 @@ def _leaves(plan: Plan) -> list[Plan]:
 
 class QueryCache:
     """Compiled queries by shape: the first of a shape compiled in full, a template from the
-    second, the rest bound.  Holds :data:`CAPACITY` shapes; safe to share between threads.
+    second, the rest bound.  Holds :data:`CAPACITY` shapes of at most :data:`MAX_TOKENS`
+    tokens (longer queries are compiled in full); safe to share between threads.
 
     ``counters``: ``compiled`` (in full), ``bound``, ``templates`` derived and
     ``not_parametric`` shapes.
@@ -417,6 +422,8 @@ class QueryCache:
         else:
             query = full()
         self.counters["compiled"] += 1
+        if len(shape.key) > MAX_TOKENS:
+            return query
         if entry is None:
             self._store(shape.key, "seen")
         elif entry == "seen":

@@ -7,7 +7,7 @@ import pytest
 from cesar.automata.compiler import compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.schema import parse_stream_spec
-from cesar.automata.shape import QueryCache, shape_of
+from cesar.automata.shape import MAX_TOKENS, QueryCache, shape_of
 from cesar.automata.terms import to_cel
 from cesar.perf.loadwork import Workload, input_schema
 
@@ -96,3 +96,14 @@ def test_the_oldest_shape_goes_when_the_cache_is_full():
     compile_all(cache, texts)
     assert len(cache) == 2
     assert shape_of(texts[0]) not in cache and shape_of(texts[2]) in cache
+
+
+def test_a_query_longer_than_the_cache_keeps_is_compiled_in_full_and_not_remembered():
+    cache = QueryCache()
+    long = " AND ".join(f"Price > {n}.5" for n in range(MAX_TOKENS // 4))
+    texts = [f"FILTER{{Volume > {v} AND {long}}} Stock" for v in (1, 2, 3)]
+    assert len(shape_of(texts[0]).key) > MAX_TOKENS
+    assert compile_all(cache, texts) == [
+        compile_query(t, STOCK, f"q{n}") for n, t in enumerate(texts)
+    ]
+    assert len(cache) == 0 and cache.counters == {"compiled": 3}
