@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from cesar.automata.algebra import format_algebra
 from cesar.automata.automaton import format_automaton
 from cesar.automata.compiler import CompiledQuery
+from cesar.automata.normal import const_of
 from cesar.automata.partition import partition_keys, pinned_key
-from cesar.automata.schema import AttrType, StreamSchema, Value
-from cesar.automata.terms import format_const
-
-_TYPES = {bool: AttrType.BOOL, int: AttrType.INT, float: AttrType.FLOAT, str: AttrType.STRING}
+from cesar.automata.schema import StreamSchema, Value
+from cesar.automata.terms import to_cel
 
 
 def placement_line(keys: frozenset[str], pins: Mapping[str, Value] | None = None) -> str:
@@ -31,7 +30,7 @@ def placement_line(keys: frozenset[str], pins: Mapping[str, Value] | None = None
     options = []
     for key in sorted(keys):
         if key in pins:
-            value = format_const(pins[key], _TYPES[type(pins[key])])
+            value = to_cel(const_of(pins[key]))
             options.append(
                 f"{key}, pinned to {key} = {value} (runs on the shard owning {value} alone)"
             )

@@ -74,7 +74,12 @@ def _key(node: Term | Pred) -> tuple[int, str]:
     return (1 if isinstance(node, Const) else 0, to_cel(node))
 
 
-def _const(value: Value) -> Const:
+def const_of(value: Value) -> Const:
+    """The constant holding ``value``, typed by its Python type.
+
+    >>> const_of(2.5).type.value, const_of(True).type.value
+    ('float', 'bool')
+    """
     if isinstance(value, bool):
         return Const(value, AttrType.BOOL)
     if isinstance(value, int):
@@ -94,7 +99,7 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
         operand = canonical_term(term.operand, functions)
         if isinstance(operand, Const):
             try:
-                return _const(eval_term(Neg(operand), _EMPTY_ENV, functions))
+                return const_of(eval_term(Neg(operand), _EMPTY_ENV, functions))
             except ArithmeticFault:
                 pass
         return Neg(operand)
@@ -103,7 +108,7 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
         right = canonical_term(term.right, functions)
         if isinstance(left, Const) and isinstance(right, Const):
             try:
-                return _const(arith(term.op, left.value, right.value))
+                return const_of(arith(term.op, left.value, right.value))
             except ArithmeticFault:
                 pass
         if term.op in ("+", "*") and _key(left) > _key(right):
@@ -114,7 +119,7 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
         function = functions.get(term.name)
         if function is not None and all(isinstance(arg, Const) for arg in args):
             try:
-                return _const(eval_term(Call(function.name, args), _EMPTY_ENV, functions))
+                return const_of(eval_term(Call(function.name, args), _EMPTY_ENV, functions))
             except ArithmeticFault:
                 pass
         return Call(term.name.upper(), args)
