@@ -116,10 +116,9 @@ def shape_of(text: str) -> Shape:
     depth = 0
     after_publish = False
     for kind, value, start in scan(text):
-        if after_publish and kind == "NAME":
+        if after_publish and kind == "NAME" and depth == 0:
             key.append("publish name")
-            if depth == 0:
-                publish, publish_span = value, (start, start + len(value))
+            publish, publish_span = value, (start, start + len(value))
         elif kind in LITERALS:
             key.append(kind)
             kinds.append(kind)
@@ -230,9 +229,10 @@ class _Differ:
 
     def _constant(self, orig: Const, pert: Const) -> _Constant:
         value = pert.value
-        negate = False
-        slot = self.slot_of.get(value) if not isinstance(value, bool) else None
-        if slot is None and isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, bool):
+            raise NotParametric(f"truth value {orig.value!r} is not a literal of the query")
+        slot, negate = self.slot_of.get(value), False
+        if slot is None and not isinstance(value, str):
             slot, negate = self.slot_of.get(-value), True
         if slot is None or orig.type is not pert.type:
             raise NotParametric(f"constant {orig.value!r} is not a literal of the query")
