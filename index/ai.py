@@ -32,13 +32,12 @@ from cesar.index.ranges import RangeList, Value, is_nan
 
 
 class Keyed(Protocol):
-    """What the index needs of an instance: a unique id and a binding."""
+    """What the index needs of an instance: a unique id and a binding (:meth:`rebind` sets it)."""
 
     @property
     def id(self) -> int: ...
 
-    @property
-    def binding(self) -> Mapping[str, Value]: ...
+    binding: Mapping[str, Value]
 
 
 K = TypeVar("K", bound=Keyed)
@@ -93,6 +92,10 @@ class _Cluster(Generic[K]):
         else:
             self.ordered.remove(instance)
 
+    def moves(self, old: Mapping[str, Value], new: Mapping[str, Value]) -> bool:
+        """Whether an instance bound to ``old`` belongs elsewhere once bound to ``new``."""
+        return self.access is not None and old[self.access.bound] != new[self.access.bound]
+
     def probe(self, attrs: Mapping[str, Value]) -> Iterable[K]:
         yield from self.loose.values()
         if self.access is None:
@@ -113,7 +116,7 @@ class _Cluster(Generic[K]):
 
 
 class InstanceIndex(Generic[K]):
-    """The live instances of one node, clustered per filter conjunct; add / remove / probe.
+    """The live instances of one node, clustered per filter conjunct; add / remove / rebind / probe.
 
     Cost: add and remove O(conjuncts × log n); a probe O(log n + candidates).
     """
@@ -141,6 +144,27 @@ class InstanceIndex(Generic[K]):
         del self._instances[instance.id]
         for cluster in self._clusters:
             cluster.remove(instance)
+
+    def rebind(self, instance: K, binding: Mapping[str, Value]) -> None:
+        """Give a live instance a new binding; it keeps its place in insertion order.
+
+        Only the clusters whose key it changes re-file it.  O(those × log n).
+
+        >>> from types import SimpleNamespace
+        >>> index = InstanceIndex((InstanceAccess("<", "low", "Price"), None))
+        >>> first = SimpleNamespace(id=1, binding={"low": 5})
+        >>> index.add(first)
+        >>> index.add(SimpleNamespace(id=2, binding={"low": 9}))
+        >>> index.rebind(first, {"low": 20})
+        >>> [i.id for i in index.probe(0, {"Price": 10})], [i.id for i in index.instances()]
+        ([2], [1, 2])
+        """
+        moved = [c for c in self._clusters if c.moves(instance.binding, binding)]
+        for cluster in moved:
+            cluster.remove(instance)
+        instance.binding = binding
+        for cluster in moved:
+            cluster.add(instance)
 
     def probe(self, conjunct: int, attrs: Mapping[str, Value]) -> Iterable[K]:
         """Candidates for conjunct ``conjunct``: a superset of the instances it holds for."""

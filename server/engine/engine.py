@@ -189,7 +189,7 @@ class Engine:
         Matches of streams nobody reads go to ``published``; the others are
         returned with their roots, for the next rank.
         """
-        spawned: list[EngineInstance] = []
+        spawned: list[tuple[EngineInstance, EngineInstance | None]] = []
         leaving: dict[int, int] = {}
         produced: list[tuple[Event, float]] = []
         out = (produced, published)
@@ -318,10 +318,13 @@ class Engine:
         attrs: Mapping[str, Value],
         own: int,
         root: float,
-        spawned: list[EngineInstance],
+        spawned: list[tuple[EngineInstance, EngineInstance | None]],
         out: tuple[list[tuple[Event, float]], list[Event]],
     ) -> None:
-        """Move ``slots`` along an ∃-edge: a match per slot ending there, an instance for others."""
+        """Move ``slots`` along an ∃-edge: a match per slot ending there, an instance for others.
+
+        The new instance goes to ``spawned`` with the instance it comes from.
+        """
         binding_in = _EMPTY if instance is None else instance.binding
         t0 = event.t0 if instance is None else instance.t0
         dur = event.t1 - t0 + 1
@@ -355,23 +358,40 @@ class Engine:
             members = slots & program.edges[node.filter].params.all
             if members:
                 self.state.counters.spawned += 1
-                spawned.append(
-                    EngineInstance(
-                        self.state.new_id(), target, binding, t0, event.t1, new_root, members
-                    )
+                successor = EngineInstance(
+                    self.state.new_id(), target, binding, t0, event.t1, new_root, members
                 )
+                spawned.append((successor, instance))
 
-    def _install(self, leaving: Mapping[int, int], spawned: list[EngineInstance]) -> None:
+    def _install(
+        self,
+        leaving: Mapping[int, int],
+        spawned: list[tuple[EngineInstance, EngineInstance | None]],
+    ) -> None:
         """Add the new instances; take the affected slots out of theirs (an empty one goes).
 
-        New instances first: a node whose last instance moves on and gets a
-        successor in the same epoch stays active, instead of leaving the AN
-        index and entering it again.
+        A REBIND successor that carries every member of its instance, all of
+        which leave, takes the instance's place instead (same node, members
+        and start: only the binding, end and root change), once per instance
+        — a μ run that extends keeps its index entries and deadline.  Other
+        new instances come first: a node whose last instance moves on and
+        gets a successor in the same epoch stays active, instead of leaving
+        the AN index and entering it again.
         """
         state, program = self.state, self.program
+        kept: set[int] = set()
         homes_of: dict[tuple[int, int], list[Group]] = {}  # instances spawned together share
-        for instance in spawned:
+        for instance, parent in spawned:
             node = instance.node
+            if (
+                parent is not None
+                and parent.node == node
+                and parent.id not in kept
+                and leaving[parent.id] == parent.members == instance.members
+            ):
+                kept.add(parent.id)
+                state.rebind(parent, instance)
+                continue
             if node not in state.live:
                 self._activate(node)
             homes = homes_of.get((node, instance.members))
@@ -385,11 +405,13 @@ class Engine:
                 ]
             state.add(instance, program.bound.get(node), program.clock_group(node), homes)
         for instance_id, slots in leaving.items():
+            if instance_id in kept:
+                continue
             instance = state.instances[instance_id]
             instance.members &= ~slots
             if not instance.members:
                 state.remove(instance)
-        self._enforce_limits({i.node for i in spawned})
+        self._enforce_limits({i.node for i, _ in spawned})
 
     def _enforce_limits(self, nodes: set[int]) -> None:
         """Drop the oldest instances over a limit; notify once per episode over it.

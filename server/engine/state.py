@@ -43,7 +43,9 @@ class EngineCounters:
     ``nodes_touched``: nodes whose instances an event may affect (AN hits, or
     active nodes visited by the naive mode); ``nodes_visited``: nodes the
     naive mode looked at; ``instances_touched``: instances whose filter was
-    evaluated.
+    evaluated; ``spawned``: new instances made by firing edges, of which
+    ``rebound`` took their predecessor's place (a REBIND that moved every
+    member of its instance).
     """
 
     epochs: int = 0
@@ -53,6 +55,7 @@ class EngineCounters:
     nodes_visited: int = 0
     instances_touched: int = 0
     spawned: int = 0
+    rebound: int = 0
     matches: int = 0
     collected: int = 0
     dropped: int = 0
@@ -159,6 +162,18 @@ class EngineState:
         if bound is not None:
             queue = self.expiry.setdefault(group, [])
             heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
+
+    def rebind(self, instance: EngineInstance, successor: EngineInstance) -> None:
+        """Let a live instance take its REBIND successor's binding, end and root in place.
+
+        For a successor at the same node with the same members and start: its
+        AN entries, filter-group files and deadline are the instance's, so
+        only the AI clusters whose key the binding changes re-file it.
+        """
+        self.live[instance.node].rebind(instance, successor.binding)
+        instance.t1 = successor.t1
+        instance.root = successor.root
+        self.counters.rebound += 1
 
     def remove(self, instance: EngineInstance) -> None:
         """Forget a live instance; its node is no longer active when it was the last."""

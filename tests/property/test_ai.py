@@ -1,4 +1,4 @@
-"""The AI index, with the engine's choice of access atom, against brute force and check_valid."""
+"""The AI index (add, remove, rebind) with the engine's access atom, against brute force."""
 
 from dataclasses import dataclass
 
@@ -19,7 +19,7 @@ PY = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass
 class Inst:
     id: int
     binding: dict
@@ -37,20 +37,29 @@ FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 @given(
     st.sampled_from(sorted(PY)),
     st.booleans(),
-    st.lists(st.tuples(st.booleans(), st.integers(0, 12), st.integers(0, 4)), max_size=30),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "remove", "rebind"]), st.integers(0, 12), st.integers(0, 4)
+        ),
+        max_size=30,
+    ),
     st.lists(st.integers(-1, 5), min_size=1, max_size=4),
 )
 def test_probe_yields_exactly_the_instances_the_access_atom_holds_for(op, flipped, ops, probes):
     index = InstanceIndex((access_atom(conjunct(op, flipped)), access_atom(Conjunct(()))))
     model: dict[int, Inst] = {}
-    for add, ident, value in ops:
-        if add and ident not in model:
+    for action, ident, value in ops:
+        if action == "add" and ident not in model:
             model[ident] = Inst(ident, {"b": value})
             index.add(model[ident])
-        elif not add and ident in model:
+        elif action == "remove" and ident in model:
             index.remove(model.pop(ident))
+        elif action == "rebind" and ident in model:
+            index.rebind(model[ident], {"b": value})
+            assert model[ident].binding == {"b": value}
         index.check_valid()
         assert len(index) == len(model)
+        assert [i.id for i in index.instances()] == list(model)  # rebinding keeps the order
     access = access_atom(conjunct(op, flipped))
     assert access is not None and access.bound == "b"
     # The atom reads "$1.b op v" or "v op $1.b": the access op is instance-first.

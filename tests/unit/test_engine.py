@@ -140,3 +140,24 @@ def test_an_event_looks_only_at_the_instances_of_the_filter_group_it_hits():
     starts = sorted((i.binding["k_1"], i.t0) for i in engine.state.instances.values())
     assert ("k3", 1) not in starts and ("k3", 2) in starts and len(starts) == 20
     engine.check_valid()
+
+
+RUN = "(SELECT *, 1 AS n FROM S) FOLD{$2.k = $.k, $2.v > $.v, $.n + 1 AS n} S"
+
+
+def test_a_run_that_extends_keeps_its_instance_and_forks_on_simultaneous_events():
+    engine = Engine()
+    subscribe(engine, "q", RUN)
+    engine.process([s(1, "a", 1)])
+    (started,) = engine.state.instances.values()
+    engine.process([s(2, "a", 2)])
+    # The run from t = 1 took its successor's binding in place; t = 2 started its own.
+    assert engine.state.instances[started.id] is started
+    assert (started.binding["v"], started.binding["n"], started.t1) == (2, 2, 2)
+    assert engine.counters.rebound == 1
+    out = engine.process([s(3, "a", 5), s(3, "a", 6)])
+    # Two simultaneous extensions fork the run: one in place, one new instance from t = 1.
+    assert engine.counters.rebound == 3  # the runs from t = 1 and t = 2, once each
+    assert sorted(i.binding["v"] for i in engine.state.instances.values() if i.t0 == 1) == [5, 6]
+    assert sorted((e.t0, e.attrs()["n"]) for e in out) == [(1, 3), (1, 3), (2, 2), (2, 2)]
+    engine.check_valid()
