@@ -8,7 +8,8 @@ instances as mappings from attribute names to values.
   ordered structure both indices answer ``key op value`` with;
 * :mod:`cesar.index.static`: :class:`StaticIndex` (static conjuncts of one stream)
   and :class:`ConjunctIndex` (keys → their conjuncts, per stream), of which the
-  engine's FR and AN indices are two instances;
+  engine's FR and AN indices are two instances, and :class:`AtomPool`, which
+  shares each distinct atom among the conjuncts they hold;
 * :mod:`cesar.index.ai`: :class:`InstanceIndex`, the AI index of one node's
   live instances by their bound values.
 """

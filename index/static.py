@@ -40,7 +40,7 @@ with each key and the positions of its conjuncts the event satisfies:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 
@@ -197,6 +197,61 @@ class StaticIndex:
             assert self._entries[entry.atoms] is entry and entry.payloads
             assert entry.access == access_atoms(entry.atoms)
             assert len(entry.residual) == len(entry.atoms) - len(entry.access)
+
+
+class AtomPool:
+    """One shared tuple per distinct atom of the conjuncts held, with a count; hold / release.
+
+    The conjuncts of many keys repeat the same atoms (a template's groups share
+    attributes and operators, and most constants recur): pooled, a distinct
+    atom is one tuple however many conjuncts hold it, and it goes with the
+    last.  Cost: O(atoms) per call.
+
+    >>> pool = AtomPool()
+    >>> first = pool.hold((("x", "=", 1), ("y", ">", 5.0)))
+    >>> second = pool.hold((("x", "=", 1),))
+    >>> first[0] is second[0], len(pool)
+    (True, 2)
+    >>> pool.release(first); len(pool)
+    1
+    """
+
+    def __init__(self) -> None:
+        self._atoms: dict[Atom, list[Atom | int]] = {}  # atom → [pooled atom, holders]
+
+    def __len__(self) -> int:
+        """The number of distinct atoms held."""
+        return len(self._atoms)
+
+    def hold(self, atoms: Atoms) -> Atoms:
+        """``atoms`` made of pooled atoms, each held once more."""
+        out = []
+        for atom in atoms:
+            known = self._atoms.get(atom)
+            if known is None:
+                known = self._atoms[atom] = [atom, 0]
+            known[1] = cast(int, known[1]) + 1
+            out.append(cast(Atom, known[0]))
+        return tuple(out)
+
+    def release(self, atoms: Atoms) -> None:
+        """Let go of pooled ``atoms`` (as :meth:`hold` returned them)."""
+        for atom in atoms:
+            known = self._atoms[atom]
+            known[1] = cast(int, known[1]) - 1
+            if not known[1]:
+                del self._atoms[atom]
+
+    def check_valid(self, held: Iterable[Atoms]) -> None:
+        """Assert that the pool holds exactly the atoms of ``held``, the same objects."""
+        counts: dict[int, int] = {}
+        for atoms in held:
+            for atom in atoms:
+                assert self._atoms[atom][0] is atom, f"{atom!r} is not the pooled atom"
+                counts[id(atom)] = counts.get(id(atom), 0) + 1
+        assert len(counts) == len(self._atoms)
+        for pooled, holders in self._atoms.values():
+            assert counts[id(pooled)] == holders, f"{pooled!r} held {holders}"
 
 
 class ConjunctIndex(Generic[K]):

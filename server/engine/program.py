@@ -18,7 +18,10 @@ epoch only reads — the part Flink CEP calls the ``NFA``, as against the
   start node: the static atoms an event must satisfy for some slot of the
   group (its key constants and the loosest bound of each range); the same for
   the other ∃-edges, one index per source node (``fr_inner``), and the same
-  atoms of every FILTER edge's groups, for the run state's AN index;
+  atoms of every FILTER edge's groups, for the run state's AN index — all
+  made of one :class:`~cesar.index.static.AtomPool`'s atoms (a group's
+  conjunct repeats its template's attributes and operators and mostly
+  recurring constants: pooled, 1 KB less per subscription of Table 2's Filter);
 * per published stream its *rank* (one more than the highest rank it reads:
   producers run before readers within an epoch), the epoch it was subscribed
   after (and the latest such epoch ever: a match rooted after it needs no
@@ -44,7 +47,7 @@ from cesar.automata.normal import Conjunct
 from cesar.automata.schema import Value
 from cesar.automata.terms import FLIPPED, Attr, Const, Dur, Scope
 from cesar.index.ai import InstanceAccess
-from cesar.index.static import Atoms, ConjunctIndex
+from cesar.index.static import AtomPool, Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.codegen import Build, Codegen
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
@@ -191,6 +194,7 @@ class QueryProgram:
         self.fr: ConjunctIndex[Group] = ConjunctIndex()
         self.fr_inner: dict[int, ConjunctIndex[Group]] = {}
         self.statics: dict[Group, Atoms] = {}
+        self.atoms = AtomPool()
         self.edges: dict[int, CompiledEdge] = {}
         self.since: dict[str, float] = {}
         self.latest_since = -math.inf
@@ -360,7 +364,7 @@ class QueryProgram:
         for group in groups:
             known = self.statics.get(group)
             if not group.mask:
-                del self.statics[group]
+                self.atoms.release(self.statics.pop(group))
                 if filters:
                     change.refiltered.add(source)
                 else:
@@ -369,7 +373,9 @@ class QueryProgram:
             atoms = compiled.params.statics(group)
             if atoms == known:
                 continue
-            self.statics[group] = atoms
+            if known is not None:
+                self.atoms.release(known)
+            atoms = self.statics[group] = self.atoms.hold(atoms)
             if filters:
                 change.refiltered.add(source)
                 continue
@@ -427,6 +433,7 @@ class QueryProgram:
                     else:
                         assert group in self.fr_inner[compiled.source]
         assert len(self.statics) == groups
+        self.atoms.check_valid(self.statics.values())
         assert len(self.fr) == starting
         assert sum(len(i) for i in self.fr_inner.values()) == inner
         assert set(self.since) == set(self.rank) >= self.internal

@@ -1,11 +1,11 @@
-"""The static conjunct index (FR, AN) against a model, with check_valid after every change."""
+"""The static conjunct index (FR, AN) and the atom pool against models, check_valid after each."""
 
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from cesar.index.ranges import OPS
-from cesar.index.static import Atoms, ConjunctIndex, StaticIndex
+from cesar.index.static import AtomPool, Atoms, ConjunctIndex, StaticIndex
 
 atoms = st.tuples(
     st.sampled_from(["x", "y"]),
@@ -109,3 +109,21 @@ class ConjunctIndexMachine(RuleBasedStateMachine):
 
 TestConjunctIndex = ConjunctIndexMachine.TestCase
 TestConjunctIndex.settings = settings(max_examples=200, stateful_step_count=30)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.booleans(), conjuncts), max_size=30), st.data())
+def test_an_atom_pool_shares_equal_atoms_and_drops_them_with_their_last_holder(steps, data):
+    pool, held = AtomPool(), []
+    for hold, conjunct in steps:
+        if hold or not held:
+            pooled = pool.hold(conjunct)
+            assert pooled == conjunct or any(a != a for _, _, a in conjunct)  # NaN ≠ NaN
+            assert all(x is y for x, y in zip(pooled, pool.hold(pooled), strict=True))
+            held += [pooled, pooled]
+        else:
+            pool.release(held.pop(data.draw(st.integers(0, len(held) - 1))))
+        pool.check_valid(held)
+    for atoms in held:
+        pool.release(atoms)
+    assert len(pool) == 0
