@@ -3,7 +3,7 @@
 The FR and AN indices are both "which of these static conjuncts does this
 event satisfy?"; this module answers it without scanning.  A conjunct is a
 tuple of :data:`~cesar.index.ranges.Atom`; each distinct conjunct is one entry
-(identical conjuncts of many subscriptions share it, with a set of payloads),
+(identical conjuncts of many subscriptions share it, with a tuple of payloads),
 clustered by its *access atoms* (Fabret et al., "Le Subscribe"):
 
 * its equalities ``a = c, b = d, …`` if it has any: a hash bucket keyed by
@@ -41,7 +41,7 @@ with each key and the positions of its conjuncts the event satisfies:
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 from cesar.index.ranges import FLIPPED, OPS, RANGE_OPS, Atom, RangeList, Value, is_nan
@@ -58,13 +58,14 @@ class Entry:
     """One distinct conjunct: its access atoms, its residual atoms and its payloads.
 
     ``access`` is either every equality atom of the conjunct (sorted by
-    attribute) or one range atom.
+    attribute) or one range atom.  ``payloads`` is a tuple (most conjuncts
+    have one payload; an empty set alone costs 216 bytes).
     """
 
     atoms: Atoms
     access: Atoms
     residual: Atoms
-    payloads: set[Payload] = field(default_factory=set)
+    payloads: tuple[Payload, ...] = ()
 
     def residual_holds(self, attrs: Mapping[str, Value]) -> bool:
         return all(OPS[op](attrs[name], const) for name, op, const in self.residual)
@@ -96,7 +97,8 @@ class StaticIndex:
 
     def __init__(self) -> None:
         self._entries: dict[Atoms, Entry] = {}
-        self._equal: dict[tuple[str, ...], dict[tuple[Value, ...], dict[Atoms, Entry]]] = {}
+        # attribute tuple → value tuple → its entry, or a dict of its entries when several
+        self._equal: dict[tuple[str, ...], dict[tuple[Value, ...], Entry | dict[Atoms, Entry]]] = {}
         self._ranges: dict[tuple[str, str], RangeList[Entry]] = {}
         self._always: dict[Atoms, Entry] = {}
 
@@ -106,7 +108,7 @@ class StaticIndex:
 
     def payloads(self) -> dict[Atoms, set[Payload]]:
         """Every distinct conjunct and its payloads."""
-        return {atoms: entry.payloads for atoms, entry in self._entries.items()}
+        return {atoms: set(entry.payloads) for atoms, entry in self._entries.items()}
 
     def add(self, atoms: Atoms, payload: Payload) -> None:
         """Register ``payload`` under the conjunct ``atoms``.  O(log n)."""
@@ -119,7 +121,8 @@ class StaticIndex:
             entry = Entry(atoms, access, tuple(rest))
             self._entries[atoms] = entry
             self._place(entry)
-        entry.payloads.add(payload)
+        if payload not in entry.payloads:
+            entry.payloads += (payload,)
 
     def _place(self, entry: Entry) -> None:
         access = entry.access
@@ -128,7 +131,14 @@ class StaticIndex:
         elif access[0][1] == "=":
             names = tuple(a[0] for a in access)
             values = tuple(a[2] for a in access)
-            self._equal.setdefault(names, {}).setdefault(values, {})[entry.atoms] = entry
+            table = self._equal.setdefault(names, {})
+            known = table.get(values)
+            if known is None:
+                table[values] = entry
+            elif isinstance(known, Entry):
+                table[values] = {known.atoms: known, entry.atoms: entry}
+            else:
+                known[entry.atoms] = entry
         else:
             name, op, _ = access[0]
             self._ranges.setdefault((name, op), RangeList(key=_bound)).add(entry)
@@ -136,8 +146,11 @@ class StaticIndex:
     def remove(self, atoms: Atoms, payload: Payload) -> None:
         """Unregister ``payload``; the conjunct goes when its last payload does.  O(log n)."""
         entry = self._entries[atoms]
-        entry.payloads.remove(payload)
-        if entry.payloads:
+        kept = tuple(p for p in entry.payloads if p != payload)
+        if len(kept) == len(entry.payloads):
+            raise KeyError(payload)
+        entry.payloads = kept
+        if kept:
             return
         del self._entries[atoms]
         access = entry.access
@@ -146,12 +159,16 @@ class StaticIndex:
         elif access[0][1] == "=":
             names = tuple(a[0] for a in access)
             values = tuple(a[2] for a in access)
-            bucket = self._equal[names][values]
-            del bucket[atoms]
-            if not bucket:
-                del self._equal[names][values]
-                if not self._equal[names]:
+            table = self._equal[names]
+            bucket = table[values]
+            if isinstance(bucket, Entry):
+                del table[values]
+                if not table:
                     del self._equal[names]
+            else:
+                del bucket[atoms]
+                if len(bucket) == 1:
+                    (table[values],) = bucket.values()
         else:
             name, op, _ = access[0]
             ordered = self._ranges[(name, op)]
@@ -162,8 +179,12 @@ class StaticIndex:
     def _candidates(self, attrs: Mapping[str, Value]) -> Iterator[Entry]:
         for names, buckets in self._equal.items():
             bucket = buckets.get(tuple([attrs[name] for name in names]))
-            if bucket:
-                yield from bucket.values()
+            if bucket is None:
+                continue
+            if type(bucket) is Entry:
+                yield bucket
+            else:
+                yield from cast(dict[Atoms, Entry], bucket).values()
         for (name, op), ordered in self._ranges.items():
             # value op const  ⇔  const FLIPPED[op] value
             yield from ordered.satisfying(FLIPPED[op], attrs[name])
@@ -181,7 +202,10 @@ class StaticIndex:
         for names, buckets in self._equal.items():
             assert buckets, f"empty attribute table {names}"
             for values, bucket in buckets.items():
-                assert bucket, f"empty bucket {names} = {values!r}"
+                if isinstance(bucket, Entry):
+                    bucket = {bucket.atoms: bucket}
+                else:
+                    assert len(bucket) > 1, f"a dict bucket of one entry {names} = {values!r}"
                 for atoms, entry in bucket.items():
                     expected = tuple((n, "=", v) for n, v in zip(names, values, strict=True))
                     assert entry.access == expected and entry.atoms == atoms
@@ -195,6 +219,7 @@ class StaticIndex:
         assert len(placed) == len(self._entries) == len({id(e) for e in placed})
         for entry in placed:
             assert self._entries[entry.atoms] is entry and entry.payloads
+            assert len(set(entry.payloads)) == len(entry.payloads)
             assert entry.access == access_atoms(entry.atoms)
             assert len(entry.residual) == len(entry.atoms) - len(entry.access)
 
