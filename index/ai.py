@@ -122,6 +122,8 @@ class InstanceIndex(Generic[K]):
     """
 
     def __init__(self, accesses: tuple[InstanceAccess | None, ...]) -> None:
+        self.accesses = accesses
+        """Per conjunct, the access its cluster is organised by (None: every instance)."""
         self._clusters: tuple[_Cluster[K], ...] = tuple(_Cluster(a) for a in accesses)
         self._instances: dict[int, K] = {}
 

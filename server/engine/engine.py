@@ -285,10 +285,11 @@ class Engine:
         nothing: dict[int, EngineInstance] = {}
         for node, groups in nodes.items():
             index = live[node]
-            accesses = self.program.filter_of(node).accesses
+            accesses = index.accesses
             affected: dict[int, tuple[EngineInstance, int]] = {}
             for group in groups:
-                holds, mask = group.params.holds, group.mask
+                holds, entry = group.params.holds, group.entry
+                mask = entry if entry >= 0 else 1 << ~entry  # Group.mask, inline
                 if not indices:
                     candidates: Iterable[EngineInstance] = index.instances()
                 elif accesses[group.conjunct] is None:

@@ -102,6 +102,8 @@ class Group:
     params: EdgeParams
     conjunct: int
     key: tuple[Value, ...]
+    matchable: bool
+    """False if a key constant is NaN: no event equals it (a dict finds an identical NaN)."""
     ordered: tuple[ValueMasks, ...] | None = None
     entry: int = 0
     """Its slots as a :func:`~cesar.index.masks.compact` entry (a group of one slot keeps
@@ -215,7 +217,7 @@ class EdgeParams:
             key = plan.key_of(constants)
             group = self.groups[position].get(key)
             if group is None:
-                group = Group(self, position, key)
+                group = Group(self, position, key, all(value == value for value in key))
                 self.groups[position][key] = group
             mine.append(group)
             group.entry = compact(group.mask | bit)
@@ -387,7 +389,7 @@ class EdgeParams:
         for plan, groups in zip(self.plans, self.groups, strict=True):
             key = tuple(attrs[name] for name, _ in plan.keys)
             group = groups.get(key)
-            if group is not None and all(a == b for a, b in zip(key, group.key, strict=True)):
+            if group is not None and group.matchable:
                 found.append(group)
         return found
 
@@ -397,6 +399,7 @@ class EdgeParams:
             union = 0
             for key, group in groups.items():
                 assert group.conjunct == position and group.key == key and group.mask
+                assert group.matchable == all(value == value for value in key)
                 assert group.entry == compact(group.mask)
                 assert not group.mask & union
                 union |= group.mask
