@@ -1,9 +1,14 @@
 """The multi-query engine: late subscribers, collection of dead instances, limits, notices."""
 
+import math
+
 import pytest
 
+from cesar.automata import algebra as alg
 from cesar.automata.compiler import compile_query
-from cesar.automata.schema import Event, parse_stream_spec
+from cesar.automata.construct import build_automata
+from cesar.automata.schema import AttrType, Event, StreamSchema, parse_stream_spec
+from cesar.automata.terms import Attr, Cmp, Const, Scope
 from cesar.server.engine.engine import Engine, EngineOptions
 
 S = parse_stream_spec("S(k:string,v:int)")
@@ -161,3 +166,18 @@ def test_a_run_that_extends_keeps_its_instance_and_forks_on_simultaneous_events(
     assert sorted(i.binding["v"] for i in engine.state.instances.values() if i.t0 == 1) == [5, 6]
     assert sorted((e.t0, e.attrs()["n"]) for e in out) == [(1, 3), (1, 3), (2, 2), (2, 2)]
     engine.check_valid()
+
+
+def test_an_equality_with_a_nan_constant_never_holds_even_for_the_same_nan_object():
+    # F NEXT{$2.x = NaN} F: the second step's group is keyed on NaN; an event carrying that very
+    # NaN object finds it in the group dictionary, and must still not satisfy the equality.
+    source = alg.Source("F", (("x", AttrType.FLOAT),))
+    right = alg.Rename(source, (("x", "y"),))
+    pred = Cmp("=", Attr(Scope.RIGHT, "y"), Const(math.nan, AttrType.FLOAT))
+    expr = alg.Seq(source, right, pred)
+    for options in (EngineOptions(), EngineOptions(merge=False, indices=False)):
+        engine = Engine(options)
+        engine.subscribe("q", build_automata(expr, StreamSchema("q", expr.attributes)))
+        out = engine.run([Event.of("F", 1, 1, {"x": 1.0}), Event.of("F", 2, 2, {"x": math.nan})])
+        assert out == [] and engine.state.instances  # the instance from t = 1 waits on
+        engine.check_valid()
