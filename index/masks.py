@@ -32,28 +32,35 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator
+from itertools import accumulate
 
 from cesar.index.ranges import Value, is_nan
 
 
-def slots_of(mask: int) -> Iterator[int]:
+def slots_of(mask: int) -> list[int]:
     """The slots of a bitmask, lowest first.
 
     O(size of the mask / 64) per slot for a sparse mask (taking the lowest bit
-    off), O(size of the mask) in all for a dense one (scanning its binary text).
+    off), O(size of the mask) in all for a dense one (splitting its binary
+    text at the ones: the gaps' lengths are the distances between slots).
+
+    >>> slots_of(0b101001), slots_of(2**200 - 1)[-1]
+    ([0, 3, 5], 199)
     """
     if mask.bit_count() * 64 <= mask.bit_length():
+        sparse = []
         while mask:
             low = mask & -mask
-            yield low.bit_length() - 1
+            sparse.append(low.bit_length() - 1)
             mask ^= low
-        return
-    bits = bin(mask)[:1:-1]
-    position = bits.find("1")
-    while position >= 0:
-        yield position
-        position = bits.find("1", position + 1)
+        return sparse
+    gaps = bin(mask)[:1:-1].split("1")
+    del gaps[-1]  # the text after the highest one
+    return list(accumulate(map(len, gaps), _next_slot))
+
+
+def _next_slot(slot: int, gap: int) -> int:
+    return slot + gap + 1
 
 
 def compact(mask: int) -> int:

@@ -50,7 +50,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import ArithmeticFault, Faults
-from cesar.automata.schema import Event, Value, epoch_t1, made_event, run_epochs
+from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
 from cesar.index.masks import slots_of
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
@@ -353,8 +353,8 @@ class Engine:
                 fed = [stream for stream in fed if new_root > since[stream]]
             self.state.counters.matches += len(streams) + len(fed)
             produced, published = out
-            published.extend([made_event(stream, t0, t1, values) for stream in streams])
-            produced.extend([(made_event(stream, t0, t1, values), new_root) for stream in fed])
+            published.extend(made_events(streams, t0, t1, values))
+            produced.extend([(event, new_root) for event in made_events(fed, t0, t1, values)])
         if node.filter is not None:
             members = slots & program.edges[node.filter].params.all
             if members:
