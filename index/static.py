@@ -224,6 +224,14 @@ class StaticIndex:
             assert len(entry.residual) == len(entry.atoms) - len(entry.access)
 
 
+@dataclass(slots=True)
+class _Pooled:
+    """An atom of an :class:`AtomPool` and how many conjuncts hold it."""
+
+    atom: Atom
+    holders: int = 0
+
+
 class AtomPool:
     """One shared tuple per distinct atom of the conjuncts held, with a count; hold / release.
 
@@ -242,7 +250,7 @@ class AtomPool:
     """
 
     def __init__(self) -> None:
-        self._atoms: dict[Atom, list[Atom | int]] = {}  # atom → [pooled atom, holders]
+        self._atoms: dict[Atom, _Pooled] = {}
 
     def __len__(self) -> int:
         """The number of distinct atoms held."""
@@ -252,19 +260,19 @@ class AtomPool:
         """``atoms`` made of pooled atoms, each held once more."""
         out = []
         for atom in atoms:
-            known = self._atoms.get(atom)
-            if known is None:
-                known = self._atoms[atom] = [atom, 0]
-            known[1] = cast(int, known[1]) + 1
-            out.append(cast(Atom, known[0]))
+            pooled = self._atoms.get(atom)
+            if pooled is None:
+                pooled = self._atoms[atom] = _Pooled(atom)
+            pooled.holders += 1
+            out.append(pooled.atom)
         return tuple(out)
 
     def release(self, atoms: Atoms) -> None:
         """Let go of pooled ``atoms`` (as :meth:`hold` returned them)."""
         for atom in atoms:
-            known = self._atoms[atom]
-            known[1] = cast(int, known[1]) - 1
-            if not known[1]:
+            pooled = self._atoms[atom]
+            pooled.holders -= 1
+            if not pooled.holders:
                 del self._atoms[atom]
 
     def check_valid(self, held: Iterable[Atoms]) -> None:
@@ -272,11 +280,11 @@ class AtomPool:
         counts: dict[int, int] = {}
         for atoms in held:
             for atom in atoms:
-                assert self._atoms[atom][0] is atom, f"{atom!r} is not the pooled atom"
+                assert self._atoms[atom].atom is atom, f"{atom!r} is not the pooled atom"
                 counts[id(atom)] = counts.get(id(atom), 0) + 1
         assert len(counts) == len(self._atoms)
-        for pooled, holders in self._atoms.values():
-            assert counts[id(pooled)] == holders, f"{pooled!r} held {holders}"
+        for pooled in self._atoms.values():
+            assert counts[id(pooled.atom)] == pooled.holders, f"{pooled} miscounted"
 
 
 class ConjunctIndex(Generic[K]):
