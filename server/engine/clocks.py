@@ -32,7 +32,8 @@ from collections.abc import Iterable
 class StreamGroups:
     """Streams partitioned into clock groups that only merge; see the module docstring.
 
-    Methods: :meth:`join`, :meth:`find`, :meth:`same`, :meth:`check_valid`.  A
+    Methods: :meth:`join`, :meth:`find`, :meth:`same`, :meth:`partition`,
+    :meth:`check_valid`.  A
     stream never joined is a group of its own.  ``merges`` counts the joins
     that merged groups (a cheap test for "anything changed?").  Cost: near
     O(1) per stream for :meth:`find` and :meth:`join` (path halving, union by
@@ -71,6 +72,13 @@ class StreamGroups:
             size[root] = size.get(root, 1) + size.pop(other, 1)
         self.merges += 1
         return absorbed
+
+    def partition(self) -> list[list[str]]:
+        """The groups of more than one stream, each sorted, in order of their first stream."""
+        members: dict[str, list[str]] = {}
+        for stream in self._parent:
+            members.setdefault(self.find(stream), []).append(stream)
+        return sorted(sorted([root, *others]) for root, others in members.items())
 
     def check_valid(self) -> None:
         """Assert: the representatives of merged groups are exactly those with a size, and right."""

@@ -96,16 +96,21 @@ class Engine:
 
     # ------------------------------------------------------------ subscriptions
 
-    def subscribe(self, subscription: str, automata: Sequence[Automaton]) -> None:
+    def subscribe(
+        self, subscription: str, automata: Sequence[Automaton], since: float | None = None
+    ) -> None:
         """Add a subscription's automata (producers first) between epochs.
 
-        It receives the matches made only of events of later epochs.  Raises
-        ValueError for a subscription id or a published stream that exists.
+        It receives the matches made only of events of epochs after ``since``
+        (None: the latest epoch of its clock group, i.e. only later events; a
+        restored subscription passes the one it had).  Raises ValueError for a
+        subscription id or a published stream that exists.
         """
         program, state = self.program, self.state
         groups = program.groups
         streams = {s for a in automata for s in (a.name, *a.reads)}
-        since = max(state.group_clock.get(groups.find(s), -math.inf) for s in streams)
+        if since is None:
+            since = max(state.group_clock.get(groups.find(s), -math.inf) for s in streams)
         change = program.subscribe(subscription, automata, since)
         state.regroup(groups.join(streams), groups)
         self._apply(change)
@@ -379,32 +384,20 @@ class Engine:
         gets a successor in the same epoch stays active, instead of leaving
         the AN index and entering it again.
         """
-        state, program = self.state, self.program
+        state = self.state
         kept: set[int] = set()
         homes_of: dict[tuple[int, int], list[Group]] = {}  # instances spawned together share
         for instance, parent in spawned:
-            node = instance.node
             if (
                 parent is not None
-                and parent.node == node
+                and parent.node == instance.node
                 and parent.id not in kept
                 and leaving[parent.id] == parent.members == instance.members
             ):
                 kept.add(parent.id)
                 state.rebind(parent, instance)
                 continue
-            if node not in state.live:
-                self._activate(node)
-            homes = homes_of.get((node, instance.members))
-            if homes is None:
-                compiled = program.filter_of(node)
-                homes = homes_of[node, instance.members] = [
-                    group
-                    for conjunct, access in enumerate(compiled.accesses)
-                    if access is None
-                    for group in compiled.params.groups_meeting(instance.members, conjunct)
-                ]
-            state.add(instance, program.bound.get(node), program.clock_group(node), homes)
+            self.admit(instance, homes_of)
         for instance_id, slots in leaving.items():
             if instance_id in kept:
                 continue
@@ -413,6 +406,23 @@ class Engine:
             if not instance.members:
                 state.remove(instance)
         self._enforce_limits({i.node for i, _ in spawned})
+
+    def admit(self, instance: EngineInstance, homes_of: dict[tuple[int, int], list[Group]]) -> None:
+        """Make a new instance live at its node (activating it); ``homes_of`` caches, per
+        (node, members), the filter groups it is filed under.  O(conjuncts × log n + homes)."""
+        program, node = self.program, instance.node
+        if node not in self.state.live:
+            self._activate(node)
+        homes = homes_of.get((node, instance.members))
+        if homes is None:
+            compiled = program.filter_of(node)
+            homes = homes_of[node, instance.members] = [
+                group
+                for conjunct, access in enumerate(compiled.accesses)
+                if access is None
+                for group in compiled.params.groups_meeting(instance.members, conjunct)
+            ]
+        self.state.add(instance, program.bound.get(node), program.clock_group(node), homes)
 
     def _enforce_limits(self, nodes: set[int]) -> None:
         """Drop the oldest instances over a limit; notify once per episode over it.

@@ -324,6 +324,23 @@ class QueryProgram:
             for footprint, slot in zip(record.footprints, record.slots, strict=True)
         }
 
+    def placements(self) -> list[tuple[str, int, Footprint, int]]:
+        """Every automaton: (subscription, its index in the subscription, footprint, slot)."""
+        return [
+            (record.id, index, footprint, slot)
+            for record in self._subscriptions.values()
+            for index, (footprint, slot) in enumerate(
+                zip(record.footprints, record.slots, strict=True)
+            )
+        ]
+
+    def placement(self, subscription: str, index: int) -> tuple[Footprint, int] | None:
+        """The footprint and slot of a subscription's ``index``-th automaton (None: not here)."""
+        record = self._subscriptions.get(subscription)
+        if record is None or index >= len(record.footprints):
+            return None
+        return record.footprints[index], record.slots[index]
+
     def users(self, nodes: set[int]) -> list[str]:
         """The subscriptions whose automata use any of ``nodes``, oldest first."""
         return [

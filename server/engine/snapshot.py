@@ -1,0 +1,178 @@
+"""Run state as data: an engine's instances, clocks and counters, apart from its program.
+
+A restart must not replay the whole event log (Section 4.3's run state is
+all a restart needs beyond the subscriptions), but the program cannot be
+saved as it is: its edges are generated code, and its node ids, spaces and
+slots depend on the order of every subscribe and unsubscribe since the
+engine began.  A :class:`RunSnapshot` therefore names each member of an
+instance by what outlives a rebuild — ``(subscription, automaton index,
+node position in that automaton)`` — and keeps only plain values (strings,
+numbers, tuples, dicts), so it can be written with any serializer of plain
+data and read back without trusting the file's code.
+
+Restoring is the reverse: a fresh engine joins the saved clock groups
+(:func:`prepare`), subscribes the subscriptions again with the epoch each was
+subscribed after (``since``), then :func:`restore` maps each member back to
+its node and slot.  Members of subscriptions that are gone are dropped; the
+members of one saved instance that now land on different nodes (the DAG
+shared differently) become one instance per node — a partial match is per
+automaton, sharing is only how it is stored, so the outputs are the same.
+
+>>> from cesar.automata.compiler import compile_query
+>>> from cesar.automata.schema import Event, parse_stream_spec
+>>> S = {"S": parse_stream_spec("S(v:int)")}
+>>> q = compile_query("FILTER{v > 1} S NEXT{$1.v = $2.v} S", S, "q")
+>>> a = Engine()
+>>> a.subscribe("s1", q.automata)
+>>> a.process([Event.of("S", 1, 1, {"v": 5})])
+[]
+>>> saved = capture(a)
+>>> b = Engine()
+>>> prepare(b, saved)
+>>> b.subscribe("s1", q.automata, since=saved.since["s1"])
+>>> restore(b, saved)
+>>> [e.values for e in b.process([Event.of("S", 2, 2, {"v": 5})])]
+[(('v', 5), ('v_1', 5))]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from cesar.automata.schema import Value
+from cesar.index.masks import slots_of
+from cesar.server.engine.engine import Engine
+from cesar.server.engine.params import Group
+from cesar.server.engine.state import EngineCounters, EngineInstance
+
+Member = tuple[str, int, int]
+"""(subscription, index of its automaton, position of the node in that automaton)."""
+
+SavedInstance = tuple[tuple[tuple[str, Value], ...], int, int, float, tuple[Member, ...]]
+"""(binding items, t0, t1, root, members), in instance order."""
+
+
+@dataclass
+class RunSnapshot:
+    """An engine's run state in terms that survive rebuilding its program.
+
+    ``since``: per subscription, the epoch it was subscribed after; ``groups``:
+    the clock groups of more than one stream; ``clock``: each stream's last
+    epoch; ``group_clock``: per stream, its group's latest epoch; ``capped``:
+    the places (a member of the node, None for the engine) over an instance
+    limit since their notice.
+    """
+
+    since: dict[str, float]
+    groups: list[list[str]]
+    clock: dict[str, int]
+    group_clock: dict[str, int]
+    instances: list[SavedInstance]
+    next_instance: int
+    counters: dict[str, int]
+    faults: int
+    capped: list[Member | None]
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data (dicts, lists, tuples, strings, numbers) for a serializer."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunSnapshot:
+        """The inverse of :meth:`to_data`; KeyError or TypeError for data of another shape."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+def capture(engine: Engine) -> RunSnapshot:
+    """The run state of ``engine`` between epochs.  O(instances × members + automata nodes)."""
+    program, state = engine.program, engine.state
+    owner: dict[tuple[int, int], tuple[str, int, dict[int, int]]] = {}
+    since: dict[str, float] = {}
+    for subscription, index, footprint, slot in program.placements():
+        positions = {node: position for position, node in enumerate(footprint.nodes)}
+        owner[footprint.space, slot] = (subscription, index, positions)
+        if index == 0:
+            since[subscription] = program.since[footprint.name]
+
+    def members(node: int, mask: int) -> tuple[Member, ...]:
+        space = program.dag.nodes[node].space
+        out = []
+        for slot in slots_of(mask):
+            subscription, index, positions = owner[space, slot]
+            out.append((subscription, index, positions[node]))
+        return tuple(out)
+
+    instances = [
+        (tuple(i.binding.items()), i.t0, i.t1, i.root, members(i.node, i.members))
+        for i in sorted(state.instances.values(), key=lambda i: i.id)
+    ]
+    find = program.groups.find
+    streams = set(state.clock) | {s for group in program.groups.partition() for s in group}
+    return RunSnapshot(
+        since=since,
+        groups=program.groups.partition(),
+        clock=dict(state.clock),
+        group_clock={
+            s: state.group_clock[find(s)] for s in sorted(streams) if find(s) in state.group_clock
+        },
+        instances=instances,
+        next_instance=state.next_instance,
+        counters=asdict(state.counters),
+        faults=program.faults.arithmetic,
+        capped=[
+            None if node is None else members(node, program.filter_of(node).params.all)[0]
+            for node in sorted(state.capped, key=lambda n: -1 if n is None else n)
+            if node is None or node in program.dag.nodes
+        ],
+    )
+
+
+def prepare(engine: Engine, snapshot: RunSnapshot) -> None:
+    """Join a fresh engine's clock groups as they were; call before subscribing again."""
+    for group in snapshot.groups:
+        engine.program.groups.join(group)
+
+
+def restore(engine: Engine, snapshot: RunSnapshot) -> None:
+    """Give ``engine`` (prepared, its subscriptions subscribed again) the saved run state.
+
+    Members of subscriptions it does not have are dropped.  O(instances × members).
+    """
+    program, state = engine.program, engine.state
+    find = program.groups.find
+    state.clock.update(snapshot.clock)
+    for stream, latest in snapshot.group_clock.items():
+        group = find(stream)
+        state.group_clock[group] = max(state.group_clock.get(group, latest), latest)
+    state.next_instance = max(state.next_instance, snapshot.next_instance)
+    state.counters = EngineCounters(**snapshot.counters)
+    program.faults.arithmetic = snapshot.faults
+    homes_of: dict[tuple[int, int], list[Group]] = {}
+    for items, t0, t1, root, saved in snapshot.instances:
+        nodes: dict[int, int] = {}
+        for member in saved:
+            place = _place(engine, member)
+            if place is not None:
+                node, slot = place
+                nodes[node] = nodes.get(node, 0) | 1 << slot
+        binding = dict(items)
+        for node, mask in nodes.items():
+            instance = EngineInstance(state.new_id(), node, binding, t0, t1, root, mask)
+            engine.admit(instance, homes_of)
+    for capped in snapshot.capped:
+        if capped is None:
+            state.capped.add(None)
+        elif (place := _place(engine, capped)) is not None:
+            state.capped.add(place[0])
+
+
+def _place(engine: Engine, member: Member) -> tuple[int, int] | None:
+    """The (node, slot) of a saved member in ``engine`` (None: its subscription is gone)."""
+    subscription, index, position = member
+    found = engine.program.placement(subscription, index)
+    if found is None:
+        return None
+    footprint, slot = found
+    return footprint.nodes[position], slot
