@@ -74,6 +74,24 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=limits.MAX_ALERTS_PER_EPOCH,
         help="alerts one subscription may make from one epoch (0: unlimited)",
     )
+    parser.add_argument(
+        "--snapshot-every-batches",
+        type=int,
+        default=1_000,
+        help="checkpoint (shard snapshots, log compaction) after this many batches (0: off)",
+    )
+    parser.add_argument(
+        "--snapshot-every-seconds",
+        type=float,
+        default=60.0,
+        help="checkpoint at the first batch this many seconds after the last (0: off)",
+    )
+    parser.add_argument(
+        "--snapshots-kept",
+        type=int,
+        default=2,
+        help="checkpoints kept; the event log is compacted up to the oldest (at least 1)",
+    )
     parser.add_argument("--workers", type=int, default=256, help="gRPC worker threads")
     parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
     parser.add_argument("--log-level", default="INFO")
@@ -82,6 +100,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server."""
+    from cesar.server.front.checkpoints import SnapshotPolicy
     from cesar.server.front.serve import ServeConfig, serve
 
     return serve(
@@ -103,6 +122,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_instances=args.max_instances or None,
             max_alerts_per_epoch=args.max_alerts_per_epoch or None,
             max_time_jump=args.max_time_jump,
+            snapshots=SnapshotPolicy(
+                args.snapshot_every_batches, args.snapshot_every_seconds, args.snapshots_kept
+            ),
             workers=args.workers,
             grace=args.grace,
             log_level=args.log_level,

@@ -7,8 +7,15 @@ Everything the server has acknowledged is here, so a server killed with
 * ``subscriptions``: owner, CEL text, placement, creation time, the number of
   event batches logged before it (its *position*) and its latest alert seq;
 * ``batches``: every accepted event batch in order (the event log) with its
-  idempotency key — on start the shards rebuild their instances by replaying
-  it, each subscription installed at its position;
+  idempotency key — on start the shards rebuild their instances from their
+  latest snapshot and the log after it, each later subscription installed at
+  its position.  Batches up to the oldest checkpoint kept are *compacted*:
+  their payload goes (``marks.compacted`` says up to where), their number,
+  key and acknowledged count stay for the last ``KEY_WINDOW`` batches so a
+  retried idempotency key still answers as before;
+* ``checkpoints``: the log positions at which every shard saved a snapshot,
+  with the shard count and the front's own state at that point (its epoch
+  gate, :mod:`cesar.server.host.snapshots`);
 * ``alerts``: each alert with its per-subscription seq, the last
   ``retention`` per subscription (older ones are pruned);
 * ``shares``: the clients other than its owner that may read a published stream;
@@ -76,6 +83,16 @@ CREATE TABLE IF NOT EXISTS clock_joins (
     position INTEGER NOT NULL,
     streams TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS checkpoints (
+    position INTEGER PRIMARY KEY,
+    shards INTEGER NOT NULL,
+    front BLOB NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS marks (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
 CREATE INDEX IF NOT EXISTS streams_by_subscription ON streams (subscription);
 CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq);
 CREATE INDEX IF NOT EXISTS alerts_by_owner ON alerts (owner, id);
@@ -129,6 +146,10 @@ RESTORE = (
     "restore DATA_DIR/catalog.sqlite from a backup (docs/operations.md, "
     '"The catalog and durability"), or move it away to start an empty server'
 )
+
+
+KEY_WINDOW = 100_000
+"""Compacted batches keep their idempotency key for this many batches back."""
 
 
 class CatalogError(RuntimeError):
@@ -267,8 +288,56 @@ class Catalog:
     # ------------------------------------------------------------- event log
 
     def batch_count(self) -> int:
-        """How many event batches are logged."""
-        return int(self.db.execute("SELECT COUNT(*) FROM batches").fetchone()[0])
+        """How many event batches were logged (compacted ones included)."""
+        row = self.db.execute("SELECT MAX(number) FROM batches").fetchone()
+        return max(int(row[0] or 0), self.compacted())
+
+    def compacted(self) -> int:
+        """The batches up to this number have no payload any more (0: none)."""
+        row = self.db.execute("SELECT value FROM marks WHERE name = 'compacted'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def checkpoints(self) -> list[tuple[int, int, bytes]]:
+        """Every checkpoint, newest first: (position, shard count, the front's state)."""
+        rows = self.db.execute(
+            "SELECT position, shards, front FROM checkpoints ORDER BY position DESC"
+        )
+        return [(int(p), int(n), bytes(f)) for p, n, f in rows]
+
+    def add_checkpoint(self, position: int, shards: int, front: bytes, keep: int) -> int:
+        """Record a checkpoint, keep the newest ``keep`` and compact the log up to the oldest
+        of them; the position compacted to.  One transaction."""
+        with _transaction(self.db):
+            self.db.execute(
+                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
+                (position, shards, front, _now_ms()),
+            )
+            kept = [
+                int(p)
+                for (p,) in self.db.execute(
+                    "SELECT position FROM checkpoints ORDER BY position DESC LIMIT ?", (keep,)
+                )
+            ]
+            oldest = min(kept)
+            self.db.execute("DELETE FROM checkpoints WHERE position < ?", (oldest,))
+            done = self.compacted()
+            if oldest > done:
+                self.db.execute(
+                    "DELETE FROM batches WHERE number > ? AND number <= ? AND "
+                    "(idempotency_key IS NULL OR number <= ?)",
+                    (done - KEY_WINDOW, oldest, oldest - KEY_WINDOW),
+                )
+                self.db.execute(
+                    "UPDATE batches SET payload = x'' WHERE number > ? AND number <= ?",
+                    (done, oldest),
+                )
+                self.db.execute("INSERT OR REPLACE INTO marks VALUES ('compacted', ?)", (oldest,))
+                done = oldest
+        return done
+
+    def remove_checkpoints(self, positions: Sequence[int]) -> None:
+        """Forget checkpoints (their snapshots no longer describe the log)."""
+        self.db.executemany("DELETE FROM checkpoints WHERE position = ?", [(p,) for p in positions])
 
     def find_batch(self, key: str) -> tuple[int, int] | None:
         """(number, accepted) of the batch logged with idempotency key ``key``."""
@@ -277,9 +346,13 @@ class Catalog:
         ).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def batches(self) -> Iterator[tuple[int, bytes]]:
-        """The event log in order: (number, payload)."""
-        cursor = self.db.execute("SELECT number, payload FROM batches ORDER BY number")
+    def batches(self, after: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The event log after batch ``after``, in order: (number, payload); compacted
+        batches are not there."""
+        cursor = self.db.execute(
+            "SELECT number, payload FROM batches WHERE number > ? ORDER BY number",
+            (max(after, self.compacted()),),
+        )
         yield from cursor
 
     def commit_batch(

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from cesar.automata.schema import Event
 from cesar.server.engine.clocks import StreamGroups
@@ -67,7 +67,8 @@ class EpochGate:
     """Per shard, the pending events and how far epochs are closed; see the module docstring.
 
     Methods: :meth:`settled`, :meth:`advance`, :meth:`pending_events`,
-    :meth:`check_valid`.  ``groups`` is the front's (it only reads them).
+    :meth:`to_data` and :meth:`restore` (checkpoints), :meth:`check_valid`.
+    ``groups`` is the front's (it only reads them).
     What is kept per clock group is keyed by the group's representative and
     moved when groups merged: ``pending[k]`` (shard ``k``'s waiting events),
     ``group_applied[k]`` and ``horizon``.  ``applied[k]`` is per stream.
@@ -200,6 +201,49 @@ class EpochGate:
             while split and waiting[split - 1].t1 == waiting[split].t1:
                 split -= 1
         return split
+
+    def to_data(self) -> dict[str, Any]:
+        """The gate as plain data (for a checkpoint); :meth:`restore` reads it back."""
+        return {
+            "pending": [
+                {
+                    group: [
+                        (p.t1, p.tick, p.routed, p.lane, (e.stream, e.t0, e.t1, e.values))
+                        for p in waiting
+                        for e in (p.event,)
+                    ]
+                    for group, waiting in pending.items()
+                }
+                for pending in self.pending
+            ],
+            "ticks": self.ticks,
+            "applied": self.applied,
+            "group_applied": self.group_applied,
+            "horizon": self.horizon,
+            "closed": self.closed,
+        }
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Take the state :meth:`to_data` saved (of a gate with as many shards).
+
+        Groups may have merged since: what is kept per group is re-keyed at the next call.
+        """
+        self.pending = [
+            {
+                group: [
+                    Pending(t1, tick, routed, lane, Event(*event))
+                    for t1, tick, routed, lane, event in waiting
+                ]
+                for group, waiting in pending.items()
+            }
+            for pending in data["pending"]
+        ]
+        self.ticks = data["ticks"]
+        self.applied = data["applied"]
+        self.group_applied = data["group_applied"]
+        self.horizon = data["horizon"]
+        self.closed = data["closed"]
+        self._merges = -1
 
     def check_valid(self) -> None:
         """Assert: pending events sorted per group, each after its stream's applied and closed."""

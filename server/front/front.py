@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -58,6 +59,7 @@ from cesar.server.front.catalog import (
     StreamRow,
     SubscriptionRow,
 )
+from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
 from cesar.server.front.epochs import EpochGate
 from cesar.server.front.errors import (
     AlreadyExists,
@@ -125,9 +127,11 @@ class Front:
         catalog: Catalog,
         shards: ShardPool,
         max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS,
+        snapshots: SnapshotPolicy | None = None,
     ) -> None:
         self.catalog = catalog
         self.shards = shards
+        self.checkpoints = Checkpoints(snapshots or SnapshotPolicy(0, 0), catalog, shards)
         self.lock = threading.Lock()
         self.closing = False
         self.counters: Counter[str] = Counter()
@@ -143,10 +147,13 @@ class Front:
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
-        """Load the catalog, install every subscription and replay the event log.
+        """Load the catalog and the latest usable checkpoint, install every subscription and
+        replay the event log after the checkpoint.
 
         Raises :class:`~cesar.server.front.catalog.CatalogError` for a catalog that
-        cannot be read, naming the batch where the event log breaks.
+        cannot be read, naming the batch where the event log breaks, and
+        :class:`~cesar.server.front.checkpoints.NoCheckpoint` when no checkpoint
+        can be used and the log before them is compacted.
         """
         try:
             self._load()
@@ -159,10 +166,12 @@ class Front:
             if not stream.subscription:
                 self.registry.add_stream(stream)
         shares = self.catalog.shares()
-        log_rows = iter(self.catalog.batches())
+        chosen = self.checkpoints.choose()
+        start = 0 if chosen is None else chosen[0]
+        log_rows = iter(self.catalog.batches(after=start))
         joins = iter(self.catalog.clock_joins())
         join = next(joins, None)
-        replayed = 0
+        replayed = start
 
         def replay_to(position: int | None) -> None:
             """Replay the log up to batch ``position`` (None: all), joining clock groups
@@ -181,13 +190,23 @@ class Front:
                 replayed = row[0]
 
         restored: list[tuple[Live, CompiledQuery]] = []
+        resumed = chosen is None
         for sub in self.catalog.subscriptions():
+            if not resumed and sub.position >= start:
+                replay_to(start)  # the clock joins up to the checkpoint
+                self._install(restored)
+                restored = []
+                self._resume(chosen)
+                resumed = True
             if replayed < sub.position:
                 self._install(restored)
                 restored = []
             replay_to(sub.position)
             restored.append(self._restore(sub))
         self._install(restored)
+        if not resumed:
+            replay_to(start)
+            self._resume(chosen)
         self.registry.shares = {s: c for s, c in shares.items() if s in self.registry.streams}
         replay_to(None)
         self.batches = self.catalog.batch_count()
@@ -197,10 +216,22 @@ class Front:
             extra={
                 "streams": len(self.registry.streams),
                 "subscriptions": len(self.registry.live),
-                "batches_replayed": self.batches,
+                "checkpoint": start,
+                "batches_replayed": self.batches - start,
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
+
+    def _resume(self, chosen: tuple[int, dict[str, Any]] | None) -> None:
+        """With the subscriptions a checkpoint holds installed: restore its run state in the
+        shards and the front's gate and stream times."""
+        if chosen is None:
+            return
+        position, state = chosen
+        self.gate.restore(state["gate"])
+        self.newest = dict(state["newest"])
+        instances = self.shards.resume()
+        log.info("checkpoint restored", extra={"position": position, "instances": instances})
 
     def _restore(self, row: SubscriptionRow) -> tuple[Live, CompiledQuery]:
         """Compile and register a stored subscription; the caller installs it on the shards."""
@@ -684,6 +715,10 @@ class Front:
             self.catalog.commit_batch(
                 self.batches, key, len(accepted), logged.SerializeToString(), rows, touched
             )
+            if self.checkpoints.due(self.batches):
+                self.checkpoints.take(
+                    self.batches, {"gate": self.gate.to_data(), "newest": dict(self.newest)}
+                )
             response.accepted = len(accepted)
             response.batch = self.batches
             self.counters["events_accepted"] += len(accepted)
@@ -880,6 +915,11 @@ class Front:
                 open_epoch_events=self.gate.pending_events(),
                 listens=sum(self.listens.values()),
                 rss_bytes=rss_bytes(),
+                checkpoints=self.checkpoints.taken,
+                checkpoint_position=self.checkpoints.last_position,
+                checkpoint_bytes=self.checkpoints.bytes,
+                checkpoint_ms=round(self.checkpoints.seconds * 1000),
+                log_compacted_to=self.catalog.compacted(),
             )
             shards = self.shards.stats()
         return pb.StatsResponse(front=front, shards=shards)

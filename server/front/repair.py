@@ -3,7 +3,8 @@
 The way back from a wrong timestamp that was accepted (within ``--max-time-jump``):
 with the server stopped, drop every logged event of the stream with ``t1``
 after a given time; at the next start the replay rebuilds the shards without
-them, so the stream's clock group is back at its last good event.  Alerts
+them, so the stream's clock group is back at its last good event (from a
+checkpoint taken before them, or the start of the log).  Alerts
 already sent stay in the history (a client has seen them); each subscription's
 seq goes on from where it was.  Batches keep their numbers and acknowledged
 counts, so a retried idempotency key still answers as before.
@@ -14,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cesar.server.front.catalog import Catalog
+from cesar.server.host import snapshots
+from cesar.server.host.snapshots import SnapshotError
 from cesar.v1 import cesar_pb2 as pb
 
 
@@ -25,8 +28,34 @@ class Repair:
     events: int
 
 
+class RepairError(RuntimeError):
+    """The events cannot be dropped; the message says why."""
+
+
 def drop_events(catalog: Catalog, stream: str, after: int) -> Repair:
-    """Drop from the log every event of ``stream`` with ``t1 > after``.  O(logged events)."""
+    """Drop from the log every event of ``stream`` with ``t1 > after``.  O(logged events).
+
+    A checkpoint taken once such an event had arrived holds it in its run state:
+    it is forgotten, so the next start replays from an older one.  Raises
+    :class:`RepairError`, changing nothing, when every checkpoint holds one and
+    the log before them is compacted (the events are nowhere to be dropped from).
+    """
+    stale = []
+    for position, _shards, blob in catalog.checkpoints():
+        try:
+            newest = snapshots.decode(blob, position)["newest"]
+        except SnapshotError:
+            continue
+        if newest.get(stream, after) > after:
+            stale.append(position)
+    compacted = catalog.compacted()
+    if compacted and len(stale) == len(catalog.checkpoints()):
+        raise RepairError(
+            f"every checkpoint already holds events of {stream} after t1 = {after} and the "
+            f"event log up to batch {compacted} is compacted: they can no longer be dropped "
+            "(restore DATA_DIR from a backup taken before them)"
+        )
+    catalog.remove_checkpoints(stale)
     rewritten: list[tuple[int, bytes]] = []
     dropped = 0
     for number, payload in catalog.batches():

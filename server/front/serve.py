@@ -35,9 +35,10 @@ from grpc_reflection.v1alpha import reflection
 from cesar.server.front import limits
 from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError
+from cesar.server.front.checkpoints import NoCheckpoint, SnapshotPolicy
 from cesar.server.front.errors import AlreadyExists
 from cesar.server.front.front import Front, ReplayError
-from cesar.server.front.repair import drop_events
+from cesar.server.front.repair import RepairError, drop_events
 from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
@@ -79,6 +80,7 @@ class ServeConfig:
     max_instances: int | None = limits.MAX_INSTANCES
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
+    snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     workers: int = 256
     grace: float = 10.0
     log_level: str = "INFO"
@@ -153,6 +155,9 @@ def serve(config: ServeConfig) -> int:
     if config.shards < 1:
         print("cesar: --shards must be at least 1", file=sys.stderr)
         return 2
+    if config.snapshots.keep < 1:
+        print("cesar: --snapshots-kept must be at least 1", file=sys.stderr)
+        return 2
     if config.host not in LOOPBACK and not clients.required:
         print(
             f"cesar: warning: serving {config.host} without --tokens: anyone who reaches the "
@@ -192,10 +197,10 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         f"--max-instances={config.max_instances or 0}",
         f"--max-alerts-per-epoch={config.max_alerts_per_epoch or 0}",
     ]
-    shards = ShardPool(config.shards, shard_args, config.log_level)
+    shards = ShardPool(config.shards, shard_args, config.log_level, config.data_dir)
     try:
         catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)
-        front = Front(catalog, shards, config.max_time_jump)
+        front = Front(catalog, shards, config.max_time_jump, config.snapshots)
         front.start()
         for spec in config.streams:
             with contextlib.suppress(AlreadyExists):
@@ -228,7 +233,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
     except ShardFailure as exc:
         log.error("shard failure at start", extra={"error": str(exc)})
         status["code"] = 1
-    except (CatalogError, ReplayError) as exc:
+    except (CatalogError, ReplayError, NoCheckpoint) as exc:
         log.error("catalog unusable", extra={"error": str(exc)})
         print(f"cesar: {exc}", file=sys.stderr)
         status["code"] = 2
@@ -288,6 +293,9 @@ def repair_log(data_dir: Path, stream: str, after: int) -> int:
         done = drop_events(catalog, stream, after)
     except DecodeError as exc:
         print(f"cesar: the event log cannot be read ({exc}): {RESTORE}", file=sys.stderr)
+        return 2
+    except RepairError as exc:
+        print(f"cesar: {exc}", file=sys.stderr)
         return 2
     finally:
         catalog.close()

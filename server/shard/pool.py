@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import grpc
 
@@ -38,8 +39,15 @@ class ShardFailure(RuntimeError):
 class ShardPool:
     """``count`` shard processes and a stub for each."""
 
-    def __init__(self, count: int, shard_args: Sequence[str] = (), log_level: str = "INFO") -> None:
+    def __init__(
+        self,
+        count: int,
+        shard_args: Sequence[str] = (),
+        log_level: str = "INFO",
+        data_dir: Path | None = None,
+    ) -> None:
         self.count = count
+        self.data_dir = data_dir
         self.processes: list[subprocess.Popen[bytes]] = []
         self.channels: list[grpc.Channel] = []
         self.stubs: list[shard_pb2_grpc.ShardStub] = []
@@ -63,6 +71,11 @@ class ShardPool:
                 "--log-level",
                 log_level,
                 *shard_args,
+                *(
+                    ()
+                    if self.data_dir is None
+                    else ("--data-dir", str(self.data_dir / "shards" / str(index)))
+                ),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -149,6 +162,37 @@ class ShardPool:
             for i, s in enumerate(self.stubs)
         ]
         return self._all(calls)  # type: ignore[return-value]
+
+    def snapshot(self, position: int, keep: Sequence[int]) -> list[shard_pb2.SnapshotResponse]:
+        """Every shard saves its run state as the snapshot at ``position``, keeping ``keep``."""
+        self._settle(range(self.count))
+        request = shard_pb2.SnapshotRequest(position=position, keep=keep)
+        calls = [
+            (i, s.Snapshot.future(request, metadata=self.metadata[i]))
+            for i, s in enumerate(self.stubs)
+        ]
+        return self._all(calls)  # type: ignore[return-value]
+
+    def load(self, position: int) -> list[str]:
+        """Every shard starts over from the snapshot at ``position`` (0: empty); the reasons
+        of the shards that refused it (empty: all loaded)."""
+        self._settle(range(self.count))
+        request = shard_pb2.LoadRequest(position=position)
+        calls = [
+            (i, s.Load.future(request, metadata=self.metadata[i])) for i, s in enumerate(self.stubs)
+        ]
+        responses: list[shard_pb2.LoadResponse] = self._all(calls)  # type: ignore[assignment]
+        return [f"shard {i}: {r.reason}" for i, r in enumerate(responses) if not r.ok]
+
+    def resume(self) -> int:
+        """Every shard restores the run state it loaded; the live instances restored."""
+        self._settle(range(self.count))
+        request = shard_pb2.ResumeRequest()
+        calls = [
+            (i, s.Resume.future(request, metadata=self.metadata[i]))
+            for i, s in enumerate(self.stubs)
+        ]
+        return sum(r.instances for r in self._all(calls))  # type: ignore[attr-defined]
 
     def stop(self, grace: float = 10.0) -> None:
         """Close the pipes (shards exit), wait up to ``grace`` seconds, then kill stragglers."""

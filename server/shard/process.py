@@ -19,10 +19,12 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -31,9 +33,12 @@ from cesar.automata.compiler import CompiledQuery
 from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
 from cesar.automata.shape import QueryCache, shape_of
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
+from cesar.server.host import snapshots
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.rss import rss_bytes
+from cesar.server.host.snapshots import SnapshotError
 from cesar.server.wire.algebra_proto import compile_algebra
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
@@ -64,13 +69,20 @@ class ShardState:
     that replays it sends the same alerts.
     """
 
-    def __init__(self, options: EngineOptions, max_alerts_per_epoch: int | None = None) -> None:
+    def __init__(
+        self,
+        options: EngineOptions,
+        max_alerts_per_epoch: int | None = None,
+        directory: Path | None = None,
+    ) -> None:
         self.options = options
         self.max_alerts_per_epoch = max_alerts_per_epoch
+        self.directory = directory
         self.alerts_dropped = 0
         self.lanes: dict[str, Lane] = {}
         self.output: dict[str, tuple[str, str]] = {}
         self.queries = QueryCache()
+        self.loaded: dict[str, tuple[RunSnapshot, list[str]]] | None = None
         self._schemas: dict[str, StreamSchema] = {}
 
     def _schema(self, spec: str) -> StreamSchema:
@@ -94,10 +106,21 @@ class ShardState:
             )
         else:
             query = build()
+        saved = self.loaded.get(request.lane) if self.loaded is not None else None
+        since = None
+        if self.loaded is not None:
+            if saved is None or request.subscription not in saved[0].since:
+                raise SnapshotError(
+                    f"subscription {request.subscription} is not in the loaded snapshot's "
+                    f"lane {request.lane}"
+                )
+            since = saved[0].since[request.subscription]
         lane = self.lanes.get(request.lane)
         if lane is None:
             lane = self.lanes[request.lane] = Lane(Engine(self.options))
-        lane.engine.subscribe(request.subscription, query.automata)
+            if saved is not None:
+                prepare(lane.engine, saved[0])
+        lane.engine.subscribe(request.subscription, query.automata, since)
         lane.streams[query.name] = request.subscription
         self.output[request.subscription] = (request.lane, query.name)
 
@@ -146,6 +169,59 @@ class ShardState:
                     "are sent (one notice until an epoch brings fewer)",
                 )
 
+    def snapshot(self, position: int, keep: set[int]) -> int:
+        """Save every lane's run state as the snapshot at ``position``; its size in bytes.
+
+        Deletes the snapshots at positions not in ``keep``.
+        """
+        directory = self._directory()
+        data = {
+            "alerts_dropped": self.alerts_dropped,
+            "lanes": {
+                name: {"run": capture(lane.engine).to_data(), "capped": sorted(lane.capped)}
+                for name, lane in self.lanes.items()
+            },
+        }
+        size = snapshots.write(directory, position, data)
+        snapshots.prune(directory, keep | {position})
+        return size
+
+    def load(self, position: int) -> None:
+        """Drop every lane; hold the snapshot at ``position`` (0: none) for the installs that
+        follow.  Raises SnapshotError (the shard stays empty) for one that cannot be used."""
+        self.lanes.clear()
+        self.output.clear()
+        self.alerts_dropped = 0
+        self.loaded = None
+        if not position:
+            return
+        data = snapshots.read(self._directory(), position)
+        try:
+            loaded = {
+                name: (RunSnapshot.from_data(lane["run"]), list(lane["capped"]))
+                for name, lane in data["lanes"].items()
+            }
+            dropped = int(data["alerts_dropped"])
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise SnapshotError(f"damaged: unexpected content ({exc!r})") from None
+        self.loaded, self.alerts_dropped = loaded, dropped
+
+    def resume(self) -> int:
+        """Restore the loaded snapshot's run state into the lanes installed since; the number
+        of live instances."""
+        for name, (saved, capped) in (self.loaded or {}).items():
+            lane = self.lanes.get(name)
+            if lane is not None:
+                restore(lane.engine, saved)
+                lane.capped = set(capped) & set(lane.streams.values())
+        self.loaded = None
+        return sum(len(lane.engine.state.instances) for lane in self.lanes.values())
+
+    def _directory(self) -> Path:
+        if self.directory is None:
+            raise SnapshotError("this shard was started without --data-dir")
+        return self.directory
+
     def counters(self) -> dict[str, int]:
         """Engine counters summed over lanes, plus live instances, nodes, subscriptions, lanes,
         and the queries installed from their shape's template (bound) or built in full."""
@@ -185,7 +261,10 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     ) -> shard_pb2.InstallResponse:
         with self.lock:
             for install in request.subscriptions:
-                self.state.install(install)
+                try:
+                    self.state.install(install)
+                except SnapshotError as exc:
+                    context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return shard_pb2.InstallResponse()
 
     def Remove(
@@ -210,6 +289,38 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     ) -> cesar_pb2.ShardStats:
         with self.lock:
             return cesar_pb2.ShardStats(shard=self.index, counters=self.state.counters())
+
+    def Snapshot(
+        self, request: shard_pb2.SnapshotRequest, context: grpc.ServicerContext
+    ) -> shard_pb2.SnapshotResponse:
+        started = time.monotonic()
+        with self.lock:
+            try:
+                size = self.state.snapshot(request.position, set(request.keep))
+            except (OSError, SnapshotError) as exc:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"snapshot not written: {exc}")
+        seconds = time.monotonic() - started
+        log.info("snapshot written", extra={"position": request.position, "bytes": size})
+        return shard_pb2.SnapshotResponse(bytes=size, seconds=seconds)
+
+    def Load(
+        self, request: shard_pb2.LoadRequest, context: grpc.ServicerContext
+    ) -> shard_pb2.LoadResponse:
+        with self.lock:
+            try:
+                self.state.load(request.position)
+            except SnapshotError as exc:
+                log.warning(
+                    "snapshot refused", extra={"position": request.position, "reason": str(exc)}
+                )
+                return shard_pb2.LoadResponse(ok=False, reason=str(exc))
+        return shard_pb2.LoadResponse(ok=True)
+
+    def Resume(
+        self, request: shard_pb2.ResumeRequest, context: grpc.ServicerContext
+    ) -> shard_pb2.ResumeResponse:
+        with self.lock:
+            return shard_pb2.ResumeResponse(instances=self.state.resume())
 
 
 class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
@@ -245,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-instances-per-node", type=int, default=0, help="0: unlimited")
     parser.add_argument("--max-instances", type=int, default=0, help="0: unlimited")
     parser.add_argument("--max-alerts-per-epoch", type=int, default=0, help="0: unlimited")
+    parser.add_argument("--data-dir", type=Path, help="where its snapshots are written")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level, f"shard-{args.index}")
@@ -255,7 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_instances=args.max_instances or None,
         ),
         args.max_alerts_per_epoch or None,
+        args.data_dir,
     )
+    if args.data_dir is not None:
+        args.data_dir.mkdir(parents=True, exist_ok=True)
     secret = sys.stdin.buffer.readline().decode().strip()
     if not secret:
         print("cesar shard: expected a secret on the first line of standard input", file=sys.stderr)

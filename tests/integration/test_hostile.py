@@ -456,7 +456,9 @@ def test_a_stream_ahead_in_time_makes_only_its_own_clock_group_late(tmp_path: Pa
 
 
 def test_repair_log_is_the_way_back_from_an_accepted_wrong_timestamp(tmp_path: Path) -> None:
-    server = Server(tmp_path / "data").start()
+    """With checkpoints every 2 batches (the log compacted behind them): the one taken after
+    the wrong event is forgotten, the start replays from the one before it."""
+    server = Server(tmp_path / "data", "--snapshot-every-batches", "2").start()
     stock = sample_events()
     half = len(stock) // 2
     while stock[half].t1 == stock[half - 1].t1:
@@ -482,6 +484,11 @@ def test_repair_log_is_the_way_back_from_an_accepted_wrong_timestamp(tmp_path: P
         server.stop()
     done = subprocess.run(repair, capture_output=True, text=True, timeout=60, check=True)
     assert "dropped 1 events of Stock" in done.stdout
+    catalog = sqlite3.connect(server.data_dir / "catalog.sqlite")
+    compacted = catalog.execute("SELECT value FROM marks WHERE name = 'compacted'").fetchone()
+    assert compacted == (2,)
+    assert catalog.execute("SELECT position FROM checkpoints").fetchall() == [(2,)]
+    catalog.close()
     server.start()
     try:
         conn = server.connect()

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+import random
+import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
 import grpc
 
 from cesar.perf.serverproc import (
+    CESAR,
     QUERIES,
     Server,
     alert_line,
@@ -22,6 +30,8 @@ from cesar.perf.serverproc import (
     subscribe,
     wait_gone,
 )
+from cesar.server.host import snapshots
+from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 
 SOURCES = [(q.stem, q.read_text()) for q in QUERIES]
@@ -163,3 +173,115 @@ def test_instance_limits_reach_the_subscription_as_notices(tmp_path: Path) -> No
         assert sum(s.counters["instances"] for s in stats.shards) <= 5
     finally:
         server.stop()
+
+
+def test_kill_9_of_a_shard_or_the_front_20_times_with_snapshots(tmp_path: Path) -> None:
+    """Snapshots every 3 batches, the log compacted behind them: kill -9 the front or a shard
+    at random points while publishing (and once while idle), 20 times; each restart resumes
+    from the latest checkpoint, the client retries its batch under the same idempotency
+    key, and the alerts are exactly ``cesar run``'s with no seq gap or duplicate."""
+    server = Server(
+        tmp_path / "data", "--snapshot-every-batches", "3", "--snapshots-kept", "2"
+    ).start()
+    conn = server.connect()
+    subs = [subscribe(conn, text) for _, text in SOURCES]
+    events = sample_events()
+    requests = [
+        pb.PublishRequest(events=[to_event(e) for e in events[i : i + 10]], idempotency_key=f"b{i}")
+        for i in range(0, len(events), 10)
+    ]
+    requests[-1].watermark = events[-1].t1
+    rng = random.Random(17)
+    sent = 0
+    for kill in range(20):
+        victim = "front" if kill % 2 == 0 else "shard"
+        shard = server.shard_pids()[-2:][rng.randrange(2)]
+        timer = threading.Timer(
+            rng.uniform(0.05, 0.5),
+            server.process.send_signal if victim == "front" else os.kill,  # type: ignore[union-attr]
+            (signal.SIGKILL,) if victim == "front" else (shard, signal.SIGKILL),
+        )
+        timer.start()
+        try:
+            while sent < len(requests):
+                response = conn.stub.PublishBatch(requests[sent], metadata=conn.metadata)
+                assert not response.rejected, response.rejected
+                sent += 1
+        except grpc.RpcError as exc:
+            assert exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL), exc
+        timer.join()
+        assert server.process is not None
+        assert server.process.wait(30) != 0
+        server.start()
+        conn = server.connect()
+    while sent < len(requests):
+        conn.stub.PublishBatch(requests[sent], metadata=conn.metadata)
+        sent += 1
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+    assert stats.front["log_compacted_to"] > 0 and stats.front["checkpoint_position"] > 0
+    restored = [
+        json.loads(line) for line in server.log.read_text().splitlines() if "checkpoint" in line
+    ]
+    assert sum(r.get("msg") == "checkpoint restored" for r in restored) >= 15
+    listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
+    total = sum(s.last_seq for s in listing.subscriptions)
+    alerts = collect(conn, total, pb.ListenRequest(after_seq={s.id: 0 for s in subs}))
+    for sub in subs:
+        seqs = [a.seq for a in alerts if a.subscription == sub.id]
+        assert seqs == list(range(1, len(seqs) + 1)), f"{sub.id}: seqs {seqs[:10]}…"
+    assert Counter(alert_line(a) for a in alerts) == normalized(expected_lines(SOURCES, events))
+    assert server.stop() == 0
+
+
+def _start_fails(server: Server) -> str:
+    """Start ``server`` expecting it to refuse; what it printed on stderr."""
+    process = subprocess.run(
+        [str(CESAR), "serve", "--data-dir", str(server.data_dir), "--port", "0", *server.args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert process.returncode == 2, process
+    return process.stderr
+
+
+def test_restart_after_compaction_resumes_listen_and_skips_a_damaged_snapshot(
+    tmp_path: Path,
+) -> None:
+    server = Server(tmp_path / "data", "--snapshot-every-batches", "2", "--snapshots-kept", "2")
+    server.start()
+    conn = server.connect()
+    drops = subscribe(conn, QUERIES[1].read_text())
+    events = sample_events()
+    publish(conn, events, batch=100)
+    [row] = conn.stub.ListSubscriptions(
+        pb.ListSubscriptionsRequest(), metadata=conn.metadata
+    ).subscriptions
+    assert server.stop() == 0
+    catalog = sqlite3.connect(server.data_dir / "catalog.sqlite")
+    compacted = catalog.execute("SELECT value FROM marks WHERE name = 'compacted'").fetchone()[0]
+    logged = catalog.execute("SELECT COUNT(*) FROM batches WHERE payload != x''").fetchone()[0]
+    positions = [p for (p,) in catalog.execute("SELECT position FROM checkpoints ORDER BY 1")]
+    catalog.close()
+    assert compacted == positions[0] >= 20 and logged <= 4 and len(positions) == 2
+    # the newest snapshot of shard 1 is damaged: the start falls back to the older checkpoint
+    newest = snapshots.path_of(server.data_dir / "shards" / "1", positions[1])
+    newest.write_bytes(newest.read_bytes()[:-10])
+    server.start()
+    conn = server.connect()
+    resumed = collect(conn, row.last_seq - 1, pb.ListenRequest(after_seq={drops.id: 1}))
+    assert [a.seq for a in resumed] == list(range(2, row.last_seq + 1))
+    again = events[-1].t1 - events[-200].t0 + 1
+    late = [dataclasses.replace(e, t0=e.t0 + again, t1=e.t1 + again) for e in events[-200:]]
+    publish(conn, late)
+    assert server.stop() == 0
+    restarts = [json.loads(line) for line in server.log.read_text().splitlines()]
+    refused = [r for r in restarts if r.get("msg") == "checkpoint refused"]
+    assert len(refused) == 1 and "damaged" in refused[0]["reason"]
+    assert f"batch {positions[1]}: shard 1:" in refused[0]["reason"]
+    # every checkpoint unusable and the log compacted: the start is refused, saying why
+    for directory in (server.data_dir / "shards").iterdir():
+        for path in directory.glob("*.snap"):
+            path.write_bytes(b"CESAR-SNAPSHOT\n{}\n")
+    stderr = _start_fails(server)
+    assert "no usable checkpoint" in stderr and "compacted" in stderr, stderr

@@ -4,6 +4,7 @@ Events of three streams; a rule joins clock groups as a subscription reading
 streams together would.  Each shard must see every stream's epochs once and in
 increasing ``t1``, and, within a clock group, the events accepted after its
 last join in ``t1`` order after everything the group released before them.
+A restart rule replaces the gate by one restored from its checkpoint data.
 """
 
 from collections import Counter
@@ -15,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from cesar.automata.schema import Event
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.front.epochs import EpochGate
+from cesar.server.host import snapshots
 
 SHARDS = 3
 STREAMS = ("S", "T", "U")
@@ -84,6 +86,13 @@ class EpochGateMachine(RuleBasedStateMachine):
         if self.groups.join(streams):
             self.joined_at = self.serial
         self.groups.check_valid()
+
+    @rule()
+    def restart(self) -> None:
+        """A checkpoint's gate (through a snapshot blob) takes over: nothing changes."""
+        saved = snapshots.decode(snapshots.encode(self.gate.to_data(), 1), 1)
+        self.gate = EpochGate(SHARDS, self.groups)
+        self.gate.restore(saved)
 
     @invariant()
     def valid(self) -> None:
