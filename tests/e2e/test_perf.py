@@ -196,3 +196,11 @@ def test_subscribebench_smoke_subscribes_into_a_loaded_server(tmp_path):
     assert summary["preload"] == summary["measured"] == 2_000
     assert summary["measured_per_s"] > 0 and len(summary["shards_rss_mb"]) == 2
     assert 0 < summary["batch_ms_p50"] <= summary["batch_ms_p99"] <= summary["batch_ms_max"]
+
+
+def test_restartbench_smoke_resumes_from_a_later_checkpoint_each_time(tmp_path):
+    summary = smoke_json("cesar.perf.restartbench", tmp_path / "restart.json", 300)
+    first, last = summary["marks"]
+    assert 0 < first["checkpoint"] < last["checkpoint"]
+    assert last["batches_replayed"] <= summary["snapshot_every_batches"]
+    assert first["instances"] > 0
