@@ -47,7 +47,7 @@ from cesar.perf.quotes import minute_events
 from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
-from cesar.server.wire.client import list_streams
+from cesar.server.wire.client import alerts, list_streams
 from cesar.server.wire.eventfile import drop_file, input_line, read_events
 from cesar.v1 import cesar_pb2 as pb
 
@@ -150,7 +150,7 @@ class Listener:
 
     def _run(self) -> None:
         try:
-            for alert in self.stream:
+            for alert in alerts(self.stream):
                 self.alerts.append((time.perf_counter(), alert.event.t1))
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:

@@ -69,7 +69,7 @@ from cesar.perf.plot import loadtest_figure
 from cesar.perf.report import machine, now
 from cesar.server.engine.workload import Workload as Queries
 from cesar.server.wire.algebra_proto import compile_algebra
-from cesar.server.wire.client import Connection
+from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import to_event, trusted_event
 from cesar.v1 import cesar_pb2 as pb
 
@@ -206,7 +206,7 @@ class Run:
         ready.wait()
         tally = self.tally
         try:
-            for alert in stream:
+            for alert in alerts(stream):
                 arrived = time.perf_counter()
                 event = trusted_event(alert.event)
                 key = (event.t0, event.t1, event.values)

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cesar.automata.schema import Event
 from cesar.perf.loadwork import Workload
 from cesar.perf.report import machine, now, write_json
 from cesar.perf.serverproc import Server
@@ -98,7 +99,7 @@ def run(
             for mark in marks:
                 started = time.perf_counter()
                 while published < mark:
-                    events = []
+                    events: list[Event] = []
                     while len(events) < min(batch, mark - published):
                         events.extend(work.epoch(t, epoch))
                         t += 1

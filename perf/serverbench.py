@@ -156,9 +156,9 @@ def _drive(
         listener = Connection.open(address)
         stream = listener.stub.Listen(pb.ListenRequest(after_seq=dict.fromkeys(wanted, 0)))
         got = 0
-        for _ in stream:
-            got += 1
-            if got == total:
+        for batch in stream:
+            got += len(batch.alerts)
+            if got >= total:
                 break
         stream.cancel()
         listener.close()

@@ -18,7 +18,7 @@ from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import QUERIES as EXAMPLE_QUERIES
 from cesar.examples import STOCKS_SAMPLE
 from cesar.server.engine.workload import Workload
-from cesar.server.wire.client import Connection, publish_requests
+from cesar.server.wire.client import Connection, alerts, publish_requests
 from cesar.server.wire.convert import trusted_event
 from cesar.server.wire.eventfile import event_json, read_events
 from cesar.v1 import cesar_pb2 as pb
@@ -151,7 +151,7 @@ def collect(
     if count == 0:
         stream.cancel()
         return out
-    for alert in stream:
+    for alert in alerts(stream):
         out.append(alert)
         if len(out) == count:
             break

@@ -41,7 +41,7 @@ import grpc
 from cesar.automata.schema import Event
 from cesar.perf.report import machine, now, write_json
 from cesar.perf.serverproc import Server, alert_line, expected_lines, sample_events
-from cesar.server.wire.client import Connection
+from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 
@@ -151,7 +151,7 @@ class Soak:
 
     def _read(self, stream: Any) -> None:
         try:
-            for alert in stream:
+            for alert in alerts(stream):
                 self.steady_seen += 1
                 if alert.HasField("event"):
                     self.steady_lines[alert_line(alert)] += 1

@@ -26,7 +26,7 @@ from cesar.automata.schema import parse_stream_spec
 from cesar.examples import QUERIES as EXAMPLE_QUERIES
 from cesar.examples import STOCKS_SAMPLE
 from cesar.server.engine.workload import Workload
-from cesar.server.wire.client import Connection
+from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import trusted_event
 from cesar.server.wire.eventfile import drop_file, event_json, input_line, read_events
 from cesar.v1 import cesar_pb2 as pb
@@ -116,7 +116,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _print_alerts(connection: Connection, got: Counter[str], outputs: dict) -> None:  # type: ignore[type-arg]
     stream = connection.stub.Listen(pb.ListenRequest(), metadata=connection.metadata)
     try:
-        for alert in stream:
+        for alert in alerts(stream):
             line = event_json(trusted_event(alert.event), outputs[alert.event.stream])
             got[line] += 1
             print(line, flush=True)

@@ -268,6 +268,7 @@ def _listen(conn: Any, args: argparse.Namespace) -> int:
     import grpc
 
     from cesar.automata.schema import parse_stream_spec
+    from cesar.server.wire.client import alerts
     from cesar.v1 import cesar_pb2 as pb
 
     subs = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
@@ -283,7 +284,7 @@ def _listen(conn: Any, args: argparse.Namespace) -> int:
     stream = conn.stub.Listen(request, metadata=conn.metadata, timeout=args.timeout)
     count = 0
     try:
-        for alert in stream:
+        for alert in alerts(stream):
             print(alert_json(alert, schemas), flush=True)
             count += 1
             if args.count is not None and count >= args.count:

@@ -7,6 +7,11 @@ point (from the retention window), then live ones in commit order, woken by
 :meth:`Listeners.notify`.  Publishing never waits for a consumer, and a
 consumer holds at most one page of alerts in memory.
 
+A stream sends :class:`~cesar.v1.cesar_pb2.AlertBatch` messages: the alerts one
+read of the catalog found (up to ``PAGE``, at most ``BATCH_BYTES``), built by
+framing the stored alert payloads — an alert is never decoded and encoded
+again on its way out (the servicer sends the bytes as they are).
+
 Overflow policy: alerts older than the retention window are pruned.  A resume
 point before the window, or a live consumer that falls behind it, ends the
 stream with OUT_OF_RANGE naming the seq to resume from; the front counts
@@ -22,10 +27,50 @@ from pathlib import Path
 
 from cesar.server.front.catalog import connect
 from cesar.server.front.errors import OutOfRange
-from cesar.v1 import cesar_pb2 as pb
 
 PAGE = 1000
 """Alerts read from the catalog at a time, per stream."""
+
+BATCH_BYTES = 1 << 20
+"""An AlertBatch message holds at most this many bytes of alerts (one larger alert goes alone)."""
+
+
+def _framed(payload: bytes) -> bytes:
+    """``payload`` (a serialized Alert) as one element of AlertBatch's field 1."""
+    size = len(payload)
+    head = bytearray(b"\x0a")
+    while size > 0x7F:
+        head.append(size & 0x7F | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + payload
+
+
+class _Batches:
+    """Serialized AlertBatch messages of at most ``BATCH_BYTES``, filled in order."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.ready: list[bytes] = []
+
+    def add(self, payload: bytes) -> None:
+        framed = _framed(payload)
+        if self.parts and self.size + len(framed) > BATCH_BYTES:
+            self.flush()
+        self.parts.append(framed)
+        self.size += len(framed)
+
+    def flush(self) -> None:
+        if self.parts:
+            self.ready.append(b"".join(self.parts))
+            self.parts, self.size = [], 0
+
+    def take(self) -> list[bytes]:
+        """The complete messages (what was added, flushed)."""
+        self.flush()
+        ready, self.ready = self.ready, []
+        return ready
 
 
 class Listeners:
@@ -56,12 +101,14 @@ class Listeners:
         wanted: set[str],
         after_seq: Mapping[str, int],
         active: Callable[[], bool],
-    ) -> Iterator[pb.Alert]:
-        """``owner``'s alerts: those after ``after_seq`` first, then live ones of ``wanted``.
+    ) -> Iterator[bytes]:
+        """``owner``'s alerts as serialized AlertBatch messages: those after ``after_seq``
+        first, then live ones of ``wanted``.
 
         ``wanted`` empty means every subscription of ``owner``, including later
         ones.  Runs until ``active()`` is false or the listeners are closed.
         """
+        batches = _Batches()
         db = connect(self.path, readonly=True)
         try:
             db.execute("BEGIN")
@@ -94,9 +141,11 @@ class Listeners:
                         break
                     for seq, payload in rows:
                         if seq != after + 1:
+                            yield from batches.take()
                             self._overrun(sub, after, seq)
-                        yield pb.Alert.FromString(payload)
+                        batches.add(payload)
                         after = seq
+                    yield from batches.take()
             while active() and not self.closed:
                 with self.condition:
                     if self.last_alert <= cursor and not self.closed:
@@ -113,9 +162,11 @@ class Listeners:
                     if wanted and sub not in wanted:
                         continue
                     if seq != last.get(sub, 0) + 1:
+                        yield from batches.take()
                         self._overrun(sub, last.get(sub, 0), seq)
                     last[sub] = seq
-                    yield pb.Alert.FromString(payload)
+                    batches.add(payload)
+                yield from batches.take()
                 if len(rows) < PAGE:
                     # The query saw every alert up to `committed`; those it did not return are
                     # other owners'. Without this, a stream would spin while the newest alert

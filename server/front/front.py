@@ -861,8 +861,9 @@ class Front:
         subscriptions: Sequence[str],
         after_seq: Mapping[str, int],
         active: Callable[[], bool],
-    ) -> Iterator[pb.Alert]:
-        """Alerts of ``client``'s subscriptions: resumed ones first, then live ones."""
+    ) -> Iterator[bytes]:
+        """Alerts of ``client``'s subscriptions, as serialized AlertBatch messages: resumed
+        ones first, then live ones."""
         with self.lock:
             wanted = set(subscriptions)
             for sub in wanted | set(after_seq):

@@ -194,9 +194,8 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         )
 
     @_stream_errors
-    def Listen(
-        self, request: pb.ListenRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.Alert]:
+    def Listen(self, request: pb.ListenRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Serialized AlertBatch messages, sent as they are (see ``add_to_server``)."""
         client = self._caller(context)
         yield from self.front.listen(
             client,
@@ -231,6 +230,15 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         return self.front.stats()
 
 
+PRESERIALIZED = frozenset({"Listen"})
+"""Methods whose servicer yields response messages already serialized: Listen's AlertBatch
+messages are the stored alerts framed together (:mod:`cesar.server.front.alerts`)."""
+
+
+def _already_serialized(message: bytes) -> bytes:
+    return message
+
+
 def add_to_server(servicer: CesarServicer, server: grpc.Server) -> None:
     """Register ``servicer`` as ``cesar.v1.Cesar``, decoding each request itself.
 
@@ -238,11 +246,16 @@ def add_to_server(servicer: CesarServicer, server: grpc.Server) -> None:
     and answers a message it cannot decode (invalid UTF-8 in a string, nesting
     beyond protobuf's limit) with INTERNAL; here the bytes reach the servicer's
     side and such a request gets INVALID_ARGUMENT naming its message type.
+    The responses of ``PRESERIALIZED`` methods are sent as the servicer made them.
     """
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in pb.DESCRIPTOR.services_by_name["Cesar"].methods:
         request_type = getattr(pb, method.input_type.name)
-        serialize = getattr(pb, method.output_type.name).SerializeToString
+        serialize = (
+            _already_serialized
+            if method.name in PRESERIALIZED
+            else getattr(pb, method.output_type.name).SerializeToString
+        )
         behaviour = getattr(servicer, method.name)
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(

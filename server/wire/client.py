@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +66,12 @@ def list_streams(
         token = page.next_page_token
         if not token:
             return streams
+
+
+def alerts(batches: Iterable[pb.AlertBatch]) -> Iterator[pb.Alert]:
+    """The alerts of a Listen stream, one by one (its messages carry many each)."""
+    for batch in batches:
+        yield from batch.alerts
 
 
 def publish_requests(

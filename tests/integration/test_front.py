@@ -28,6 +28,7 @@ from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArg
 from cesar.server.front.front import Front, SubscribeItem
 from cesar.server.shard.pool import ShardPool
 from cesar.server.wire.arrowevents import column, encode
+from cesar.server.wire.client import alerts
 from cesar.server.wire.convert import to_event, trusted_event
 from cesar.server.wire.routing import shard_of
 from cesar.v1 import cesar_pb2 as pb
@@ -54,7 +55,7 @@ def test_a_consumer_behind_the_retention_window_is_told_and_counted(front: Front
     events = [to_event(e) for e in sample_events()[:60]]
     front.publish(client, pb.PublishRequest(events=events[:3], watermark=events[2].t1))
     listener = front.listen(client, [], {sub.id: 0}, lambda: True)
-    assert next(listener).seq == 1
+    assert [a.seq for a in pb.AlertBatch.FromString(next(listener)).alerts] == [1, 2, 3]
     front.publish(
         client, pb.PublishRequest(events=events[3:], watermark=events[-1].t1)
     )  # far more alerts than the 5 kept
@@ -75,7 +76,7 @@ def test_listen_limit_per_client(front: Front) -> None:
         client,
         pb.PublishRequest(events=[to_event(sample_events()[0])], watermark=sample_events()[0].t1),
     )
-    assert next(first).seq == 1
+    assert pb.AlertBatch.FromString(next(first)).alerts[0].seq == 1
     with pytest.raises(Exception, match="1 Listen streams open"):
         next(front.listen(client, [sub.id], {}, lambda: True))
     first.close()
@@ -179,7 +180,8 @@ def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -
         got: Counter[str] = Counter()
         for sub in subs:
             stream = front.listen(client, [], {sub: 0}, lambda: True)
-            got.update(alert_line(a) for a in islice(stream, front.registry.last_seq[sub]))
+            batches = map(pb.AlertBatch.FromString, stream)
+            got.update(alert_line(a) for a in islice(alerts(batches), front.registry.last_seq[sub]))
             stream.close()
         assert normalized(got) == normalized(expected_lines(queries, events))
     finally:
@@ -308,7 +310,8 @@ def test_a_query_pinned_to_a_key_value_runs_on_the_shard_owning_it_alone(tmp_pat
         got: Counter[str] = Counter()
         for sub in front.registry.live:
             stream = front.listen(client, [], {sub: 0}, lambda: True)
-            got.update(alert_line(a) for a in islice(stream, front.registry.last_seq[sub]))
+            batches = map(pb.AlertBatch.FromString, stream)
+            got.update(alert_line(a) for a in islice(alerts(batches), front.registry.last_seq[sub]))
             stream.close()
         expected = Counter({k: v for k, v in expected.items() if '"stream": "s2"' not in k})
         assert normalized(got) == normalized(expected)

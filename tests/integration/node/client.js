@@ -35,15 +35,17 @@ async function main() {
   const expected = subscriptions.find((s) => s.id === subscription.id).last_seq;
   let seen = 0;
   const stream = client.Listen({ after_seq: { [subscription.id]: 0 } });
-  stream.on("data", (alert) => {
-    const attrs = {};
-    for (const [name, value] of Object.entries(alert.event.attributes)) {
-      attrs[name] = value[value.kind];
+  stream.on("data", (batch) => {
+    for (const alert of batch.alerts) {
+      const attrs = {};
+      for (const [name, value] of Object.entries(alert.event.attributes)) {
+        attrs[name] = value[value.kind];
+      }
+      const { stream: name, t0, t1 } = alert.event;
+      console.log(JSON.stringify({ subscription: alert.subscription, seq: alert.seq, stream: name, t0, t1, attrs }));
+      seen += 1;
     }
-    const { stream: name, t0, t1 } = alert.event;
-    console.log(JSON.stringify({ subscription: alert.subscription, seq: alert.seq, stream: name, t0, t1, attrs }));
-    seen += 1;
-    if (seen === expected) stream.cancel();
+    if (seen >= expected) stream.cancel();
   });
   stream.on("error", (error) => {
     if (error.code !== grpc.status.CANCELLED) {
