@@ -204,3 +204,9 @@ def test_restartbench_smoke_resumes_from_a_later_checkpoint_each_time(tmp_path):
     assert 0 < first["checkpoint"] < last["checkpoint"]
     assert last["batches_replayed"] <= summary["snapshot_every_batches"]
     assert first["instances"] > 0
+
+
+def test_listenbench_smoke_delivers_every_seq_once_in_order(tmp_path):
+    summary = smoke_json("cesar.perf.listenbench", tmp_path / "listen.json", 300)
+    assert summary["every_seq_once_in_order"] and summary["alerts"] == 5_000
+    assert summary["catch_up_alerts_per_message"] > 100
