@@ -316,6 +316,21 @@ def build_parser() -> argparse.ArgumentParser:
     from cesar.server.front.serve import repair_log
 
     add_serve_arguments(serve)
+    shard = sub.add_parser(
+        "shard", help="run one shard on its own, for a front on another machine (--listen)"
+    )
+    from cesar.server.shard.process import add_shard_arguments
+    from cesar.server.shard.process import run as run_shard
+
+    add_shard_arguments(shard)
+
+    def standalone_shard(args: argparse.Namespace) -> int:
+        if args.listen is None:
+            print("cesar shard: --listen HOST:PORT is required", file=sys.stderr)
+            return 2
+        return run_shard(args)
+
+    shard.set_defaults(handler=standalone_shard)
     repair = sub.add_parser(
         "repair-log",
         help="with the server stopped, drop a stream's logged events after a time "

@@ -29,6 +29,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shards", type=int, default=os.cpu_count() or 1, help="shard processes (default: cores)"
     )
+    parser.add_argument(
+        "--shard",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="use this shard started on its own (cesar shard --listen), in order; repeat per "
+        "shard (instead of --shards children)",
+    )
+    parser.add_argument(
+        "--shard-secret-file", type=Path, help="the secret the --shard shards expect"
+    )
+    parser.add_argument(
+        "--shard-tls-ca",
+        type=Path,
+        help="PEM root certificates the --shard shards' TLS is checked with",
+    )
     parser.add_argument("--tokens", type=Path, help="tokens file: TOKEN CLIENT [limit=N ...]")
     parser.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
     parser.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
@@ -108,7 +124,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             host=args.host,
             port=args.port,
-            shards=args.shards,
+            shards=len(args.shard) or args.shards,
+            shard_addresses=tuple(args.shard),
+            shard_secret_file=args.shard_secret_file,
+            shard_tls_ca=args.shard_tls_ca,
             tokens=args.tokens,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,

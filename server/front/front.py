@@ -930,6 +930,21 @@ class Front:
     def _check_open(self) -> None:
         if self.closing:
             raise Unavailable("the server is shutting down")
+        if self.shards.failed is not None:
+            raise Unavailable(
+                f"a shard failed ({self.shards.failed}); the server is reconnecting and "
+                "reloading its shards: retry (an unacknowledged batch was not applied)"
+            )
+
+    def reload(self) -> None:
+        """Rebuild every shard and the front's state from the catalog (the latest checkpoint
+        and the log after it), after a shard was lost and is reachable again."""
+        with self.lock:
+            self.shards.failed = None
+            self.registry = Registry(self.shards.count)
+            self.gate = EpochGate(self.shards.count, self.registry.groups)
+            self.newest = {}
+            self.start()
 
     def stop_intake(self) -> None:
         """Later calls get UNAVAILABLE and Listen streams end."""

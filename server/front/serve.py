@@ -5,9 +5,12 @@ catalog into them, then serve the public API with the standard health and
 reflection services.  SIGTERM or SIGINT shut down gracefully: health turns
 NOT_SERVING, intake stops (new calls get UNAVAILABLE), Listen streams end,
 in-flight calls finish (up to ``--grace`` seconds), the catalog is
-checkpointed, and the shards exit.  If a shard process dies the front stops
+checkpointed, and the shards exit.  If a child shard process dies the front stops
 too, with exit status 1: it cannot go on consistently, and a restart rebuilds
-every shard from the catalog.
+every shard from the catalog.  With shards on their own (``--shard HOST:PORT``)
+the front instead answers UNAVAILABLE while it waits for the lost shard to be
+reachable again, then reloads every shard from the latest checkpoint and the
+log.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import fcntl
 import logging
 import os
 import signal
-import ssl
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -42,7 +44,8 @@ from cesar.server.front.repair import RepairError, drop_events
 from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
-from cesar.server.shard.pool import ShardFailure, ShardPool
+from cesar.server.host.tls import TlsError, server_credentials
+from cesar.server.shard.pool import RemoteShards, ShardFailure, ShardPool
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2
 
@@ -81,6 +84,9 @@ class ServeConfig:
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)
+    shard_addresses: Sequence[str] = field(default_factory=tuple)
+    shard_secret_file: Path | None = None
+    shard_tls_ca: Path | None = None
     workers: int = 256
     grace: float = 10.0
     log_level: str = "INFO"
@@ -92,19 +98,10 @@ class StartError(RuntimeError):
 
 def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:
     """TLS credentials, checked here: a key that does not belong to its certificate is refused."""
-    if config.tls_cert is None and config.tls_key is None:
-        return None
-    if config.tls_cert is None or config.tls_key is None:
-        raise StartError("--tls-cert and --tls-key go together")
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(config.tls_cert, config.tls_key)
-        key, cert = config.tls_key.read_bytes(), config.tls_cert.read_bytes()
-    except (OSError, ssl.SSLError) as exc:
-        raise StartError(
-            f"--tls-cert {config.tls_cert} and --tls-key {config.tls_key}: {exc} "
-            "(is the key the certificate's?)"
-        ) from None
-    return grpc.ssl_server_credentials([(key, cert)])
+        return server_credentials(config.tls_cert, config.tls_key)
+    except TlsError as exc:
+        raise StartError(str(exc)) from None
 
 
 def lock_data_dir(data_dir: Path, holder: str = "cesar serve") -> TextIO:
@@ -186,9 +183,14 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
     stop = threading.Event()
     status = {"code": 0}
 
+    recovering = threading.Lock()
+
     def fail() -> None:
-        status["code"] = 1
-        stop.set()
+        if shards.remote is None:  # a child died: stop; a restart rebuilds every shard
+            status["code"] = 1
+            stop.set()
+        elif recovering.acquire(blocking=False):
+            threading.Thread(target=_recover, args=(front, stop, recovering), daemon=True).start()
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -197,7 +199,13 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         f"--max-instances={config.max_instances or 0}",
         f"--max-alerts-per-epoch={config.max_alerts_per_epoch or 0}",
     ]
-    shards = ShardPool(config.shards, shard_args, config.log_level, config.data_dir)
+    try:
+        shards = ShardPool(
+            config.shards, shard_args, config.log_level, config.data_dir, _remote(config)
+        )
+    except (OSError, ShardFailure) as exc:
+        print(f"cesar: {exc}", file=sys.stderr)
+        return 2
     try:
         catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)
         front = Front(catalog, shards, config.max_time_jump, config.snapshots)
@@ -241,6 +249,40 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         shards.stop()
     log.info("stopped", extra={"status": status["code"]})
     return status["code"]
+
+
+def _remote(config: ServeConfig) -> RemoteShards | None:
+    """The shards started on their own that ``config`` names (None: start children)."""
+    if not config.shard_addresses:
+        return None
+    if config.shard_secret_file is None:
+        raise OSError("--shard needs --shard-secret-file (the secret the shards expect)")
+    return RemoteShards(
+        tuple(config.shard_addresses),
+        config.shard_secret_file.read_text().strip(),
+        config.shard_tls_ca.read_bytes() if config.shard_tls_ca is not None else None,
+    )
+
+
+def _recover(front: Front, stop: threading.Event, running: threading.Lock) -> None:
+    """After a shard on its own was lost: wait until every shard answers, then reload them all
+    from the latest checkpoint and the log (calls get UNAVAILABLE meanwhile)."""
+    try:
+        while not stop.is_set():
+            missing = front.shards.reconnect(10.0)
+            if missing:
+                log.warning("shards unreachable; still waiting", extra={"shards": missing})
+                continue
+            try:
+                front.reload()
+            except ShardFailure as exc:
+                log.warning("reload failed; retrying", extra={"error": str(exc)})
+                stop.wait(1.0)
+                continue
+            log.info("shards reconnected and reloaded")
+            return
+    finally:
+        running.release()
 
 
 def _watch_shards(shards: ShardPool, stop: threading.Event, fail: Callable[[], None]) -> None:

@@ -82,7 +82,9 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         if isinstance(exc, ShardFailure):
             log.error("shard failure", extra={"error": str(exc)})
             self.on_shard_failure()
-            context.abort(grpc.StatusCode.INTERNAL, f"a shard failed: {exc}")
+            context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"a shard failed: {exc}; retry once it is back"
+            )
         context.abort(getattr(grpc.StatusCode, exc.code), str(exc))  # type: ignore[attr-defined]
 
     @staticmethod

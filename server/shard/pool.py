@@ -1,4 +1,9 @@
-"""The front's handle on its shard processes: start, call, watch, stop.
+"""The front's handle on its shard processes: start (or reach), call, watch, stop.
+
+Shards are the front's children (below) or run on their own, possibly on
+other machines (:class:`RemoteShards`: ``cesar serve --shard HOST:PORT``): the
+pool then connects to each address, with TLS when given a CA, presenting the
+shared secret, and :meth:`ShardPool.reconnect` waits for a restarted one.
 
 Each shard is ``python -m cesar.server.shard.process`` with a pipe on its stdin:
 the front writes a fresh secret as its first line (the shard answers only calls
@@ -22,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -36,6 +42,17 @@ class ShardFailure(RuntimeError):
     """A shard process died or failed a call; the front cannot continue consistently."""
 
 
+@dataclass(frozen=True)
+class RemoteShards:
+    """Shards started on their own (``cesar shard --listen``): their addresses in shard order,
+    the secret they expect, the PEM root certificates to check their TLS (None: plaintext)."""
+
+    addresses: tuple[str, ...]
+    secret: str
+    tls_ca: bytes | None = None
+    connect_timeout: float = 30.0
+
+
 class ShardPool:
     """``count`` shard processes and a stub for each."""
 
@@ -45,20 +62,71 @@ class ShardPool:
         shard_args: Sequence[str] = (),
         log_level: str = "INFO",
         data_dir: Path | None = None,
+        remote: RemoteShards | None = None,
     ) -> None:
-        self.count = count
+        self.count = len(remote.addresses) if remote is not None else count
         self.data_dir = data_dir
+        self.remote = remote
         self.processes: list[subprocess.Popen[bytes]] = []
         self.channels: list[grpc.Channel] = []
         self.stubs: list[shard_pb2_grpc.ShardStub] = []
         self.metadata: list[tuple[tuple[str, str], ...]] = []
-        self.pending: list[grpc.Future | None] = [None] * count
+        self.pending: list[grpc.Future | None] = [None] * self.count
+        self.failed: str | None = None
+        """The first failed call since the shards were (re)loaded: their state is unknown."""
         try:
-            for index in range(count):
-                self._spawn(index, shard_args, log_level)
+            for index in range(self.count):
+                if remote is None:
+                    self._spawn(index, shard_args, log_level)
+                else:
+                    self._connect(index, remote)
         except BaseException:
             self.stop()
             raise
+
+    def _connect(self, index: int, remote: RemoteShards) -> None:
+        """Reach the shard at ``remote.addresses[index]`` and check that it takes our secret."""
+        address = remote.addresses[index]
+        if remote.tls_ca is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates=remote.tls_ca)
+            channel = grpc.secure_channel(address, credentials, options=GRPC_OPTIONS)
+        else:
+            channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+        self.channels.append(channel)
+        self.stubs.append(shard_pb2_grpc.ShardStub(channel))
+        self.metadata.append((("authorization", f"Bearer {remote.secret}"),))
+        try:
+            grpc.channel_ready_future(channel).result(timeout=remote.connect_timeout)
+            self.stubs[index].Stats(
+                cesar_pb2.StatsRequest(), metadata=self.metadata[index], timeout=30
+            )
+        except grpc.FutureTimeoutError:
+            raise ShardFailure(
+                f"shard {index} at {address} is not reachable "
+                f"(waited {remote.connect_timeout:g} s): is `cesar shard --listen {address}` "
+                "running, with TLS if --shard-tls-ca is given?"
+            ) from None
+        except grpc.RpcError as exc:
+            raise ShardFailure(
+                f"shard {index} at {address}: {exc.code().name}: {exc.details()} "
+                "(does --shard-secret-file hold the shard's secret?)"
+            ) from None
+        log.info("shard connected", extra={"shard": index, "address": address})
+
+    def reconnect(self, timeout: float) -> list[int]:
+        """Wait up to ``timeout`` seconds for every remote shard to be reachable again; the
+        indices of those still unreachable."""
+        deadline = time.monotonic() + timeout
+        missing = []
+        for index, channel in enumerate(self.channels):
+            try:
+                grpc.channel_ready_future(channel).result(
+                    timeout=max(0.1, deadline - time.monotonic())
+                )
+            except grpc.FutureTimeoutError:
+                missing.append(index)
+        self.pending = [None] * self.count
+        return missing
 
     def _spawn(self, index: int, shard_args: Sequence[str], log_level: str) -> None:
         process = subprocess.Popen(
@@ -112,7 +180,8 @@ class ShardPool:
                         "shard call refused", extra={"shard": index, "error": exc.details()}
                     )
                     continue
-                raise ShardFailure(f"shard {index}: {exc.code().name}: {exc.details()}") from exc
+                self.failed = f"shard {index}: {exc.code().name}: {exc.details()}"
+                raise ShardFailure(self.failed) from exc
         return results
 
     def _settle(self, targets: Iterable[int]) -> None:
@@ -161,7 +230,10 @@ class ShardPool:
             (i, s.Stats.future(request, metadata=self.metadata[i]))
             for i, s in enumerate(self.stubs)
         ]
-        return self._all(calls)  # type: ignore[return-value]
+        stats: list[cesar_pb2.ShardStats] = self._all(calls)  # type: ignore[assignment]
+        for index, shard in enumerate(stats):
+            shard.shard = index  # a shard on its own does not know its place
+        return stats
 
     def snapshot(self, position: int, keep: Sequence[int]) -> list[shard_pb2.SnapshotResponse]:
         """Every shard saves its run state as the snapshot at ``position``, keeping ``keep``."""

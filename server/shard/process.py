@@ -1,12 +1,18 @@
 """A shard process: one engine per lane, applying whole epochs sent by the front.
 
-``python -m cesar.server.shard.process`` reads a secret from the first line of
-its standard input, serves the internal ``cesar.v1.Shard`` service on loopback
-to callers that present it (``authorization: Bearer <secret>``; anyone else gets
-UNAUTHENTICATED), prints ``ready <port>`` on stdout once listening, and exits
-as soon as its standard input reaches end of file — the front holds the other
-end of that pipe, so a shard never outlives its front, even one killed with
-``kill -9``.  The engines (:class:`~cesar.server.engine.engine.Engine`) are the core; this
+As the front's child, ``python -m cesar.server.shard.process`` reads a secret
+from the first line of its standard input, serves the internal
+``cesar.v1.Shard`` service on loopback to callers that present it
+(``authorization: Bearer <secret>``; anyone else gets UNAUTHENTICATED), prints
+``ready <port>`` on stdout once listening, and exits as soon as its standard
+input reaches end of file — the front holds the other end of that pipe, so a
+shard never outlives its front, even one killed with ``kill -9``.
+
+On its own (``cesar shard --listen HOST:PORT --data-dir DIR --secret-file F``,
+optionally with TLS) it serves that address until SIGTERM, for a front on
+another machine (``cesar serve --shard HOST:PORT``); its snapshots live in its
+data directory, so a restarted shard resumes from them when the front
+reconnects.  The engines (:class:`~cesar.server.engine.engine.Engine`) are the core; this
 module only translates messages and keeps the lanes apart.
 """
 
@@ -39,6 +45,7 @@ from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.rss import rss_bytes
 from cesar.server.host.snapshots import SnapshotError
+from cesar.server.host.tls import server_credentials
 from cesar.server.wire.algebra_proto import compile_algebra
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
@@ -249,17 +256,31 @@ class ShardState:
 
 
 class ShardServicer(shard_pb2_grpc.ShardServicer):
-    """The internal service.  The front serializes its calls; the lock keeps out any other."""
+    """The internal service.  The front serializes its calls; the lock keeps out any other.
+
+    A shard takes work only once loaded (a Load since it started): a shard that
+    restarted behind the front's back answers FAILED_PRECONDITION instead of
+    applying epochs to lanes it no longer has, and the front reloads it.
+    """
 
     def __init__(self, index: int, state: ShardState) -> None:
         self.index = index
         self.state = state
         self.lock = threading.Lock()
+        self.loaded = False
+
+    def _check_loaded(self, context: grpc.ServicerContext) -> None:
+        if not self.loaded:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "this shard (re)started and holds no state yet: the front must Load it",
+            )
 
     def Install(
         self, request: shard_pb2.InstallBatch, context: grpc.ServicerContext
     ) -> shard_pb2.InstallResponse:
         with self.lock:
+            self._check_loaded(context)
             for install in request.subscriptions:
                 try:
                     self.state.install(install)
@@ -271,6 +292,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.RemoveRequest, context: grpc.ServicerContext
     ) -> shard_pb2.RemoveResponse:
         with self.lock:
+            self._check_loaded(context)
             if request.subscription not in self.state.output:
                 context.abort(
                     grpc.StatusCode.NOT_FOUND, f"no subscription {request.subscription} here"
@@ -282,6 +304,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.ApplyRequest, context: grpc.ServicerContext
     ) -> shard_pb2.ApplyResponse:
         with self.lock:
+            self._check_loaded(context)
             return self.state.apply(request)
 
     def Stats(
@@ -295,6 +318,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     ) -> shard_pb2.SnapshotResponse:
         started = time.monotonic()
         with self.lock:
+            self._check_loaded(context)
             try:
                 size = self.state.snapshot(request.position, set(request.keep))
             except (OSError, SnapshotError) as exc:
@@ -307,6 +331,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.LoadRequest, context: grpc.ServicerContext
     ) -> shard_pb2.LoadResponse:
         with self.lock:
+            self.loaded = True
             try:
                 self.state.load(request.position)
             except SnapshotError as exc:
@@ -320,6 +345,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.ResumeRequest, context: grpc.ServicerContext
     ) -> shard_pb2.ResumeResponse:
         with self.lock:
+            self._check_loaded(context)
             return shard_pb2.ResumeResponse(instances=self.state.resume())
 
 
@@ -350,17 +376,41 @@ def _exit_with_parent() -> None:
     os._exit(0)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cesar.server.shard.process")
-    parser.add_argument("--index", type=int, required=True)
+def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a shard process (``cesar shard`` and the front's children)."""
+    parser.add_argument("--index", type=int, default=0, help="its number, for logs")
     parser.add_argument("--max-instances-per-node", type=int, default=0, help="0: unlimited")
     parser.add_argument("--max-instances", type=int, default=0, help="0: unlimited")
     parser.add_argument("--max-alerts-per-epoch", type=int, default=0, help="0: unlimited")
     parser.add_argument("--data-dir", type=Path, help="where its snapshots are written")
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="run on its own, serving this address (else: a child reading its secret on stdin)",
+    )
+    parser.add_argument(
+        "--secret-file", type=Path, help="with --listen: the secret the front presents"
+    )
+    parser.add_argument("--tls-cert", type=Path, help="with --listen: PEM certificate chain")
+    parser.add_argument("--tls-key", type=Path, help="with --listen: PEM private key")
     parser.add_argument("--log-level", default="INFO")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the shard until SIGTERM (on its own) or until the front's pipe closes (child)."""
     configure_logging(args.log_level, f"shard-{args.index}")
     tune_collector()
+    standalone = args.listen is not None
+    try:
+        secret = _secret(args)
+        credentials = server_credentials(args.tls_cert, args.tls_key) if standalone else None
+        if standalone and args.data_dir is None:
+            raise ValueError("--listen needs --data-dir (its snapshots live there)")
+        if args.data_dir is not None:
+            args.data_dir.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        print(f"cesar shard: {exc}", file=sys.stderr)
+        return 2
     state = ShardState(
         EngineOptions(
             max_instances_per_node=args.max_instances_per_node or None,
@@ -369,27 +419,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.max_alerts_per_epoch or None,
         args.data_dir,
     )
-    if args.data_dir is not None:
-        args.data_dir.mkdir(parents=True, exist_ok=True)
-    secret = sys.stdin.buffer.readline().decode().strip()
-    if not secret:
-        print("cesar shard: expected a secret on the first line of standard input", file=sys.stderr)
-        return 2
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=4),
-        options=GRPC_OPTIONS,
+        options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)],
         interceptors=[SecretCheck(secret)],
     )
     shard_pb2_grpc.add_ShardServicer_to_server(ShardServicer(args.index, state), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    address = args.listen if standalone else "127.0.0.1:0"
+    try:
+        if credentials is not None:
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        print(f"cesar shard: cannot listen on {address} ({exc})", file=sys.stderr)
+        return 2
     server.start()
-    threading.Thread(target=_exit_with_parent, daemon=True, name="parent-watch").start()
     signal.signal(signal.SIGTERM, lambda *_: server.stop(grace=5))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front decides when shards stop
+    if standalone:
+        signal.signal(signal.SIGINT, lambda *_: server.stop(grace=5))
+    else:
+        threading.Thread(target=_exit_with_parent, daemon=True, name="parent-watch").start()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front decides when shards stop
     print(f"ready {port}", flush=True)
-    log.info("shard listening", extra={"port": port})
+    log.info("shard listening", extra={"address": address, "port": port, "tls": bool(credentials)})
     server.wait_for_termination()
     return 0
+
+
+def _secret(args: argparse.Namespace) -> str:
+    """The secret callers must present: from ``--secret-file`` on its own, else stdin's first
+    line (the front writes it)."""
+    if args.listen is None:
+        secret = sys.stdin.buffer.readline().decode().strip()
+        if not secret:
+            raise ValueError("expected a secret on the first line of standard input")
+        return secret
+    if args.secret_file is None:
+        raise ValueError("--listen needs --secret-file (the front presents that secret)")
+    secret = str(args.secret_file.read_text()).strip()
+    if len(secret) < 16:
+        raise ValueError(f"--secret-file {args.secret_file}: a secret of 16 characters or more")
+    return secret
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cesar.server.shard.process")
+    add_shard_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from cesar.perf.serverproc import (
     wait_gone,
 )
 from cesar.server.host import snapshots
+from cesar.server.wire.client import publish_requests
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 
@@ -285,3 +287,84 @@ def test_restart_after_compaction_resumes_listen_and_skips_a_damaged_snapshot(
             path.write_bytes(b"CESAR-SNAPSHOT\n{}\n")
     stderr = _start_fails(server)
     assert "no usable checkpoint" in stderr and "compacted" in stderr, stderr
+
+
+def _own_shard(address: str, data: Path, secret: Path, cert: Path, key: Path):  # type: ignore[no-untyped-def]
+    """``cesar shard --listen ADDRESS`` with TLS; (process, port)."""
+    process = subprocess.Popen(
+        [str(CESAR), "shard", "--listen", address, "--data-dir", str(data)]
+        + ["--secret-file", str(secret), "--tls-cert", str(cert), "--tls-key", str(key)],
+        stdout=subprocess.PIPE,
+        stderr=open(data.parent / f"{data.name}.log", "a"),  # noqa: SIM115 - the child keeps it
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().split()
+    assert line and line[0] == "ready", f"shard did not start at {address}"
+    return process, int(line[1])
+
+
+def _retrying(call, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """``call`` until it is not UNAVAILABLE (the front reloading its shards), up to 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return call(*args, **kwargs)
+        except grpc.RpcError as exc:
+            if exc.code() is not grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) -> None:
+    """Two shards started on their own at 127.0.0.2 and 127.0.0.3 (TLS, a shared secret); one
+    is killed with kill -9 mid-stream and started again: the front answers UNAVAILABLE, then
+    reloads both from the latest checkpoint, and the alerts are exactly cesar run's."""
+    cert, key, secret = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "secret"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=shards", "-addext", "subjectAltName=IP:127.0.0.2,IP:127.0.0.3",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    secret.write_text("a shared secret of the front and its shards\n")
+    first, port_a = _own_shard("127.0.0.2:0", tmp_path / "a", secret, cert, key)
+    second, port_b = _own_shard("127.0.0.3:0", tmp_path / "b", secret, cert, key)
+    shards = ["--shard", f"127.0.0.2:{port_a}", "--shard", f"127.0.0.3:{port_b}"]
+    tls = ["--shard-tls-ca", str(cert), "--snapshot-every-batches", "4"]
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not the secret the shards were given")
+    server = Server(tmp_path / "data", *shards, "--shard-secret-file", str(wrong), *tls)
+    assert "does --shard-secret-file hold" in _start_fails(server)
+    server = Server(tmp_path / "data", *shards, "--shard-secret-file", str(secret), *tls)
+    server.start()
+    try:
+        conn = server.connect()
+        subs = [subscribe(conn, text) for _, text in SOURCES]
+        events = sample_events()
+        requests = publish_requests(events, 100)
+        half = len(requests) // 2
+        for request in requests[:half]:
+            conn.stub.PublishBatch(request, metadata=conn.metadata)
+        second.kill()
+        second.wait()
+        second, _ = _own_shard(f"127.0.0.3:{port_b}", tmp_path / "b", secret, cert, key)
+        for request in requests[half:]:
+            _retrying(conn.stub.PublishBatch, request, metadata=conn.metadata)
+        listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
+        total = sum(s.last_seq for s in listing.subscriptions)
+        alerts = collect(conn, total, pb.ListenRequest(after_seq={s.id: 0 for s in subs}))
+        assert Counter(alert_line(a) for a in alerts) == normalized(
+            expected_lines(SOURCES, events)
+        )
+        for sub in subs:
+            seqs = [a.seq for a in alerts if a.subscription == sub.id]
+            assert seqs == list(range(1, len(seqs) + 1))
+        records = [json.loads(line) for line in server.log.read_text().splitlines()]
+        assert any(r.get("msg") == "shards reconnected and reloaded" for r in records)
+        assert server.stop() == 0
+    finally:
+        for process in (first, second):
+            process.terminate()
+            process.wait(30)
