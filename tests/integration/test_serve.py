@@ -292,8 +292,10 @@ def test_restart_after_compaction_resumes_listen_and_skips_a_damaged_snapshot(
 def _own_shard(address: str, data: Path, secret: Path, cert: Path, key: Path):  # type: ignore[no-untyped-def]
     """``cesar shard --listen ADDRESS`` with TLS; (process, port)."""
     process = subprocess.Popen(
-        [str(CESAR), "shard", "--listen", address, "--data-dir", str(data)]
-        + ["--secret-file", str(secret), "--tls-cert", str(cert), "--tls-key", str(key)],
+        [
+            *(str(CESAR), "shard", "--listen", address, "--data-dir", str(data)),
+            *("--secret-file", str(secret), "--tls-cert", str(cert), "--tls-key", str(key)),
+        ],
         stdout=subprocess.PIPE,
         stderr=open(data.parent / f"{data.name}.log", "a"),  # noqa: SIM115 - the child keeps it
         text=True,
@@ -355,9 +357,7 @@ def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) ->
         listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
         total = sum(s.last_seq for s in listing.subscriptions)
         alerts = collect(conn, total, pb.ListenRequest(after_seq={s.id: 0 for s in subs}))
-        assert Counter(alert_line(a) for a in alerts) == normalized(
-            expected_lines(SOURCES, events)
-        )
+        assert Counter(alert_line(a) for a in alerts) == normalized(expected_lines(SOURCES, events))
         for sub in subs:
             seqs = [a.seq for a in alerts if a.subscription == sub.id]
             assert seqs == list(range(1, len(seqs) + 1))
