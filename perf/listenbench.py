@@ -40,11 +40,12 @@ EVERY = "FILTER{Price > 0} Stock PUBLISH Every"
 
 
 def _publish(conn: Any, work: Workload, start: int, count: int, batch: int, epoch: int) -> None:
-    """Publish ``count`` quotes, epochs ``start / epoch`` on, each batch closing its epochs."""
+    """Publish ``count`` quotes (a multiple of ``epoch``), epochs ``start / epoch`` on, each
+    batch closing its epochs."""
     t = start // epoch
-    for _ in range(0, count, batch):
+    for first in range(0, count, batch):
         events = []
-        for _ in range(batch // epoch):
+        for _ in range(min(batch, count - first) // epoch):
             events.extend(work.epoch(t, epoch))
             t += 1
         request = pb.PublishRequest(events=[to_event(e) for e in events], watermark=t - 1)
