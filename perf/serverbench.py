@@ -6,8 +6,10 @@ the streaming Publish RPC in batches of 1,000, and have every client Listen
 until it holds all its alerts.  Reported per shard count: subscriptions/s and
 subscribe latency p50/p99, publish throughput (events acknowledged per
 second), time until the last alert is received, alerts, and the shards'
-deterministic engine counters; then the 2-shard / 1-shard ratios.  The alert
-count must be the same for every shard count (checked).
+deterministic engine counters; then the 2-shard / 1-shard ratios, and each
+shard count's publish rate against the same queries and events run on one
+engine in this process first (``vs_in_process``).  The alert count must be the
+same for every shard count and the in-process run (checked).
 
     python -m cesar.perf.serverbench                 # 10K queries, 50 clients, 100K events
     python -m cesar.perf.serverbench --smoke         # 300 queries, 5 clients, 5K events (CI)
@@ -33,8 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cesar.automata.schema import Event, Value
-from cesar.perf.serverproc import Server
+from cesar.automata.schema import Event, Value, parse_stream_spec
+from cesar.perf.serverproc import STOCK, Server
+from cesar.server.engine.workload import Workload
 from cesar.server.wire.client import Connection, publish_requests
 from cesar.v1 import cesar_pb2 as pb
 
@@ -105,6 +108,16 @@ class ServerRun:
     last_alert_s: float
     alerts: int
     counters: dict[str, int]
+
+
+def in_process(texts: list[tuple[str, str]], events: list[Event]) -> dict[str, float]:
+    """The same queries and events on one engine in this process (``cesar run``'s path):
+    events/s of the run alone (compiling not counted) and its alerts."""
+    program = Workload.build([parse_stream_spec(STOCK)], texts)
+    started = time.perf_counter()
+    alerts = len(program.run(list(events), engine="engine"))
+    seconds = time.perf_counter() - started
+    return {"events_per_s": round(len(events) / seconds, 1), "alerts": alerts}
 
 
 def run(shards: int, texts: list[tuple[str, str]], events: list[Event], clients: int) -> ServerRun:
@@ -203,14 +216,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.queries, args.clients, args.events = 300, 5, 5_000
     texts = queries(args.queries)
     events = stock_events(args.events)
+    engine = in_process(texts, events)
     records = [run(n, texts, events, args.clients) for n in args.shards]
-    alerts = {r.alerts for r in records}
+    alerts = {r.alerts for r in records} | {engine["alerts"]}
     summary: dict[str, object] = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {platform.python_implementation()} "
         f"{platform.python_version()}",
         "alerts_agree": len(alerts) == 1,
+        "in_process": engine,
         "records": [asdict(r) for r in records],
+        "vs_in_process": {
+            str(r.shards): round(r.events_per_s / engine["events_per_s"], 2) for r in records
+        },
     }
     if len(records) >= 2:
         one, many = records[0], records[-1]

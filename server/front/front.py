@@ -25,6 +25,7 @@ connections and never block that path.
 from __future__ import annotations
 
 import logging
+import queue
 import sqlite3
 import threading
 import time
@@ -74,7 +75,7 @@ from cesar.server.front.errors import (
 from cesar.server.front.placement import pinned_shard, place
 from cesar.server.front.registry import Live, Registry, describe_stream
 from cesar.server.host.rss import rss_bytes
-from cesar.server.shard.pool import ShardPool
+from cesar.server.shard.pool import Applying, ShardFailure, ShardPool
 from cesar.server.wire.algebra_proto import (
     AlgebraMessageError,
     compile_algebra,
@@ -119,6 +120,54 @@ class Prepared:
         return self.shape.publish if self.shape is not None else None
 
 
+class Ticket:
+    """A batch begun: applied by the shards, then logged by the committer thread.
+
+    :meth:`result` waits for it: the acknowledgement, or the ShardFailure that
+    stopped it.
+    """
+
+    def __init__(
+        self,
+        number: int,
+        key: str,
+        accepted: list[Event],
+        payload: bytes,
+        shard: int | None,
+        response: pb.PublishResponse,
+    ) -> None:
+        self.number = number
+        self.key = key
+        self.accepted = accepted
+        self.payload = payload
+        self.shard = shard
+        self.response = response
+        self.applying: Applying | None = None
+        self.error: ShardFailure | None = None
+        self._finished = threading.Event()
+
+    @classmethod
+    def done(cls, response: pb.PublishResponse) -> Ticket:
+        """A ticket finished already (a duplicate batch)."""
+        ticket = cls(response.batch, "", [], b"", None, response)
+        ticket.finish()
+        return ticket
+
+    def finish(self) -> None:
+        self._finished.set()
+
+    def fail(self, error: ShardFailure) -> None:
+        self.error = error
+        self._finished.set()
+
+    def result(self) -> pb.PublishResponse:
+        """The acknowledgement, once the batch is logged; raises its ShardFailure."""
+        self._finished.wait()
+        if self.error is not None:
+            raise self.error
+        return self.response
+
+
 class Front:
     """The server's state and operations; see the module docstring."""
 
@@ -139,6 +188,14 @@ class Front:
         self.registry = Registry(shards.count)
         self.gate = EpochGate(shards.count, self.registry.groups)
         self.batches = 0
+        self.committed = 0
+        """Batches are numbered in order under the lock, applied by the shards with the lock
+        free, and logged in order: ``committed`` is the last logged; ``turn`` wakes those
+        waiting for theirs; ``inflight`` holds the idempotency keys of batches not logged yet."""
+        self.turn = threading.Condition(self.lock)
+        self.inflight: set[str] = set()
+        self.commits: queue.SimpleQueue[Ticket] = queue.SimpleQueue()
+        threading.Thread(target=self._committer, daemon=True, name="committer").start()
         self.listens: Counter[str] = Counter()
         self.newest: dict[str, int] = {}
         self.max_time_jump = max_time_jump
@@ -209,7 +266,8 @@ class Front:
             self._resume(chosen)
         self.registry.shares = {s: c for s, c in shares.items() if s in self.registry.streams}
         replay_to(None)
-        self.batches = self.catalog.batch_count()
+        self.batches = self.committed = self.catalog.batch_count()
+        self.inflight.clear()
         self.listeners.notify(self.catalog.last_alert_id())
         log.info(
             "catalog loaded",
@@ -261,7 +319,7 @@ class Front:
         events = [trusted_event(e) for e in batch.events]
         for event in events:
             self._saw(event)
-        self._advance(events, batch.watermark or None, shard)
+        self._advance(events, batch.watermark or None, shard).result()
 
     # ---------------------------------------------------------------- streams
 
@@ -633,7 +691,17 @@ class Front:
     # ----------------------------------------------------------------- publish
 
     def publish(self, client: Client, request: pb.PublishRequest) -> pb.PublishResponse:
-        """Validate, log, apply and sequence one batch of ``client``'s; the acknowledgement.
+        """Validate, apply, log and sequence one batch of ``client``'s; the acknowledgement
+        (once it is logged).  See :meth:`begin`."""
+        return self.begin(client, request).result()
+
+    def begin(self, client: Client, request: pb.PublishRequest) -> Ticket:
+        """Validate one batch of ``client``'s and send the shards its ready epochs; the
+        ticket whose :meth:`~Ticket.result` is the acknowledgement, once it is logged.
+
+        Batches are numbered and sent to the shards in the order they begin; while
+        the shards apply one, the next begins; the committer thread logs them in
+        order (with their alerts and seqs) as they finish, and finishes their tickets.
 
         Without ``request.shard`` the front routes each event; with it (the
         feed's batches) every event is for that shard and only its epochs count.
@@ -668,68 +736,148 @@ class Front:
         with self.lock:
             self._check_open()
             if key:
+                while key in self.inflight:
+                    self._wait_turn()
                 found = self.catalog.find_batch(key)
                 if found is not None:
                     self.counters["duplicate_batches"] += 1
-                    return pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
-            response = pb.PublishResponse()
-            valid: list[tuple[int, int, int, Event]] = []
-            for index, (item, arrival) in enumerate(incoming):
-                if isinstance(item, EventError):
-                    response.rejected.append(rejection(index, item))
-                else:
-                    valid.append((item.t1, index if arrival is None else arrival, index, item))
-            valid.sort(key=lambda item: (item[0], item[1]))
-            accepted: list[Event] = []
-            now = time.time()
-            aheads = [self._too_far_ahead(event, now) for *_, event in valid]
-            if request.watermark:
-                fine = [v[3] for v, ahead in zip(valid, aheads, strict=True) if ahead is None]
-                self._check_watermark(request.watermark, fine, now)
-            for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
-                if ahead is not None:
-                    response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
-                    continue
-                settled = self.gate.settled(t1, event.stream, shard)
-                if settled is not None:
-                    response.rejected.append(
-                        pb.Rejection(
-                            index=index,
-                            field="t1",
-                            reason=f"late: t1 = {t1}, but events up to t1 = {settled} "
-                            "are already being processed"
-                            + ("" if shard is None else f" on shard {shard}"),
-                        )
+                    return Ticket.done(
+                        pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
-                    continue
-                accepted.append(event)
-                self._saw(event)
-            response.rejected.sort(key=lambda r: r.index)
-            logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
+            response, accepted, in_order = self._accept(request, incoming, shard)
+            if in_order and not request.arrow_events:
+                logged = pb.PublishRequest(events=request.events)
+            else:
+                logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
             if shard is not None:
                 logged.shard, logged.shards = shard, request.shards
-            alerts = self._advance(accepted, request.watermark or None, shard)
-            rows, touched = self._sequence(alerts)
             self.batches += 1
-            self.catalog.commit_batch(
-                self.batches, key, len(accepted), logged.SerializeToString(), rows, touched
-            )
-            if self.checkpoints.due(self.batches):
-                self.checkpoints.take(
-                    self.batches, {"gate": self.gate.to_data(), "newest": dict(self.newest)}
-                )
+            number = response.batch = self.batches
             response.accepted = len(accepted)
-            response.batch = self.batches
-            self.counters["events_accepted"] += len(accepted)
-            self.counters["events_rejected"] += len(response.rejected)
-            self.counters["alerts"] += len(rows)
-            self.counters["batches"] += 1
-            if shard is not None:
-                self.counters["routed_batches"] += 1
+            payload = logged.SerializeToString()
+            ticket = Ticket(number, key, accepted, payload, shard, response)
+            if self.checkpoints.due(number):
+                # the snapshots must hold exactly the batches up to this one: nothing in flight
+                while self.committed < number - 1:
+                    self._wait_turn()
+                alerts = self._advance(accepted, request.watermark or None, shard).result()
+                self._commit(ticket, alerts)
+                self.checkpoints.take(
+                    number, {"gate": self.gate.to_data(), "newest": dict(self.newest)}
+                )
+            else:
+                ticket.applying = self._advance(accepted, request.watermark or None, shard)
+                if key:
+                    self.inflight.add(key)
+                self.commits.put(ticket)
+        return ticket
+
+    def _committer(self) -> None:
+        """Log the batches in flight, in order, as their shards finish applying them."""
+        while True:
+            ticket = self.commits.get()
+            assert ticket.applying is not None
+            try:
+                alerts = ticket.applying.result()  # the lock is free: the next batch goes on
+            except ShardFailure as exc:
+                with self.lock:
+                    self.turn.notify_all()
+                ticket.fail(exc)
+                continue
+            with self.lock:
+                if self.shards.failed is not None:  # an earlier batch failed: none after commits
+                    ticket.fail(ShardFailure(self.shards.failed))
+                    continue
+                try:
+                    self._commit(ticket, alerts)
+                except ShardFailure as exc:
+                    ticket.fail(exc)
+
+    def _wait_turn(self) -> None:
+        """Wait (holding the lock) until a batch in flight commits; ShardFailure if the shards
+        failed meanwhile (no batch after the failure may commit)."""
+        if self.shards.failed is not None:
+            raise ShardFailure(self.shards.failed)
+        self.turn.wait()
+        if self.shards.failed is not None:
+            raise ShardFailure(self.shards.failed)
+
+    def _accept(
+        self,
+        request: pb.PublishRequest,
+        incoming: list[tuple[Event | EventError, int | None]],
+        shard: int | None,
+    ) -> tuple[pb.PublishResponse, list[Event], bool]:
+        """Sort and check a batch's decoded events; the response (rejections), the accepted
+        events in (t1, arrival) order and whether they are the request's events as sent."""
+        response = pb.PublishResponse()
+        valid: list[tuple[int, int, int, Event]] = []
+        for index, (item, arrival) in enumerate(incoming):
+            if isinstance(item, EventError):
+                response.rejected.append(rejection(index, item))
+            else:
+                valid.append((item.t1, index if arrival is None else arrival, index, item))
+        valid.sort(key=lambda item: (item[0], item[1]))
+        accepted: list[Event] = []
+        now = time.time()
+        limits: dict[str, int | None] = {}
+        aheads = [self._too_far_ahead(event, now, limits) for *_, event in valid]
+        if request.watermark:
+            fine = [v[3] for v, ahead in zip(valid, aheads, strict=True) if ahead is None]
+            self._check_watermark(request.watermark, fine, now)
+        in_order = True
+        for position, ((t1, _order, index, event), ahead) in enumerate(
+            zip(valid, aheads, strict=True)
+        ):
+            if ahead is not None:
+                response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
+                continue
+            settled = self.gate.settled(t1, event.stream, shard)
+            if settled is not None:
+                response.rejected.append(
+                    pb.Rejection(
+                        index=index,
+                        field="t1",
+                        reason=f"late: t1 = {t1}, but events up to t1 = {settled} "
+                        "are already being processed"
+                        + ("" if shard is None else f" on shard {shard}"),
+                    )
+                )
+                continue
+            in_order = in_order and index == position
+            accepted.append(event)
+            self._saw(event)
+        response.rejected.sort(key=lambda r: r.index)
+        if response.rejected or any(m.point for m in request.events):
+            in_order = False
+        return response, accepted, in_order
+
+    def _commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:
+        """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
+        ticket.  A commit that fails leaves the shards ahead of the log: the front stops
+        taking batches (ShardFailure) until it is reloaded."""
+        try:
+            rows, touched = self._sequence(alerts)
+            self.catalog.commit_batch(
+                ticket.number, ticket.key, len(ticket.accepted), ticket.payload, rows, touched
+            )
+        except Exception as exc:
+            self.shards.failed = f"batch {ticket.number} was applied but not logged ({exc})"
+            self.turn.notify_all()
+            raise ShardFailure(self.shards.failed) from exc
+        self.committed = ticket.number
+        self.inflight.discard(ticket.key)
+        self.turn.notify_all()
+        self.counters["events_accepted"] += len(ticket.accepted)
+        self.counters["events_rejected"] += len(ticket.response.rejected)
+        self.counters["alerts"] += len(rows)
+        self.counters["batches"] += 1
+        if ticket.shard is not None:
+            self.counters["routed_batches"] += 1
         if rows:
             self.listeners.notify(self.catalog.last_alert_id())
-        return response
+        ticket.finish()
 
     def _saw(self, event: Event) -> None:
         """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
@@ -769,7 +917,7 @@ class Front:
             marks.append(int(now / seconds))
         return max(marks) + self._bound(stream) if marks else None
 
-    def _too_far_ahead(self, event: Event, now: float) -> str | None:
+    def _too_far_ahead(self, event: Event, now: float, limits: dict[str, int | None]) -> str | None:
         """Why ``event`` is refused as too far in the future, or None.
 
         Its ``t1`` may be at most ``max_time_jump`` seconds ahead of the newest
@@ -778,7 +926,11 @@ class Front:
         stream) cannot make every later event late.  For the abstract tick the
         bound is that many ticks past the stream's newest event.
         """
-        limit = self._time_limit(event.stream, now)
+        stream = event.stream
+        if stream in limits:
+            limit = limits[stream]
+        else:
+            limit = limits[stream] = self._time_limit(stream, now)
         if limit is None or event.t1 <= limit:
             return None
         return (
@@ -820,14 +972,11 @@ class Front:
             except EventError as exc:
                 raise InvalidArgument(f"arrow_events: {exc.reason}") from None
 
-    def _advance(
-        self, accepted: list[Event], watermark: int | None, shard: int | None
-    ) -> list[shard_pb2.ShardAlert]:
-        """Pass ``accepted`` (in (t1, arrival) order) through the epoch gate; apply the ready."""
+    def _advance(self, accepted: list[Event], watermark: int | None, shard: int | None) -> Applying:
+        """Pass ``accepted`` (in (t1, arrival) order) through the epoch gate; send the shards
+        the epochs now ready (their alerts: the result)."""
         arrivals = [(event, self.registry.destinations(event, shard)) for event in accepted]
         released = self.gate.advance(arrivals, watermark, shard)
-        if not any(released):
-            return []
         requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
         for k, ready in enumerate(released):
             lanes: dict[str, shard_pb2.LaneEvents] = {}
@@ -836,7 +985,7 @@ class Front:
                 if group is None:
                     group = lanes[item.lane] = requests[k].lanes.add(lane=item.lane)
                 group.events.append(to_event(item.event))
-        return self.shards.apply(requests)
+        return self.shards.apply_later(requests)
 
     def _sequence(
         self, alerts: list[shard_pb2.ShardAlert]
@@ -845,6 +994,8 @@ class Front:
         touched: dict[str, int] = {}
         for alert in alerts:
             sub = alert.subscription
+            if sub not in self.registry.live:
+                continue  # removed while the batch was being applied
             seq = self.registry.last_seq[sub] + 1
             self.registry.last_seq[sub] = touched[sub] = seq
             message = pb.Alert(subscription=sub, seq=seq, notice=alert.notice)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -18,7 +20,7 @@ from google.protobuf.message import DecodeError
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.front.errors import FrontError
-from cesar.server.front.front import Front, SubscribeItem
+from cesar.server.front.front import Front, SubscribeItem, Ticket
 from cesar.server.shard.pool import ShardFailure
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
@@ -210,9 +212,35 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def Publish(
         self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
     ) -> Iterator[pb.PublishResponse]:
+        """Acknowledgements in request order; up to ``PIPELINE`` batches of the stream are
+        begun (validated, sent to the shards) before the oldest is acknowledged."""
         client = self._caller(context)
-        for request in request_iterator:
-            yield self.front.publish(client, request)
+        begun: queue.Queue[Ticket | BaseException | None] = queue.Queue(PIPELINE)
+
+        def hand(item: Ticket | BaseException | None) -> bool:
+            while context.is_active():
+                try:
+                    begun.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def read() -> None:
+            try:
+                for request in request_iterator:
+                    if not hand(self.front.begin(client, request)):
+                        return
+            except BaseException as exc:
+                hand(exc)
+                return
+            hand(None)
+
+        threading.Thread(target=read, daemon=True, name="publish-reader").start()
+        while (item := begun.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item.result()
 
     @_errors
     def PublishBatch(
@@ -273,6 +301,9 @@ def add_to_server(servicer: CesarServicer, server: grpc.Server) -> None:
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
 
+
+PIPELINE = 4
+"""Batches of one Publish stream begun before the oldest is acknowledged."""
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Cesar"].full_name
 

@@ -13,10 +13,13 @@ the shard prints ``ready <port>`` on its stdout.  Calls that go to several
 shards are issued together and awaited in shard order, so results are
 deterministic.
 
-An install is not awaited: the front has stored the subscriptions, and the
-shards build them while it compiles the next batch.  Every later call to a
-shard (install, remove, apply, stats) first waits for the install still
-outstanding there, so each shard sees its calls in the order they were made.
+Calls to one shard go through its own sender thread, one at a time, so each
+shard sees its calls in the order they were made, whatever thread made them
+and whether or not the caller waits.  An install is not awaited: the front
+has stored the subscriptions, and the shards build them while it compiles the
+next batch (an install's failure surfaces at the next call that checks it).
+:meth:`ShardPool.apply_later` sends epochs without waiting, so the front can
+take the next batch while the shards apply this one.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -53,6 +58,29 @@ class RemoteShards:
     connect_timeout: float = 30.0
 
 
+class Applying:
+    """Epochs sent to the shards: :meth:`result` waits for their alerts (ShardFailure if a
+    shard, or an install sent before, failed)."""
+
+    def __init__(
+        self,
+        pool: ShardPool,
+        installs: list[tuple[int, Future[Any]]],
+        calls: list[tuple[int, Future[Any]]],
+    ) -> None:
+        self.pool = pool
+        self.installs = installs
+        self.calls = calls
+
+    def result(self) -> list[shard_pb2.ShardAlert]:
+        """Every alert, shard by shard."""
+        self.pool._all(self.installs)
+        alerts: list[shard_pb2.ShardAlert] = []
+        for response in self.pool._all(self.calls):
+            alerts.extend(response.alerts)
+        return alerts
+
+
 class ShardPool:
     """``count`` shard processes and a stub for each."""
 
@@ -71,7 +99,11 @@ class ShardPool:
         self.channels: list[grpc.Channel] = []
         self.stubs: list[shard_pb2_grpc.ShardStub] = []
         self.metadata: list[tuple[tuple[str, str], ...]] = []
-        self.pending: list[grpc.Future | None] = [None] * self.count
+        self.pending: list[list[Future[Any]]] = [[] for _ in range(self.count)]
+        """Per shard, the installs sent and not yet checked."""
+        self.senders = [
+            ThreadPoolExecutor(1, thread_name_prefix=f"shard-{i}") for i in range(self.count)
+        ]
         self.failed: str | None = None
         """The first failed call since the shards were (re)loaded: their state is unknown."""
         try:
@@ -125,7 +157,7 @@ class ShardPool:
                 )
             except grpc.FutureTimeoutError:
                 missing.append(index)
-        self.pending = [None] * self.count
+        self.pending = [[] for _ in range(self.count)]
         return missing
 
     def _spawn(self, index: int, shard_args: Sequence[str], log_level: str) -> None:
@@ -168,8 +200,8 @@ class ShardPool:
         return [i for i, p in enumerate(self.processes) if p.poll() is not None]
 
     def _all(
-        self, calls: Iterable[tuple[int, grpc.Future]], tolerate: grpc.StatusCode | None = None
-    ) -> list[object]:
+        self, calls: Iterable[tuple[int, Future[Any]]], tolerate: grpc.StatusCode | None = None
+    ) -> list[Any]:
         results = []
         for index, future in calls:
             try:
@@ -184,53 +216,51 @@ class ShardPool:
                 raise ShardFailure(self.failed) from exc
         return results
 
+    def _send(self, index: int, method: str, request: Any) -> Future[Any]:
+        """Queue a call to shard ``index``; calls to one shard run one at a time, in order."""
+        call = getattr(self.stubs[index], method)
+        return self.senders[index].submit(call, request, metadata=self.metadata[index])
+
     def _settle(self, targets: Iterable[int]) -> None:
-        """Wait for the installs still outstanding on ``targets``."""
-        calls = []
+        """Check the installs sent to ``targets`` so far (waiting for them if need be)."""
+        calls: list[tuple[int, Future[Any]]] = []
         for i in targets:
-            future, self.pending[i] = self.pending[i], None
-            if future is not None:
-                calls.append((i, future))
+            calls.extend((i, future) for future in self.pending[i])
+            self.pending[i] = []
         self._all(calls)
 
     def install(self, batches: Sequence[shard_pb2.InstallBatch]) -> None:
         """Send ``batches[i]`` to shard ``i`` (not those with an empty batch) without waiting."""
-        targets = [i for i, b in enumerate(batches) if b.subscriptions]
-        self._settle(targets)
-        for i in targets:
-            self.pending[i] = self.stubs[i].Install.future(batches[i], metadata=self.metadata[i])
+        for i, batch in enumerate(batches):
+            if batch.subscriptions:
+                self.pending[i].append(self._send(i, "Install", batch))
 
     def remove(self, targets: Iterable[int], request: shard_pb2.RemoveRequest) -> None:
         """Remove a subscription from ``targets``; a shard that does not hold it is skipped."""
         targets = list(targets)
         self._settle(targets)
-        calls = [
-            (i, self.stubs[i].Remove.future(request, metadata=self.metadata[i])) for i in targets
-        ]
+        calls = [(i, self._send(i, "Remove", request)) for i in targets]
         self._all(calls, tolerate=grpc.StatusCode.NOT_FOUND)
 
     def apply(self, requests: Sequence[shard_pb2.ApplyRequest]) -> list[shard_pb2.ShardAlert]:
         """Send each shard its epochs; every alert, shard by shard."""
-        self._settle(i for i, r in enumerate(requests) if r.lanes)
-        calls = [
-            (i, self.stubs[i].Apply.future(r, metadata=self.metadata[i]))
-            for i, r in enumerate(requests)
-            if r.lanes
-        ]
-        alerts: list[shard_pb2.ShardAlert] = []
-        for response in self._all(calls):
-            alerts.extend(response.alerts)  # type: ignore[attr-defined]
-        return alerts
+        return self.apply_later(requests).result()
+
+    def apply_later(self, requests: Sequence[shard_pb2.ApplyRequest]) -> Applying:
+        """Send each shard its epochs without waiting; :meth:`Applying.result` waits."""
+        targets = [i for i, r in enumerate(requests) if r.lanes]
+        installs = [(i, f) for i in targets for f in self.pending[i]]
+        for i in targets:
+            self.pending[i] = []
+        calls = [(i, self._send(i, "Apply", requests[i])) for i in targets]
+        return Applying(self, installs, calls)
 
     def stats(self) -> list[cesar_pb2.ShardStats]:
         """Every shard's counters."""
         self._settle(range(self.count))
         request = cesar_pb2.StatsRequest()
-        calls = [
-            (i, s.Stats.future(request, metadata=self.metadata[i]))
-            for i, s in enumerate(self.stubs)
-        ]
-        stats: list[cesar_pb2.ShardStats] = self._all(calls)  # type: ignore[assignment]
+        calls = [(i, self._send(i, "Stats", request)) for i in range(self.count)]
+        stats: list[cesar_pb2.ShardStats] = self._all(calls)
         for index, shard in enumerate(stats):
             shard.shard = index  # a shard on its own does not know its place
         return stats
@@ -239,35 +269,29 @@ class ShardPool:
         """Every shard saves its run state as the snapshot at ``position``, keeping ``keep``."""
         self._settle(range(self.count))
         request = shard_pb2.SnapshotRequest(position=position, keep=keep)
-        calls = [
-            (i, s.Snapshot.future(request, metadata=self.metadata[i]))
-            for i, s in enumerate(self.stubs)
-        ]
-        return self._all(calls)  # type: ignore[return-value]
+        calls = [(i, self._send(i, "Snapshot", request)) for i in range(self.count)]
+        return self._all(calls)
 
     def load(self, position: int) -> list[str]:
         """Every shard starts over from the snapshot at ``position`` (0: empty); the reasons
         of the shards that refused it (empty: all loaded)."""
         self._settle(range(self.count))
         request = shard_pb2.LoadRequest(position=position)
-        calls = [
-            (i, s.Load.future(request, metadata=self.metadata[i])) for i, s in enumerate(self.stubs)
-        ]
-        responses: list[shard_pb2.LoadResponse] = self._all(calls)  # type: ignore[assignment]
+        calls = [(i, self._send(i, "Load", request)) for i in range(self.count)]
+        responses: list[shard_pb2.LoadResponse] = self._all(calls)
         return [f"shard {i}: {r.reason}" for i, r in enumerate(responses) if not r.ok]
 
     def resume(self) -> int:
         """Every shard restores the run state it loaded; the live instances restored."""
         self._settle(range(self.count))
         request = shard_pb2.ResumeRequest()
-        calls = [
-            (i, s.Resume.future(request, metadata=self.metadata[i]))
-            for i, s in enumerate(self.stubs)
-        ]
-        return sum(r.instances for r in self._all(calls))  # type: ignore[attr-defined]
+        calls = [(i, self._send(i, "Resume", request)) for i in range(self.count)]
+        return sum(r.instances for r in self._all(calls))
 
     def stop(self, grace: float = 10.0) -> None:
         """Close the pipes (shards exit), wait up to ``grace`` seconds, then kill stragglers."""
+        for sender in self.senders:
+            sender.shutdown(wait=False, cancel_futures=True)
         for channel in self.channels:
             channel.close()
         for process in self.processes:
