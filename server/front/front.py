@@ -17,7 +17,13 @@ orchestrates named parts:
 
 Publishing, subscribing and unsubscribing run one at a time under one lock,
 so the event log, the subscriptions' positions in it and the alerts' seqs
-form one sequential history — the one replayed on start.  Listen streams
+form one sequential history — the one replayed on start.  Publishing is
+pipelined: a batch is validated, numbered and sent to the shards under the
+lock (:meth:`Front.begin`), the shards apply it with the lock free (each
+shard takes its calls in order), and a committer thread logs the batches in
+number order with their alerts and seqs, acknowledging each (:class:`Ticket`).
+So the front checks and routes the next batch while the shards apply this
+one, and the history is the same as if they had run one at a time.  Listen streams
 (:mod:`cesar.server.front.alerts`) read committed alerts from their own SQLite
 connections and never block that path.
 """
