@@ -289,7 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         spark.stop()
     for run in summary["end_to_end"]:
-        assert run["alerts"] == len(outputs), f"{run['shards']} shard(s): alerts differ"
+        assert run["alerts"] == len(outputs), (
+            f"{run['shards']} shard(s): {run['alerts']} alerts, cesar run made {len(outputs)}"
+        )
     if len(summary["end_to_end"]) == 2:
         one, two = summary["end_to_end"]
         summary["throughput_ratio_2_vs_1"] = round(

@@ -750,11 +750,8 @@ class Front:
                     return Ticket.done(
                         pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
-            response, accepted, in_order = self._accept(request, incoming, shard)
-            if in_order and not request.arrow_events:
-                logged = pb.PublishRequest(events=request.events)
-            else:
-                logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
+            response, accepted = self._accept(request, incoming, shard)
+            logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
             if shard is not None:
                 logged.shard, logged.shards = shard, request.shards
@@ -814,9 +811,9 @@ class Front:
         request: pb.PublishRequest,
         incoming: list[tuple[Event | EventError, int | None]],
         shard: int | None,
-    ) -> tuple[pb.PublishResponse, list[Event], bool]:
-        """Sort and check a batch's decoded events; the response (rejections), the accepted
-        events in (t1, arrival) order and whether they are the request's events as sent."""
+    ) -> tuple[pb.PublishResponse, list[Event]]:
+        """Sort and check a batch's decoded events; the response (rejections) and the accepted
+        events in (t1, arrival) order."""
         response = pb.PublishResponse()
         valid: list[tuple[int, int, int, Event]] = []
         for index, (item, arrival) in enumerate(incoming):
@@ -832,10 +829,7 @@ class Front:
         if request.watermark:
             fine = [v[3] for v, ahead in zip(valid, aheads, strict=True) if ahead is None]
             self._check_watermark(request.watermark, fine, now)
-        in_order = True
-        for position, ((t1, _order, index, event), ahead) in enumerate(
-            zip(valid, aheads, strict=True)
-        ):
+        for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
             if ahead is not None:
                 response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
                 continue
@@ -851,13 +845,10 @@ class Front:
                     )
                 )
                 continue
-            in_order = in_order and index == position
             accepted.append(event)
             self._saw(event)
         response.rejected.sort(key=lambda r: r.index)
-        if response.rejected or any(m.point for m in request.events):
-            in_order = False
-        return response, accepted, in_order
+        return response, accepted
 
     def _commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:
         """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its

@@ -116,6 +116,39 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
         shards.stop()
 
 
+def test_the_log_holds_events_as_validated_so_a_replay_makes_the_same_alerts(
+    tmp_path: Path,
+) -> None:
+    """A price sent as an int is a float once accepted: the log (replayed on start) must hold
+    the float, or the partial match that spans the restart would alert with an int."""
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    pair = "Stock NEXT{$1.Name = $2.Name} Stock PUBLISH Pair"
+    first, second = (to_event(e) for e in sample_events()[:2])
+    first.attributes["Price"].int_value = 101
+    shards = ShardPool(1)
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    front.start()
+    front.define_stream(client, STOCK)
+    sub = front.subscribe(client, pair)
+    front.publish(client, pb.PublishRequest(events=[first]))
+    front.close()
+    shards.stop()
+    shards = ShardPool(1)
+    again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    again.start()
+    try:
+        second.attributes["Name"].string_value = first.attributes["Name"].string_value
+        again.publish(client, pb.PublishRequest(events=[second], watermark=second.t1))
+        stream = again.listen(client, [], {sub.id: 0}, lambda: True)
+        [alert] = pb.AlertBatch.FromString(next(stream)).alerts
+        stream.close()
+        assert alert.event.attributes["Price"].WhichOneof("kind") == "float_value"
+        assert alert.event.attributes["Price"].float_value == 101.0
+    finally:
+        again.close()
+        shards.stop()
+
+
 def test_publish_rejects_unknown_fields_as_the_cli_does(front: Front) -> None:
     client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     front.define_stream(client, STOCK)
