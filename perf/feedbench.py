@@ -16,7 +16,8 @@ stocks), in one run and one local[2] Spark session:
    rest paced at ``--rate`` events/s, a file every half second — latency from
    a file's drop to each alert it causes (the alert's ``t1`` names the file),
    p50 and p99.  The alerts must equal ``cesar run``'s
-   count on the same events (checked).
+   count on the same events (checked; the server runs with the runaway caps
+   off, as ``cesar run`` has none).
 
     python -m cesar.perf.feedbench                     # the whole data set
     python -m cesar.perf.feedbench --smoke             # the bundled sample, 2,340 quotes (CI)
@@ -56,6 +57,9 @@ DATA = ROOT.parent / "shared/data/stocks/intraday_1min_6_us_stocks_2020-10-26_20
 SAMPLE = STOCKS_SAMPLE
 GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
 FILE_ROWS = 12_000
+UNCAPPED = ("--max-instances-per-node", "0", "--max-alerts-per-epoch", "0")
+"""The runaway caps off: the global query holds an AMZN quote until TSLA passes 420, far more
+than a node's default cap of partial matches, and ``cesar run`` (the check) has no caps."""
 
 
 def sample_events() -> list[Event]:
@@ -162,12 +166,18 @@ class Listener:
         self.conn.close()
 
 
-def applied(server: Server) -> int:
-    """Events the front accepted and handed to the shards (not still pending)."""
+def front_counters(server: Server) -> dict[str, int]:
+    """The front's counters (Stats)."""
     conn = server.connect()
     stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata).front
     conn.close()
-    return int(stats["events_accepted"]) - int(stats["open_epoch_events"])
+    return {name: int(value) for name, value in stats.items()}
+
+
+def applied(server: Server) -> int:
+    """Events the front accepted and handed to the shards (not still pending)."""
+    stats = front_counters(server)
+    return stats.get("events_accepted", 0) - stats["open_epoch_events"]
 
 
 def end_to_end(
@@ -181,7 +191,7 @@ def end_to_end(
     result: dict[str, Any] = {"shards": shards}
     files = json_files(events, min(FILE_ROWS, len(events) // 10))
     half = len(files) // 2
-    server = Server(tmp / "data", shards=shards).start()
+    server = Server(tmp / "data", *UNCAPPED, shards=shards).start()
     try:
         _, _, ids = subscribe_all(server)
         listener = Listener(server, ids)
@@ -222,6 +232,11 @@ def end_to_end(
         while len(listener.alerts) < total and time.monotonic() < deadline:
             time.sleep(0.1)
         listener.close()
+        counters = front_counters(server)
+        result["server"] = {
+            k: counters.get(k, 0)
+            for k in ("events_accepted", "events_rejected", "alerts", "batches")
+        }
         late_t = dropped[0][1]
         latencies = []
         for received, t1 in listener.alerts:
@@ -290,7 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
     for run in summary["end_to_end"]:
         assert run["alerts"] == len(outputs), (
-            f"{run['shards']} shard(s): {run['alerts']} alerts, cesar run made {len(outputs)}"
+            f"{run['shards']} shard(s): {run['alerts']} alerts, cesar run made {len(outputs)}; "
+            f"the server: {run['server']}"
         )
     if len(summary["end_to_end"]) == 2:
         one, two = summary["end_to_end"]
