@@ -66,13 +66,6 @@ CREATE TABLE IF NOT EXISTS batches (
     accepted INTEGER NOT NULL,
     payload BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS alerts (
-    id INTEGER PRIMARY KEY,
-    subscription TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    owner TEXT NOT NULL,
-    payload BLOB NOT NULL
-);
 CREATE TABLE IF NOT EXISTS shares (
     stream TEXT NOT NULL,
     client TEXT NOT NULL,
@@ -94,9 +87,20 @@ CREATE TABLE IF NOT EXISTS marks (
     value INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS streams_by_subscription ON streams (subscription);
-CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq);
-CREATE INDEX IF NOT EXISTS alerts_by_owner ON alerts (owner, id);
 """
+_ALERTS = [
+    """CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    subscription TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    payload BLOB NOT NULL
+)""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq)",
+    "CREATE INDEX IF NOT EXISTS alerts_by_owner ON alerts (owner, id)",
+]
+"""The alerts table: ids AUTOINCREMENT, never handed out twice (see
+``Catalog._never_reuse_alert_ids``)."""
 
 
 @dataclass(frozen=True)
@@ -171,8 +175,36 @@ class Catalog:
         try:
             self.db = connect(path)
             self.db.executescript(_SCHEMA)
+            self._never_reuse_alert_ids()
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
+
+    def _never_reuse_alert_ids(self) -> None:
+        """Give a catalog made before alert ids were AUTOINCREMENT the current table.
+
+        A live Listen reads alerts in id order; SQLite hands a plain INTEGER
+        PRIMARY KEY's largest id out again once that row is deleted (an
+        unsubscribe deletes the subscription's alerts), and a stream already past
+        that id would skip the alert given it.
+        """
+        found = self.db.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'alerts'"
+        ).fetchone()
+        if found is None:
+            with _transaction(self.db):
+                for statement in _ALERTS:
+                    self.db.execute(statement)
+            return
+        if "AUTOINCREMENT" in found[0]:
+            return
+        with _transaction(self.db):
+            self.db.execute("ALTER TABLE alerts RENAME TO alerts_before")
+            self.db.execute("DROP INDEX alerts_by_subscription")
+            self.db.execute("DROP INDEX alerts_by_owner")
+            for statement in _ALERTS:
+                self.db.execute(statement)
+            self.db.execute("INSERT INTO alerts SELECT * FROM alerts_before")
+            self.db.execute("DROP TABLE alerts_before")
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close."""

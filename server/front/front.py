@@ -735,10 +735,8 @@ class Front:
         with self.lock:
             self._check_open()
             inputs = dict(self.registry.inputs)
-            producers = {
-                n: r.subscription for n, r in self.registry.streams.items() if r.subscription
-            }
-        incoming = list(self._incoming(request, inputs, producers))
+        # the registry's streams are read a key at a time, not copied: one per subscription
+        incoming = list(self._incoming(request, inputs, self.registry.streams))
         with self.lock:
             self._check_open()
             if key:
@@ -940,16 +938,17 @@ class Front:
     def _incoming(
         request: pb.PublishRequest,
         inputs: Mapping[str, StreamSchema],
-        producers: Mapping[str, str],
+        streams: Mapping[str, StreamRow],
     ) -> Iterator[tuple[Event | EventError, int | None]]:
         """The request's events (then its Arrow rows), each validated or its error, with arrival.
 
-        ``inputs`` are the input streams' schemas, ``producers`` the subscription
-        publishing each published stream (no one else may write there).
+        ``inputs`` are the input streams' schemas, ``streams`` every stream by name: one a
+        subscription publishes is written by it alone.
         """
         for message in request.events:
-            producer = producers.get(message.stream)
-            if producer is not None:
+            row = streams.get(message.stream)
+            producer = None if row is None else row.subscription
+            if producer:
                 error = EventError(
                     None,
                     "stream",

@@ -1,0 +1,49 @@
+"""server/front/catalog.py: the SQLite catalog's own rules (the front's use is in integration/)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from cesar.server.front.catalog import Catalog
+
+
+def _alert_ids(path: Path) -> list[int]:
+    db = sqlite3.connect(path)
+    try:
+        return [row[0] for row in db.execute("SELECT id FROM alerts ORDER BY id")]
+    finally:
+        db.close()
+
+
+def test_an_alert_id_is_never_given_twice(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "c.sqlite", retention=10)
+    catalog.commit_batch(1, None, 1, b"", [("a", 1, "o", b"1"), ("b", 1, "o", b"2")], {})
+    catalog.remove_subscription("b")  # the newest alert goes with it
+    catalog.commit_batch(2, None, 1, b"", [("a", 2, "o", b"3")], {})
+    catalog.close()
+    assert _alert_ids(tmp_path / "c.sqlite") == [1, 3]
+
+
+def test_a_catalog_whose_alert_ids_could_be_reused_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE alerts (id INTEGER PRIMARY KEY, subscription TEXT NOT NULL,
+            seq INTEGER NOT NULL, owner TEXT NOT NULL, payload BLOB NOT NULL);
+        CREATE UNIQUE INDEX alerts_by_subscription ON alerts (subscription, seq);
+        CREATE INDEX alerts_by_owner ON alerts (owner, id);
+        INSERT INTO alerts VALUES (1, 'a', 1, 'o', x'01'), (2, 'b', 1, 'o', x'02');
+        """
+    )
+    db.close()
+    catalog = Catalog(path, retention=10)
+    catalog.remove_subscription("b")
+    catalog.commit_batch(1, None, 1, b"", [("a", 2, "o", b"3")], {})
+    catalog.close()
+    assert _alert_ids(path) == [1, 3]
+    db = sqlite3.connect(path)
+    indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    db.close()
+    assert {"alerts_by_subscription", "alerts_by_owner"} <= indexes
