@@ -34,7 +34,8 @@ Phases:
 
 End-to-end latency is an alert's arrival minus the moment the last piece of
 its epoch (the alert's ``t1``) was sent.  Results go to ``OUT/loadtest.json``
-and ``OUT/loadtest.png``; a progress line shows the run.  Exit status 1 when
+and ``OUT/loadtest.png``; the summary is printed as JSON on standard output (a
+progress line shows the run on standard error, on a terminal).  Exit status 1 when
 there were errors or the check failed.
 """
 
@@ -60,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cesar.automata.compiler import CompiledQuery, compile_query
@@ -393,7 +395,11 @@ class Run:
         self.started = time.perf_counter()
         self.next_epoch = (0, self._split(self.work.epoch(0, s.epoch_size)))
         columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
-        with Progress(*columns, transient=False) as progress:
+        # on standard error, and only on a terminal: standard output is the JSON summary
+        console = Console(stderr=True)
+        with Progress(
+            *columns, console=console, transient=False, disable=not console.is_terminal
+        ) as progress:
             task = progress.add_task("starting", total=s.duration)
             sampler = threading.Thread(target=self._sample, args=(conn, progress, task))
             sampler.start()

@@ -91,6 +91,8 @@ def test_loadtest_smoke_loses_no_alert_and_draws_its_figure(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((tmp_path / "loadtest.json").read_text())
+    summary = json.loads(result.stdout)  # nothing but the summary: no progress line
+    assert summary == {k: report[k] for k in ("subscribe", "load", "drained", "errors", "check")}
     assert report["errors"] == {} and report["drained"] is True
     check = report["check"]
     assert check["stable_subscriptions"] == 1000
