@@ -11,5 +11,8 @@ instances as mappings from attribute names to values.
   engine's FR and AN indices are two instances, and :class:`AtomPool`, which
   shares each distinct atom among the conjuncts they hold;
 * :mod:`cesar.index.ai`: :class:`InstanceIndex`, the AI index of one node's
-  live instances by their bound values.
+  live instances by their bound values;
+* :mod:`cesar.index.thresholds`: :class:`Thresholds`, items by a threshold
+  each (an instance and a subscription's constant give one), probed with a
+  value for those it passes.
 """

@@ -97,9 +97,23 @@ def atom(draw: st.DrawFn, scopes: Scopes) -> Pred:
 
 
 def simple_atom(draw: st.DrawFn, scopes: Scopes) -> Pred:
-    """A comparison a query writer would write: attribute to attribute, to a constant, or DUR."""
+    """A comparison a query writer would write: attribute to attribute, to a constant, or DUR,
+    or a new event's attribute to a multiple of the earlier one's (``$2.v > 2 * $1.v``)."""
     attrs = [(Attr(scope, n), t) for scope, columns in scopes.items() for n, t in columns]
-    kind = draw(st.integers(0, 2)) if attrs else 2
+    kind = draw(st.integers(0, 3)) if attrs else 2
+    if kind == 3:
+        new = [a for a, t in attrs if t is not STRING and a.scope is Scope.RIGHT]
+        old = [a for a, t in attrs if t is not STRING and a.scope is not Scope.RIGHT]
+        if not new or not old:
+            kind = 0
+        else:
+            factor = Const(draw(st.sampled_from([0, 1, 2, 3, 0.5, 2.5])), INT)
+            if isinstance(factor.value, float):
+                factor = Const(factor.value, FLOAT)
+            side = Arith(draw(st.sampled_from("*+-/")), draw(st.sampled_from(old)), factor)
+            op = draw(st.sampled_from(["<", "<=", ">", ">="]))
+            first = draw(st.sampled_from(new))
+            return Cmp(op, first, side) if draw(st.booleans()) else Cmp(op, side, first)
     if kind == 2:
         bound = draw(st.sampled_from([Const(n, INT) for n in range(1, 7)] + [Const(2.5, FLOAT)]))
         return Cmp(draw(st.sampled_from(["<=", "<", ">", "="])), Dur(), bound)

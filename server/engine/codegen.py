@@ -55,10 +55,34 @@ Binding = Mapping[str, Value]
 Test = Callable[[Binding, Binding, int, int], bool]
 ValueOf = Callable[[Binding, Binding, int, int], Value]
 GeneralTest = Callable[[Binding, Binding, int, int, tuple[Value, ...]], bool]
+ThresholdOf = Callable[[Binding, tuple[Value, ...]], Value]
 Build = Callable[[Binding, Binding, int, int], dict[str, Value]]
 
 _PY_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SCOPE_VAR = {Scope.LEFT: "L", Scope.EVENT: "E"}
+
+
+# ``+ - *`` of two floats cannot fault and are what ``arith`` computes: done inline, the
+# other cases (ints, which overflow; mixed) through ``arith``.
+def _add(a: Value, b: Value) -> Value:
+    if type(a) is float and type(b) is float:
+        return a + b
+    return arith("+", a, b)
+
+
+def _sub(a: Value, b: Value) -> Value:
+    if type(a) is float and type(b) is float:
+        return a - b
+    return arith("-", a, b)
+
+
+def _mul(a: Value, b: Value) -> Value:
+    if type(a) is float and type(b) is float:
+        return a * b
+    return arith("*", a, b)
+
+
+_FLOAT_FAST = {"+": "add", "-": "sub", "*": "mul"}
 
 
 class _Source:
@@ -82,7 +106,10 @@ class _Source:
         if isinstance(term, Param):
             return f"P[{term.index}]"
         if isinstance(term, Arith):
-            return f"arith({term.op!r}, {self.term(term.left)}, {self.term(term.right)})"
+            left, right = self.term(term.left), self.term(term.right)
+            if term.op in _FLOAT_FAST:
+                return f"{_FLOAT_FAST[term.op]}({left}, {right})"
+            return f"arith({term.op!r}, {left}, {right})"
         if isinstance(term, Neg):
             return f"neg({self.term(term.operand)})"
         if isinstance(term, Call):
@@ -98,6 +125,9 @@ class _Source:
             "K": tuple(self.constants),
             "F": dict(self.calls),
             "arith": arith,
+            "add": _add,
+            "sub": _sub,
+            "mul": _mul,
             "neg": neg,
             "ArithmeticFault": ArithmeticFault,
             "faults": faults,
@@ -133,6 +163,7 @@ class Codegen:
         self.functions = functions
         self._tests: dict[tuple[Cmp, ...], Test] = {}
         self._values: dict[Term, ValueOf] = {}
+        self._thresholds: dict[Term, ThresholdOf] = {}
         self._generals: dict[tuple[Cmp, ...], GeneralTest] = {}
         self._guards: dict[tuple[Term, ...], Test] = {}
         self._builds: dict[tuple[Assign, ...], Build] = {}
@@ -163,6 +194,20 @@ class Codegen:
         source = _Source(self.functions)
         function: ValueOf = _define(source, [f"return {source.term(term)}"], self.faults)
         self._values[term] = function
+        return function
+
+    def threshold(self, term: Term) -> ThresholdOf:
+        """A function of ``(L, P)`` computing a term that reads only the binding and constants.
+
+        Raises ArithmeticFault (the caller counts it).
+        """
+        cached = self._thresholds.get(term)
+        if cached is not None:
+            return cached
+        source = _Source(self.functions)
+        body = [f"return {source.term(term)}"]
+        function: ThresholdOf = _define(source, body, self.faults, "L, P")
+        self._thresholds[term] = function
         return function
 
     def _atoms(self, atoms: tuple[Cmp, ...]) -> tuple[_Source, list[str]]:

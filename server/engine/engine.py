@@ -52,6 +52,7 @@ from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
 from cesar.index.masks import slots_of
+from cesar.server.engine.codegen import ThresholdOf
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineCounters, EngineInstance, EngineState, Notice
@@ -288,6 +289,8 @@ class Engine:
         t0, t1 = event.t0, event.t1
         by_group = self.state.by_group
         nothing: dict[int, EngineInstance] = {}
+        waits: list[tuple[Group, tuple[str, str, ThresholdOf], EngineInstance]] = []
+        waiting_on = self.options.waiting
         for node, groups in nodes.items():
             index = live[node]
             accesses = index.accesses
@@ -295,12 +298,17 @@ class Engine:
             for group in groups:
                 holds, entry = group.params.holds, group.entry
                 mask = entry if entry >= 0 else 1 << ~entry  # Group.mask, inline
+                threshold = group.params.plans[group.conjunct].threshold
                 if not indices:
                     candidates: Iterable[EngineInstance] = index.instances()
-                elif accesses[group.conjunct] is None:
+                elif accesses[group.conjunct] is not None:
+                    candidates = index.probe(group.conjunct, attrs)
+                elif threshold is None or not waiting_on:
                     candidates = by_group.get(group, nothing).values()
                 else:
-                    candidates = index.probe(group.conjunct, attrs)
+                    touched += self._waiting(group, threshold, event, attrs, own, affected)
+                    candidates = list(by_group.get(group, nothing).values())
+                    waits.extend((group, threshold, instance) for instance in candidates)
                 for instance in candidates:
                     touched += 1
                     members = instance.members & mask
@@ -311,9 +319,57 @@ class Engine:
                     if slots:
                         known = affected.get(instance.id)
                         affected[instance.id] = (instance, slots | (known[1] if known else 0))
+            # First probed, an instance waits in the group by its thresholds (all its slots:
+            # those that leave now also meet the other events of the epoch).
+            for group, (_, op, _), instance in waits:
+                entries = group.params.thresholds(group, instance.members, instance.binding)
+                self.state.wait(instance, group, op, entries)
+            waits.clear()
             if affected:
                 yield node, list(affected.values())
         counters.instances_touched += touched
+
+    def _waiting(
+        self,
+        group: Group,
+        threshold: tuple[str, str, ThresholdOf],
+        event: Event,
+        attrs: Mapping[str, Value],
+        own: int,
+        affected: dict[int, tuple[EngineInstance, int]],
+    ) -> int:
+        """Add to ``affected`` the waiting instances of ``group`` the event completes.
+
+        The group's threshold index gives the (instance, tuple) entries whose
+        threshold the event's value passes; each is verified whole.  An entry
+        whose instance has no slot of its tuple left goes.  Returns the entries
+        touched.  O(log n + entries passed).
+        """
+        file = self.state.waiting.get(group)
+        if file is None:
+            return 0
+        attr = threshold[0]
+        holds_tuple = group.params.holds_tuple
+        t0, t1 = event.t0, event.t1
+        stale = []
+        touched = 0
+        for waiting in file.probe(attrs[attr]):
+            touched += 1
+            instance = waiting.instance
+            members = instance.members & waiting.entry.mask
+            if not members:
+                stale.append(waiting)
+                continue
+            if t0 <= instance.t1:
+                continue
+            dur = t1 - instance.t0 + 1
+            slots = holds_tuple(group, waiting.entry, members, instance.binding, attrs, dur, own)
+            if slots:
+                known = affected.get(instance.id)
+                affected[instance.id] = (instance, slots | (known[1] if known else 0))
+        for waiting in stale:
+            self.state.stop_waiting(waiting)
+        return touched
 
     def _fire(
         self,

@@ -42,11 +42,18 @@ from cesar.automata.automaton import Edge
 from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.schema import Value
 from cesar.automata.template import Constants
-from cesar.automata.terms import Arith, Attr, Call, Cmp, Neg, Param, Scope, Term
+from cesar.automata.terms import Arith, Attr, Call, Cmp, Const, Neg, Param, Scope, Term
 from cesar.index.masks import ValueMasks, compact, expand, slots_of
-from cesar.index.ranges import OPS, is_nan
+from cesar.index.ranges import FLIPPED, OPS, RANGE_OPS, is_nan
 from cesar.index.static import Atoms
-from cesar.server.engine.codegen import Binding, Codegen, GeneralTest, Test, ValueOf
+from cesar.server.engine.codegen import (
+    Binding,
+    Codegen,
+    GeneralTest,
+    Test,
+    ThresholdOf,
+    ValueOf,
+)
 
 
 def has_param(term: Term) -> bool:
@@ -129,6 +136,10 @@ class ConjunctPlan:
     general_params: tuple[int, ...]
     ranges: tuple[tuple[str, str, int], ...]
     """``(attribute, op, k)`` of each ordered atom ``attribute op ?`` on the incoming event."""
+    threshold: tuple[str, str, ThresholdOf] | None = None
+    """``(attribute, op, side)`` of a general atom ``attribute op side`` on the incoming event
+    whose ``side`` reads only the instance's binding and the constants (``Price > ?0 *
+    $1.Price``): for a live instance and one tuple of constants, a fixed threshold."""
 
     def key_of(self, constants: Constants) -> tuple[Value, ...]:
         """A slot's key constants (those of the key atoms, in order): its group's key."""
@@ -165,7 +176,32 @@ def plan_conjunct(
         codegen.general(tuple(general)) if general else None,
         tuple(params),
         tuple(ranges),
+        _threshold_atom(general, codegen),
     )
+
+
+def _threshold_atom(general: list[Cmp], codegen: Codegen) -> tuple[str, str, ThresholdOf] | None:
+    """The first general atom ``attribute op side`` whose side reads no event and no DUR."""
+    for atom in general:
+        if atom.op not in RANGE_OPS:
+            continue
+        for event, side, op in ((atom.left, atom.right, atom.op), (atom.right, atom.left, None)):
+            if isinstance(event, Attr) and event.scope is Scope.EVENT and _bound_only(side):
+                return event.name, op or FLIPPED[atom.op], codegen.threshold(side)
+    return None
+
+
+def _bound_only(term: Term) -> bool:
+    """True if ``term`` reads only the instance's binding, constants and parameters."""
+    if isinstance(term, Attr):
+        return term.scope is not Scope.EVENT
+    if isinstance(term, Arith):
+        return _bound_only(term.left) and _bound_only(term.right)
+    if isinstance(term, Neg):
+        return _bound_only(term.operand)
+    if isinstance(term, Call):
+        return all(_bound_only(arg) for arg in term.args)
+    return isinstance(term, Param | Const)
 
 
 def _params(term: Term) -> tuple[int, ...]:
@@ -331,19 +367,8 @@ class EdgeParams:
             plan = self.plans[group.conjunct]
             if plan.fixed is not None and not plan.fixed(binding, attrs, dur, own):
                 continue
-            if group.ordered is not None:
-                for masks, (value_of, op, _) in zip(group.ordered, plan.ordered, strict=True):
-                    try:
-                        value = value_of(binding, attrs, dur, own)
-                    except ArithmeticFault:
-                        self.faults.arithmetic += 1
-                        slots = 0
-                        break
-                    slots &= masks.satisfying(op, value)
-                    if not slots:
-                        break
-            elif plan.ordered:
-                slots = self._compare(group, plan, slots, binding, attrs, dur, own)
+            if plan.ordered:
+                slots = self._ordered(group, plan, slots, binding, attrs, dur, own)
             if slots and plan.general is not None:
                 kept = 0
                 assert group.general is not None
@@ -357,6 +382,87 @@ class EdgeParams:
         if union and not self.guards(binding, attrs, dur, own):
             return 0
         return union
+
+    def holds_tuple(
+        self,
+        group: Group,
+        entry: Tuple,
+        members: int,
+        binding: Binding,
+        attrs: Binding,
+        dur: int,
+        own: int,
+    ) -> int:
+        """As :meth:`holds` for one group, of the slots of ``members`` sharing one tuple ``entry``.
+
+        What an AI probe by threshold verifies: the tuple's general atoms are
+        evaluated once, not those of every tuple of the group.
+        """
+        plan = self.plans[group.conjunct]
+        slots = members & entry.mask
+        if not slots or (plan.fixed is not None and not plan.fixed(binding, attrs, dur, own)):
+            return 0
+        if plan.ordered:
+            slots = self._ordered(group, plan, slots, binding, attrs, dur, own)
+        assert plan.general is not None
+        if not slots or not plan.general(binding, attrs, dur, own, entry.constants):
+            return 0
+        return slots if self.guards(binding, attrs, dur, own) else 0
+
+    def thresholds(
+        self, group: Group, members: int, binding: Binding
+    ) -> list[tuple[Tuple, Value | None]]:
+        """Each tuple of ``group`` holding some slot of ``members``, with its threshold.
+
+        The threshold is the side of the conjunct's threshold atom for
+        ``binding`` and the tuple's constants (None if its arithmetic faults).
+        O(min(tuples of the group, slots of ``members``)) evaluations.
+        """
+        plan = self.plans[group.conjunct]
+        assert plan.threshold is not None and group.general is not None
+        side = plan.threshold[2]
+        entries: Iterable[Tuple]
+        members &= group.mask
+        if members.bit_count() >= len(group.general):
+            entries = [entry for entry in group.general.values() if entry.mask & members]
+        else:
+            found: dict[int, Tuple] = {}
+            for slot in slots_of(members):
+                constants = self.slots[slot]
+                entry = group.general[tuple(constants[p] for p in plan.general_params)]
+                found[id(entry)] = entry
+            entries = found.values()
+        out: list[tuple[Tuple, Value | None]] = []
+        for entry in entries:
+            try:
+                out.append((entry, side(binding, entry.constants)))
+            except ArithmeticFault:
+                out.append((entry, None))
+        return out
+
+    def _ordered(
+        self,
+        group: Group,
+        plan: ConjunctPlan,
+        slots: int,
+        binding: Binding,
+        attrs: Binding,
+        dur: int,
+        own: int,
+    ) -> int:
+        """The slots of ``slots`` for which the conjunct's ordered atoms hold."""
+        if group.ordered is None:
+            return self._compare(group, plan, slots, binding, attrs, dur, own)
+        for masks, (value_of, op, _) in zip(group.ordered, plan.ordered, strict=True):
+            try:
+                value = value_of(binding, attrs, dur, own)
+            except ArithmeticFault:
+                self.faults.arithmetic += 1
+                return 0
+            slots &= masks.satisfying(op, value)
+            if not slots:
+                break
+        return slots
 
     def _compare(
         self,

@@ -67,6 +67,9 @@ class EngineOptions:
     """Groups of at most this many slots compare their constants one by one."""
     few_leaving: int = 8
     """A node with at most this many leaving ∃-edges finds their groups by key, without FR."""
+    waiting: bool = True
+    """Instances wait by threshold where a filter conjunct allows (:mod:`cesar.index.thresholds`);
+    off, they stay filed by group (the benchmark's baseline)."""
 
 
 @dataclass

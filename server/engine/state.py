@@ -14,6 +14,12 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
   instance with the event), the instances by the filter groups holding their
   slots: an event that hits one group of a node shared by thousands of
   subscriptions with different keys looks only at that group's instances;
+* where such a conjunct compares an event attribute with a side that reads
+  only the binding and the constants (``Price > ?0 * $1.Price``), each
+  instance, once an event of its group has probed it, waits there per tuple
+  of constants under the threshold they give (:class:`Waiting`, in a
+  :class:`~cesar.index.thresholds.Thresholds`): later events reach only the
+  instances they complete, however many wait;
 * per clock group (streams that no subscription reads together keep
   independent event time, see :mod:`cesar.server.engine.clocks`; keyed by the
   group's representative) a deadline queue of the instances whose node reads
@@ -31,9 +37,11 @@ from dataclasses import dataclass, field
 
 from cesar.automata.schema import Value
 from cesar.index.ai import InstanceAccess, InstanceIndex
+from cesar.index.ranges import is_nan
 from cesar.index.static import Atoms, ConjunctIndex
+from cesar.index.thresholds import Thresholds
 from cesar.server.engine.clocks import StreamGroups
-from cesar.server.engine.params import Group
+from cesar.server.engine.params import Group, Tuple
 
 
 @dataclass
@@ -94,6 +102,24 @@ class EngineInstance:
         self.members = members
 
 
+class Waiting:
+    """An instance waiting in one filter group for the slots of one tuple of constants.
+
+    ``threshold`` is the side of the group's threshold atom for the instance's
+    binding and the tuple's constants (None: it faulted).  Identity is the entry's.
+    """
+
+    __slots__ = ("entry", "group", "instance", "threshold")
+
+    def __init__(
+        self, instance: EngineInstance, group: Group, entry: Tuple, threshold: Value | None
+    ) -> None:
+        self.instance = instance
+        self.group = group
+        self.entry = entry
+        self.threshold = threshold
+
+
 @dataclass
 class EngineState:
     """The run state of an engine; see the module docstring.
@@ -109,7 +135,11 @@ class EngineState:
     by_group: dict[Group, dict[int, EngineInstance]] = field(default_factory=dict)
     """Per filter group (of a conjunct without AI access): the instances it met when added."""
     homes: dict[int, list[Group]] = field(default_factory=dict)
-    """Per instance id: the groups ``by_group`` files it under."""
+    """Per instance id: the groups ``by_group`` files it under, unless it waits there."""
+    waiting: dict[Group, Thresholds[Waiting]] = field(default_factory=dict)
+    """Per filter group with a threshold atom: the instances that wait in it by threshold."""
+    waits: dict[int, set[Waiting]] = field(default_factory=dict)
+    """Per instance id: where it waits (taken out of ``by_group`` for those groups)."""
     expiry: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     clock: dict[str, int] = field(default_factory=dict)
     group_clock: dict[str, int] = field(default_factory=dict)
@@ -171,6 +201,8 @@ class EngineState:
         only the AI clusters whose key the binding changes re-file it.
         """
         self.live[instance.node].rebind(instance, successor.binding)
+        for group in {entry.group for entry in self._unwait(instance.id)}:
+            self.by_group.setdefault(group, {})[instance.id] = instance
         instance.t1 = successor.t1
         instance.root = successor.root
         self.counters.rebound += 1
@@ -184,12 +216,53 @@ class EngineState:
         if not len(index):
             self._deactivate(instance.node)
 
+    def wait(
+        self,
+        instance: EngineInstance,
+        group: Group,
+        op: str,
+        thresholds: Iterable[tuple[Tuple, Value | None]],
+    ) -> None:
+        """Let ``instance`` wait in ``group`` by the threshold of each tuple (``value op t``).
+
+        It leaves the group's ``by_group`` file.  O(tuples × log n).
+        """
+        self._leave(group, instance.id)
+        file = self.waiting.get(group)
+        if file is None:
+            file = self.waiting[group] = Thresholds(op)
+        mine = self.waits.setdefault(instance.id, set())
+        for entry, threshold in thresholds:
+            waiting = Waiting(instance, group, entry, threshold)
+            file.add(waiting, threshold)
+            mine.add(waiting)
+
+    def stop_waiting(self, waiting: Waiting) -> None:
+        """Forget one entry (its instance has no slot of its tuple left).  O(log n)."""
+        self.waits[waiting.instance.id].remove(waiting)
+        self._unlist(waiting)
+
+    def _unwait(self, instance_id: int) -> set[Waiting]:
+        entries = self.waits.pop(instance_id, set())
+        for waiting in entries:
+            self._unlist(waiting)
+        return entries
+
+    def _unlist(self, waiting: Waiting) -> None:
+        file = self.waiting[waiting.group]
+        file.remove(waiting, waiting.threshold)
+        if not len(file):
+            del self.waiting[waiting.group]
+
+    def _leave(self, group: Group, instance_id: int) -> None:
+        filed = self.by_group.get(group)
+        if filed is not None and filed.pop(instance_id, None) is not None and not filed:
+            del self.by_group[group]
+
     def _unfile(self, instance_id: int) -> None:
+        self._unwait(instance_id)
         for home in self.homes.pop(instance_id, ()):
-            filed = self.by_group[home]
-            del filed[instance_id]
-            if not filed:
-                del self.by_group[home]
+            self._leave(home, instance_id)
 
     def _deactivate(self, node: int) -> None:
         del self.live[node]
@@ -275,7 +348,23 @@ class EngineState:
         filed = {}
         for instance_id, homes in self.homes.items():
             assert instance_id in self.instances and homes
+            waits = self.waits.get(instance_id, set())
             for home in homes:
-                filed[home, instance_id] = self.by_group[home][instance_id]
+                covered = sum(w.entry.mask for w in waits if w.group is home)
+                if instance_id in self.by_group.get(home, {}):
+                    assert not covered, f"instance {instance_id} both filed and waiting"
+                    filed[home, instance_id] = self.by_group[home][instance_id]
+                else:
+                    members = self.instances[instance_id].members & home.mask
+                    assert not members & ~covered, f"instance {instance_id} lost in a group"
         assert len(filed) == sum(len(f) for f in self.by_group.values())
         assert all(self.instances[i] is instance for (_, i), instance in filed.items())
+        for file in self.waiting.values():
+            file.check_valid()
+        entries = [w for waits in self.waits.values() for w in waits]
+        assert len(entries) == sum(len(f) for f in self.waiting.values()) + sum(
+            is_nan(w.threshold) for w in entries if w.threshold is not None
+        )
+        for waiting in entries:
+            assert self.instances[waiting.instance.id] is waiting.instance
+            assert waiting.group in self.homes[waiting.instance.id]

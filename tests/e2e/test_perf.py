@@ -212,3 +212,11 @@ def test_listenbench_smoke_delivers_every_seq_once_in_order(tmp_path):
     summary = smoke_json("cesar.perf.listenbench", tmp_path / "listen.json", 300)
     assert summary["every_seq_once_in_order"] and summary["alerts"] == 5_000
     assert summary["catch_up_alerts_per_message"] > 100
+
+
+def test_waitbench_smoke_alerts_agree_and_waiting_touches_fewer(tmp_path):
+    summary = smoke_json("cesar.perf.waitbench", tmp_path / "wait.json", 300)
+    assert summary["alerts_agree"] is True
+    last = summary["chunks"][-1]
+    assert last["waiting"]["alerts"] == last["by group"]["alerts"] > 0
+    assert last["waiting"]["touched_per_event"] < last["by group"]["touched_per_event"]

@@ -147,6 +147,32 @@ def test_an_event_looks_only_at_the_instances_of_the_filter_group_it_hits():
     engine.check_valid()
 
 
+def test_a_waiting_instance_is_reached_only_by_the_events_that_complete_it():
+    """Subscriptions that differ in a factor (``$2.v > f * $1.v``) share one node; once
+    probed, each start waits there per factor under the threshold f × v: a later event
+    touches only the (instance, factor) pairs whose threshold it passes (a pair whose slot
+    has left goes the first time it is met)."""
+    engine = Engine()
+    for f in range(2, 12):
+        text = f"FILTER{{k = 'a'}} S NEXT{{$2.k = 'b' AND $2.v > {f} * $1.v}} S"
+        subscribe(engine, f"x{f}", text)
+    engine.process([s(1, "a", 10), s(1, "a", 20)])  # 2 instances, 10 factors each
+    engine.process([s(2, "b", 0)])  # the first probe files both under their 20 thresholds
+    engine.check_valid()
+    assert engine.counters.instances_touched == 2
+    out = engine.process([s(3, "b", 35)])  # passes 2 × 10 and 3 × 10
+    assert sorted(e.stream for e in out) == ["x2", "x3"]
+    assert engine.counters.instances_touched == 2 + 2
+    engine.check_valid()
+    out = engine.process([s(4, "b", 45)])  # 4 × 10 now; 2 × 20 no longer waits for x2
+    assert sorted(e.stream for e in out) == ["x2", "x4"]
+    assert engine.counters.instances_touched == 4 + 4  # x2 and x3 of the first were met
+    engine.check_valid()
+    out = engine.process([s(5, "b", 8)])
+    assert out == [] and engine.counters.instances_touched == 4 + 4
+    engine.check_valid()
+
+
 RUN = "(SELECT *, 1 AS n FROM S) FOLD{$2.k = $.k, $2.v > $.v, $.n + 1 AS n} S"
 
 
