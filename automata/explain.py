@@ -7,9 +7,10 @@ it, so both show the same text.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from cesar.automata.algebra import format_algebra
-from cesar.automata.automaton import format_automaton
+from cesar.automata.automaton import Automaton, format_automaton
 from cesar.automata.compiler import CompiledQuery
 from cesar.automata.normal import const_of
 from cesar.automata.partition import partition_keys, pinned_key
@@ -41,8 +42,7 @@ def placement_line(keys: frozenset[str], pins: Mapping[str, Value] | None = None
 
 def explain(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -> str:
     """The text of ``cesar explain`` for ``compiled`` over ``streams``."""
-    keys = partition_keys(compiled.automata, streams)
-    pins = {k: v for k in keys if (v := pinned_key(compiled.automata, k)) is not None}
+    keys, pins = _placement(compiled, streams)
     lines = [
         f"publishes: {compiled.output.spec()}",
         f"placement: {placement_line(keys, pins)}",
@@ -53,3 +53,58 @@ def explain(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -> str
     ]
     lines.extend(format_automaton(automaton) for automaton in compiled.automata)
     return "\n".join(lines)
+
+
+def _placement(
+    compiled: CompiledQuery, streams: Mapping[str, StreamSchema]
+) -> tuple[frozenset[str], dict[str, Value]]:
+    keys = partition_keys(compiled.automata, streams)
+    return keys, {k: v for k in keys if (v := pinned_key(compiled.automata, k)) is not None}
+
+
+def explain_data(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -> dict[str, Any]:
+    """What :func:`explain` shows, as JSON data (``cesar explain --json``).
+
+    Predicates are CEL text; the static part θ1 and the dynamic part θ2 of each
+    conjunct of an edge's DNF are apart.
+    """
+    keys, pins = _placement(compiled, streams)
+    return {
+        "publishes": compiled.output.spec(),
+        "reads": sorted(compiled.reads),
+        "placement": {
+            "key_attributes": sorted(keys),
+            "pinned": pins,
+            "text": placement_line(keys, pins),
+        },
+        "algebra": format_algebra(compiled.algebra, 0),
+        "automata": [_automaton_data(automaton) for automaton in compiled.automata],
+    }
+
+
+def _automaton_data(automaton: Automaton) -> dict[str, Any]:
+    return {
+        "name": automaton.name,
+        "internal": automaton.internal,
+        "output": automaton.output.spec(),
+        "final": automaton.final,
+        "nodes": [
+            {"id": node.id, "binds": {name: typ.value for name, typ in node.attributes}}
+            for node in automaton.nodes
+        ],
+        "edges": [
+            {
+                "source": edge.source,
+                "target": edge.target,
+                "kind": edge.kind.value,
+                "stream": edge.stream,
+                "conjuncts": [
+                    {"static": to_cel(part.static.pred()), "dynamic": to_cel(part.dynamic.pred())}
+                    for part in edge.conjuncts
+                ],
+                "guards": [to_cel(guard) for guard in edge.guards],
+                "map": [str(assign) for assign in edge.map],
+            }
+            for edge in automaton.edges
+        ],
+    }

@@ -3,6 +3,8 @@
 * examples/stocks_sample.csv: the regular session (09:31-16:00 New York time) of
   the first trading day of the one-minute data, 2020-10-26, for all six symbols,
   with the close as Price and t in minutes since the Unix epoch;
+* examples/intraday_sample.csv: the same rows as they are in the source (an ISO
+  ``ts`` column, open/high/low/close/volume), for ``cesar run --time-column ts``;
 * examples/stocks_daily_sample.csv: the daily rows of AXP, CSCO, IBM and MSFT for
   the first 1,000 trading days (2000-01-03 on), unchanged (perf.doubletop --smoke).
 
@@ -21,10 +23,17 @@ DAILY_SYMBOLS = {"AXP", "CSCO", "IBM", "MSFT"}
 
 def main(data_dir: str) -> None:
     out = Path(__file__).with_name("stocks_sample.csv")
-    with open(Path(data_dir) / SOURCE, newline="") as src, open(out, "w", newline="") as dst:
-        writer = csv.writer(dst)
+    raw = Path(__file__).with_name("intraday_sample.csv")
+    with (
+        open(Path(data_dir) / SOURCE, newline="") as src,
+        open(out, "w", newline="") as dst,
+        open(raw, "w", newline="") as as_is,
+    ):
+        reader = csv.DictReader(src)
+        writer, copier = csv.writer(dst), csv.writer(as_is, lineterminator="\n")
         writer.writerow(["t", "Name", "Price", "Volume"])
-        for row in csv.DictReader(src):
+        copier.writerow(reader.fieldnames or [])
+        for row in reader:
             stamp = datetime.fromisoformat(row["ts"])
             if stamp.date().isoformat() != "2020-10-26":
                 continue
@@ -32,6 +41,7 @@ def main(data_dir: str) -> None:
                 continue
             minute = int(stamp.timestamp()) // 60
             writer.writerow([minute, row["symbol"], row["close"], row["volume"]])
+            copier.writerow(row.values())
 
     daily_out = Path(__file__).with_name("stocks_daily_sample.csv")
     with open(Path(data_dir) / DAILY, newline="") as src, open(daily_out, "w", newline="") as dst:

@@ -13,9 +13,9 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cesar.server.engine.workload import ENGINE_MODES
 
@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from cesar.server.engine.workload import Workload
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""The shell's status for a command stopped by SIGINT (128 + 2): Ctrl-C."""
 COMMANDS = "cesar.commands"
 """The entry point group of commands defined above the server: ``f(subparsers)`` adds one."""
 ENGINE_HELP = (
-    "engine: merged DAG with FR/AN/AI indices (default); nomerge: no state merging; "
+    "engine: merged DAG with FR/AN/AI indices; nomerge: no state merging; "
     "naive: one automaton per query with the FR index only; automaton: one automaton per query, "
     "no indices; reference: the algebra, literally (slow)"
 )
@@ -81,8 +83,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Evaluate queries over an event file and print every published event as JSON."""
     from cesar.automata.evaluate import Faults
     from cesar.automata.translate import Options
+    from cesar.server.cli.ingest import read_event_file, skipped_report
     from cesar.server.engine.workload import Workload, WorkloadError
-    from cesar.server.wire.eventfile import EventInputError, event_json, read_events
+    from cesar.server.wire.eventfile import EventInputError, event_json
 
     schemas = _stream_specs(args.stream)
     try:
@@ -90,19 +93,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     except WorkloadError as exc:
         return _fail(str(exc))
     try:
-        if args.events == "-":
-            result = read_events(
-                sys.stdin, "-", program.inputs, sort=args.sort, skip_bad=args.skip_bad
-            )
-        else:
-            with open(args.events, encoding="utf-8") as handle:
-                result = read_events(
-                    handle, args.events, program.inputs, sort=args.sort, skip_bad=args.skip_bad
-                )
+        result = read_event_file(args, program.inputs)
     except OSError as exc:
         return _fail(f"{args.events}: {exc.strerror}")
     except EventInputError as exc:
         return _fail(f"{args.events}: {exc}")
+    if result.skipped:
+        print(skipped_report(result.skipped).report("skipped"), file=sys.stderr)
+        if not result.events:
+            print(f"cesar: no event of {args.events} could be read", file=sys.stderr)
+            return EXIT_USAGE
     faults = Faults()
     outputs = program.run(result.events, faults, engine=args.engine)
     schemas_out = {query.name: query.output for query in program.queries}
@@ -110,8 +110,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     write = sys.stdout.write
     for event in outputs:
         write(event_json(event, schemas_out[event.stream]) + "\n")
-    if result.skipped:
-        print(f"cesar: skipped {result.skipped} malformed event line(s)", file=sys.stderr)
     if faults.arithmetic:
         print(
             f"cesar: {faults.arithmetic} predicate atom(s) were false because of an arithmetic "
@@ -218,12 +216,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from cesar.automata.automaton import format_dot
     from cesar.automata.compiler import compile_query
     from cesar.automata.errors import CelError
-    from cesar.automata.explain import explain
+    from cesar.automata.explain import explain, explain_data
 
     if args.queries:
         if args.query is not None:
             return _fail("give a QUERY or --queries, not both")
+        if args.json:
+            return _fail("--json shows one QUERY's compiled form, not the sharing report")
         return _explain_sharing(args)
+    if args.json and args.dot:
+        return _fail("give --json or --dot, not both")
     if args.query is None:
         return _fail("give a QUERY, or --queries for the sharing report of many")
     schemas = {schema.name: schema for schema in _stream_specs(args.stream)}
@@ -231,7 +233,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         compiled = compile_query(_query_text(args.query), schemas, "query")
     except CelError as exc:
         return _fail(str(exc))
-    print(format_dot(compiled.automata) if args.dot else explain(compiled, schemas))
+    if args.json:
+        print(json.dumps(explain_data(compiled, schemas), indent=2))
+    else:
+        print(format_dot(compiled.automata) if args.dot else explain(compiled, schemas))
     return 0
 
 
@@ -252,11 +257,27 @@ def _explain_sharing(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that names each option's default, where it has one worth naming."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, [], argparse.SUPPRESS):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser of ``cesar`` (subcommands included) shows defaults in its help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="cesar", description="Cayuga-style complex event subscriptions."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="cesar", description="Cayuga-style complex event subscriptions.")
+    parser.add_argument("--version", action="version", version=f"cesar {version('cesar')}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="evaluate queries over an event file")
     run.add_argument(
@@ -284,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--dnf-limit", type=int, default=256, help="maximum DNF conjuncts of one predicate"
     )
     run.add_argument("events", metavar="EVENTS", help="JSON Lines or CSV file, or - for stdin")
+    from cesar.server.cli.ingest import add_ingest_arguments
+
+    add_ingest_arguments(run)
     run.set_defaults(handler=cmd_run)
 
     bench = sub.add_parser("bench", help="measure an engine on queries and an event file")
@@ -303,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="show a query's compiled form")
     explain.add_argument("--stream", action="append", required=True, metavar="SPEC")
     explain.add_argument("--dot", action="store_true", help="print Graphviz source instead")
+    explain.add_argument("--json", action="store_true", help="print it as one JSON object")
     explain.add_argument("query", metavar="QUERY", nargs="?", help="a .cel file or the query text")
     explain.add_argument(
         "--queries",
@@ -361,6 +386,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `head`) went away: stop quietly, as Unix tools do.
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C: stop without a traceback, with the status a shell gives SIGINT.
+        return EXIT_INTERRUPTED
     return code
 
 

@@ -24,10 +24,13 @@ EXIT_ERROR = 1
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``cesar serve``."""
     parser.add_argument("--data-dir", required=True, type=Path, help="catalog directory")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind: loopback")
     parser.add_argument("--port", type=int, default=50051, help="0 picks a free port")
     parser.add_argument(
-        "--shards", type=int, default=os.cpu_count() or 1, help="shard processes (default: cores)"
+        "--shards",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="shard processes: one a core on this machine",
     )
     parser.add_argument(
         "--shard",
@@ -111,6 +114,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=256, help="gRPC worker threads")
     parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="PATH",
+        help="write HOST:PORT here once the server answers (removed when it stops)",
+    )
     parser.set_defaults(handler=cmd_serve)
 
 
@@ -147,6 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             workers=args.workers,
             grace=args.grace,
             log_level=args.log_level,
+            ready_file=args.ready_file,
         )
     )
 
@@ -159,6 +169,13 @@ def _connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--token", default=os.environ.get("CESAR_TOKEN"), help="bearer token")
     parser.add_argument("--tls-ca", type=Path, help="PEM root certificates: use TLS")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for a server that is starting (0: fail at once)",
+    )
 
 
 def _remote(
@@ -173,6 +190,16 @@ def _remote(
 
         connection = Connection.open(args.server, args.token, args.tls_ca)
         try:
+            if args.wait > 0:
+                try:
+                    grpc.channel_ready_future(connection.channel).result(timeout=args.wait)
+                except grpc.FutureTimeoutError:
+                    print(
+                        f"cesar: UNAVAILABLE: no server answered at {args.server} within "
+                        f"{args.wait:g} s",
+                        file=sys.stderr,
+                    )
+                    return EXIT_ERROR
             return handler(connection, args)
         except grpc.RpcError as exc:
             print(f"cesar: {exc.code().name}: {exc.details()}", file=sys.stderr)
@@ -208,9 +235,12 @@ def _share(conn: Any, args: argparse.Namespace) -> int:
 
 
 def _streams(conn: Any, args: argparse.Namespace) -> int:
-    from cesar.server.wire.client import list_streams
+    from cesar.server.wire.client import list_streams, message_data
 
     for info in list_streams(conn.stub, conn.metadata):
+        if args.json:
+            print(json.dumps(message_data(info)))
+            continue
         by = f"subscription {info.subscription}" if info.subscription else "input"
         print(f"{info.spec}\t{by}\t{info.owner}")
     return 0
@@ -255,10 +285,14 @@ def _unsubscribe(conn: Any, args: argparse.Namespace) -> int:
 
 
 def _list(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.server.wire.client import message_data
     from cesar.v1 import cesar_pb2 as pb
 
     response = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
     for row in response.subscriptions:
+        if args.json:
+            print(json.dumps(message_data(row)))
+            continue
         where = (
             f"key:{row.placement.key_attribute}"
             if row.placement.key_attribute
@@ -319,26 +353,27 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from cesar.automata.schema import parse_stream_spec
+    from cesar.server.cli.ingest import Refusals, read_event_file, skipped_report
     from cesar.server.wire.client import list_streams, publish_requests
-    from cesar.server.wire.eventfile import EventInputError, read_events
+    from cesar.server.wire.eventfile import EventInputError
 
     listing = list_streams(conn.stub, conn.metadata)
     inputs = {info.name: parse_stream_spec(info.spec) for info in listing if not info.subscription}
     try:
-        with open(args.events, encoding="utf-8") as handle:
-            result = read_events(
-                handle, args.events, inputs, sort=args.sort, skip_bad=args.skip_bad
-            )
+        result = read_event_file(args, inputs)
     except OSError as exc:
         print(f"cesar: {args.events}: {exc.strerror}", file=sys.stderr)
         return 2
     except EventInputError as exc:
         print(f"cesar: {args.events}: {exc}", file=sys.stderr)
         return 2
+    if result.skipped:
+        print(skipped_report(result.skipped).report("skipped"), file=sys.stderr)
     events = result.events
     requests = publish_requests(events, args.batch, close=not args.keep_open)
 
-    accepted = rejected = 0
+    accepted = 0
+    rejected = Refusals()
     with Progress(disable=not sys.stderr.isatty() or args.quiet, transient=True) as progress:
         task = progress.add_task("publishing", total=len(events))
         offset = 0
@@ -346,28 +381,32 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
             requests, conn.stub.Publish(iter(requests), metadata=conn.metadata), strict=False
         ):
             accepted += ack.accepted
-            rejected += len(ack.rejected)
             for rejection in ack.rejected:
-                print(
-                    f"cesar: event {offset + rejection.index + 1}: {rejection.field}: "
-                    f"{rejection.reason}",
-                    file=sys.stderr,
-                )
+                where = f"event {offset + rejection.index + 1}"
+                rejected.add(where, rejection.field, rejection.reason)
             offset += len(request.events)
             progress.update(task, advance=len(request.events))
-    print(f"published {accepted} event(s), {rejected} rejected", file=sys.stderr)
-    if result.skipped:
-        print(f"cesar: skipped {result.skipped} malformed event line(s)", file=sys.stderr)
-    return 0 if not rejected else EXIT_ERROR
+    if rejected:
+        print(rejected.report("rejected"), file=sys.stderr)
+    print(f"published {accepted} event(s), {len(rejected)} rejected", file=sys.stderr)
+    return 0 if accepted and not rejected else EXIT_ERROR
 
 
 def _stats(conn: Any, args: argparse.Namespace) -> int:
-    from google.protobuf.json_format import MessageToDict
-
+    from cesar.server.wire.client import message_data
     from cesar.v1 import cesar_pb2 as pb
 
     stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
-    print(json.dumps(MessageToDict(stats, preserving_proto_field_name=True), indent=2))
+    print(json.dumps(message_data(stats), indent=2))
+    return 0
+
+
+def _routing(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.server.wire.client import message_data
+    from cesar.v1 import cesar_pb2 as pb
+
+    table = conn.stub.GetRouting(pb.GetRoutingRequest(), metadata=conn.metadata)
+    print(json.dumps(message_data(table), indent=2))
     return 0
 
 
@@ -378,6 +417,7 @@ def add_remote_commands(sub: Any) -> None:
     define.set_defaults(handler=_remote(_define_stream))
 
     streams = sub.add_parser("streams", help="list the streams you may use")
+    streams.add_argument("--json", action="store_true", help="one JSON object a stream")
     streams.set_defaults(handler=_remote(_streams))
 
     delete = sub.add_parser("delete-stream", help="remove an input stream you defined")
@@ -405,6 +445,7 @@ def add_remote_commands(sub: Any) -> None:
     unsubscribe.set_defaults(handler=_remote(_unsubscribe))
 
     listing = sub.add_parser("list", help="list my subscriptions")
+    listing.add_argument("--json", action="store_true", help="one JSON object a subscription")
     listing.set_defaults(handler=_remote(_list))
 
     listen = sub.add_parser("listen", help="print alerts as JSON lines as they arrive")
@@ -415,7 +456,7 @@ def add_remote_commands(sub: Any) -> None:
     listen.set_defaults(handler=_remote(_listen))
 
     publish = sub.add_parser("publish", help="publish events from a JSON Lines or CSV file")
-    publish.add_argument("events", metavar="EVENTS")
+    publish.add_argument("events", metavar="EVENTS", help="the file, or - for standard input")
     publish.add_argument("--batch", type=int, default=1000, help="events per message")
     publish.add_argument("--sort", action="store_true", help="sort events by t1 first")
     publish.add_argument("--skip-bad", action="store_true", help="skip malformed lines")
@@ -425,12 +466,24 @@ def add_remote_commands(sub: Any) -> None:
         help="do not close the last epoch (by default a watermark at the last t1 is sent)",
     )
     publish.add_argument("--quiet", action="store_true", help="no progress bar")
+    from cesar.server.cli.ingest import add_ingest_arguments
+
+    add_ingest_arguments(publish)
     publish.set_defaults(handler=_remote(_publish))
 
-    stats = sub.add_parser("stats", help="print the server's counters as JSON")
+    stats = sub.add_parser(
+        "stats", help="print the server's counters as one JSON object (numbers as numbers)"
+    )
     stats.set_defaults(handler=_remote(_stats))
 
+    routing = sub.add_parser(
+        "routing",
+        help="print the table the feed routes events by (GetRouting; needs the feed scope)",
+    )
+    routing.set_defaults(handler=_remote(_routing))
+
     for parser in (
+        routing,
         define,
         streams,
         delete,

@@ -90,6 +90,8 @@ class ServeConfig:
     workers: int = 256
     grace: float = 10.0
     log_level: str = "INFO"
+    ready_file: Path | None = None
+    """Written (atomically, ``HOST:PORT``) once the server answers; removed when it stops."""
 
 
 class StartError(RuntimeError):
@@ -223,6 +225,8 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         for name in ("", SERVICE):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         print(f"serving {config.host}:{port}", flush=True)
+        if config.ready_file is not None:
+            _write_ready(config.ready_file, f"{config.host}:{port}")
         log.info(
             "serving",
             extra={
@@ -238,6 +242,8 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         front.stop_intake()
         server.stop(config.grace).wait()
         front.close()
+        if config.ready_file is not None:
+            config.ready_file.unlink(missing_ok=True)
     except ShardFailure as exc:
         log.error("shard failure at start", extra={"error": str(exc)})
         status["code"] = 1
@@ -347,3 +353,10 @@ def repair_log(data_dir: Path, stream: str, after: int) -> int:
         f"from {done.batches} logged batches; start the server to rebuild the shards"
     )
     return 0
+
+
+def _write_ready(path: Path, address: str) -> None:
+    """Write the ready file whole or not at all: a reader never sees half an address."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(address + "\n")
+    os.replace(partial, path)

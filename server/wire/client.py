@@ -11,8 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
 
 from cesar.automata.schema import Event
 from cesar.server.wire.convert import to_event
@@ -95,3 +99,50 @@ def publish_requests(
     if out and close:
         out[-1].watermark = events[-1].t1
     return out
+
+
+_INT64 = {
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+
+
+def message_data(message: Message) -> dict[str, Any]:
+    """A message as JSON data, fields by their proto names and 64-bit integers as numbers.
+
+    (Protobuf's JSON mapping writes 64-bit integers as strings, for JavaScript.)
+
+    >>> message_data(pb.StatsResponse(front={"events": 2**40}))
+    {'front': {'events': 1099511627776}, 'shards': []}
+    """
+    data = MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return _numbers(message.DESCRIPTOR, data)
+
+
+def _numbers(descriptor: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        inner = field.message_type
+        if inner is not None and inner.GetOptions().map_entry:
+            of = inner.fields_by_name["value"]
+            if of.message_type is not None:
+                value = {k: _numbers(of.message_type, v) for k, v in value.items()}
+            elif of.type in _INT64:
+                value = {k: int(v) for k, v in value.items()}
+        elif inner is not None:
+            if field.is_repeated:
+                value = [_numbers(inner, item) for item in value]
+            else:
+                value = _numbers(inner, value)
+        elif field.type in _INT64:
+            is_list = field.is_repeated
+            value = [int(item) for item in value] if is_list else int(value)
+        data[field.name] = value
+    return data

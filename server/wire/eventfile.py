@@ -5,19 +5,132 @@ keys other than stream, t0 and t1 are attributes; ``t`` may stand for a point
 event's ``t0 = t1``.  CSV: a header with ``stream`` (optional when one stream
 is declared), ``t0`` and ``t1`` (or ``t``), then the attributes.  ``stream`` may
 be left out of a JSON object too when only one stream is declared.
+
+Files made for something else are read as they are with an :class:`Ingest`:
+a time column of any name (ISO 8601 dates, or epoch seconds, milliseconds,
+microseconds or nanoseconds, turned into ticks of the stream's unit), the
+attribute columns to keep, and the stream of rows that name none.
+
+>>> import io
+>>> from cesar.automata.schema import parse_stream_spec
+>>> stock = {"Stock": parse_stream_spec("Stock(symbol:string,close:float)[min]")}
+>>> text = "symbol,ts,open,close\\nAAPL,2020-10-26T04:01:00-04:00,113.5,113.3\\n"
+>>> how = Ingest(time_column="ts", columns=("symbol", "close"))
+>>> event = read_events(io.StringIO(text), "x.csv", stock, ingest=how).events[0]
+>>> event.t1, event.attrs()
+(26728321, {'close': 113.3, 'symbol': 'AAPL'})
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import IO
 
 from cesar.automata.schema import AttrType, Event, EventError, StreamSchema, validate_event
+
+TIME_FORMATS = ("auto", "iso", "s", "ms", "us", "ns", "ticks")
+"""How ``Ingest.time_format`` reads a time: ``auto`` takes an integer as ticks and text as
+ISO 8601; ``s`` .. ``ns`` are epoch times in that unit (integers or decimals)."""
+
+_EPOCH_UNITS = {
+    "s": Fraction(1),
+    "ms": Fraction(1, 1000),
+    "us": Fraction(1, 10**6),
+    "ns": Fraction(1, 10**9),
+}
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """How the rows of a file not written for cesar become events.
+
+    ``time_column``: the column with each event's time (a point event, t0 = t1),
+    read by ``time_format`` (:data:`TIME_FORMATS`) and turned into ticks of the
+    stream's unit (rounded down).  ``columns``: the attribute columns to keep
+    (the others are ignored).  ``stream``: the stream of the rows that name none.
+    """
+
+    time_column: str | None = None
+    time_format: str = "auto"
+    columns: tuple[str, ...] | None = None
+    stream: str | None = None
+
+    def apply(self, raw: dict[str, object], schemas: Mapping[str, StreamSchema]) -> None:
+        """Rewrite one row in place into the default layout; raises :class:`EventError`."""
+        if self.stream is not None and raw.get("stream") in (None, ""):
+            raw["stream"] = self.stream
+        if self.columns is not None:
+            keep = {*self.columns, "stream", "t", "t0", "t1", self.time_column}
+            for name in [name for name in raw if name not in keep]:
+                del raw[name]
+        if self.time_column is None:
+            return
+        if self.time_column not in raw:
+            raise EventError(None, self.time_column, "missing (the --time-column)")
+        schema = _stream_of(raw, schemas)
+        raw.pop("t", None)
+        raw["t0"] = raw["t1"] = self.ticks(raw.pop(self.time_column), schema)
+
+    def ticks(self, value: object, schema: StreamSchema) -> int:
+        """A time read by ``time_format`` as ticks of ``schema``'s unit."""
+        field = self.time_column
+        form = self.time_format
+        text = value.strip() if isinstance(value, str) else value
+        if form == "auto":
+            form = "ticks" if isinstance(text, int) or _is_integer(text) else "iso"
+        if form == "ticks":
+            if isinstance(text, int) and not isinstance(text, bool):
+                return text
+            if isinstance(text, str) and _is_integer(text):
+                return int(text)
+            raise EventError(schema.name, field, f"expected an integer timestamp, got {value!r}")
+        unit = schema.unit.seconds
+        if unit is None:
+            raise EventError(
+                schema.name,
+                field,
+                f"stream {schema.name} has no time unit, so {form} times cannot be turned into "
+                "its ticks: declare one, e.g. [min]",
+            )
+        if form == "iso":
+            seconds = _iso_seconds(schema, field, text)
+        else:
+            try:
+                number = Fraction(str(text))
+            except (ValueError, ZeroDivisionError):
+                raise EventError(
+                    schema.name, field, f"expected an epoch time in {form}, got {value!r}"
+                ) from None
+            seconds = number * _EPOCH_UNITS[form]
+        return math.floor(seconds / unit)
+
+
+def _is_integer(text: object) -> bool:
+    return isinstance(text, str) and text.lstrip("+-").isdigit()
+
+
+def _iso_seconds(schema: StreamSchema, field: str | None, text: object) -> Fraction:
+    """Seconds since the Unix epoch of an ISO 8601 date and time (no zone: UTC)."""
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError:
+        raise EventError(
+            schema.name,
+            field,
+            f"expected an ISO 8601 time such as 2020-10-26T09:30:00Z, got {text!r}",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    since = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return Fraction(since.days * 86400 + since.seconds) + Fraction(since.microseconds, 10**6)
 
 
 class EventInputError(ValueError):
@@ -31,10 +144,10 @@ class EventInputError(ValueError):
 
 @dataclass
 class ReadResult:
-    """The events read, in file order (or sorted), and how many bad lines were skipped."""
+    """The events read, in file order (or sorted), and the bad lines skipped (``skip_bad``)."""
 
     events: list[Event]
-    skipped: int
+    skipped: list[EventInputError]
 
 
 def _stream_of(raw: Mapping[str, object], schemas: Mapping[str, StreamSchema]) -> StreamSchema:
@@ -58,7 +171,9 @@ def _point_time(raw: dict[str, object]) -> dict[str, object]:
     return raw
 
 
-def json_event(line: str, schemas: Mapping[str, StreamSchema]) -> Event:
+def json_event(
+    line: str, schemas: Mapping[str, StreamSchema], ingest: Ingest | None = None
+) -> Event:
     """One JSON Lines line as a validated event; raise :class:`EventError` with the reason."""
     try:
         raw = json.loads(line)
@@ -66,18 +181,20 @@ def json_event(line: str, schemas: Mapping[str, StreamSchema]) -> Event:
         raise EventError(None, None, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(raw, dict):
         raise EventError(None, None, "expected a JSON object")
+    if ingest is not None:
+        ingest.apply(raw, schemas)
     schema = _stream_of(raw, schemas)
     return validate_event(schema, _point_time(raw))
 
 
 def _json_lines(
-    lines: Iterator[tuple[int, str]], schemas: Mapping[str, StreamSchema]
+    lines: Iterator[tuple[int, str]], schemas: Mapping[str, StreamSchema], ingest: Ingest | None
 ) -> Iterator[tuple[int, Event | EventError]]:
     for number, line in lines:
         if not line.strip():
             continue
         try:
-            yield number, json_event(line, schemas)
+            yield number, json_event(line, schemas, ingest)
         except EventError as exc:
             yield number, exc
 
@@ -111,7 +228,7 @@ def _parse_cell(schema: StreamSchema, name: str, text: str) -> object:
 
 
 def _csv_rows(
-    lines: Iterator[tuple[int, str]], schemas: Mapping[str, StreamSchema]
+    lines: Iterator[tuple[int, str]], schemas: Mapping[str, StreamSchema], ingest: Ingest | None
 ) -> Iterator[tuple[int, Event | EventError]]:
     header: list[str] | None = None
     for number, line in lines:
@@ -131,6 +248,8 @@ def _csv_rows(
             continue
         raw: dict[str, object] = dict(zip(header, cells, strict=True))
         try:
+            if ingest is not None:
+                ingest.apply(raw, schemas)
             _point_time(raw)
             schema = _stream_of(raw, schemas)
             typed = {k: _parse_cell(schema, k, str(v)) for k, v in raw.items() if k != "stream"}
@@ -156,8 +275,9 @@ def read_events(
     *,
     sort: bool = False,
     skip_bad: bool = False,
+    ingest: Ingest | None = None,
 ) -> ReadResult:
-    """Read and validate every event of an open file.
+    """Read and validate every event of an open file (rows rewritten by ``ingest``).
 
     Raises :class:`EventInputError` for a malformed line (unless ``skip_bad``)
     and for an event whose t1 is before the previous one (unless ``sort``).
@@ -165,13 +285,16 @@ def read_events(
     text = stream.read()
     first = next((line for line in text.splitlines() if line.strip()), "")
     numbered = enumerate(text.splitlines(), 1)
-    rows = _csv_rows(numbered, schemas) if is_csv(path, first) else _json_lines(numbered, schemas)
+    if is_csv(path, first):
+        rows = _csv_rows(numbered, schemas, ingest)
+    else:
+        rows = _json_lines(numbered, schemas, ingest)
     events: list[Event] = []
-    skipped = 0
+    skipped: list[EventInputError] = []
     for number, item in rows:
         if isinstance(item, EventError):
             if skip_bad:
-                skipped += 1
+                skipped.append(EventInputError(number, item))
                 continue
             raise EventInputError(number, item)
         if not sort and events and item.t1 < events[-1].t1:

@@ -1,7 +1,12 @@
 """``cesar run`` and ``cesar explain`` as a user meets them: formats, options and errors."""
 
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
+
+from tests.e2e.conftest import CESAR
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)"
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +80,58 @@ def test_malformed_event_names_line_and_field_or_is_skipped_and_counted(cesar):
     result = cesar.run("run", "--stream", STOCK, "--query", query, "--skip-bad", events)
     assert result.returncode == 0
     assert len(result.stdout.splitlines()) == 2
-    assert "skipped 2 malformed event line(s)" in result.stderr
+    assert result.stderr.splitlines()[:3] == [
+        "cesar: line 2: Price: expected a float, got string 'cheap'",
+        "cesar: line 3: not valid JSON: Expecting value at column 1",
+        "cesar: skipped 2: 1 Price: expected a float, got string 'cheap', 1 not valid JSON",
+    ]
+    nothing = cesar.write("bad.jsonl", "not json\n")
+    result = cesar.run("run", "--stream", STOCK, "--query", query, "--skip-bad", nothing)
+    assert result.returncode == 2 and "no event of" in result.stderr
+
+
+def test_a_file_made_for_something_else_is_read_as_it_is(cesar):
+    """The bundled intraday file's layout: an ISO ``ts`` column, extra columns, no stream."""
+    csv = (
+        "symbol,ts,open,high,low,close,volume\n"
+        "AAPL,2020-10-26T04:01:00-04:00,113.50,113.58,113.30,113.30,12653\n"
+        "AMZN,2020-10-26T04:01:00-04:00,3190.14,3190.14,3181.70,3181.70,918\n"
+        "AAPL,2020-10-26T04:02:00-04:00,113.30,113.40,113.20,113.40,500\n"
+    )
+    spec = "Quote(symbol:string,close:float)[min]"
+    out = cesar.query(
+        [spec, "Other(x:int)"],
+        {"up": "Quote NEXT{$1.symbol = $2.symbol AND $2.close > $1.close} Quote"},
+        csv,
+        "--time-column",
+        "ts",
+        "--columns",
+        "symbol,close",
+        "--stream-name",
+        "Quote",
+    )
+    minute = 26728321  # 2020-10-26T08:01:00Z in minutes since the epoch
+    assert [(r["t0"], r["t1"], r["attrs"]["close"]) for r in out] == [(minute, minute + 1, 113.4)]
+    seconds = "symbol,epoch,close\nAAPL,1603699260.5,113.3\n"
+    one = cesar.query(
+        [spec], {"all": "Quote"}, seconds, "--time-column", "epoch", "--time-format", "s"
+    )
+    assert one[0]["t1"] == minute and one[0]["attrs"] == {"symbol": "AAPL", "close": 113.3}
+    bad = cesar.write("bad.csv", "symbol,ts,close\nAAPL,yesterday,1.0\n")
+    result = cesar.run(
+        "run",
+        "--stream",
+        spec,
+        "--query",
+        cesar.write("a.cel", "Quote"),
+        "--time-column",
+        "ts",
+        bad,
+    )
+    assert result.returncode == 2
+    assert "expected an ISO 8601 time such as 2020-10-26T09:30:00Z, got 'yesterday'" in (
+        result.stderr
+    )
 
 
 def test_bad_query_exits_2_with_position(cesar):
@@ -202,3 +258,75 @@ def test_bench_prints_throughput_matches_and_counters(cesar):
         "bench", "--stream", STOCK, "--queries", queries, "--events", events, "--engine", "naive"
     )
     assert json.loads(naive.stdout)["matches"] == 3
+
+
+def test_version_and_defaults_in_help(cesar):
+    result = cesar.run("--version")
+    assert result.returncode == 0 and result.stdout.startswith("cesar 0.")
+    run_help = cesar.run("run", "--help").stdout
+    assert "(default: engine)" in run_help and "(default: 256)" in run_help
+    assert "(default: None)" not in run_help and "(default: False)" not in run_help
+    assert "(default: 1000)" in cesar.run("serve", "--help").stdout
+
+
+def test_ctrl_c_stops_quietly_with_status_130(cesar):
+    """``cesar run -`` waiting on standard input, interrupted: no traceback, exit 130."""
+    query = cesar.write("q.cel", "FILTER{Price > 1} Stock")
+    process = subprocess.Popen(
+        [str(CESAR), "run", "--stream", STOCK, "--query", str(query), "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None
+    line = {"stream": "Stock", "t1": 1, "Name": "A", "Price": 2.0, "Volume": 1}
+    process.stdin.write(json.dumps(line) + "\n")
+    process.stdin.flush()
+    # Interrupt it once it is blocked reading standard input (Linux: read(2) on fd 0).
+    syscall = Path(f"/proc/{process.pid}/syscall")
+    deadline = time.monotonic() + 60
+    while not syscall.read_text().startswith("0 0x0 ") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+
+
+def test_explain_json_holds_the_placement_algebra_and_automata(cesar):
+    query = cesar.write("q.cel", "Stock NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock")
+    result = cesar.run("explain", "--stream", STOCK, "--json", query)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["reads"] == ["Stock"] and data["placement"]["key_attributes"] == ["Name"]
+    assert data["algebra"].startswith(";[$1.Name_1 = $2.Name")
+    (automaton,) = data["automata"]
+    assert [node["id"] for node in automaton["nodes"]] == [0, 1, 2]
+    forward = [e for e in automaton["edges"] if (e["source"], e["kind"]) == (1, "forward")]
+    assert forward[0]["conjuncts"][0]["dynamic"] == "$1.Name_1 = Name AND $1.Price_1 < Price"
+    assert cesar.run("explain", "--stream", STOCK, "--json", "--dot", query).returncode == 2
+
+
+def test_the_bundled_intraday_file_as_it_is_gives_what_the_converted_sample_gives(cesar):
+    """examples/intraday_sample.csv is the source's layout of examples/stocks_sample.csv."""
+    query = "FILTER{{After < 0.998 * Before}} (SELECT {n}, {p}_1 AS Before, {p} AS After "
+    query += "FROM {s} NEXT{{$1.{n} = $2.{n}}} {s})"
+    converted = cesar.query(
+        [STOCK + "[min]"],
+        {"drop": query.format(n="Name", p="Price", s="Stock")},
+        (ROOT / "examples" / "stocks_sample.csv").read_text(),
+    )
+    as_is = cesar.query(
+        ["Quote(symbol:string,close:float,volume:int)[min]"],
+        {"drop": query.format(n="symbol", p="close", s="Quote")},
+        (ROOT / "examples" / "intraday_sample.csv").read_text(),
+        "--time-column",
+        "ts",
+        "--columns",
+        "symbol,close,volume",
+    )
+    assert len(converted) > 10
+    assert [(r["t0"], r["t1"], list(r["attrs"].values())) for r in as_is] == [
+        (r["t0"], r["t1"], list(r["attrs"].values())) for r in converted
+    ]

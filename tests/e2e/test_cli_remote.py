@@ -27,12 +27,15 @@ def served(tmp_path: Path) -> Iterator[Server]:
     server.stop()
 
 
-def cesar(server: Server, *args: str | Path) -> subprocess.CompletedProcess[str]:
+def cesar(
+    server: Server, *args: str | Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(CESAR), *map(str, args), "--server", server.address],
         capture_output=True,
         text=True,
         timeout=120,
+        input=stdin,
     )
 
 
@@ -45,6 +48,9 @@ def test_subscribe_publish_listen_as_a_user(served: Server) -> None:
         ["s2", "Drops", "key:Name"],
         ["s3", "DropAfterRise", "key:Name"],
     ]
+    table = json.loads(cesar(served, "routing").stdout)
+    assert table["shards"] == 2 and table["version"] >= 1
+    assert [(r["stream"], r["key_attributes"]) for r in table["streams"]] == [("Stock", ["Name"])]
     published = cesar(served, "publish", "--quiet", SAMPLE)
     assert published.returncode == 0, published.stderr
     assert "published 2340 event(s), 0 rejected" in published.stderr
@@ -68,11 +74,17 @@ def test_subscribe_publish_listen_as_a_user(served: Server) -> None:
         "s1",
         "s2",
     ]
+    rows = [json.loads(line) for line in cesar(served, "list", "--json").stdout.splitlines()]
+    assert [(r["id"], r["stream"], r["placement"]["key_attribute"]) for r in rows] == [
+        ("s1", "Rising", "Name"),
+        ("s2", "Drops", "Name"),
+    ]
+    assert rows[1]["last_seq"] >= 3 and isinstance(rows[0]["created_unix_ms"], int)
     stats = json.loads(cesar(served, "stats").stdout)
-    assert stats["front"]["events_accepted"] == "2340"
+    assert stats["front"]["events_accepted"] == 2340  # a number, not protobuf's JSON string
     assert len(stats["shards"]) == 2
-    assert int(stats["front"]["rss_bytes"]) > 2**20
-    assert all(int(shard["counters"]["rss_bytes"]) > 2**20 for shard in stats["shards"])
+    assert stats["front"]["rss_bytes"] > 2**20
+    assert all(shard["counters"]["rss_bytes"] > 2**20 for shard in stats["shards"])
 
 
 def test_errors_print_the_status_and_exit_1(served: Server, tmp_path: Path) -> None:
@@ -97,6 +109,30 @@ def test_errors_print_the_status_and_exit_1(served: Server, tmp_path: Path) -> N
     assert "event 1: t1: late: t1 = 5" in again.stderr
 
 
+def test_publish_reads_standard_input_and_sums_up_what_it_could_not_publish(
+    served: Server,
+) -> None:
+    rows = "".join(f"AAPL,2020-10-26T09:{m:02}:00Z,{100 + m}.5,7\n" for m in range(8))
+    csv = "symbol,ts,close,volume\n" + rows
+    options = ["--time-column", "ts", "--columns", "symbol,close,volume"]
+    # Stock(Name, Price, Volume) is the server's stream: these columns are not its attributes
+    wrong = cesar(served, "publish", "--quiet", *options, "--skip-bad", "-", stdin=csv)
+    assert wrong.returncode == 1, wrong.stderr
+    assert "cesar: skipped 8: 8 Name: missing" in wrong.stderr
+    assert "published 0 event(s)" in wrong.stderr
+    assert cesar(served, "define-stream", "Quote(symbol:string,close:float)[min]").returncode == 0
+    options += ["--stream-name", "Quote"]
+    first = cesar(served, "publish", "--quiet", *options, "-", stdin=csv)
+    assert first.returncode == 0, first.stderr
+    assert "published 8 event(s), 0 rejected" in first.stderr
+    again = cesar(served, "publish", "--quiet", *options, "-", stdin=csv)
+    assert again.returncode == 1
+    lines = again.stderr.splitlines()
+    assert sum(": t1: late: " in line for line in lines) == 5  # the first few, then counts
+    assert "cesar: ... and 3 more" in lines
+    assert "cesar: rejected 8: 8 t1: late" in lines
+
+
 def test_define_stream_and_streams(served: Server) -> None:
     assert cesar(served, "define-stream", "News(Name:string,Score:int)").stdout.strip() == (
         "News(Name:string,Score:int)"
@@ -106,6 +142,12 @@ def test_define_stream_and_streams(served: Server) -> None:
     assert lines[0].startswith("Hot(Name:string,Score:int)\tsubscription s1")
     assert lines[1].startswith("News(Name:string,Score:int)\tinput")
     assert lines[2].startswith("Stock(")
+    records = [json.loads(line) for line in cesar(served, "streams", "--json").stdout.splitlines()]
+    assert [(r["name"], r["subscription"]) for r in records] == [
+        ("Hot", "s1"),
+        ("News", ""),
+        ("Stock", ""),
+    ]
 
 
 def test_share_and_delete_stream_as_a_user(served: Server) -> None:

@@ -1,6 +1,7 @@
 """The documentation's diagrams are what ``cesar explain --dot`` prints today."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -55,7 +56,28 @@ def test_the_quickstart_runs_as_written():
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     alerts = result.stdout.count('"stream": "Drops"')
     assert alerts >= 6  # cesar run's head -3, then listen --count 3
-    assert '"events_accepted": "4680"' in result.stdout  # the sample twice: publish, then feed
+    assert '"events_accepted": 4680' in result.stdout  # the sample twice: publish, then feed
+
+
+def test_the_readme_server_block_runs_as_written(tmp_path):
+    """No sleep between ``cesar serve &`` and the first client command: clients wait for a
+    starting server.  The block runs with its data directory and port moved aside."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## Running the server")
+    (block,) = [body for lang, body in FENCE.findall(readme[start:])[:1] if lang == "sh"]
+    port = 50000 + os.getpid() % 10000
+    script = block.replace("/tmp/cesar", str(tmp_path / "data")).replace(
+        "--shards 2", f"--shards 2 --port {port}"
+    )
+    script = f"set -e\nexport CESAR_SERVER=127.0.0.1:{port}\n{script}\nwait %2\nkill %1\nwait %1\n"
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert "s1" in lines  # cesar subscribe, right after cesar serve &
+    assert any('"stream": "Drops"' in line for line in lines)  # cesar listen --timeout 10 &
+    assert "published 2340 event(s), 0 rejected" in result.stderr
 
 
 def test_every_cel_example_of_the_language_reference_runs(cesar):
