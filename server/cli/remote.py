@@ -115,6 +115,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port of --host, at /metrics (0: any free port)",
+    )
+    parser.add_argument(
         "--ready-file",
         type=Path,
         metavar="PATH",
@@ -157,6 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             grace=args.grace,
             log_level=args.log_level,
             ready_file=args.ready_file,
+            metrics_port=args.metrics_port,
         )
     )
 

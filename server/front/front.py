@@ -80,6 +80,7 @@ from cesar.server.front.errors import (
 )
 from cesar.server.front.placement import pinned_shard, place
 from cesar.server.front.registry import Live, Registry, describe_stream
+from cesar.server.host.metrics import Histogram
 from cesar.server.host.rss import rss_bytes
 from cesar.server.shard.pool import Applying, ShardFailure, ShardPool
 from cesar.server.wire.algebra_proto import (
@@ -126,6 +127,20 @@ class Prepared:
         return self.shape.publish if self.shape is not None else None
 
 
+def rejection_kind(reason: str) -> str:
+    """What a rejection is, for counting: ``late``, ``ahead`` (too far in the future) or
+    ``invalid`` (the event does not fit its stream).
+
+    >>> rejection_kind("late: t1 = 5, but events up to t1 = 9 are already being processed")
+    'late'
+    """
+    if reason.startswith("late"):
+        return "late"
+    if "s ahead of the stream's newest" in reason:
+        return "ahead"
+    return "invalid"
+
+
 class Ticket:
     """A batch begun: applied by the shards, then logged by the committer thread.
 
@@ -151,6 +166,7 @@ class Ticket:
         self.applying: Applying | None = None
         self.error: ShardFailure | None = None
         self._finished = threading.Event()
+        self.began = time.monotonic()
 
     @classmethod
     def done(cls, response: pb.PublishResponse) -> Ticket:
@@ -190,6 +206,10 @@ class Front:
         self.lock = threading.Lock()
         self.closing = False
         self.counters: Counter[str] = Counter()
+        self.rejections: Counter[tuple[str, str]] = Counter()
+        """Events rejected, by field and :func:`rejection_kind`."""
+        self.batch_seconds = Histogram()
+        """Per batch, from its request to its acknowledgement (validated, applied, logged)."""
         self.listeners = Listeners(catalog.path, self.counters)
         self.registry = Registry(shards.count)
         self.gate = EpochGate(shards.count, self.registry.groups)
@@ -866,6 +886,9 @@ class Front:
         self.turn.notify_all()
         self.counters["events_accepted"] += len(ticket.accepted)
         self.counters["events_rejected"] += len(ticket.response.rejected)
+        for refused in ticket.response.rejected:
+            self.rejections[refused.field, rejection_kind(refused.reason)] += 1
+        self.batch_seconds.observe(time.monotonic() - ticket.began)
         self.counters["alerts"] += len(rows)
         self.counters["batches"] += 1
         if ticket.shard is not None:

@@ -40,10 +40,12 @@ from cesar.server.front.catalog import RESTORE, Catalog, CatalogError
 from cesar.server.front.checkpoints import NoCheckpoint, SnapshotPolicy
 from cesar.server.front.errors import AlreadyExists
 from cesar.server.front.front import Front, ReplayError
+from cesar.server.front.metrics import collect
 from cesar.server.front.repair import RepairError, drop_events
 from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
+from cesar.server.host.metrics import serve_metrics
 from cesar.server.host.tls import TlsError, server_credentials
 from cesar.server.shard.pool import RemoteShards, ShardFailure, ShardPool
 from cesar.server.wire.client import GRPC_OPTIONS
@@ -90,6 +92,8 @@ class ServeConfig:
     workers: int = 256
     grace: float = 10.0
     log_level: str = "INFO"
+    metrics_port: int | None = None
+    """Serve Prometheus metrics at ``http://HOST:PORT/metrics`` (0: any free port)."""
     ready_file: Path | None = None
     """Written (atomically, ``HOST:PORT``) once the server answers; removed when it stops."""
 
@@ -225,6 +229,10 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         for name in ("", SERVICE):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         print(f"serving {config.host}:{port}", flush=True)
+        if config.metrics_port is not None:
+            bound = serve_metrics(config.host, config.metrics_port, lambda: collect(front))
+            print(f"metrics http://{config.host}:{bound}/metrics", flush=True)
+            log.info("metrics", extra={"address": f"{config.host}:{bound}"})
         if config.ready_file is not None:
             _write_ready(config.ready_file, f"{config.host}:{port}")
         log.info(

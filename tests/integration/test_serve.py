@@ -368,3 +368,50 @@ def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) ->
         for process in (first, second):
             process.terminate()
             process.wait(30)
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """``name{labels}`` → value of every sample at a metrics endpoint."""
+    from urllib.request import urlopen
+
+    with urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", "--metrics-port", "0").start()
+    assert server.process is not None and server.process.stdout is not None
+    line = server.process.stdout.readline().split()
+    assert line[0] == "metrics", line
+    before = _scrape(line[1])
+    assert before["cesar_front_events_accepted_total"] == 0
+    assert before['cesar_shard_nodes{shard="1"}'] == 0
+    conn = server.connect()
+    subscribe(conn, QUERIES[1].read_text())
+    events = sample_events()
+    middle = None
+    for part in range(2):  # scraped while the sample is being published
+        half = events[part * len(events) // 2 : (part + 1) * len(events) // 2]
+        publish(conn, half, close=part == 1)
+        middle = middle or _scrape(line[1])
+    late = conn.stub.PublishBatch(
+        next(iter(publish_requests(events[:1], 1, close=False))), metadata=conn.metadata
+    )
+    assert late.rejected[0].reason.startswith("late")
+    after = _scrape(line[1])
+    assert 0 < middle["cesar_front_events_accepted_total"] < len(events)
+    assert after["cesar_front_events_accepted_total"] == len(events)
+    assert after["cesar_front_alerts_total"] > 0 and after["cesar_front_subscriptions"] == 1
+    assert after['cesar_front_rejections_total{field="t1",kind="late"}'] == 1
+    assert after["cesar_front_batch_seconds_count"] == after["cesar_front_batches_total"] == 7
+    assert middle["cesar_front_batch_seconds_count"] == 3  # 500 + 500 + 170 of the first half
+    shard_events = sum(v for k, v in after.items() if k.startswith("cesar_shard_events_total"))
+    assert shard_events >= len(events)
+    assert sum(v for k, v in after.items() if k.startswith("cesar_shard_nodes{")) > 0
+    server.stop()

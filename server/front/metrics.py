@@ -1,0 +1,85 @@
+"""What the front exports to Prometheus: its counters, every shard's, rejections and batch latency.
+
+At each scrape the front's :meth:`~cesar.server.front.front.Front.stats` is
+read (the shards answer it over their links), so a shard on another machine is
+scraped through its front; no value is kept twice.  Families:
+
+* ``cesar_front_<counter>_total`` (events accepted and rejected, alerts,
+  batches, subscribes, ...) and ``cesar_front_<gauge>`` (subscriptions,
+  streams, open Listen streams, events waiting in open epochs, RSS, ...);
+* ``cesar_shard_<counter>_total{shard}`` (the engines' work: events, matches,
+  instances touched, ...) and ``cesar_shard_<gauge>{shard}`` (live instances,
+  DAG nodes, subscriptions, RSS);
+* ``cesar_front_rejections_total{field, kind}`` (kind: late, ahead, invalid);
+* ``cesar_front_batch_seconds`` (histogram: a published batch from its
+  request to its acknowledgement).
+
+docs/operations.md lists example queries.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from cesar.server.front.front import Front
+from cesar.server.host.metrics import families
+
+FRONT_GAUGES = frozenset(
+    {
+        "subscriptions",
+        "streams",
+        "batches_logged",
+        "open_epoch_events",
+        "listens",
+        "rss_bytes",
+        "checkpoint_position",
+        "checkpoint_bytes",
+        "checkpoint_ms",
+        "log_compacted_to",
+    }
+)
+"""The front's values that go up and down; the others only count up."""
+
+FRONT_COUNTERS = (
+    "events_accepted",
+    "events_rejected",
+    "alerts",
+    "batches",
+    "routed_batches",
+    "duplicate_batches",
+    "subscribes",
+    "unsubscribes",
+    "listens_opened",
+)
+"""Counters exported from the start, at 0 until they first count."""
+
+SHARD_GAUGES = frozenset(
+    {"lanes", "instances", "nodes", "rss_bytes", "subscriptions", "active_nodes_sum"}
+)
+"""A shard's values that go up and down; the others only count up (from its last start)."""
+
+
+def collect(front: Front) -> list[Metric]:
+    """Every family, read now."""
+    stats = front.stats()
+    values = {name: 0 for name in FRONT_COUNTERS} | dict(stats.front)
+    out = families("cesar_front", [({}, values)], set(values) - FRONT_GAUGES)
+    rows = [({"shard": str(shard.shard)}, dict(shard.counters)) for shard in stats.shards]
+    names = {name for _, counters in rows for name in counters}
+    out += families("cesar_shard", rows, names - SHARD_GAUGES)
+    rejected = CounterMetricFamily(
+        "cesar_front_rejections",
+        "events rejected, by field and kind (late, ahead, invalid)",
+        labels=["field", "kind"],
+    )
+    with front.lock:
+        counted = sorted(front.rejections.items())
+    for (field, kind), count in counted:
+        rejected.add_metric([field, kind], count)
+    out.append(rejected)
+    out.append(
+        front.batch_seconds.family(
+            "cesar_front_batch_seconds", "a published batch from request to acknowledgement"
+        )
+    )
+    return out
