@@ -1,0 +1,41 @@
+"""Every recipe of docs/cookbook.md runs on the bundled sample and gives the count it states."""
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COOKBOOK = (ROOT / "docs" / "cookbook.md").read_text()
+STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
+RECIPE = re.compile(r"^### (\d+)\. .*?\n```cel\n(.*?)^```\n\nOn the sample: ([^\n]*)", re.S | re.M)
+
+
+def recipes() -> list[tuple[str, list[str], str]]:
+    return [
+        (number, [q.strip() for q in body.split("\n;\n")], counts)
+        for number, body, counts in RECIPE.findall(COOKBOOK)
+    ]
+
+
+def test_there_are_twenty_recipes_each_with_its_count():
+    assert [int(number) for number, _, _ in recipes()] == list(range(1, 21))
+    assert COOKBOOK.count("```cel") == 20
+
+
+@pytest.mark.parametrize(("number", "queries", "counts"), recipes(), ids=lambda v: str(v)[:3])
+def test_the_recipe_gives_what_the_cookbook_says(cesar, number, queries, counts):
+    args: list[str | Path] = ["run", "--stream", STOCK]
+    for index, text in enumerate(queries):
+        args += ["--query", cesar.write(f"recipe{number}_{index}.cel", text + "\n")]
+    result = cesar.run(*args, ROOT / "examples" / "stocks_sample.csv")
+    assert result.returncode == 0, result.stderr
+    got = Counter(json.loads(line)["stream"] for line in result.stdout.splitlines())
+    named = re.findall(r"(\d+) (?:alerts? )?of `(\w+)`", counts)
+    if named:
+        assert {stream: int(n) for n, stream in named} == dict(got)
+    else:
+        (total,) = re.findall(r"^(\d+) alerts?", counts)
+        assert sum(got.values()) == int(total) > 0
