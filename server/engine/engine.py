@@ -298,17 +298,19 @@ class Engine:
             for group in groups:
                 holds, entry = group.params.holds, group.entry
                 mask = entry if entry >= 0 else 1 << ~entry  # Group.mask, inline
-                threshold = group.params.plans[group.conjunct].threshold
                 if not indices:
                     candidates: Iterable[EngineInstance] = index.instances()
                 elif accesses[group.conjunct] is not None:
                     candidates = index.probe(group.conjunct, attrs)
-                elif threshold is None or not waiting_on:
-                    candidates = by_group.get(group, nothing).values()
                 else:
-                    touched += self._waiting(group, threshold, event, attrs, own, affected)
-                    candidates = list(by_group.get(group, nothing).values())
-                    waits.extend((group, threshold, instance) for instance in candidates)
+                    threshold = group.params.plans[group.conjunct].threshold if waiting_on else None
+                    filed = by_group.get(group, nothing)
+                    if threshold is None:
+                        candidates = filed.values()
+                    else:
+                        touched += self._waiting(group, threshold, event, attrs, own, affected)
+                        candidates = list(filed.values())
+                        waits.extend((group, threshold, instance) for instance in candidates)
                 for instance in candidates:
                     touched += 1
                     members = instance.members & mask

@@ -145,6 +145,10 @@ class ConjunctPlan:
         """A slot's key constants (those of the key atoms, in order): its group's key."""
         return tuple(constants[p] for _, p in self.keys)
 
+    def general_key_of(self, constants: Constants) -> Constants:
+        """A slot's constants in general atoms: the key of its :class:`Tuple` in its group."""
+        return tuple(constants[p] for p in self.general_params)
+
 
 def plan_conjunct(
     static: tuple[Cmp, ...], dynamic: tuple[Cmp, ...], codegen: Codegen
@@ -267,7 +271,7 @@ class EdgeParams:
                     for masks, (_, _, param) in zip(group.ordered, plan.ordered, strict=True):
                         masks.add(member, known[param])
             if plan.general is not None:
-                general_key = tuple(constants[p] for p in plan.general_params)
+                general_key = plan.general_key_of(constants)
                 if group.general is None:
                     group.general = {}
                 entry = group.general.setdefault(general_key, Tuple(constants))
@@ -289,7 +293,7 @@ class EdgeParams:
             for masks in group.ordered or ():
                 masks.remove(slot)
             if plan.general is not None:
-                general_key = tuple(constants[p] for p in plan.general_params)
+                general_key = plan.general_key_of(constants)
                 assert group.general is not None
                 entry = group.general[general_key]
                 entry.entry = compact(entry.mask & ~bit)
@@ -428,8 +432,7 @@ class EdgeParams:
         else:
             found: dict[int, Tuple] = {}
             for slot in slots_of(members):
-                constants = self.slots[slot]
-                entry = group.general[tuple(constants[p] for p in plan.general_params)]
+                entry = group.general[plan.general_key_of(self.slots[slot])]
                 found[id(entry)] = entry
             entries = found.values()
         out: list[tuple[Tuple, Value | None]] = []

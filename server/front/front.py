@@ -127,20 +127,6 @@ class Prepared:
         return self.shape.publish if self.shape is not None else None
 
 
-def rejection_kind(reason: str) -> str:
-    """What a rejection is, for counting: ``late``, ``ahead`` (too far in the future) or
-    ``invalid`` (the event does not fit its stream).
-
-    >>> rejection_kind("late: t1 = 5, but events up to t1 = 9 are already being processed")
-    'late'
-    """
-    if reason.startswith("late"):
-        return "late"
-    if "s ahead of the stream's newest" in reason:
-        return "ahead"
-    return "invalid"
-
-
 class Ticket:
     """A batch begun: applied by the shards, then logged by the committer thread.
 
@@ -156,8 +142,11 @@ class Ticket:
         payload: bytes,
         shard: int | None,
         response: pb.PublishResponse,
+        refused: Counter[tuple[str, str]] | None = None,
     ) -> None:
         self.number = number
+        self.refused = refused or Counter()
+        """Its rejections by field and kind (late, ahead, invalid)."""
         self.key = key
         self.accepted = accepted
         self.payload = payload
@@ -207,7 +196,7 @@ class Front:
         self.closing = False
         self.counters: Counter[str] = Counter()
         self.rejections: Counter[tuple[str, str]] = Counter()
-        """Events rejected, by field and :func:`rejection_kind`."""
+        """Events rejected, by field and kind (:meth:`_accept`)."""
         self.batch_seconds = Histogram()
         """Per batch, from its request to its acknowledgement (validated, applied, logged)."""
         self.listeners = Listeners(catalog.path, self.counters)
@@ -768,7 +757,7 @@ class Front:
                     return Ticket.done(
                         pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
-            response, accepted = self._accept(request, incoming, shard)
+            response, accepted, refused = self._accept(request, incoming, shard)
             logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
             if shard is not None:
@@ -777,7 +766,7 @@ class Front:
             number = response.batch = self.batches
             response.accepted = len(accepted)
             payload = logged.SerializeToString()
-            ticket = Ticket(number, key, accepted, payload, shard, response)
+            ticket = Ticket(number, key, accepted, payload, shard, response, refused)
             if self.checkpoints.due(number):
                 # the snapshots must hold exactly the batches up to this one: nothing in flight
                 while self.committed < number - 1:
@@ -829,14 +818,17 @@ class Front:
         request: pb.PublishRequest,
         incoming: list[tuple[Event | EventError, int | None]],
         shard: int | None,
-    ) -> tuple[pb.PublishResponse, list[Event]]:
-        """Sort and check a batch's decoded events; the response (rejections) and the accepted
-        events in (t1, arrival) order."""
+    ) -> tuple[pb.PublishResponse, list[Event], Counter[tuple[str, str]]]:
+        """Sort and check a batch's decoded events; the response (rejections), the accepted
+        events in (t1, arrival) order, and the rejections by field and kind (late: behind its
+        shard's settled epochs; ahead: beyond the time jump; invalid: not fit for its stream)."""
         response = pb.PublishResponse()
+        refused: Counter[tuple[str, str]] = Counter()
         valid: list[tuple[int, int, int, Event]] = []
         for index, (item, arrival) in enumerate(incoming):
             if isinstance(item, EventError):
                 response.rejected.append(rejection(index, item))
+                refused[response.rejected[-1].field, "invalid"] += 1
             else:
                 valid.append((item.t1, index if arrival is None else arrival, index, item))
         valid.sort(key=lambda item: (item[0], item[1]))
@@ -850,6 +842,7 @@ class Front:
         for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
             if ahead is not None:
                 response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
+                refused["t1", "ahead"] += 1
                 continue
             settled = self.gate.settled(t1, event.stream, shard)
             if settled is not None:
@@ -862,11 +855,12 @@ class Front:
                         + ("" if shard is None else f" on shard {shard}"),
                     )
                 )
+                refused["t1", "late"] += 1
                 continue
             accepted.append(event)
             self._saw(event)
         response.rejected.sort(key=lambda r: r.index)
-        return response, accepted
+        return response, accepted, refused
 
     def _commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:
         """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
@@ -886,8 +880,7 @@ class Front:
         self.turn.notify_all()
         self.counters["events_accepted"] += len(ticket.accepted)
         self.counters["events_rejected"] += len(ticket.response.rejected)
-        for refused in ticket.response.rejected:
-            self.rejections[refused.field, rejection_kind(refused.reason)] += 1
+        self.rejections.update(ticket.refused)
         self.batch_seconds.observe(time.monotonic() - ticket.began)
         self.counters["alerts"] += len(rows)
         self.counters["batches"] += 1
