@@ -34,7 +34,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import IO
 
-from cesar.automata.schema import AttrType, Event, EventError, StreamSchema, validate_event
+from cesar.automata.schema import (
+    AttrType,
+    Event,
+    EventError,
+    StreamSchema,
+    TimeUnit,
+    validate_event,
+)
 
 TIME_FORMATS = ("auto", "iso", "s", "ms", "us", "ns", "ticks")
 """How ``Ingest.time_format`` reads a time: ``auto`` takes an integer as ticks and text as
@@ -310,14 +317,64 @@ def read_events(
 
 
 def event_json(event: Event, schema: StreamSchema | None = None) -> str:
-    """The output line of an event: ``{"stream", "t0", "t1", "attrs"}``, attrs in schema order."""
+    """The output line of an event: ``{"stream", "t0", "t1", "time", "attrs"}``.
+
+    ``attrs`` are in schema order; ``time`` (present when the schema has a
+    calendar unit) is the ISO 8601 form of t0 (and of t1, as an interval
+    ``t0/t1``, for a duration), to the unit's precision, in UTC.
+
+    >>> from cesar.automata.schema import parse_stream_spec
+    >>> rising = parse_stream_spec("Rising(Name:string)[min]")
+    >>> line = event_json(Event.of("Rising", 26728651, 26728655, {"Name": "IBM"}), rising)
+    >>> json.loads(line)["time"]
+    '2020-10-26T13:31Z/2020-10-26T13:35Z'
+    """
     values = event.attrs()
+    record: dict[str, object] = {"stream": event.stream, "t0": event.t0, "t1": event.t1}
     if schema is not None:
         values = {name: values[name] for name in schema.names}
-    return json.dumps(
-        {"stream": event.stream, "t0": event.t0, "t1": event.t1, "attrs": values},
-        ensure_ascii=False,
-    )
+        start, end = iso_time(event.t0, schema.unit), iso_time(event.t1, schema.unit)
+        if start is not None and end is not None:
+            record["time"] = start if event.t0 == event.t1 else f"{start}/{end}"
+    record["attrs"] = values
+    return json.dumps(record, ensure_ascii=False)
+
+
+_ISO_PRECISION = {
+    TimeUnit.DAY: (86400, 10, "", 0),
+    TimeUnit.HOUR: (3600, 13, ":00Z", 0),
+    TimeUnit.MIN: (60, 16, "Z", 0),
+    TimeUnit.SEC: (1, 19, "Z", 0),
+    TimeUnit.MS: (1, 19, "Z", 3),
+    TimeUnit.US: (1, 19, "Z", 6),
+    TimeUnit.NS: (1, 19, "Z", 9),
+}
+"""Per calendar unit: seconds per tick (whole units), the length of ``datetime.isoformat()``
+kept, what follows it, and the decimals of a second."""
+
+
+def iso_time(ticks: int, unit: TimeUnit) -> str | None:
+    """``ticks`` of ``unit`` since the Unix epoch in ISO 8601 (UTC), to the unit's precision.
+
+    None for the abstract tick and for times outside the years 1..9999.
+
+    >>> iso_time(26728651, TimeUnit.MIN), iso_time(18561, TimeUnit.DAY)
+    ('2020-10-26T13:31Z', '2020-10-26')
+    >>> iso_time(1_603_719_060_250, TimeUnit.MS), iso_time(5, TimeUnit.TICK)
+    ('2020-10-26T13:31:00.250Z', None)
+    """
+    precision = _ISO_PRECISION.get(unit)
+    if precision is None:
+        return None
+    per_tick, kept, suffix, decimals = precision
+    seconds, fraction = divmod(ticks * per_tick, 10**decimals)
+    try:
+        text = datetime.fromtimestamp(seconds, UTC).isoformat()[:kept]
+    except (OverflowError, OSError, ValueError):
+        return None
+    if decimals:
+        return f"{text}.{fraction:0{decimals}d}{suffix}"
+    return text + suffix
 
 
 def input_line(event: Event) -> str:

@@ -61,6 +61,7 @@ def test_query_7_over_table_1(cesar):
             "stream": "Query7",
             "t0": minutes("9:10"),
             "t1": minutes("9:24"),
+            "time": "1970-01-01T09:10Z/1970-01-01T09:24Z",
             "attrs": {"company": "IBM", "maxP": 90.0, "minP": 81.0, "finalP": 91.0},
         }
     ]
@@ -121,7 +122,13 @@ def test_query_6_next_ibm_above_its_52_week_average(cesar):
     )
     out = cesar.query(["Stock(Name:string,Price:float)[day]"], {"q6": query}, events)
     assert out == [
-        {"stream": "AboveAverage", "t0": 0, "t1": 400, "attrs": {"Avg": 115.0, "NextPrice": 116.0}}
+        {
+            "stream": "AboveAverage",
+            "t0": 0,
+            "t1": 400,
+            "time": "1970-01-01/1971-02-05",
+            "attrs": {"Avg": 115.0, "NextPrice": 116.0},
+        }
     ]
 
 
