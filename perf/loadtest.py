@@ -61,14 +61,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.schema import Event
 from cesar.perf.loadwork import TEMPLATES, Query, Workload, input_schema
 from cesar.perf.plot import loadtest_figure
 from cesar.perf.report import machine, now
+from cesar.server.cli.progress import progress_bar
 from cesar.server.engine.workload import Workload as Queries
 from cesar.server.wire.algebra_proto import compile_algebra
 from cesar.server.wire.client import Connection, alerts
@@ -394,12 +394,8 @@ class Run:
         barrier = threading.Barrier(s.publishers, action=lambda: self._close_epoch(conn))
         self.started = time.perf_counter()
         self.next_epoch = (0, self._split(self.work.epoch(0, s.epoch_size)))
-        columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
         # on standard error, and only on a terminal: standard output is the JSON summary
-        console = Console(stderr=True)
-        with Progress(
-            *columns, console=console, transient=False, disable=not console.is_terminal
-        ) as progress:
+        with progress_bar(transient=False) as progress:
             task = progress.add_task("starting", total=s.duration)
             sampler = threading.Thread(target=self._sample, args=(conn, progress, task))
             sampler.start()

@@ -84,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cesar.automata.evaluate import Faults
     from cesar.automata.translate import Options
     from cesar.server.cli.ingest import read_event_file, skipped_report
+    from cesar.server.cli.progress import progress_bar
     from cesar.server.engine.workload import Workload, WorkloadError
     from cesar.server.wire.eventfile import EventInputError, event_json
 
@@ -104,7 +105,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"cesar: no event of {args.events} could be read", file=sys.stderr)
             return EXIT_USAGE
     faults = Faults()
-    outputs = program.run(result.events, faults, engine=args.engine)
+    with progress_bar(args.quiet) as bar:
+        task = bar.add_task(f"evaluating ({args.engine})", total=len(result.events))
+        outputs = program.run(
+            result.events, faults, args.engine, lambda done: bar.update(task, completed=done)
+        )
     schemas_out = {query.name: query.output for query in program.queries}
     outputs.sort(key=lambda e: (e.t1, e.t0, e.stream, repr(e.values)))
     write = sys.stdout.write
@@ -298,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=ENGINE_HELP,
     )
     run.add_argument("--sort", action="store_true", help="sort events by t1 before evaluating")
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
     run.add_argument(
         "--skip-bad", action="store_true", help="skip malformed event lines and count them"
     )

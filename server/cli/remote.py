@@ -357,10 +357,9 @@ def _listen(conn: Any, args: argparse.Namespace) -> int:
 
 
 def _publish(conn: Any, args: argparse.Namespace) -> int:
-    from rich.progress import Progress
-
     from cesar.automata.schema import parse_stream_spec
     from cesar.server.cli.ingest import Refusals, read_event_file, skipped_report
+    from cesar.server.cli.progress import progress_bar
     from cesar.server.wire.client import list_streams, publish_requests
     from cesar.server.wire.eventfile import EventInputError
 
@@ -381,7 +380,7 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
 
     accepted = 0
     rejected = Refusals()
-    with Progress(disable=not sys.stderr.isatty() or args.quiet, transient=True) as progress:
+    with progress_bar(args.quiet) as progress:
         task = progress.add_task("publishing", total=len(events))
         offset = 0
         for request, ack in zip(

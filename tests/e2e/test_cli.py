@@ -1,8 +1,11 @@
 """``cesar run`` and ``cesar explain`` as a user meets them: formats, options and errors."""
 
 import json
+import os
+import pty
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -330,3 +333,40 @@ def test_the_bundled_intraday_file_as_it_is_gives_what_the_converted_sample_give
     assert [(r["t0"], r["t1"], list(r["attrs"].values())) for r in as_is] == [
         (r["t0"], r["t1"], list(r["attrs"].values())) for r in converted
     ]
+
+
+def _stderr_on_a_terminal(command: list[str]) -> tuple[int, bytes, str]:
+    """Run ``command`` with stderr on a pseudo-terminal: status, what it drew there, stdout."""
+    leader, follower = pty.openpty()
+    with tempfile.TemporaryFile() as stdout:  # a file, not a pipe nobody reads while it draws
+        process = subprocess.Popen(command, stdout=stdout, stderr=follower)
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: every writer of the terminal has closed it
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        os.close(leader)
+        status = process.wait(timeout=120)
+        stdout.seek(0)
+        return status, drawn, stdout.read().decode()
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_stderr_only(cesar):
+    """stderr a terminal: the bar counts the events there; stdout (a pipe) holds only alerts."""
+    query = cesar.write("q.cel", "FILTER{Price > 1} Stock")
+    rows = "".join(f"{t},A,2,1\n" for t in range(3000))
+    events = cesar.write("e.csv", "t,Name,Price,Volume\n" + rows)
+    command = [str(CESAR), "run", "--stream", STOCK, "--query", str(query), str(events)]
+    status, drawn, out = _stderr_on_a_terminal(command)
+    assert status == 0
+    assert b"evaluating (engine)" in drawn and b"3000/3000" in drawn
+    assert len([json.loads(line) for line in out.splitlines()]) == 3000
+    status, drawn, _ = _stderr_on_a_terminal([*command, "--quiet"])
+    assert status == 0 and b"evaluating" not in drawn
+    piped = cesar.run("run", "--stream", STOCK, "--query", query, events)
+    assert piped.returncode == 0 and piped.stderr == ""
