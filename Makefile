@@ -15,10 +15,13 @@ $(shell mkdir -p build && git ls-files -co --exclude-standard -- automata index 
     (cmp -s build/files.new build/files.txt || mv build/files.new build/files.txt))
 
 $(VENV)/.installed: pyproject.toml build/files.txt $(wildcard proto/cesar/v1/*.proto)
+	@echo "setting up $(VENV): cesar and its pinned dependencies (pyspark, grpcio, ...);" \
+	    "the first time downloads ~400 MB and takes a few minutes"
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' \
 	    --config-settings editable_mode=strict
 	touch $@
+	@echo "set up: $(BIN)/cesar"
 
 setup: $(VENV)/.installed
 

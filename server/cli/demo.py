@@ -53,9 +53,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     queries = [(name, (EXAMPLE_QUERIES / f"{name}.cel").read_text()) for name in QUERIES]
     program = Workload.build(list(schemas.values()), queries)
     outputs = {q.name: q.output for q in program.queries}
-    expected = Counter(event_json(e, outputs[e.stream]) for e in program.run(events))
+    expected = Counter(
+        event_json(e, outputs[e.stream]) for e in program.run(events, engine="engine")
+    )
+    say(
+        f"{len(events)} one-minute quotes "
+        + ("of 6 stocks (the bundled sample), " if args.events == str(STOCKS_SAMPLE) else "")
+        + f"{len(queries)} queries, a server and a Spark feed; alerts are printed on stdout"
+    )
     with tempfile.TemporaryDirectory(prefix="cesar-demo-") as scratch:
         work = Path(scratch)
+        say("starting the server (front + 2 shards) ...")
         server = subprocess.Popen(
             [
                 *(str(CESAR), "serve", "--data-dir", str(work / "data"), "--port", "0"),
@@ -66,14 +74,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         assert server.stdout is not None
         address = server.stdout.readline().split()[1]
-        print(f"server on {address} (front + 2 shards)", file=sys.stderr)
+        say(f"server on {address}")
         connection = Connection.open(address)
         got: Counter[str] = Counter()
         try:
             for name, text in queries:
                 request = pb.SubscribeRequest(query=text, name=name)
                 sub = connection.stub.Subscribe(request, metadata=connection.metadata)
-                print(f"subscribed {name} as {sub.id}", file=sys.stderr)
+                say(f"subscribed examples/queries/{name}.cel as {sub.id}")
             printer = threading.Thread(
                 target=_print_alerts, args=(connection, got, outputs), daemon=True
             )
@@ -90,13 +98,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 stdout=subprocess.DEVNULL,
                 stderr=open(work / "feed.log", "w"),  # noqa: SIM115 - the child keeps it
             )
-            print("feed started (Spark local[2]); dropping quotes into its source", file=sys.stderr)
+            say(
+                "starting the Spark feed (local[2]; Spark takes 20-60 s to start) and dropping "
+                f"the quotes into its source, {args.rows_per_file} per file; the feed stops "
+                "when no file has come for 6 s"
+            )
             for number, start in enumerate(range(0, len(events), args.rows_per_file)):
                 chunk = events[start : start + args.rows_per_file]
                 drop_file(source, number, [input_line(e) for e in chunk])
                 time.sleep(args.pause)
             if feed.wait() != 0:
                 print((work / "feed.log").read_text()[-4000:], file=sys.stderr)
+            say("the feed has stopped; waiting for the last alerts")
             deadline = time.monotonic() + 30
             while sum(got.values()) < sum(expected.values()) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -105,12 +118,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
             server.terminate()
             server.wait(30)
     same = got == expected
-    print(
+    say(
         f"{sum(got.values())} alerts; cesar run on the same quotes: {sum(expected.values())}"
-        + (" (identical)" if same else " (DIFFERENT)"),
-        file=sys.stderr,
+        + (" (identical)" if same else " (DIFFERENT)")
     )
     return 0 if same else 1
+
+
+def say(text: str) -> None:
+    """A line about what the demo is doing, on standard error (stdout holds the alerts)."""
+    print(f"cesar demo: {text}", file=sys.stderr, flush=True)
 
 
 def _print_alerts(connection: Connection, got: Counter[str], outputs: dict) -> None:  # type: ignore[type-arg]
