@@ -120,7 +120,13 @@ def alert_line(alert: pb.Alert) -> str:
 
 
 def normalized(lines: Counter[str]) -> Counter[str]:
-    return Counter({json.dumps(json.loads(k), sort_keys=True): v for k, v in lines.items()})
+    """JSON lines with sorted keys and without ``time`` (t0 and t1 in ISO 8601, derived)."""
+    out: Counter[str] = Counter()
+    for line, count in lines.items():
+        record = json.loads(line)
+        record.pop("time", None)
+        out[json.dumps(record, sort_keys=True)] += count
+    return out
 
 
 def publish(conn: Connection, events: Sequence[Event], batch: int = 500, close: bool = True) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 
 from cesar.server.host.logs import configure_logging
@@ -57,7 +59,37 @@ def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
         "--max-rows", type=int, default=50_000, help="events per PublishBatch message"
     )
     feed.add_argument("--log-level", default="INFO")
+    feed.add_argument(
+        "--spark-log",
+        metavar="FILE",
+        help="the file for Spark's own log (WARN and above), so standard error holds only the "
+        "feed's JSON log; - : Spark's errors on standard error (default: spark.log in the "
+        "checkpoint directory when it is a local path, else ./cesar-feed-spark.log)",
+    )
+    feed.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve the feed's counters for Prometheus on this port (0: any free port)",
+    )
+    feed.add_argument(
+        "--metrics-host", default="127.0.0.1", help="the address --metrics-port binds to"
+    )
     feed.set_defaults(handler=cmd_feed)
+
+
+def spark_log_of(args: argparse.Namespace) -> Path | None:
+    """Where Spark's own log goes (None: standard error), by ``--spark-log`` or its default."""
+    if args.spark_log == "-" or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None  # under spark-submit, its --driver-java-options decide
+    if args.spark_log is not None:
+        return Path(args.spark_log)
+    scheme, _, rest = args.checkpoint.partition("://")
+    if not rest:
+        return Path(args.checkpoint) / "spark.log"
+    if scheme == "file":
+        return Path(rest) / "spark.log"
+    return Path("cesar-feed-spark.log")
 
 
 def cmd_feed(args: argparse.Namespace) -> int:
@@ -83,8 +115,15 @@ def cmd_feed(args: argparse.Namespace) -> int:
         max_files_per_trigger=args.max_files_per_trigger,
         max_rows=args.max_rows,
     )
-    spark = session(options.master)
+    spark_log = spark_log_of(args)
+    spark = session(options.master, spark_log=spark_log)
     feed = Feed(spark, options)
+    if args.metrics_port is not None:
+        from cesar.server.feed.metrics import collect
+        from cesar.server.host.metrics import serve_metrics
+
+        bound = serve_metrics(args.metrics_host, args.metrics_port, lambda: collect(feed))
+        print(f"metrics http://{args.metrics_host}:{bound}/metrics", flush=True)
     stopping: list[int] = []
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -93,7 +132,10 @@ def cmd_feed(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     query = feed.start()
-    print(f"feeding {options.server} from {options.source}", flush=True)
+    told: object = spark_log.resolve() if spark_log is not None else "standard error"
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        told = "as spark-submit's --driver-java-options say"
+    print(f"feeding {options.server} from {options.source}; Spark's log: {told}", flush=True)
     last_input: float | None = None
     last_batch = -1
     idle = False

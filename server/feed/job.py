@@ -37,6 +37,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -44,12 +46,17 @@ from pyspark.sql.streaming.query import StreamingQuery
 from cesar.server.feed.rows import Plan
 from cesar.server.feed.send import OUTPUT, Target, close_epochs, publish_partition, retrying
 from cesar.server.feed.synthetic import SyntheticSource
+from cesar.server.host.metrics import Histogram
 from cesar.server.wire.client import Connection, list_streams
 from cesar.v1 import cesar_pb2 as pb
 
 log = logging.getLogger("cesar.feed")
 
 COUNTERS = ("rows", "accepted", "rejected", "late", "unrouted", "sent", "duplicates")
+"""The feed's running totals, kept in its state under the checkpoint (so they survive restarts)."""
+
+BATCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Upper bounds in seconds of the micro-batch duration histogram."""
 
 
 @dataclass(frozen=True)
@@ -72,23 +79,43 @@ class Options:
     max_rows: int = 50_000
 
 
-def session(master: str | None, app: str = "cesar-feed") -> SparkSession:
-    """The Spark session; ``master`` None leaves it to spark-submit (default ``local[2]``)."""
+def session(
+    master: str | None, app: str = "cesar-feed", spark_log: Path | None = None
+) -> SparkSession:
+    """The Spark session; ``master`` None leaves it to spark-submit (default ``local[2]``).
+
+    ``spark_log``: the file that takes everything the driver's JVM writes (its
+    log at Spark's default level, WARN, and the JVM's own warnings; in local
+    mode also the executors' Python workers' standard error), so the feed's
+    standard error holds only its JSON log.  None: Spark's errors go to standard
+    error.  Under spark-submit the JVM is already running: its options decide.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app)
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    conf = SparkConf().setAppName(app)
     if master is not None:
-        builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not started by spark-submit
-        builder = builder.master("local[2]")
-    spark = (
-        builder.config("spark.driver.extraJavaOptions", "-Xss32m")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
-        .config("spark.sql.files.maxPartitionBytes", str(4 << 20))
-        .getOrCreate()
+        conf.setMaster(master)
+    elif not submitted:
+        conf.setMaster("local[2]")
+    conf.setAll(
+        [
+            ("spark.driver.extraJavaOptions", "-Xss32m"),
+            ("spark.sql.shuffle.partitions", "4"),
+            ("spark.ui.showConsoleProgress", "false"),
+            ("spark.sql.execution.arrow.maxRecordsPerBatch", "100000"),
+            ("spark.sql.files.maxPartitionBytes", str(4 << 20)),
+        ]
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    if spark_log is not None and not submitted and SparkContext._active_spark_context is None:
+        spark_log.parent.mkdir(parents=True, exist_ok=True)
+        with open(spark_log, "ab") as sink:  # the JVM keeps its own copy of the descriptor
+            gateway = launch_gateway(  # type: ignore[no-untyped-call]
+                conf, popen_kwargs={"stdout": sink, "stderr": sink}
+            )
+        SparkContext(conf=conf, gateway=gateway)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    if spark_log is None:
+        spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(SyntheticSource)
     return spark
 
@@ -201,13 +228,17 @@ class _Phases:
     """Wall seconds of a micro-batch's phases, for the log (the feed is not the core)."""
 
     def __init__(self) -> None:
-        self.start = time.perf_counter()
+        self.start = self.began = time.perf_counter()
         self.seconds: dict[str, float] = {}
 
     def mark(self, phase: str) -> None:
         now = time.perf_counter()
         self.seconds[f"seconds_{phase}"] = round(now - self.start, 3)
         self.start = now
+
+    def total(self) -> float:
+        """Seconds since the batch began."""
+        return time.perf_counter() - self.began
 
 
 class Feed:
@@ -224,6 +255,13 @@ class Feed:
             known = uuid.uuid4().hex[:12].encode()
             self.store.write("feed/id", known)
         self.id = known.decode()
+        self.last = self.previous(1 << 62)[1]
+        """The state the newest micro-batch left (what the metrics show)."""
+        self.micro_batches = 0
+        """Micro-batches this process ran."""
+        self.batch_seconds = Histogram(BATCH_BUCKETS)
+        """Wall seconds of each micro-batch this process ran, from its rows to its state."""
+        self.routing_version = 0
 
     def start(self) -> StreamingQuery:
         """Start the streaming query."""
@@ -301,8 +339,12 @@ class Feed:
         if dead:
             self.dead_letter(dead, str(batch))
         totals = {name: state.totals[name] + counts[name] for name in COUNTERS}
-        self.store.write(f"feed/state/{batch}.json", State(watermark, seen, totals).dump())
+        self.last = State(watermark, seen, totals)
+        self.store.write(f"feed/state/{batch}.json", self.last.dump())
         self.forget(batch)
+        self.micro_batches += 1
+        self.batch_seconds.observe(clock.total())
+        self.routing_version = plan.version
         log.info(
             "micro-batch",
             extra={
@@ -337,7 +379,7 @@ class Feed:
         if state.seen is None or state.seen == state.watermark:
             return
         close_epochs(self.target(), self.plan(), f"{last}.end", state.seen)
-        closed = State(state.seen, state.seen, state.totals)
+        closed = self.last = State(state.seen, state.seen, state.totals)
         self.store.write(f"feed/state/{last}.json", closed.dump())
         log.info("closed", extra={"batch": last, "watermark": closed.watermark, **closed.totals})
 

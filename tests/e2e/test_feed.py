@@ -1,14 +1,22 @@
-"""``cesar feed`` as its own process (Spark local[2]) into a real server (front + 2 shards)."""
+"""``cesar feed`` as its own process (Spark local[2], or a standalone cluster on loopback) into a
+real server (front + 2 shards)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pyspark
 
 from cesar.automata.schema import Event
 from cesar.perf.serverproc import (
@@ -155,3 +163,132 @@ def test_the_demo_prints_every_alert_as_cesar_run_does() -> None:
     assert "subscribed examples/queries/drops.cel as s2" in result.stderr
     assert "cesar demo: starting the Spark feed" in result.stderr
     assert len(result.stdout.splitlines()) == 290
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def spark_cluster(work: Path) -> Iterator[str]:
+    """A standalone Spark master and one worker (2 cores, 2 GB) on 127.0.0.1, from the
+    installed pyspark, as docs/operations.md starts them; yields the master's URL."""
+    home = Path(pyspark.__file__).parent
+    env = os.environ | {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
+    port, ui = _free_port(), _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    work.mkdir(parents=True)
+    commands = {
+        "master": [
+            *("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"),
+            *("--port", str(port), "--webui-port", str(ui)),
+        ],
+        "worker": [
+            *("org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"),
+            *("--cores", "2", "--memory", "2g", "--webui-port", str(_free_port())),
+            *("--work-dir", str(work / "work")),
+        ],
+    }
+    processes = [
+        subprocess.Popen(
+            [str(home / "bin" / "spark-class"), *command],
+            stdout=open(work / f"{name}.log", "w"),  # noqa: SIM115 - the child keeps it
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        for name, command in commands.items()
+    ]
+
+    def workers_alive() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as page:
+                return int(json.load(page)["aliveworkers"]) == 1
+        except OSError:
+            return False
+
+    try:
+        wait_for(workers_alive, 180, "a Spark master with one live worker")
+        yield url
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def scrape(address: str) -> dict[str, float]:
+    """``name{labels} value`` lines of a Prometheus endpoint, comments left out."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as page:
+        lines = page.read().decode().splitlines()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    }
+
+
+def test_the_feed_on_a_standalone_spark_cluster_gives_what_cesar_run_gives(
+    tmp_path: Path,
+) -> None:
+    """``cesar feed --master spark://127.0.0.1:PORT``: the same alerts as ``cesar run``;
+    Spark's own log in its own file (the feed's stderr is JSON lines only); the feed's
+    metrics count every row while it runs."""
+    with spark_cluster(tmp_path / "spark") as master:
+        server = Server(tmp_path / "data").start()
+        try:
+            conn = server.connect()
+            subs = [subscribe(conn, path.read_text(), path.stem) for path in QUERIES]
+            events = sample_events()
+            size = -(-len(events) // 4)
+            (tmp_path / "in").mkdir()
+            for number, start in enumerate(range(0, len(events), size)):
+                drop_file(tmp_path / "in", number, [input_line(e) for e in events[start:][:size]])
+            log, spark_log = tmp_path / "feed.log", tmp_path / "spark" / "driver.log"
+            feed = subprocess.Popen(
+                [
+                    *(str(CESAR), "feed", "--server", server.address, "--master", master),
+                    *("--source", str(tmp_path / "in"), "--checkpoint", str(tmp_path / "ck")),
+                    *("--dead-letter", str(tmp_path / "dead"), "--spark-log", str(spark_log)),
+                    *("--idle-stop", "15", "--trigger", "0.5", "--metrics-port", "0"),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=open(log, "w"),  # noqa: SIM115 - the child keeps it
+                text=True,
+                env=os.environ | {"SPARK_LOCAL_IP": "127.0.0.1"},
+            )
+            assert feed.stdout is not None
+            started = sorted([feed.stdout.readline(), feed.stdout.readline()])
+            assert f"Spark's log: {spark_log}" in started[0], started
+            metrics = started[1].split()[1].removeprefix("http://").removesuffix("/metrics")
+
+            def all_rows_counted() -> bool:
+                return scrape(metrics).get("cesar_feed_rows_total") == len(events)
+
+            wait_for(all_rows_counted, 300, "the feed's metrics to count every row")
+            seen = scrape(metrics)
+            assert seen["cesar_feed_accepted_total"] == len(events)
+            assert seen["cesar_feed_micro_batches_total"] >= 1
+            assert seen["cesar_feed_batch_seconds_count"] == seen["cesar_feed_micro_batches_total"]
+            assert seen["cesar_feed_watermark"] < events[-1].t1 <= seen["cesar_feed_newest_t1"]
+            assert feed.wait(300) == 0, log.read_text()[-3000:]
+
+            queries = [(p.stem, p.read_text()) for p in QUERIES]
+            expected = normalized(expected_lines(queries, events))
+            replay = pb.ListenRequest(after_seq={s.id: 0 for s in subs})
+            got = collect(conn, sum(expected.values()), replay, timeout=120)
+            assert normalized(Counter(alert_line(a) for a in got)) == expected
+            conn.close()
+        finally:
+            server.stop()
+        assert all(line.startswith("{") for line in log.read_text().splitlines())
+        assert "WARN" in spark_log.read_text()
+        apps = list((tmp_path / "spark" / "work").glob("app-*/*/stderr"))
+        assert apps, "no executor ran on the worker"
