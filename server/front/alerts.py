@@ -20,8 +20,11 @@ these (``listen_out_of_range``, ``listen_overruns``).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -74,7 +77,8 @@ class _Batches:
 
 
 class Listeners:
-    """The wake-up signal for Listen streams and the streams themselves."""
+    """The wake-up signal for Listen streams, the streams themselves, and how far behind
+    the furthest-behind live stream is (:meth:`lag`)."""
 
     def __init__(self, path: Path, counters: Counter[str]) -> None:
         self.path = path
@@ -82,12 +86,50 @@ class Listeners:
         self.condition = threading.Condition()
         self.last_alert = 0
         self.closed = False
+        self.cursors: dict[int, int] = {}
+        """Per open stream (a number of this object's), the last alert id it has read."""
+        self.commits: deque[tuple[int, float]] = deque()
+        """``(last alert id, monotonic seconds)`` of each notify still needed by :meth:`lag`."""
+        self._numbers = itertools.count()
 
     def notify(self, last_alert: int) -> None:
         """Alerts up to id ``last_alert`` are committed: wake every stream."""
         with self.condition:
+            if last_alert > self.last_alert:
+                self.commits.append((last_alert, time.monotonic()))
             self.last_alert = last_alert
+            self._forget()
             self.condition.notify_all()
+
+    def lag(self) -> tuple[int, float]:
+        """``(alert ids, seconds)`` the furthest-behind live stream is behind the catalog.
+
+        Alert ids: committed alerts after the last one that stream has read (of
+        every owner: an upper bound on its own).  Seconds: since the first of
+        them was committed.  ``(0, 0.0)`` when every stream is up to date.
+        O(log commits) under the lock.
+        """
+        with self.condition:
+            if not self.cursors:
+                return 0, 0.0
+            oldest = min(self.cursors.values())
+            behind = self.last_alert - oldest
+            if behind <= 0:
+                return 0, 0.0
+            first = bisect.bisect_right(self.commits, oldest, key=lambda commit: commit[0])
+            since = self.commits[first][1] if first < len(self.commits) else time.monotonic()
+            return behind, time.monotonic() - since
+
+    def _forget(self) -> None:
+        """Drop the commits every open stream has read past (the condition is held)."""
+        oldest = min(self.cursors.values(), default=self.last_alert)
+        while self.commits and self.commits[0][0] <= oldest:
+            self.commits.popleft()
+
+    def _read(self, number: int, cursor: int) -> None:
+        """Stream ``number`` has read every alert up to id ``cursor``."""
+        with self.condition:
+            self.cursors[number] = cursor
 
     def close(self) -> None:
         """End every stream (server shutdown)."""
@@ -110,6 +152,7 @@ class Listeners:
         """
         batches = _Batches()
         db = connect(self.path, readonly=True)
+        number = next(self._numbers)
         try:
             db.execute("BEGIN")
             cursor = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
@@ -123,6 +166,7 @@ class Listeners:
                 for sub in after_seq
             }
             db.execute("COMMIT")
+            self._read(number, cursor)
             for sub, after in sorted(after_seq.items()):
                 first = oldest[sub]
                 if after < last.get(sub, 0) and (first is None or after + 1 < first):
@@ -172,7 +216,11 @@ class Listeners:
                     # other owners'. Without this, a stream would spin while the newest alert
                     # is someone else's.
                     cursor = max(cursor, committed)
+                self._read(number, cursor)
         finally:
+            with self.condition:
+                self.cursors.pop(number, None)
+                self._forget()
             db.close()
 
     def _overrun(self, sub: str, sent: int, available: int) -> None:

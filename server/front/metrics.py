@@ -12,14 +12,18 @@ scraped through its front; no value is kept twice.  Families:
   DAG nodes, subscriptions, RSS);
 * ``cesar_front_rejections_total{field, kind}`` (kind: late, ahead, invalid);
 * ``cesar_front_batch_seconds`` (histogram: a published batch from its
-  request to its acknowledgement).
+  request to its acknowledgement);
+* ``cesar_front_listen_lag_alerts`` and ``cesar_front_listen_lag_seconds``:
+  how far the furthest-behind live Listen stream is behind the committed
+  alerts (alert ids of every owner after the last it read; seconds since the
+  first of them was committed), 0 when all are up to date.
 
 docs/operations.md lists example queries.
 """
 
 from __future__ import annotations
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from cesar.server.front.front import Front
 from cesar.server.host.metrics import families
@@ -82,4 +86,12 @@ def collect(front: Front) -> list[Metric]:
             "cesar_front_batch_seconds", "a published batch from request to acknowledgement"
         )
     )
+    behind, seconds = front.listeners.lag()
+    for name, value, text in (
+        ("alerts", behind, "committed alerts after the last the furthest-behind Listen has read"),
+        ("seconds", seconds, "since the oldest alert the furthest-behind Listen has not read"),
+    ):
+        gauge = GaugeMetricFamily(f"cesar_front_listen_lag_{name}", text)
+        gauge.add_metric([], value)
+        out.append(gauge)
     return out

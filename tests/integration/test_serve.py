@@ -414,4 +414,5 @@ def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
     shard_events = sum(v for k, v in after.items() if k.startswith("cesar_shard_events_total"))
     assert shard_events >= len(events)
     assert sum(v for k, v in after.items() if k.startswith("cesar_shard_nodes{")) > 0
+    assert after["cesar_front_listen_lag_alerts"] == after["cesar_front_listen_lag_seconds"] == 0
     server.stop()
