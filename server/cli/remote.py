@@ -121,6 +121,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve Prometheus metrics on this port of --host, at /metrics (0: any free port)",
     )
     parser.add_argument(
+        "--shard-metrics-port",
+        type=int,
+        metavar="PORT",
+        help="each child shard serves its own metrics on 127.0.0.1:PORT+INDEX (0: any free "
+        "port, in the shard's log); shards on their own take cesar shard --metrics-port",
+    )
+    parser.add_argument(
         "--ready-file",
         type=Path,
         metavar="PATH",
@@ -164,6 +171,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             ready_file=args.ready_file,
             metrics_port=args.metrics_port,
+            shard_metrics_port=args.shard_metrics_port,
         )
     )
 

@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from cesar.server.front.front import Front
 from cesar.server.host.metrics import families
+from cesar.server.shard.metrics import SHARD_GAUGES
 
 FRONT_GAUGES = frozenset(
     {
@@ -56,11 +57,6 @@ FRONT_COUNTERS = (
     "listens_opened",
 )
 """Counters exported from the start, at 0 until they first count."""
-
-SHARD_GAUGES = frozenset(
-    {"lanes", "instances", "nodes", "rss_bytes", "subscriptions", "active_nodes_sum"}
-)
-"""A shard's values that go up and down; the others only count up (from its last start)."""
 
 
 def collect(front: Front) -> list[Metric]:

@@ -94,6 +94,8 @@ class ServeConfig:
     log_level: str = "INFO"
     metrics_port: int | None = None
     """Serve Prometheus metrics at ``http://HOST:PORT/metrics`` (0: any free port)."""
+    shard_metrics_port: int | None = None
+    """Child shard ``i`` serves its own at ``127.0.0.1:PORT+i`` (0: any free port)."""
     ready_file: Path | None = None
     """Written (atomically, ``HOST:PORT``) once the server answers; removed when it stops."""
 
@@ -207,7 +209,12 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
     ]
     try:
         shards = ShardPool(
-            config.shards, shard_args, config.log_level, config.data_dir, _remote(config)
+            config.shards,
+            shard_args,
+            config.log_level,
+            config.data_dir,
+            _remote(config),
+            config.shard_metrics_port,
         )
     except (OSError, ShardFailure) as exc:
         print(f"cesar: {exc}", file=sys.stderr)

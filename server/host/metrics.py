@@ -63,11 +63,14 @@ class Histogram:
         with self._lock:
             return self._sum
 
-    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
-        """The histogram as a metric family."""
-        return HistogramMetricFamily(
-            name, documentation, buckets=self.cumulative(), sum_value=self.sum
-        )
+    def family(
+        self, name: str, documentation: str, labels: Mapping[str, str] | None = None
+    ) -> HistogramMetricFamily:
+        """The histogram as a metric family (one sample set, with ``labels``)."""
+        labels = labels or {}
+        family = HistogramMetricFamily(name, documentation, labels=sorted(labels))
+        family.add_metric([labels[k] for k in sorted(labels)], self.cumulative(), self.sum)
+        return family
 
 
 def families(

@@ -91,8 +91,11 @@ class ShardPool:
         log_level: str = "INFO",
         data_dir: Path | None = None,
         remote: RemoteShards | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         self.count = len(remote.addresses) if remote is not None else count
+        self.metrics_port = metrics_port
+        """Children's metrics: shard ``i`` on ``metrics_port + i`` (0: any; None: none)."""
         self.data_dir = data_dir
         self.remote = remote
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -175,6 +178,11 @@ class ShardPool:
                     ()
                     if self.data_dir is None
                     else ("--data-dir", str(self.data_dir / "shards" / str(index)))
+                ),
+                *(
+                    ()
+                    if self.metrics_port is None
+                    else ("--metrics-port", str(self.metrics_port and self.metrics_port + index))
                 ),
             ],
             stdin=subprocess.PIPE,

@@ -43,9 +43,11 @@ from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.host import snapshots
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
+from cesar.server.host.metrics import Histogram, serve_metrics
 from cesar.server.host.rss import rss_bytes
 from cesar.server.host.snapshots import SnapshotError
 from cesar.server.host.tls import server_credentials
+from cesar.server.shard.metrics import collect
 from cesar.server.wire.algebra_proto import compile_algebra
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
@@ -268,6 +270,13 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self.state = state
         self.lock = threading.Lock()
         self.loaded = False
+        self.apply_seconds = Histogram()
+        """Wall seconds of each Apply, from its arrival (lock wait included) to its alerts."""
+
+    def counters(self) -> dict[str, int]:
+        """The state's counters, read under the lock."""
+        with self.lock:
+            return self.state.counters()
 
     def _check_loaded(self, context: grpc.ServicerContext) -> None:
         if not self.loaded:
@@ -303,15 +312,17 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Apply(
         self, request: shard_pb2.ApplyRequest, context: grpc.ServicerContext
     ) -> shard_pb2.ApplyResponse:
+        started = time.perf_counter()
         with self.lock:
             self._check_loaded(context)
-            return self.state.apply(request)
+            response = self.state.apply(request)
+        self.apply_seconds.observe(time.perf_counter() - started)
+        return response
 
     def Stats(
         self, request: cesar_pb2.StatsRequest, context: grpc.ServicerContext
     ) -> cesar_pb2.ShardStats:
-        with self.lock:
-            return cesar_pb2.ShardStats(shard=self.index, counters=self.state.counters())
+        return cesar_pb2.ShardStats(shard=self.index, counters=self.counters())
 
     def Snapshot(
         self, request: shard_pb2.SnapshotRequest, context: grpc.ServicerContext
@@ -393,6 +404,16 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tls-cert", type=Path, help="with --listen: PEM certificate chain")
     parser.add_argument("--tls-key", type=Path, help="with --listen: PEM private key")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve this shard's metrics for Prometheus on this port (0: any free port)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        help="the address --metrics-port binds to (default: --listen's host, or 127.0.0.1)",
+    )
     parser.add_argument("--log-level", default="INFO")
 
 
@@ -424,7 +445,8 @@ def run(args: argparse.Namespace) -> int:
         options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)],
         interceptors=[SecretCheck(secret)],
     )
-    shard_pb2_grpc.add_ShardServicer_to_server(ShardServicer(args.index, state), server)
+    servicer = ShardServicer(args.index, state)
+    shard_pb2_grpc.add_ShardServicer_to_server(servicer, server)
     address = args.listen if standalone else "127.0.0.1:0"
     try:
         if credentials is not None:
@@ -443,6 +465,17 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front decides when shards stop
     print(f"ready {port}", flush=True)
     log.info("shard listening", extra={"address": address, "port": port, "tls": bool(credentials)})
+    if args.metrics_port is not None:
+        host = args.metrics_host or (args.listen.rpartition(":")[0] if standalone else "127.0.0.1")
+        index = args.index
+        bound = serve_metrics(
+            host,
+            args.metrics_port,
+            lambda: collect(index, servicer.counters, servicer.apply_seconds),
+        )
+        if standalone:
+            print(f"metrics http://{host}:{bound}/metrics", flush=True)
+        log.info("metrics", extra={"address": f"{host}:{bound}"})
     server.wait_for_termination()
     return 0
 

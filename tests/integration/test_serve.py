@@ -289,12 +289,13 @@ def test_restart_after_compaction_resumes_listen_and_skips_a_damaged_snapshot(
     assert "no usable checkpoint" in stderr and "compacted" in stderr, stderr
 
 
-def _own_shard(address: str, data: Path, secret: Path, cert: Path, key: Path):  # type: ignore[no-untyped-def]
+def _own_shard(address: str, data: Path, secret: Path, cert: Path, key: Path, *extra: str):  # type: ignore[no-untyped-def]
     """``cesar shard --listen ADDRESS`` with TLS; (process, port)."""
     process = subprocess.Popen(
         [
             *(str(CESAR), "shard", "--listen", address, "--data-dir", str(data)),
             *("--secret-file", str(secret), "--tls-cert", str(cert), "--tls-key", str(key)),
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=open(data.parent / f"{data.name}.log", "a"),  # noqa: SIM115 - the child keeps it
@@ -331,8 +332,13 @@ def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) ->
         capture_output=True,
     )  # fmt: skip
     secret.write_text("a shared secret of the front and its shards\n")
-    first, port_a = _own_shard("127.0.0.2:0", tmp_path / "a", secret, cert, key)
-    second, port_b = _own_shard("127.0.0.3:0", tmp_path / "b", secret, cert, key)
+    first, port_a = _own_shard(
+        "127.0.0.2:0", tmp_path / "a", secret, cert, key, "--metrics-port", "0"
+    )
+    assert first.stdout is not None
+    first_metrics = first.stdout.readline().split()[1]
+    assert first_metrics.startswith("http://127.0.0.2:"), first_metrics
+    second, port_b = _own_shard("127.0.0.3:0", tmp_path / "b", secret, cert, key, "--index", "1")
     shards = ["--shard", f"127.0.0.2:{port_a}", "--shard", f"127.0.0.3:{port_b}"]
     tls = ["--shard-tls-ca", str(cert), "--snapshot-every-batches", "4"]
     wrong = tmp_path / "wrong"
@@ -351,7 +357,9 @@ def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) ->
             conn.stub.PublishBatch(request, metadata=conn.metadata)
         second.kill()
         second.wait()
-        second, _ = _own_shard(f"127.0.0.3:{port_b}", tmp_path / "b", secret, cert, key)
+        second, _ = _own_shard(
+            f"127.0.0.3:{port_b}", tmp_path / "b", secret, cert, key, "--index", "1"
+        )
         for request in requests[half:]:
             _retrying(conn.stub.PublishBatch, request, metadata=conn.metadata)
         listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
@@ -363,6 +371,10 @@ def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) ->
             assert seqs == list(range(1, len(seqs) + 1))
         records = [json.loads(line) for line in server.log.read_text().splitlines()]
         assert any(r.get("msg") == "shards reconnected and reloaded" for r in records)
+        own = _scrape(first_metrics + "/metrics")
+        through_front = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata).shards[0]
+        assert own['cesar_shard_events_total{shard="0"}'] == through_front.counters["events"] > 0
+        assert own['cesar_shard_apply_seconds_count{shard="0"}'] > 0
         assert server.stop() == 0
     finally:
         for process in (first, second):
@@ -385,7 +397,9 @@ def _scrape(url: str) -> dict[str, float]:
 
 
 def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
-    server = Server(tmp_path / "data", "--metrics-port", "0").start()
+    """The front's endpoint (every shard's counters read over the links) and each child
+    shard's own (``--shard-metrics-port 0``: any port, named in the shard's log)."""
+    server = Server(tmp_path / "data", "--metrics-port", "0", "--shard-metrics-port", "0").start()
     assert server.process is not None and server.process.stdout is not None
     line = server.process.stdout.readline().split()
     assert line[0] == "metrics", line
@@ -415,4 +429,16 @@ def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
     assert shard_events >= len(events)
     assert sum(v for k, v in after.items() if k.startswith("cesar_shard_nodes{")) > 0
     assert after["cesar_front_listen_lag_alerts"] == after["cesar_front_listen_lag_seconds"] == 0
+    records = [json.loads(line) for line in server.log.read_text().splitlines()]
+    shard_endpoints = {
+        r["role"]: r["address"]
+        for r in records
+        if r.get("msg") == "metrics" and r["role"] != "front"
+    }
+    assert sorted(shard_endpoints) == ["shard-0", "shard-1"]
+    for role, address in shard_endpoints.items():
+        name = f'{{shard="{role[-1]}"}}'
+        own = _scrape(f"http://{address}/metrics")
+        assert own[f"cesar_shard_events_total{name}"] == after[f"cesar_shard_events_total{name}"]
+        assert own[f"cesar_shard_apply_seconds_count{name}"] > 0
     server.stop()
