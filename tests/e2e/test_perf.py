@@ -3,6 +3,8 @@
 import json
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +126,8 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
 
     tokens = tmp_path / "tokens"
     tokens.write_text("t-a client-a\nt-b client-b\nt-pub publisher\n")
-    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    server = Server(tmp_path / "data", "--tokens", str(tokens), "--metrics-port", "0").start()
+    metrics = server.process.stdout.readline().split()[1]
     command = [
         sys.executable, "-m", "cesar.server.cli.main", "loadtest", "--server", server.address,
         "--tokens", str(tokens), "--subscribers", "2", "--per-subscriber", "200",
@@ -132,11 +135,27 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
         "--churn", "2", "--churn-life", "2", "--prefix", "T_", "--template", "Filter",
     ]  # fmt: skip
     try:
-        first = subprocess.run(
+        first = subprocess.Popen(
             [*command, "--out", str(tmp_path / "first")],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        assert first.returncode == 0, first.stdout + first.stderr
+        during = _scrape(metrics)  # the server's endpoint while the load runs
+        deadline = time.monotonic() + 120
+        while during["cesar_front_events_accepted_total"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            during = _scrape(metrics)
+        out, err = first.communicate(timeout=300)
+        assert first.returncode == 0, out + err
+        after = _scrape(metrics)
+        assert 0 < during["cesar_front_events_accepted_total"]
+        assert (
+            during["cesar_front_events_accepted_total"] < after["cesar_front_events_accepted_total"]
+        )
+        assert during["cesar_front_subscribes_total"] <= after["cesar_front_subscribes_total"]
+        assert after["cesar_front_alerts_total"] > during["cesar_front_alerts_total"]
+        assert after["cesar_front_listens_opened_total"] >= 2
+        shard_events = [v for k, v in after.items() if k.startswith("cesar_shard_events_total")]
+        assert len(shard_events) == 2 and sum(shard_events) > 0
         report = json.loads((tmp_path / "first" / "loadtest.json").read_text())
         assert report["check"]["stable_subscriptions"] == 400  # techbench Filter, as algebra
         assert report["check"]["lost"] == report["check"]["extra"] == 0
@@ -150,6 +169,17 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
         assert errors["subscribe"] >= 400
     finally:
         server.stop()
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """``name{labels}`` → value of every sample at a metrics endpoint."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        lines = response.read().decode().splitlines()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    }
 
 
 def test_loadtest_refuses_a_server_off_this_machine(tmp_path):
