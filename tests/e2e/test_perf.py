@@ -147,10 +147,8 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
         out, err = first.communicate(timeout=300)
         assert first.returncode == 0, out + err
         after = _scrape(metrics)
-        assert 0 < during["cesar_front_events_accepted_total"]
-        assert (
-            during["cesar_front_events_accepted_total"] < after["cesar_front_events_accepted_total"]
-        )
+        accepted = "cesar_front_events_accepted_total"
+        assert 0 < during[accepted] < after[accepted]  # scraped mid-run, and it moved on
         assert during["cesar_front_subscribes_total"] <= after["cesar_front_subscribes_total"]
         assert after["cesar_front_alerts_total"] > during["cesar_front_alerts_total"]
         assert after["cesar_front_listens_opened_total"] >= 2
