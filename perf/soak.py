@@ -40,7 +40,13 @@ import grpc
 
 from cesar.automata.schema import Event
 from cesar.perf.report import machine, now, write_json
-from cesar.perf.serverproc import Server, alert_line, expected_lines, sample_events
+from cesar.perf.serverproc import (
+    Server,
+    alert_line,
+    expected_lines,
+    normalized,
+    sample_events,
+)
 from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
@@ -208,8 +214,7 @@ class Soak:
             )
             for name, rss in series.items()
         }
-        expected = expected_lines(STEADY, self.published)
-        lines = Counter({json.dumps(json.loads(k), sort_keys=True): v for k, v in expected.items()})
+        lines = normalized(expected_lines(STEADY, self.published))
         lost = sum((lines - self.steady_lines).values())
         extra = sum((self.steady_lines - lines).values())
         flat = all(abs(ratio - 1) <= self.tolerance for ratio in memory.values())
