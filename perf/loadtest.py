@@ -21,7 +21,10 @@ Phases:
    into P pieces published at once (PublishBatch, idempotency key
    ``loadtest:t:p``); once all are acknowledged a watermark closes the epoch,
    and epoch t + 1 starts when the target ``--rate`` allows (at once with
-   rate 0).  Meanwhile ``--churn`` times a second a client subscribes one new
+   rate 0) — after that watermark is acknowledged too, or, with ``--in-flight
+   N``, while up to N - 1 earlier closing watermarks are still being applied
+   (a publisher that streams, as the feed does, instead of one waiting on each
+   epoch).  Meanwhile ``--churn`` times a second a client subscribes one new
    query and unsubscribes the oldest churn subscription that has lived
    ``--churn-life`` seconds.  Every 2 s the front's Stats gives the RSS of the
    front and the shards.
@@ -104,6 +107,7 @@ class Settings:
     check: bool
     drain_timeout: float
     out: str
+    in_flight: int = 1
 
 
 def percentiles(values: Sequence[float], scale: float = 1000.0) -> dict[str, float]:
@@ -251,10 +255,12 @@ class Run:
         t, pieces = self.next_epoch
         with self.tally.lock:
             self.tally.epoch_sent[t] = max(self.piece_sent)
-        try:
-            conn.stub.PublishBatch(pb.PublishRequest(watermark=t), metadata=conn.metadata)
-        except grpc.RpcError as exc:
-            self.tally.error("publish", f"{exc.code().name}: {exc.details()}")
+        closing = self.closing
+        closing.append(
+            conn.stub.PublishBatch.future(pb.PublishRequest(watermark=t), metadata=conn.metadata)
+        )
+        while len(closing) >= self.s.in_flight or (closing and closing[0].done()):
+            self._closed(closing.popleft())
         for piece in pieces:
             self.events.extend(piece)
         self.published += sum(len(p) for p in pieces)
@@ -266,6 +272,13 @@ class Run:
         if self.s.rate:
             due = self.started + self.published / self.s.rate
             time.sleep(max(0.0, due - time.perf_counter()))
+
+    def _closed(self, call: Any) -> None:
+        """Wait for one epoch's closing watermark to be acknowledged; count its error."""
+        try:
+            call.result()
+        except grpc.RpcError as exc:
+            self.tally.error("publish", f"{exc.code().name}: {exc.details()}")
 
     def _split(self, epoch: list[Event]) -> list[list[Event]]:
         return [epoch[p :: self.s.publishers] for p in range(self.s.publishers)]
@@ -392,6 +405,7 @@ class Run:
             Connection.open(self.address, token=self.tokens[-1]) for _ in range(s.publishers)
         ]
         barrier = threading.Barrier(s.publishers, action=lambda: self._close_epoch(conn))
+        self.closing: deque[Any] = deque()
         self.started = time.perf_counter()
         self.next_epoch = (0, self._split(self.work.epoch(0, s.epoch_size)))
         # on standard error, and only on a terminal: standard output is the JSON summary
@@ -409,6 +423,8 @@ class Run:
                 thread.start()
             for thread in workers:
                 thread.join()
+            while self.closing:
+                self._closed(self.closing.popleft())
             load_s = time.perf_counter() - self.started
             sampler.join()
         for c in publishers:
@@ -654,6 +670,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-check", dest="check", action="store_false", help="skip the comparison with cesar run"
     )
     parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=1,
+        help="epochs whose closing watermark may be unacknowledged while the next epoch's "
+        "pieces go out (1: lock-step, each epoch closed and acknowledged before the next)",
+    )
     parser.add_argument("--out", default="perf/results/loadtest", help="directory for JSON + PNG")
     parser.add_argument(
         "--smoke", action="store_true", help="2 shards, 4 x 250 subscriptions, 20 s of load (CI)"
@@ -662,7 +685,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 SMOKE = {"serve": 2, "subscribers": 4, "per_subscriber": 250, "publishers": 2, "rate": 500.0,
          "duration": 20.0, "epoch_size": 50, "churn": 5.0, "churn_life": 3.0,
-         "batch": 100}  # fmt: skip
+         "batch": 100, "in_flight": 2}  # fmt: skip
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -672,6 +695,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         values.update(SMOKE, server="")
     if not values["server"] and not values["serve"]:
         values["serve"] = 2
+    if values["in_flight"] < 1:
+        raise SystemExit("cesar loadtest: --in-flight must be at least 1")
     return Settings(**values)
 
 
