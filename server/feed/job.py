@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -262,6 +263,8 @@ class Feed:
         self.batch_seconds = Histogram(BATCH_BUCKETS)
         """Wall seconds of each micro-batch this process ran, from its rows to its state."""
         self.routing_version = 0
+        self.figures = threading.Lock()
+        """Held while a micro-batch's figures above change, and while they are read."""
 
     def start(self) -> StreamingQuery:
         """Start the streaming query."""
@@ -339,12 +342,14 @@ class Feed:
         if dead:
             self.dead_letter(dead, str(batch))
         totals = {name: state.totals[name] + counts[name] for name in COUNTERS}
-        self.last = State(watermark, seen, totals)
-        self.store.write(f"feed/state/{batch}.json", self.last.dump())
+        last = State(watermark, seen, totals)
+        self.store.write(f"feed/state/{batch}.json", last.dump())
         self.forget(batch)
-        self.micro_batches += 1
-        self.batch_seconds.observe(clock.total())
-        self.routing_version = plan.version
+        with self.figures:  # a scrape sees all of a batch's figures or none
+            self.last = last
+            self.micro_batches += 1
+            self.batch_seconds.observe(clock.total())
+            self.routing_version = plan.version
         log.info(
             "micro-batch",
             extra={
@@ -379,7 +384,9 @@ class Feed:
         if state.seen is None or state.seen == state.watermark:
             return
         close_epochs(self.target(), self.plan(), f"{last}.end", state.seen)
-        closed = self.last = State(state.seen, state.seen, state.totals)
+        closed = State(state.seen, state.seen, state.totals)
+        with self.figures:
+            self.last = closed
         self.store.write(f"feed/state/{last}.json", closed.dump())
         log.info("closed", extra={"batch": last, "watermark": closed.watermark, **closed.totals})
 
