@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -163,6 +164,18 @@ def collect(
             break
     stream.cancel()
     return out
+
+
+def scrape(url: str) -> dict[str, float]:
+    """``name{labels}`` → value of every sample at a Prometheus endpoint ``url``."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        lines = response.read().decode().splitlines()
+    samples = {}
+    for line in lines:
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
 
 
 def status_of(call, *args, **kwargs) -> tuple[grpc.StatusCode, str]:  # type: ignore[no-untyped-def]

@@ -28,17 +28,17 @@ def collect(feed: Feed) -> list[Metric]:
         state, micro_batches, routing_version = feed.last, feed.micro_batches, feed.routing_version
         seconds = feed.batch_seconds.family("cesar_feed_batch_seconds", "a micro-batch's wall time")
     out = families("cesar_feed", [({}, dict(state.totals))], COUNTERS)
-    batches = CounterMetricFamily("cesar_feed_micro_batches", "micro-batches this process ran")
-    batches.add_metric([], micro_batches)
-    out.append(batches)
+    out.append(
+        CounterMetricFamily(
+            "cesar_feed_micro_batches", "micro-batches this process ran", value=micro_batches
+        )
+    )
     for name, value, text in (
         ("watermark", state.watermark, "the newest watermark sent (stream time units)"),
         ("newest_t1", state.seen, "the newest t1 of a valid row (stream time units)"),
         ("routing_version", routing_version, "the routing table the last batch used"),
     ):
         if value is not None:
-            gauge = GaugeMetricFamily(f"cesar_feed_{name}", text)
-            gauge.add_metric([], value)
-            out.append(gauge)
+            out.append(GaugeMetricFamily(f"cesar_feed_{name}", text, value=value))
     out.append(seconds)
     return out

@@ -87,7 +87,5 @@ def collect(front: Front) -> list[Metric]:
         ("alerts", behind, "committed alerts after the last the furthest-behind Listen has read"),
         ("seconds", seconds, "since the oldest alert the furthest-behind Listen has not read"),
     ):
-        gauge = GaugeMetricFamily(f"cesar_front_listen_lag_{name}", text)
-        gauge.add_metric([], value)
-        out.append(gauge)
+        out.append(GaugeMetricFamily(f"cesar_front_listen_lag_{name}", text, value=value))
     return out

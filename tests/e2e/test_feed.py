@@ -28,8 +28,10 @@ from cesar.perf.serverproc import (
     expected_lines,
     normalized,
     sample_events,
+    scrape,
     subscribe,
 )
+from cesar.server.wire.client import Connection
 from cesar.server.wire.eventfile import drop_file, input_line
 from cesar.v1 import cesar_pb2 as pb
 
@@ -78,6 +80,19 @@ def wait_for(predicate, seconds: float, what: str) -> None:  # type: ignore[no-u
         time.sleep(0.2)
 
 
+def assert_alerts_are_cesar_runs(
+    conn: Connection, subs: list[pb.Subscription], events: list[Event]
+) -> Counter[str]:
+    """Every alert of ``subs`` from seq 1 equals ``cesar run``'s for the example queries over
+    ``events``; those expected lines."""
+    queries = [(p.stem, p.read_text()) for p in QUERIES]
+    expected = normalized(expected_lines(queries, events))
+    replay = pb.ListenRequest(after_seq={s.id: 0 for s in subs})
+    got = collect(conn, sum(expected.values()), replay, timeout=120)
+    assert normalized(Counter(alert_line(a) for a in got)) == expected
+    return expected
+
+
 def test_feed_killed_and_restarted_delivers_every_alert_once(tmp_path: Path) -> None:
     server = Server(tmp_path / "data").start()
     try:
@@ -108,11 +123,7 @@ def test_feed_killed_and_restarted_delivers_every_alert_once(tmp_path: Path) -> 
         again = start_feed(server, tmp_path, log, "--available-now")
         assert again.wait(300) == 0, log.read_text()[-3000:]
 
-        queries = [(p.stem, p.read_text()) for p in QUERIES]
-        expected = normalized(expected_lines(queries, events))
-        replay = pb.ListenRequest(after_seq={s.id: 0 for s in subs})
-        got = collect(conn, sum(expected.values()), replay, timeout=120)
-        assert normalized(Counter(alert_line(a) for a in got)) == expected
+        expected = assert_alerts_are_cesar_runs(conn, subs, events)
         stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata).front
         assert stats["alerts"] == sum(expected.values())  # none twice
         assert stats["events_accepted"] == len(events)
@@ -224,17 +235,6 @@ def spark_cluster(work: Path) -> Iterator[str]:
                 process.wait()
 
 
-def scrape(address: str) -> dict[str, float]:
-    """``name{labels} value`` lines of a Prometheus endpoint, comments left out."""
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as page:
-        lines = page.read().decode().splitlines()
-    return {
-        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-        for line in lines
-        if line and not line.startswith("#")
-    }
-
-
 def test_the_feed_on_a_standalone_spark_cluster_gives_what_cesar_run_gives(
     tmp_path: Path,
 ) -> None:
@@ -267,7 +267,7 @@ def test_the_feed_on_a_standalone_spark_cluster_gives_what_cesar_run_gives(
             assert feed.stdout is not None
             started = sorted([feed.stdout.readline(), feed.stdout.readline()])
             assert f"Spark's log: {spark_log}" in started[0], started
-            metrics = started[1].split()[1].removeprefix("http://").removesuffix("/metrics")
+            metrics = started[1].split()[1]
 
             def all_rows_counted() -> bool:
                 return scrape(metrics).get("cesar_feed_rows_total") == len(events)
@@ -280,11 +280,7 @@ def test_the_feed_on_a_standalone_spark_cluster_gives_what_cesar_run_gives(
             assert seen["cesar_feed_watermark"] < events[-1].t1 <= seen["cesar_feed_newest_t1"]
             assert feed.wait(300) == 0, log.read_text()[-3000:]
 
-            queries = [(p.stem, p.read_text()) for p in QUERIES]
-            expected = normalized(expected_lines(queries, events))
-            replay = pb.ListenRequest(after_seq={s.id: 0 for s in subs})
-            got = collect(conn, sum(expected.values()), replay, timeout=120)
-            assert normalized(Counter(alert_line(a) for a in got)) == expected
+            assert_alerts_are_cesar_runs(conn, subs, events)
             conn.close()
         finally:
             server.stop()

@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +121,7 @@ def test_doubletop_smoke_both_formulations_find_the_same_tops_on_real_closes():
 
 
 def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
-    from cesar.perf.serverproc import Server
+    from cesar.perf.serverproc import Server, scrape
 
     tokens = tmp_path / "tokens"
     tokens.write_text("t-a client-a\nt-b client-b\nt-pub publisher\n")
@@ -139,14 +138,14 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
             [*command, "--out", str(tmp_path / "first")],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        during = _scrape(metrics)  # the server's endpoint while the load runs
+        during = scrape(metrics)  # the server's endpoint while the load runs
         deadline = time.monotonic() + 120
         while during["cesar_front_events_accepted_total"] == 0 and time.monotonic() < deadline:
             time.sleep(0.2)
-            during = _scrape(metrics)
+            during = scrape(metrics)
         out, err = first.communicate(timeout=300)
         assert first.returncode == 0, out + err
-        after = _scrape(metrics)
+        after = scrape(metrics)
         accepted = "cesar_front_events_accepted_total"
         assert 0 < during[accepted] < after[accepted]  # scraped mid-run, and it moved on
         assert during["cesar_front_subscribes_total"] <= after["cesar_front_subscribes_total"]
@@ -167,17 +166,6 @@ def test_loadtest_drives_a_running_server_and_fails_on_errors(tmp_path):
         assert errors["subscribe"] >= 400
     finally:
         server.stop()
-
-
-def _scrape(url: str) -> dict[str, float]:
-    """``name{labels}`` → value of every sample at a metrics endpoint."""
-    with urllib.request.urlopen(url, timeout=30) as response:
-        lines = response.read().decode().splitlines()
-    return {
-        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-        for line in lines
-        if line and not line.startswith("#")
-    }
 
 
 def test_loadtest_refuses_a_server_off_this_machine(tmp_path):

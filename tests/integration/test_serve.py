@@ -27,6 +27,7 @@ from cesar.perf.serverproc import (
     normalized,
     publish,
     sample_events,
+    scrape,
     status_of,
     subscribe,
     wait_gone,
@@ -371,7 +372,7 @@ def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) ->
             assert seqs == list(range(1, len(seqs) + 1))
         records = [json.loads(line) for line in server.log.read_text().splitlines()]
         assert any(r.get("msg") == "shards reconnected and reloaded" for r in records)
-        own = _scrape(first_metrics + "/metrics")
+        own = scrape(first_metrics)
         through_front = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata).shards[0]
         assert own['cesar_shard_events_total{shard="0"}'] == through_front.counters["events"] > 0
         assert own['cesar_shard_apply_seconds_count{shard="0"}'] > 0
@@ -382,20 +383,6 @@ def test_shards_on_their_own_over_tls_survive_a_shard_restart(tmp_path: Path) ->
             process.wait(30)
 
 
-def _scrape(url: str) -> dict[str, float]:
-    """``name{labels}`` → value of every sample at a metrics endpoint."""
-    from urllib.request import urlopen
-
-    with urlopen(url, timeout=30) as response:
-        text = response.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
-
-
 def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
     """The front's endpoint (every shard's counters read over the links) and each child
     shard's own (``--shard-metrics-port 0``: any port, named in the shard's log)."""
@@ -403,7 +390,7 @@ def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
     assert server.process is not None and server.process.stdout is not None
     line = server.process.stdout.readline().split()
     assert line[0] == "metrics", line
-    before = _scrape(line[1])
+    before = scrape(line[1])
     assert before["cesar_front_events_accepted_total"] == 0
     assert before['cesar_shard_nodes{shard="1"}'] == 0
     conn = server.connect()
@@ -413,12 +400,12 @@ def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
     for part in range(2):  # scraped while the sample is being published
         half = events[part * len(events) // 2 : (part + 1) * len(events) // 2]
         publish(conn, half, close=part == 1)
-        middle = middle or _scrape(line[1])
+        middle = middle or scrape(line[1])
     late = conn.stub.PublishBatch(
         next(iter(publish_requests(events[:1], 1, close=False))), metadata=conn.metadata
     )
     assert late.rejected[0].reason.startswith("late")
-    after = _scrape(line[1])
+    after = scrape(line[1])
     assert 0 < middle["cesar_front_events_accepted_total"] < len(events)
     assert after["cesar_front_events_accepted_total"] == len(events)
     assert after["cesar_front_alerts_total"] > 0 and after["cesar_front_subscriptions"] == 1
@@ -438,7 +425,7 @@ def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
     assert sorted(shard_endpoints) == ["shard-0", "shard-1"]
     for role, address in shard_endpoints.items():
         name = f'{{shard="{role[-1]}"}}'
-        own = _scrape(f"http://{address}/metrics")
+        own = scrape(f"http://{address}/metrics")
         assert own[f"cesar_shard_events_total{name}"] == after[f"cesar_shard_events_total{name}"]
         assert own[f"cesar_shard_apply_seconds_count{name}"] > 0
     server.stop()
