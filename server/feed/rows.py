@@ -4,13 +4,8 @@ JSON Lines arrive as text (``raw``) and are read by :mod:`cesar.server.feed.json
 CSV rows arrive as a ``map<string, string>`` (``m``, header → cell), typed and
 checked here by :func:`validate`.  Both give events typed by the
 catalog's schemas, with the reason of every rejected row; :func:`route` then
-gives each event the shards it must reach under the front's routing table
-(:mod:`cesar.server.wire.routing`):
-
-* ``crc32(key bytes) mod shards`` for every key attribute of its stream;
-* each global shard whose interest (static conjuncts, ``GlobalInterest``)
-  it satisfies — the conjuncts are compiled from the predicate messages into
-  Arrow compute calls by :func:`compile_predicate`.
+gives each event the shards it must reach under the front's routing table,
+compiled for Arrow by :class:`cesar.server.wire.arrowroute.ArrowRoutes`.
 
 Everything is vectorized: Python touches one value per distinct key, never one
 per row.
@@ -18,8 +13,7 @@ per row.
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cesar.automata.schema import AttrType, StreamSchema, parse_stream_spec
-from cesar.server.wire.arrowevents import column
-from cesar.server.wire.routing import key_bytes
+from cesar.server.wire.arrowevents import Reasons, column
+from cesar.server.wire.arrowroute import ArrowRoutes
 from cesar.v1 import cesar_pb2 as pb
 
 INTEGER = r"^-?[0-9]{1,18}(\.0*)?$"
@@ -47,8 +41,8 @@ class Plan:
     shards: int
     version: int
     specs: tuple[str, ...]
-    keys: tuple[tuple[str, tuple[str, ...]], ...]
-    interest: tuple[tuple[str, int, bytes], ...]
+    routing: bytes
+    """The routing table, serialized."""
 
     @staticmethod
     def of(table: pb.RoutingTable, streams: list[pb.StreamInfo]) -> Plan:
@@ -57,13 +51,13 @@ class Plan:
             shards=table.shards,
             version=table.version,
             specs=tuple(s.spec for s in streams if not s.subscription),
-            keys=tuple((r.stream, tuple(r.key_attributes)) for r in table.streams),
-            interest=tuple(
-                (r.stream, g.shard, pb.GlobalInterest.SerializeToString(g))
-                for r in table.streams
-                for g in r.global_interest
-            ),
+            routing=table.SerializeToString(),
         )
+
+    def table(self) -> pb.RoutingTable:
+        """The routing table."""
+        table: pb.RoutingTable = pb.RoutingTable.FromString(self.routing)
+        return table
 
     def schemas(self) -> dict[str, StreamSchema]:
         """The input streams by name."""
@@ -71,24 +65,6 @@ class Plan:
 
 
 # ------------------------------------------------------------------ validation
-
-
-class _Reasons:
-    """The first failing check of each row: its field and reason (null while none failed)."""
-
-    def __init__(self, rows: int) -> None:
-        self.field = pa.nulls(rows, pa.string())
-        self.reason = pa.nulls(rows, pa.string())
-
-    def fail(self, mask: pa.Array, field: str, reason: pa.Array | str) -> None:
-        """Record ``field``/``reason`` where ``mask`` holds and no earlier check failed."""
-        hit = pc.and_(pc.fill_null(mask, False), pc.is_null(self.reason))
-        self.field = pc.if_else(hit, pa.scalar(field), self.field)
-        self.reason = pc.if_else(hit, reason, self.reason)
-
-    @property
-    def ok(self) -> pa.Array:
-        return pc.is_null(self.reason)
 
 
 def _quoted(values: pa.Array) -> pa.Array:
@@ -117,7 +93,7 @@ class _Fields:
         return pc.take(self.values, pa.array(where, mask=where < 0))
 
 
-def _timestamps(m: _Fields, reasons: _Reasons) -> tuple[pa.Array, pa.Array]:
+def _timestamps(m: _Fields, reasons: Reasons) -> tuple[pa.Array, pa.Array]:
     point = m.get("t")
     raw = {key: m.get(key) for key in ("t0", "t1")}
     both = pc.and_(pc.is_valid(point), pc.or_(pc.is_valid(raw["t0"]), pc.is_valid(raw["t1"])))
@@ -149,7 +125,7 @@ def _timestamps(m: _Fields, reasons: _Reasons) -> tuple[pa.Array, pa.Array]:
     return times["t0"], times["t1"]
 
 
-def _attribute(text: pa.Array, typ: AttrType, name: str, reasons: _Reasons) -> pa.Array:
+def _attribute(text: pa.Array, typ: AttrType, name: str, reasons: Reasons) -> pa.Array:
     """``text`` (one attribute of one stream's rows) typed, with failures in ``reasons``."""
     reasons.fail(pc.is_null(text), name, "missing")
     if typ is AttrType.STRING:
@@ -175,7 +151,7 @@ def _attribute(text: pa.Array, typ: AttrType, name: str, reasons: _Reasons) -> p
     return value
 
 
-def _extras(m: _Fields, allowed: set[str], reasons: _Reasons) -> None:
+def _extras(m: _Fields, allowed: set[str], reasons: Reasons) -> None:
     """Reject rows with a key that is neither reserved nor an attribute of their stream."""
     if not len(m.keys):
         return
@@ -211,7 +187,7 @@ def validate(batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.T
         rows = batch.filter(mask)
         if not rows.num_rows:
             continue
-        reasons = _Reasons(rows.num_rows)
+        reasons = Reasons(rows.num_rows)
         sub = _Fields(rows.column("m"))
         t0, t1 = _timestamps(sub, reasons)
         columns: dict[str, pa.Array] = {}
@@ -259,129 +235,19 @@ def validate(batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.T
 
 # --------------------------------------------------------------------- routing
 
-Mask = Callable[[pa.Table], pa.Array]
-
-
-def compile_predicate(pred: pb.Predicate, stream: str, positive: bool = True) -> Mask:
-    """A vectorized filter for a static predicate over ``stream``'s attribute columns.
-
-    Parts Arrow does not evaluate here (functions, ``/ % ^``) are taken as
-    true where the predicate is positive and false under a negation, so the
-    filter admits at least every event the predicate admits: a global shard
-    may receive an event it does not need, never miss one it does.
-    """
-    kind = pred.WhichOneof("kind")
-    if kind == "truth":
-        return _constant(pred.truth)
-    if kind == "negate":
-        inner = compile_predicate(pred.negate, stream, not positive)
-        return lambda table: pc.invert(inner(table))
-    if kind in ("all", "any"):
-        items = [compile_predicate(p, stream, positive) for p in getattr(pred, kind).items]
-        join = pc.and_kleene if kind == "all" else pc.or_kleene
-
-        def combined(table: pa.Table) -> pa.Array:
-            result = items[0](table)
-            for item in items[1:]:
-                result = join(result, item(table))
-            return result
-
-        return combined
-    compare = pred.compare
-    left = _compile_term(compare.left, stream)
-    right = _compile_term(compare.right, stream)
-    if left is None or right is None:
-        return _constant(positive)
-    operator = {
-        "=": pc.equal,
-        "!=": pc.not_equal,
-        "<": pc.less,
-        "<=": pc.less_equal,
-        ">": pc.greater,
-        ">=": pc.greater_equal,
-    }[compare.op]
-
-    def compared(table: pa.Table) -> pa.Array:
-        result = pc.fill_null(operator(left(table), right(table)), not positive)
-        if isinstance(result, pa.Scalar):  # constants on both sides
-            return pa.repeat(result, table.num_rows)
-        return result
-
-    return compared
-
-
-def _constant(value: bool) -> Mask:
-    return lambda table: pa.repeat(pa.scalar(value), table.num_rows)
-
-
-Term = Callable[[pa.Table], pa.Array | pa.Scalar]
-
-
-def _compile_term(term: pb.Term, stream: str) -> Term | None:
-    kind = term.WhichOneof("kind")
-    if kind == "constant":
-        value = getattr(term.constant, term.constant.WhichOneof("kind") or "string_value")
-        return lambda table: pa.scalar(value)
-    if kind == "attribute" and term.attribute.scope in (pb.SCOPE_EVENT, pb.SCOPE_RIGHT):
-        name = column(stream, term.attribute.name)
-        return lambda table: table.column(name)
-    if kind == "event_dur":
-        return lambda table: pc.subtract(table.column("t1"), table.column("t0"))
-    if kind == "negate":
-        inner = _compile_term(term.negate, stream)
-        return None if inner is None else lambda table: pc.negate(inner(table))
-    if kind == "arithmetic" and term.arithmetic.op in ("+", "-", "*"):
-        left = _compile_term(term.arithmetic.left, stream)
-        right = _compile_term(term.arithmetic.right, stream)
-        if left is None or right is None:
-            return None
-        function = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}[term.arithmetic.op]
-        return lambda table: function(left(table), right(table))
-    return None
-
-
-def key_shards(values: pa.Array | pa.ChunkedArray, shards: int) -> pa.Array:
-    """``crc32(key_bytes(v)) mod shards`` for each value; Python runs once per distinct value.
-
-    >>> key_shards(pa.array(["IBM", "IBM", "AAPL"]), 2).to_pylist()
-    [1, 1, 0]
-    """
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    encoded = pc.dictionary_encode(values)
-    table = [zlib.crc32(key_bytes(v)) % shards for v in encoded.dictionary.to_pylist()]
-    return pc.take(pa.array(table, pa.int32()), encoded.indices)
-
 
 @dataclass
 class Router:
-    """A :class:`Plan` compiled for Arrow: per stream, key attributes and per-shard filters."""
+    """A :class:`Plan` compiled for Arrow: its schemas and its routes."""
 
     plan: Plan
     schemas: dict[str, StreamSchema]
-    keys: dict[str, tuple[str, ...]]
-    interest: dict[str, dict[int, Mask]]
+    routes: ArrowRoutes
 
     @staticmethod
     def of(plan: Plan) -> Router:
         """Compile every global interest of ``plan``."""
-        interest: dict[str, dict[int, Mask]] = {}
-        for stream, shard, data in plan.interest:
-            message = pb.GlobalInterest.FromString(data)
-            conjuncts = pb.Predicate(any=pb.Predicates(items=message.conjuncts))
-            interest.setdefault(stream, {})[shard] = compile_predicate(conjuncts, stream)
-        return Router(plan, plan.schemas(), dict(plan.keys), interest)
-
-    def destinations(self, table: pa.Table, stream: str) -> list[pa.Array]:
-        """For one stream's valid events: a boolean mask per shard."""
-        masks = [pa.repeat(pa.scalar(False), table.num_rows) for _ in range(self.plan.shards)]
-        for key in self.keys.get(stream, ()):
-            owners = key_shards(table.column(column(stream, key)), self.plan.shards)
-            for shard in range(self.plan.shards):
-                masks[shard] = pc.or_(masks[shard], pc.equal(owners, shard))
-        for shard, mask in self.interest.get(stream, {}).items():
-            masks[shard] = pc.or_(masks[shard], mask(table))
-        return masks
+        return Router(plan, plan.schemas(), ArrowRoutes.of(plan.table()))
 
 
 def route(valid: pa.Table, router: Router) -> tuple[dict[int, pa.Table], int]:
@@ -396,7 +262,7 @@ def route(valid: pa.Table, router: Router) -> tuple[dict[int, pa.Table], int]:
         if not rows.num_rows:
             continue
         sent = pa.repeat(pa.scalar(False), rows.num_rows)
-        for shard, mask in enumerate(router.destinations(rows, stream)):
+        for shard, mask in enumerate(router.routes.shard_masks(rows, stream)):
             chosen = rows.filter(mask)
             if chosen.num_rows:
                 out.setdefault(shard, []).append(chosen)

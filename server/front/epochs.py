@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 
 from cesar.automata.schema import Event
 from cesar.server.engine.clocks import StreamGroups
+from cesar.server.front.pieces import Row, event_of
 
 
 class Pending(NamedTuple):
@@ -56,11 +57,11 @@ class Pending(NamedTuple):
     tick: int
     routed: bool
     lane: str
-    event: Event
+    event: Event | Row
 
 
-Arrival = tuple[Event, Sequence[tuple[int, str]]]
-"""An accepted event and the (shard, lane) pairs it goes to."""
+Arrival = tuple[Event | Row, Sequence[tuple[int, str]]]
+"""An accepted event (or a row of a routed piece) and the (shard, lane) pairs it goes to."""
 
 
 class EpochGate:
@@ -103,14 +104,25 @@ class EpochGate:
         group = self._group(stream)
         mark: int | None = None
         for k in range(self.shards) if shard is None else (shard,):
-            for m in (self.closed[k], self.group_applied[k].get(group)):
-                if m is not None and t1 <= m and (mark is None or m > mark):
-                    mark = m
+            m = self._settled_on(k, group)
+            if m is not None and t1 <= m and (mark is None or m > mark):
+                mark = m
         if shard is None:
             horizon = self.horizon.get(group)
             if horizon is not None and t1 < horizon and (mark is None or horizon > mark):
                 mark = horizon
         return mark
+
+    def routed_bound(self, stream: str, shard: int) -> int | None:
+        """The latest ``t1`` settled for ``stream`` on ``shard``: a routed batch's events at
+        or before it are late (:meth:`settled` for every ``t1`` at once)."""
+        return self._settled_on(shard, self._group(stream))
+
+    def _settled_on(self, shard: int, group: str) -> int | None:
+        marks = [
+            m for m in (self.closed[shard], self.group_applied[shard].get(group)) if m is not None
+        ]
+        return max(marks) if marks else None
 
     def advance(
         self, arrivals: Sequence[Arrival], watermark: int | None, shard: int | None
@@ -210,7 +222,7 @@ class EpochGate:
                     group: [
                         (p.t1, p.tick, p.routed, p.lane, (e.stream, e.t0, e.t1, e.values))
                         for p in waiting
-                        for e in (p.event,)
+                        for e in (event_of(p.event),)
                     ]
                     for group, waiting in pending.items()
                 }

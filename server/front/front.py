@@ -40,6 +40,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 
 from cesar.automata.automaton import format_dot
@@ -67,7 +70,7 @@ from cesar.server.front.catalog import (
     SubscriptionRow,
 )
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
-from cesar.server.front.epochs import EpochGate
+from cesar.server.front.epochs import Arrival, EpochGate, Pending
 from cesar.server.front.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -78,6 +81,8 @@ from cesar.server.front.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from cesar.server.front.pieces import Row, event_of, lane_table, rows_of
+from cesar.server.front.pieces import destinations as piece_destinations
 from cesar.server.front.placement import pinned_shard, place
 from cesar.server.front.registry import Live, Registry, describe_stream
 from cesar.server.host.metrics import Histogram
@@ -87,9 +92,13 @@ from cesar.server.wire.algebra_proto import (
     AlgebraMessageError,
     compile_algebra,
     to_algebra,
-    to_predicate,
 )
+from cesar.server.wire.arrowevents import Checked
+from cesar.server.wire.arrowevents import check as check_arrow
 from cesar.server.wire.arrowevents import decode as decode_arrow
+from cesar.server.wire.arrowevents import encode as encode_arrow
+from cesar.server.wire.arrowevents import read as read_arrow
+from cesar.server.wire.arrowroute import ArrowRoutes
 from cesar.server.wire.convert import from_event, rejection, to_event, trusted_event
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
@@ -138,7 +147,7 @@ class Ticket:
         self,
         number: int,
         key: str,
-        accepted: list[Event],
+        accepted: int,
         payload: bytes,
         shard: int | None,
         response: pb.PublishResponse,
@@ -149,6 +158,7 @@ class Ticket:
         """Its rejections by field and kind (late, ahead, invalid)."""
         self.key = key
         self.accepted = accepted
+        """How many of its events were accepted."""
         self.payload = payload
         self.shard = shard
         self.response = response
@@ -160,7 +170,7 @@ class Ticket:
     @classmethod
     def done(cls, response: pb.PublishResponse) -> Ticket:
         """A ticket finished already (a duplicate batch)."""
-        ticket = cls(response.batch, "", [], b"", None, response)
+        ticket = cls(response.batch, "", 0, b"", None, response)
         ticket.finish()
         return ticket
 
@@ -215,6 +225,8 @@ class Front:
         self.newest: dict[str, int] = {}
         self.max_time_jump = max_time_jump
         self.queries = QueryCache()
+        self._routes: tuple[int, ArrowRoutes] | None = None
+        """The routing table compiled for routed pieces, and its version."""
 
     # ------------------------------------------------------------------ start
 
@@ -331,10 +343,15 @@ class Front:
                 f"the event log holds batches the feed routed for {batch.shards} shards; "
                 f"start the server with --shards {batch.shards}"
             )
-        events = [trusted_event(e) for e in batch.events]
-        for event in events:
-            self._saw(event)
-        self._advance(events, batch.watermark or None, shard).result()
+        if batch.arrow_events:  # a routed piece, logged as accepted
+            assert shard is not None
+            table = read_arrow(batch.arrow_events)
+            arrivals = self._piece_arrivals(table, shard)
+        else:
+            arrivals = self._arrivals([trusted_event(e) for e in batch.events], shard)
+        for item, _ in arrivals:
+            self._saw(item.stream, item.t1)
+        self._advance(arrivals, batch.watermark or None, shard).result()
 
     # ---------------------------------------------------------------- streams
 
@@ -741,11 +758,14 @@ class Front:
                 f"the batch was routed for shard {shard} of {request.shards}; this server has "
                 f"{self.shards.count} shards: fetch the routing table again (GetRouting)"
             )
+        piece = shard is not None and bool(request.arrow_events) and not request.events
         with self.lock:
             self._check_open()
             inputs = dict(self.registry.inputs)
-        # the registry's streams are read a key at a time, not copied: one per subscription
-        incoming = list(self._incoming(request, inputs, self.registry.streams))
+        if piece:
+            checked = self._check_piece(request, inputs)
+        else:  # the registry's streams are read a key at a time, not copied: one per subscription
+            incoming = list(self._incoming(request, inputs, self.registry.streams))
         with self.lock:
             self._check_open()
             if key:
@@ -757,27 +777,34 @@ class Front:
                     return Ticket.done(
                         pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
-            response, accepted, refused = self._accept(request, incoming, shard)
-            logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
+            if piece:
+                assert shard is not None
+                response, table, refused = self._accept_piece(request, checked, shard)
+                arrivals = self._piece_arrivals(table, shard)
+                logged = pb.PublishRequest(arrow_events=encode_arrow(table.drop_columns("index")))
+            else:
+                response, accepted, refused = self._accept(request, incoming, shard)
+                arrivals = self._arrivals(accepted, shard)
+                logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
             if shard is not None:
                 logged.shard, logged.shards = shard, request.shards
             self.batches += 1
             number = response.batch = self.batches
-            response.accepted = len(accepted)
+            response.accepted = len(arrivals)
             payload = logged.SerializeToString()
-            ticket = Ticket(number, key, accepted, payload, shard, response, refused)
+            ticket = Ticket(number, key, len(arrivals), payload, shard, response, refused)
             if self.checkpoints.due(number):
                 # the snapshots must hold exactly the batches up to this one: nothing in flight
                 while self.committed < number - 1:
                     self._wait_turn()
-                alerts = self._advance(accepted, request.watermark or None, shard).result()
+                alerts = self._advance(arrivals, request.watermark or None, shard).result()
                 self._commit(ticket, alerts)
                 self.checkpoints.take(
                     number, {"gate": self.gate.to_data(), "newest": dict(self.newest)}
                 )
             else:
-                ticket.applying = self._advance(accepted, request.watermark or None, shard)
+                ticket.applying = self._advance(arrivals, request.watermark or None, shard)
                 if key:
                     self.inflight.add(key)
                 self.commits.put(ticket)
@@ -837,7 +864,10 @@ class Front:
         limits: dict[str, int | None] = {}
         aheads = [self._too_far_ahead(event, now, limits) for *_, event in valid]
         if request.watermark:
-            fine = [v[3] for v, ahead in zip(valid, aheads, strict=True) if ahead is None]
+            fine: dict[str, int] = {}
+            for (t1, *_, event), ahead in zip(valid, aheads, strict=True):
+                if ahead is None:
+                    fine[event.stream] = max(fine.get(event.stream, t1), t1)
             self._check_watermark(request.watermark, fine, now)
         for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
             if ahead is not None:
@@ -858,9 +888,87 @@ class Front:
                 refused["t1", "late"] += 1
                 continue
             accepted.append(event)
-            self._saw(event)
+            self._saw(event.stream, event.t1)
         response.rejected.sort(key=lambda r: r.index)
         return response, accepted, refused
+
+    def _check_piece(
+        self, request: pb.PublishRequest, inputs: Mapping[str, StreamSchema]
+    ) -> Checked:
+        """A routed piece's rows checked at once (:func:`~cesar.server.wire.arrowevents.check`)."""
+        try:
+            return check_arrow(read_arrow(request.arrow_events, limits.MAX_PUBLISH_EVENTS), inputs)
+        except EventError as exc:
+            raise InvalidArgument(f"arrow_events: {exc.reason}") from None
+
+    def _accept_piece(
+        self, request: pb.PublishRequest, checked: Checked, shard: int
+    ) -> tuple[pb.PublishResponse, pa.Table, Counter[tuple[str, str]]]:
+        """:meth:`_accept` for a routed piece, in Arrow: the response, the accepted rows in
+        (t1, arrival) order, and the rejections by field and kind.
+
+        Python runs once per stream and once per rejected row, never per accepted row.
+        """
+        response = pb.PublishResponse()
+        refused: Counter[tuple[str, str]] = Counter()
+        failed: list[tuple[int, pb.Rejection, str]] = [
+            (index, rejection(index, error), "invalid") for index, error in checked.errors
+        ]
+        table = checked.table
+        table = table.take(pc.sort_indices(table, [("t1", "ascending"), ("arrival", "ascending")]))
+        streams = table.column("stream")
+        t1s = table.column("t1").to_numpy()
+        index = table.column("index").to_numpy()
+        now = time.time()
+        keep = np.ones(table.num_rows, bool)
+        fine: dict[str, int] = {}
+        late: list[tuple[str, np.ndarray]] = []
+        for name in pc.unique(streams).to_pylist():
+            mine = np.asarray(pc.equal(streams, name).to_numpy(zero_copy_only=False), bool)
+            limit = self._time_limit(name, now)
+            ahead = np.zeros_like(mine)
+            if limit is not None:
+                ahead = mine & (t1s > limit)
+                for i in np.flatnonzero(ahead).tolist():
+                    reason = self._ahead_reason(int(t1s[i]), limit)
+                    failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "ahead"))
+            ok = mine & ~ahead
+            if ok.any():
+                fine[name] = int(t1s[ok].max())
+            late.append((name, ok))
+            keep &= ~ahead
+        if request.watermark:
+            self._check_watermark(request.watermark, fine, now)
+        for name, ok in late:
+            bound = self.gate.routed_bound(name, shard)
+            behind = ok & (t1s <= bound) if bound is not None else np.zeros_like(ok)
+            for i in np.flatnonzero(behind).tolist():
+                reason = (
+                    f"late: t1 = {t1s[i]}, but events up to t1 = {bound} "
+                    f"are already being processed on shard {shard}"
+                )
+                failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "late"))
+            keep &= ~behind
+            accepted = ok & ~behind
+            if accepted.any():
+                self._saw(name, int(t1s[accepted].max()))
+        for i, message, kind in sorted(failed, key=lambda item: item[0]):
+            message.index = i
+            response.rejected.append(message)
+            refused[message.field, kind] += 1
+        return response, table.filter(pa.array(keep)), refused
+
+    def _arrivals(self, accepted: list[Event], shard: int | None) -> list[Arrival]:
+        """The accepted events with the (shard, lane) pairs each goes to."""
+        return [(event, self.registry.destinations(event, shard)) for event in accepted]
+
+    def _piece_arrivals(self, table: pa.Table, shard: int) -> list[Arrival]:
+        """A routed piece's accepted rows with the lanes of ``shard`` each goes to."""
+        version = self.registry.routing.version
+        if self._routes is None or self._routes[0] != version:
+            self._routes = (version, ArrowRoutes.of(self.registry.routing_table()))
+        lanes = piece_destinations(table, self._routes[1], shard)
+        return list(zip(rows_of(table), lanes, strict=True))
 
     def _commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:
         """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
@@ -869,7 +977,7 @@ class Front:
         try:
             rows, touched = self._sequence(alerts)
             self.catalog.commit_batch(
-                ticket.number, ticket.key, len(ticket.accepted), ticket.payload, rows, touched
+                ticket.number, ticket.key, ticket.accepted, ticket.payload, rows, touched
             )
         except Exception as exc:
             self.shards.failed = f"batch {ticket.number} was applied but not logged ({exc})"
@@ -878,7 +986,7 @@ class Front:
         self.committed = ticket.number
         self.inflight.discard(ticket.key)
         self.turn.notify_all()
-        self.counters["events_accepted"] += len(ticket.accepted)
+        self.counters["events_accepted"] += ticket.accepted
         self.counters["events_rejected"] += len(ticket.response.rejected)
         self.rejections.update(ticket.refused)
         self.batch_seconds.observe(time.monotonic() - ticket.began)
@@ -890,24 +998,25 @@ class Front:
             self.listeners.notify(self.catalog.last_alert_id())
         ticket.finish()
 
-    def _saw(self, event: Event) -> None:
+    def _saw(self, stream: str, t1: int) -> None:
         """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
-        self.newest[event.stream] = max(self.newest.get(event.stream, event.t1), event.t1)
+        self.newest[stream] = max(self.newest.get(stream, t1), t1)
 
-    def _check_watermark(self, watermark: int, events: Sequence[Event], now: float) -> None:
+    def _check_watermark(self, watermark: int, fine: Mapping[str, int], now: float) -> None:
         """InvalidArgument if ``watermark`` is beyond every stream's time bound.
 
         A watermark closes epochs of every stream; one far in the future would
         make every later event late, as a wrong timestamp would.  It may be at
         most ``max_time_jump`` ahead of some input stream's newest event (this
-        request's included) or, for a stream in a real time unit, of the clock.
+        request's included: ``fine``, the newest ``t1`` per stream of its events in
+        time) or, for a stream in a real time unit, of the clock.
         """
         latest = [
             limit
             for name in self.registry.inputs
             if (limit := self._time_limit(name, now)) is not None
         ]
-        latest += [event.t1 + self._bound(event.stream) for event in events]
+        latest += [t1 + self._bound(stream) for stream, t1 in fine.items()]
         if latest and watermark > max(latest):
             raise InvalidArgument(
                 f"watermark {watermark} is more than {self.max_time_jump} s ahead of every "
@@ -944,8 +1053,11 @@ class Front:
             limit = limits[stream] = self._time_limit(stream, now)
         if limit is None or event.t1 <= limit:
             return None
+        return self._ahead_reason(event.t1, limit)
+
+    def _ahead_reason(self, t1: int, limit: int) -> str:
         return (
-            f"t1 = {event.t1} jumps more than {self.max_time_jump} s ahead of the stream's newest "
+            f"t1 = {t1} jumps more than {self.max_time_jump} s ahead of the stream's newest "
             f"event and the clock (at most t1 = {limit} in its unit): a wrong "
             "timestamp or unit? (cesar serve --max-time-jump)"
         )
@@ -984,19 +1096,28 @@ class Front:
             except EventError as exc:
                 raise InvalidArgument(f"arrow_events: {exc.reason}") from None
 
-    def _advance(self, accepted: list[Event], watermark: int | None, shard: int | None) -> Applying:
-        """Pass ``accepted`` (in (t1, arrival) order) through the epoch gate; send the shards
-        the epochs now ready (their alerts: the result)."""
-        arrivals = [(event, self.registry.destinations(event, shard)) for event in accepted]
+    def _advance(
+        self, arrivals: list[Arrival], watermark: int | None, shard: int | None
+    ) -> Applying:
+        """Pass ``arrivals`` (in (t1, arrival) order) through the epoch gate; send the shards
+        the epochs now ready (their alerts: the result).
+
+        A lane whose ready items are all rows of routed pieces gets them as one
+        Arrow table; any other lane, as events.
+        """
         released = self.gate.advance(arrivals, watermark, shard)
         requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
         for k, ready in enumerate(released):
-            lanes: dict[str, shard_pb2.LaneEvents] = {}
+            lanes: dict[str, list[Pending]] = {}
             for item in ready:
-                group = lanes.get(item.lane)
-                if group is None:
-                    group = lanes[item.lane] = requests[k].lanes.add(lane=item.lane)
-                group.events.append(to_event(item.event))
+                lanes.setdefault(item.lane, []).append(item)
+            for lane, items in lanes.items():
+                group = requests[k].lanes.add(lane=lane)
+                rows = [item.event for item in items if isinstance(item.event, Row)]
+                if len(rows) == len(items):
+                    group.arrow = encode_arrow(lane_table(rows))
+                else:
+                    group.events.extend(to_event(event_of(item.event)) for item in items)
         return self.shards.apply_later(requests)
 
     def _sequence(
@@ -1050,23 +1171,7 @@ class Front:
         if not client.may("feed"):
             raise PermissionDenied("the routing table is for the feed: use a token with scope=feed")
         with self.lock:
-            table = pb.RoutingTable(
-                shards=self.registry.routing.shards, version=self.registry.routing.version
-            )
-            for stream in sorted(self.registry.routing.streams):
-                route = self.registry.routing.streams[stream]
-                table.streams.add(
-                    stream=stream,
-                    key_attributes=sorted(route.keys),
-                    global_shards=sorted(route.global_shards),
-                    global_interest=[
-                        pb.GlobalInterest(
-                            shard=shard, conjuncts=[to_predicate(c.pred()) for c in conjuncts]
-                        )
-                        for shard, conjuncts in self.registry.interest(stream).items()
-                    ],
-                )
-            return table
+            return self.registry.routing_table()
 
     def stats(self) -> pb.StatsResponse:
         """Front counters and every shard's counters."""

@@ -31,7 +31,9 @@ from cesar.index.static import ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
+from cesar.server.wire.algebra_proto import to_predicate
 from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
+from cesar.v1 import cesar_pb2 as pb
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,25 @@ class Registry:
         if shard is None:
             return destinations
         return [(k, lane) for k, lane in destinations if k == shard]
+
+    def routing_table(self) -> pb.RoutingTable:
+        """The routing table as GetRouting gives it: per stream, key attributes and each
+        global shard's interest.  O(subscriptions) for the interest."""
+        table = pb.RoutingTable(shards=self.routing.shards, version=self.routing.version)
+        for stream in sorted(self.routing.streams):
+            route = self.routing.streams[stream]
+            table.streams.add(
+                stream=stream,
+                key_attributes=sorted(route.keys),
+                global_shards=sorted(route.global_shards),
+                global_interest=[
+                    pb.GlobalInterest(
+                        shard=shard, conjuncts=[to_predicate(c.pred()) for c in conjuncts]
+                    )
+                    for shard, conjuncts in self.interest(stream).items()
+                ],
+            )
+        return table
 
     def interest(self, stream: str) -> dict[int, list[Conjunct]]:
         """Per global shard, the distinct static conjuncts its subscriptions need of ``stream``."""

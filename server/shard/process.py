@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -49,6 +49,7 @@ from cesar.server.host.snapshots import SnapshotError
 from cesar.server.host.tls import server_credentials
 from cesar.server.shard.metrics import collect
 from cesar.server.wire.algebra_proto import compile_algebra
+from cesar.server.wire.arrowevents import lane_table_events
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
@@ -149,7 +150,11 @@ class ShardState:
             if lane is None:
                 continue
             engine = lane.engine
-            for epoch in epochs(trusted_event(e) for e in lane_events.events):
+            if lane_events.arrow:
+                events: Iterable[Event] = lane_table_events(lane_events.arrow)
+            else:
+                events = (trusted_event(e) for e in lane_events.events)
+            for epoch in epochs(events):
                 self._emit(lane, engine.process(epoch), alerts)
                 for notice in engine.notices:
                     alerts.add(subscription=notice.subscription, notice=notice.reason)

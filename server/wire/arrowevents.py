@@ -8,7 +8,10 @@ Naming columns by stream keeps two streams that use one attribute name with
 different types apart.  The feed builds such tables with Arrow compute only
 (no Python object per row); the front reads them back with :func:`decode`,
 validating every row as :func:`cesar.automata.schema.validate_event` does for a
-protobuf event.
+protobuf event.  The feed's pieces routed to one shard are checked at once
+instead (:func:`check`: the same rules, one Arrow compute call per check and
+stream), logged as they are, and reach the shard's lanes as Arrow, where
+:func:`events_of` makes the events.
 
 >>> from cesar.automata.schema import parse_stream_spec
 >>> schema = parse_stream_spec("S(Name:string,Price:float)")
@@ -20,10 +23,19 @@ protobuf event.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from cesar.automata.schema import AttrType, Event, EventError, StreamSchema, validate_event
+from cesar.automata.schema import (
+    AttrType,
+    Event,
+    EventError,
+    StreamSchema,
+    validate_event,
+)
 
 ARROW_TYPES = {
     AttrType.STRING: pa.string(),
@@ -47,18 +59,12 @@ def encode(table: pa.Table) -> bytes:
     return data
 
 
-def decode(
-    data: bytes, schemas: Mapping[str, StreamSchema], max_rows: int | None = None
-) -> Iterator[tuple[Event | EventError, int | None]]:
-    """Each row of an Arrow IPC stream as a validated event (or its error), with its arrival.
+def read(data: bytes, max_rows: int | None = None) -> pa.Table:
+    """The table in an Arrow IPC stream, every buffer checked.
 
-    The optional ``arrival`` column (int64) orders simultaneous events as they
-    arrived at the feed; without it the row order does.
-
-    Raises :class:`EventError` (field ``arrow_events``) when the bytes are not an
-    Arrow IPC stream, lack the ``stream``, ``t0`` and ``t1`` columns, or hold
-    more than ``max_rows`` rows (counted batch by batch, so no more than one
-    record batch past the limit is ever decompressed).
+    Raises :class:`EventError` (field ``arrow_events``) when the bytes are not
+    an Arrow IPC stream or hold more than ``max_rows`` rows (counted batch by
+    batch, so no more than one record batch past the limit is ever decompressed).
     """
     try:
         reader = pa.ipc.open_stream(data)
@@ -71,9 +77,25 @@ def decode(
             batch.validate(full=True)  # every offset and string checked before any value is read
             batches.append(batch)
         table = pa.Table.from_batches(batches, schema=reader.schema)
-        columns = table.column_names
+        table = table.rename_columns(table.column_names)  # names are decoded lazily: now
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise EventError(None, "arrow_events", f"not an Arrow IPC stream: {exc}") from None
+    return table
+
+
+def decode(
+    data: bytes, schemas: Mapping[str, StreamSchema], max_rows: int | None = None
+) -> Iterator[tuple[Event | EventError, int | None]]:
+    """Each row of an Arrow IPC stream as a validated event (or its error), with its arrival.
+
+    The optional ``arrival`` column (int64) orders simultaneous events as they
+    arrived at the feed; without it the row order does.
+
+    Raises :class:`EventError` (field ``arrow_events``) as :func:`read` does, and
+    when the table lacks the ``stream``, ``t0`` and ``t1`` columns.
+    """
+    table = read(data, max_rows)
+    columns = table.column_names
     missing = [name for name in ("stream", "t0", "t1") if name not in columns]
     if missing:
         raise EventError(None, "arrow_events", f"no column {missing[0]!r}")
@@ -102,3 +124,200 @@ def decode(
             )
         except EventError as exc:
             yield exc, row.get("arrival")
+
+
+class Reasons:
+    """The first failing check of each row: its field and reason (null while none failed)."""
+
+    def __init__(self, rows: int) -> None:
+        self.field = pa.nulls(rows, pa.string())
+        self.reason = pa.nulls(rows, pa.string())
+
+    def fail(self, mask: pa.Array, field: str, reason: pa.Array | str) -> None:
+        """Record ``field``/``reason`` where ``mask`` holds and no earlier check failed."""
+        hit = pc.and_(pc.fill_null(mask, False), pc.is_null(self.reason))
+        self.field = pc.if_else(hit, pa.scalar(field), self.field)
+        self.reason = pc.if_else(hit, reason, self.reason)
+
+    @property
+    def ok(self) -> pa.Array:
+        return pc.is_null(self.reason)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A table's valid rows in normal form, and the error of each rejected row.
+
+    ``table`` has the columns ``stream`` (utf8), ``t0``, ``t1`` (int64, ``t0``
+    filled from ``t1`` where it was null), ``arrival`` (int64, the row's index
+    where it was null or absent), ``index`` (the row's position in the input)
+    and ``<stream>/<attribute>`` for every attribute of each stream present,
+    typed as the schema says, attributes of a stream in name order.
+    """
+
+    table: pa.Table
+    errors: list[tuple[int, EventError]]
+
+
+def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
+    """Validate every row of ``table`` at once, as :func:`decode` does row by row.
+
+    A row fails as :func:`cesar.automata.schema.validate_event` would fail it:
+    the first of a missing or unknown stream, a missing ``t0``/``t1``, ``t0 >
+    t1``, a missing attribute (schema order), a float that is not finite, a
+    value in a column its stream does not have.  Columns must be typed for
+    their schema (integers for ``t0``, ``t1``, ``arrival`` and int attributes;
+    integers or floats for float ones; utf8 and bool); a column of another
+    type fails the whole table (:class:`EventError`, field ``arrow_events``),
+    where :func:`decode` would try each value.
+
+    >>> from cesar.automata.schema import parse_stream_spec
+    >>> schema = parse_stream_spec("S(Name:string,Price:float)")
+    >>> t = pa.table({"stream": ["S", "S"], "t0": [1, 3], "t1": [2, 2],
+    ...               "S/Name": ["IBM", "X"], "S/Price": [9, 1]})
+    >>> checked = check(t, {"S": schema})
+    >>> checked.table.column("S/Price").to_pylist()
+    [9.0]
+    >>> [(i, e.field, e.reason) for i, e in checked.errors]
+    [(1, 't0', 't0 = 3 is after t1 = 2')]
+    """
+    rows = table.num_rows
+    columns = table.column_names
+    missing = [name for name in ("stream", "t0", "t1") if name not in columns]
+    if missing:
+        raise EventError(None, "arrow_events", f"no column {missing[0]!r}")
+    stream = _typed(table, "stream", pa.string())
+    t0 = _typed(table, "t0", pa.int64())
+    t1 = _typed(table, "t1", pa.int64())
+    index = pa.array(np.arange(rows, dtype=np.int64))
+    arrival = pc.fill_null(_typed(table, "arrival", pa.int64()), index)
+    reasons = Reasons(rows)
+    reasons.fail(pc.or_kleene(pc.is_null(stream), pc.equal(stream, "")), "stream", "missing")
+    known = pc.is_in(stream, value_set=pa.array(sorted(schemas), pa.string()))
+    reasons.fail(
+        pc.invert(known),
+        "stream",
+        pc.binary_join_element_wise("unknown stream '", stream, "'", ""),
+    )
+    reasons.fail(pc.and_(pc.is_null(t0), pc.is_null(t1)), "t0", "missing")
+    reasons.fail(pc.is_null(t1), "t1", "missing")
+    t0 = pc.coalesce(t0, t1)
+    reasons.fail(
+        pc.greater(t0, t1),
+        "t0",
+        pc.binary_join_element_wise(
+            "t0 = ", pc.cast(t0, pa.string()), " is after t1 = ", pc.cast(t1, pa.string()), ""
+        ),
+    )
+    out = {"stream": stream, "t0": t0, "t1": t1, "arrival": arrival, "index": index}
+    present = pc.unique(pc.filter(stream, known)).to_pylist()
+    for name in sorted(present):
+        schema = schemas[name]
+        mine = pc.equal(stream, name)
+        for attribute, typ in schema.attributes:
+            key = column(name, attribute)
+            if key not in columns:
+                reasons.fail(mine, attribute, "missing")
+                continue
+            values = out[key] = _typed(table, key, ARROW_TYPES[typ], typ)
+            reasons.fail(pc.and_(mine, pc.is_null(values)), attribute, "missing")
+            if typ is AttrType.FLOAT:
+                reasons.fail(
+                    pc.and_(mine, pc.invert(pc.is_finite(values))),
+                    attribute,
+                    pc.if_else(
+                        pc.is_nan(values),
+                        "float nan is not finite",
+                        pc.if_else(
+                            pc.greater(values, 0),
+                            "float inf is not finite",
+                            "float -inf is not finite",
+                        ),
+                    ),
+                )
+        names = set(schema.names)
+        extras = sorted(
+            attribute
+            for key in columns
+            for owner, slash, attribute in (key.partition("/"),)
+            if slash and owner == name and attribute not in names
+        )
+        for attribute in extras:
+            reasons.fail(
+                pc.and_(mine, pc.is_valid(table.column(column(name, attribute)))),
+                attribute,
+                "not an attribute of the stream",
+            )
+    ok = reasons.ok
+    bad = pc.indices_nonzero(pc.invert(ok))
+    errors = [
+        (i, EventError(s, f, r))
+        for i, s, f, r in zip(
+            bad.to_pylist(),
+            pc.take(stream, bad).to_pylist(),
+            pc.take(reasons.field, bad).to_pylist(),
+            pc.take(reasons.reason, bad).to_pylist(),
+            strict=True,
+        )
+    ]
+    base = ["stream", "t0", "t1", "arrival", "index"]
+    ordered = base + sorted(key for key in out if key not in base)
+    valid = pa.table({key: out[key] for key in ordered}).filter(ok)
+    return Checked(valid, errors)
+
+
+def _typed(table: pa.Table, name: str, arrow: pa.DataType, typ: AttrType | None = None) -> pa.Array:
+    """Column ``name`` cast to ``arrow`` (all nulls when absent); EventError if its type does
+    not fit (integers for int64, integers or floats for float64, strings, bools)."""
+    if name not in table.column_names:
+        return pa.nulls(table.num_rows, arrow)
+    values = table.column(name).combine_chunks()
+    given = values.type
+    fits = (
+        pa.types.is_null(given)
+        or {
+            pa.int64(): pa.types.is_integer(given),
+            pa.float64(): pa.types.is_integer(given) or pa.types.is_floating(given),
+            pa.string(): pa.types.is_string(given) or pa.types.is_large_string(given),
+            pa.bool_(): pa.types.is_boolean(given),
+        }[arrow]
+    )
+    wanted = typ.value if typ is not None else str(arrow)
+    if fits:
+        try:
+            return pc.cast(values, arrow)
+        except pa.ArrowInvalid:
+            pass
+    raise EventError(None, "arrow_events", f"column {name!r} holds {given}; expected {wanted}")
+
+
+def lane_table_events(data: bytes) -> list[Event]:
+    """The events of a ``LaneEvents.arrow`` the front built, trusted (:func:`events_of`)."""
+    return events_of(pa.ipc.open_stream(data).read_all())
+
+
+def events_of(table: pa.Table) -> list[Event]:
+    """The events of a table in the normal form of :func:`check`, trusted, in row order.
+
+    O(rows × attributes of the row's stream); one Python object per value.
+
+    >>> t = pa.table({"stream": ["S"], "t0": [1], "t1": [2], "S/Price": [9.5], "S/Name": ["I"]})
+    >>> events_of(t)
+    [Event(stream='S', t0=1, t1=2, values=(('Name', 'I'), ('Price', 9.5)))]
+    """
+    streams = table.column("stream").to_pylist()
+    t0s = table.column("t0").to_pylist()
+    t1s = table.column("t1").to_pylist()
+    keys: dict[str, list[tuple[str, str]]] = {}
+    for key in table.column_names:
+        owner, slash, attribute = key.partition("/")
+        if slash:
+            keys.setdefault(owner, []).append((attribute, key))
+    values = {
+        name: [(attribute, table.column(key).to_pylist()) for attribute, key in sorted(pairs)]
+        for name, pairs in keys.items()
+    }
+    return [
+        Event(name, t0, t1, tuple((a, vs[i]) for a, vs in values.get(name, ())))
+        for i, (name, t0, t1) in enumerate(zip(streams, t0s, t1s, strict=True))
+    ]

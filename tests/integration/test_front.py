@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from cesar.perf.serverproc import (
 )
 from cesar.server.front.auth import Client, Clients, Limits
 from cesar.server.front.catalog import Catalog, SubscriptionRow
+from cesar.server.front.checkpoints import SnapshotPolicy
 from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
 from cesar.server.front.front import Front, SubscribeItem
 from cesar.server.shard.pool import ShardPool
@@ -168,6 +169,17 @@ def _arrow_batch(events: list[Event]) -> bytes:
     return encode(pa.table(columns))
 
 
+def every_alert(front: Front, client: Client, subs: Iterable[str]) -> Counter[str]:
+    """Every alert of ``subs`` so far, read back through Listen, as normalized JSON lines."""
+    got: Counter[str] = Counter()
+    for sub in subs:
+        stream = front.listen(client, [], {sub: 0}, lambda: True)
+        batches = map(pb.AlertBatch.FromString, stream)
+        got.update(alert_line(a) for a in islice(alerts(batches), front.registry.last_seq[sub]))
+        stream.close()
+    return normalized(got)
+
+
 def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -> None:
     client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     shards = ShardPool(2)
@@ -205,13 +217,57 @@ def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -
         assert "on shard 0" in late.rejected[0].reason
         with pytest.raises(FailedPrecondition, match="this server has 2 shards"):
             front.publish(client, pb.PublishRequest(shard=0, shards=3))
-        got: Counter[str] = Counter()
-        for sub in subs:
-            stream = front.listen(client, [], {sub: 0}, lambda: True)
-            batches = map(pb.AlertBatch.FromString, stream)
-            got.update(alert_line(a) for a in islice(alerts(batches), front.registry.last_seq[sub]))
-            stream.close()
-        assert normalized(got) == normalized(expected_lines(queries, events))
+        assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
+    finally:
+        front.close()
+        shards.stop()
+
+
+def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restarts(
+    tmp_path: Path,
+) -> None:
+    """The feed's pieces are logged as Arrow (no event messages), wait in the gate as rows
+    across a checkpoint, are replayed from the log after a restart; alerts as ``cesar run``."""
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    queries = [(p.stem, p.read_text()) for p in QUERIES]
+    events = sample_events()
+    mark = events[len(events) // 2 - 1].t1
+    parts = [[e for e in events if shard_of(e.attrs()["Name"], 2) == k] for k in (0, 1)]
+    halves = [[e for e in part if e.t1 <= mark] for part in parts]
+    rests = [[e for e in part if e.t1 > mark] for part in parts]
+    # batches 1-2 close the first halves; 3 (checkpointed) and 4 (logged after it) stay open
+    order = [(0, halves[0], mark), (1, halves[1], mark), (0, rests[0], 0), (1, rests[1], 0)]
+
+    def start() -> tuple[Front, ShardPool]:
+        shards = ShardPool(2, data_dir=tmp_path / "shards")
+        catalog = Catalog(tmp_path / "c.sqlite", retention=100_000)
+        front = Front(catalog, shards, snapshots=SnapshotPolicy(batches=3, seconds=0))
+        front.start()
+        return front, shards
+
+    front, shards = start()
+    try:
+        front.define_stream(client, STOCK)
+        subs = [front.subscribe(client, text, name).id for name, text in queries]
+        for shard, part, watermark in order:
+            request = pb.PublishRequest(
+                arrow_events=_arrow_batch(part), shard=shard, shards=2, watermark=watermark
+            )
+            assert front.publish(client, request).accepted == len(part)
+        waiting = front.stats().front["open_epoch_events"]
+        assert waiting > 0 and front.checkpoints.last_position == 3
+        logged = [pb.PublishRequest.FromString(p) for _, p in front.catalog.batches(after=0)]
+        assert [(b.shard, len(b.events), bool(b.arrow_events)) for b in logged] == [(1, 0, True)]
+    finally:
+        front.close()
+        shards.stop()
+    front, shards = start()
+    try:
+        assert front.stats().front["open_epoch_events"] == waiting
+        for shard in (0, 1):
+            closing = pb.PublishRequest(shard=shard, shards=2, watermark=events[-1].t1)
+            front.publish(client, closing)
+        assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
     finally:
         front.close()
         shards.stop()

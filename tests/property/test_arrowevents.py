@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cesar.automata.schema import EventError, parse_stream_spec
-from cesar.server.wire.arrowevents import decode, encode
+from cesar.server.wire.arrowevents import check, decode, encode, events_of
 
 SCHEMAS = {"Stock": parse_stream_spec("Stock(Name:string,Price:float,Volume:int)[min]")}
 ROWS = 3
@@ -43,3 +43,75 @@ def test_mutated_arrow_decodes_or_is_refused(edits: list[tuple[int, int]]) -> No
 
 def test_the_seed_itself_decodes() -> None:
     assert len(list(decode(SEED, SCHEMAS))) == ROWS
+
+
+STREAMS = {
+    "S": parse_stream_spec("S(x:int,f:float,s:string)"),
+    "T": parse_stream_spec("T(b:bool,f:float)"),
+}
+FLOATS = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=64))
+COLUMNS = {
+    "S/x": (pa.int64(), st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))),
+    "S/f": (pa.float64(), FLOATS),
+    "S/s": (pa.string(), st.one_of(st.none(), st.text(max_size=3))),
+    "S/extra": (pa.int64(), st.one_of(st.none(), st.none(), st.integers(0, 9))),
+    "T/b": (pa.bool_(), st.one_of(st.none(), st.booleans())),
+    "T/f": (pa.int64(), st.one_of(st.none(), st.integers(-5, 5))),  # ints where floats are due
+    "arrival": (pa.int64(), st.one_of(st.none(), st.integers(0, 99))),
+}
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> pa.Table:
+    """Rows of S, T, an unknown stream and none; times and values with nulls; columns dropped."""
+    rows = draw(st.integers(0, 12))
+    times = st.one_of(st.none(), st.integers(0, 5))
+    data = {
+        "stream": pa.array(
+            draw(
+                st.lists(
+                    st.sampled_from(["S", "S", "T", "U", "", None]), min_size=rows, max_size=rows
+                )
+            ),
+            pa.string(),
+        ),
+        "t0": pa.array(draw(st.lists(times, min_size=rows, max_size=rows)), pa.int64()),
+        "t1": pa.array(draw(st.lists(times, min_size=rows, max_size=rows)), pa.int64()),
+    }
+    for name in draw(st.lists(st.sampled_from(sorted(COLUMNS)), unique=True)):
+        arrow, values = COLUMNS[name]
+        data[name] = pa.array(draw(st.lists(values, min_size=rows, max_size=rows)), arrow)
+    return pa.table(data)
+
+
+@settings(max_examples=500)
+@given(tables())
+def test_checked_at_once_as_decoded_row_by_row(table: pa.Table) -> None:
+    """check (the front's path for the feed's pieces) against decode (one row at a time): the
+    same events, the same arrival order, the same field and reason for each rejected row."""
+    expected = list(decode(encode(table), STREAMS))
+    checked = check(table, STREAMS)
+    valid = checked.table
+    events = dict(zip(valid.column("index").to_pylist(), events_of(valid), strict=True))
+    arrivals = dict(
+        zip(valid.column("index").to_pylist(), valid.column("arrival").to_pylist(), strict=True)
+    )
+    errors = {i: (e.field, e.reason) for i, e in checked.errors}
+    assert len(events) + len(errors) == table.num_rows
+    for i, (item, arrival) in enumerate(expected):
+        if isinstance(item, EventError):
+            assert errors.get(i) == (item.field, item.reason), i
+        else:
+            assert events.get(i) == item, i
+            assert arrivals[i] == (i if arrival is None else arrival)
+
+
+def test_a_column_of_the_wrong_type_refuses_the_piece() -> None:
+    table = pa.table({"stream": ["S"], "t0": [1], "t1": [1], "S/x": ["seven"]})
+    try:
+        check(table, STREAMS)
+    except EventError as exc:
+        assert exc.field == "arrow_events"
+        assert exc.reason == "column 'S/x' holds string; expected int"
+    else:
+        raise AssertionError("a string column for an int attribute was taken")

@@ -1,6 +1,6 @@
 """The feed's vectorized paths against the project's own meanings.
 
-* :func:`server.feed.rows.compile_predicate` (static interest as Arrow filters)
+* :func:`server.wire.arrowroute.compile_predicate` (static interest as Arrow filters)
   against :func:`automata.evaluate.holds`: equal where Arrow evaluates the
   predicate, and never narrower anywhere (a global shard may get an event it
   does not need, never miss one);
@@ -21,9 +21,9 @@ from cesar.automata.evaluate import Env, Faults, holds
 from cesar.automata.schema import AttrType, Event, EventError, parse_stream_spec
 from cesar.automata.terms import And, Arith, Call, Cmp, Const, Dur, Neg, Not, Or, Pred, Scope, Term
 from cesar.server.feed.jsonl import check_json
-from cesar.server.feed.rows import compile_predicate
 from cesar.server.wire.algebra_proto import to_predicate
 from cesar.server.wire.arrowevents import column
+from cesar.server.wire.arrowroute import compile_predicate
 from cesar.server.wire.eventfile import json_event
 from tests.strategies import event_values, typed_preds
 

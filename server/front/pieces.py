@@ -1,0 +1,106 @@
+"""The feed's routed pieces in the front: rows kept in Arrow from the request to the shard.
+
+A routed piece is an Arrow table of events the feed sent one shard
+(:mod:`cesar.server.wire.arrowevents`).  The front checks it at once
+(:func:`~cesar.server.wire.arrowevents.check`), logs its accepted rows as
+one Arrow table, and passes the epoch gate a :class:`Row` per accepted row —
+its stream, ``t1`` and place in the table, never its values.  When the gate
+releases rows, :func:`lane_table` takes each lane's rows out of their tables
+in the gate's order, and the shard receives them as Arrow
+(``LaneEvents.arrow``).  So an event of the feed is never decoded into Python
+values, nor encoded as a protobuf message, in the front.
+
+>>> import pyarrow as pa
+>>> table = pa.table({"stream": ["S", "S"], "t0": [1, 2], "t1": [1, 2], "S/k": ["a", "b"]})
+>>> rows = rows_of(table)
+>>> rows[1].stream, rows[1].t1, rows[1].event()
+('S', 2, Event(stream='S', t0=2, t1=2, values=(('k', 'b'),)))
+>>> lane_table([rows[1], rows[0]]).column("S/k").to_pylist()
+['b', 'a']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cesar.automata.schema import Event
+from cesar.server.wire.arrowevents import events_of
+from cesar.server.wire.arrowroute import ArrowRoutes
+
+WIRE_COLUMNS = ("stream", "t0", "t1")
+"""The columns every lane table starts with; attribute columns follow."""
+
+
+class Row(NamedTuple):
+    """One accepted row of a routed piece: what the epoch gate reads, and where the row is."""
+
+    stream: str
+    t1: int
+    table: pa.Table
+    position: int
+
+    def event(self) -> Event:
+        """The row as an event (for a checkpoint, or a lane that also holds other events)."""
+        return events_of(self.table.slice(self.position, 1))[0]
+
+
+def event_of(item: Event | Row) -> Event:
+    """An event, or a row of a routed piece as one."""
+    return item if isinstance(item, Event) else item.event()
+
+
+def rows_of(table: pa.Table) -> list[Row]:
+    """A :class:`Row` for each row of ``table`` (in the normal form of ``check``), in order.
+
+    O(rows): two columns read into Python, no attribute value.
+    """
+    streams = table.column("stream").to_pylist()
+    t1s = table.column("t1").to_pylist()
+    return [Row(s, t1, table, i) for i, (s, t1) in enumerate(zip(streams, t1s, strict=True))]
+
+
+def destinations(table: pa.Table, routes: ArrowRoutes, shard: int) -> list[list[tuple[int, str]]]:
+    """For each row of ``table``, the (shard, lane) pairs of ``shard`` it goes to.
+
+    One Arrow pass per stream and lane; Python appends one pair per row and lane.
+    """
+    out: list[list[tuple[int, str]]] = [[] for _ in range(table.num_rows)]
+    stream = table.column("stream")
+    for name in pc.unique(stream).to_pylist():
+        mine = pc.equal(stream, name)
+        where = pc.indices_nonzero(mine).to_numpy()
+        rows = table.filter(mine)
+        for lane, mask in routes.lanes(rows, name, shard):
+            pair = (shard, lane)
+            hit = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
+            for i in where[hit].tolist():
+                out[i].append(pair)
+    return out
+
+
+def lane_table(rows: Sequence[Row]) -> pa.Table:
+    """The rows (of one or more tables) as one table, in the order given.
+
+    Columns: ``stream``, ``t0``, ``t1``, then every attribute column of the
+    streams present; O(rows) in Arrow, O(tables) in Python.
+    """
+    tables: dict[int, tuple[pa.Table, int]] = {}
+    parts: list[pa.Table] = []
+    for row in rows:
+        if id(row.table) not in tables:
+            tables[id(row.table)] = (row.table, sum(p.num_rows for p in parts))
+            parts.append(_wire(row.table))
+    whole = parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
+    offsets = [tables[id(row.table)][1] + row.position for row in rows]
+    return whole.take(pa.array(offsets, pa.int64()))
+
+
+def _wire(table: pa.Table) -> pa.Table:
+    """``table`` with the columns a shard reads: times, stream and attributes."""
+    keep = [*WIRE_COLUMNS, *(name for name in table.column_names if "/" in name)]
+    return table.select(keep)

@@ -1,0 +1,177 @@
+"""The routing table compiled for Arrow: shards and lanes of many events at once (docs/design.md).
+
+:class:`ArrowRoutes` applies the rule of :mod:`cesar.server.wire.routing` to
+an Arrow table of one stream's events: ``crc32(key bytes) mod shards`` for
+every key attribute of the stream, and each global shard's static interest
+(:class:`pb.GlobalInterest`) compiled into Arrow compute calls by
+:func:`compile_predicate`.  The feed uses it to pick each event's shards
+(:mod:`cesar.server.feed.rows`); the front uses it to pick the lanes of a
+routed Arrow piece on its shard without a Python object per event
+(:mod:`cesar.server.front.pieces`).  Python touches one value per distinct
+key, never one per row.
+
+>>> import pyarrow as pa
+>>> table = pb.RoutingTable(shards=2, streams=[pb.StreamRoute(stream="S", key_attributes=["k"])])
+>>> routes = ArrowRoutes.of(table)
+>>> events = pa.table({"S/k": ["IBM", "AAPL"]})
+>>> [m.to_pylist() for m in routes.shard_masks(events, "S")]
+[[False, True], [True, False]]
+>>> [(lane, m.to_pylist()) for lane, m in routes.lanes(events, "S", 1)]
+[('key:k', [True, False])]
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cesar.server.wire.arrowevents import column
+from cesar.server.wire.routing import GLOBAL, key_bytes, key_lane
+from cesar.v1 import cesar_pb2 as pb
+
+Mask = Callable[[pa.Table], pa.Array]
+"""A vectorized filter: one boolean per row of a table."""
+
+
+def compile_predicate(pred: pb.Predicate, stream: str, positive: bool = True) -> Mask:
+    """A vectorized filter for a static predicate over ``stream``'s attribute columns.
+
+    Parts Arrow does not evaluate here (functions, ``/ % ^``) are taken as
+    true where the predicate is positive and false under a negation, so the
+    filter admits at least every event the predicate admits: a global shard
+    may receive an event it does not need, never miss one it does.
+    """
+    kind = pred.WhichOneof("kind")
+    if kind == "truth":
+        return _constant(pred.truth)
+    if kind == "negate":
+        inner = compile_predicate(pred.negate, stream, not positive)
+        return lambda table: pc.invert(inner(table))
+    if kind in ("all", "any"):
+        items = [compile_predicate(p, stream, positive) for p in getattr(pred, kind).items]
+        join = pc.and_kleene if kind == "all" else pc.or_kleene
+
+        def combined(table: pa.Table) -> pa.Array:
+            result = items[0](table)
+            for item in items[1:]:
+                result = join(result, item(table))
+            return result
+
+        return combined
+    compare = pred.compare
+    left = _compile_term(compare.left, stream)
+    right = _compile_term(compare.right, stream)
+    if left is None or right is None:
+        return _constant(positive)
+    operator = {
+        "=": pc.equal,
+        "!=": pc.not_equal,
+        "<": pc.less,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        ">=": pc.greater_equal,
+    }[compare.op]
+
+    def compared(table: pa.Table) -> pa.Array:
+        result = pc.fill_null(operator(left(table), right(table)), not positive)
+        if isinstance(result, pa.Scalar):  # constants on both sides
+            return pa.repeat(result, table.num_rows)
+        return result
+
+    return compared
+
+
+def _constant(value: bool) -> Mask:
+    return lambda table: pa.repeat(pa.scalar(value), table.num_rows)
+
+
+Term = Callable[[pa.Table], pa.Array | pa.Scalar]
+
+
+def _compile_term(term: pb.Term, stream: str) -> Term | None:
+    kind = term.WhichOneof("kind")
+    if kind == "constant":
+        value = getattr(term.constant, term.constant.WhichOneof("kind") or "string_value")
+        return lambda table: pa.scalar(value)
+    if kind == "attribute" and term.attribute.scope in (pb.SCOPE_EVENT, pb.SCOPE_RIGHT):
+        name = column(stream, term.attribute.name)
+        return lambda table: table.column(name)
+    if kind == "event_dur":
+        return lambda table: pc.subtract(table.column("t1"), table.column("t0"))
+    if kind == "negate":
+        inner = _compile_term(term.negate, stream)
+        return None if inner is None else lambda table: pc.negate(inner(table))
+    if kind == "arithmetic" and term.arithmetic.op in ("+", "-", "*"):
+        left = _compile_term(term.arithmetic.left, stream)
+        right = _compile_term(term.arithmetic.right, stream)
+        if left is None or right is None:
+            return None
+        function = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}[term.arithmetic.op]
+        return lambda table: function(left(table), right(table))
+    return None
+
+
+def key_shards(values: pa.Array | pa.ChunkedArray, shards: int) -> pa.Array:
+    """``crc32(key_bytes(v)) mod shards`` for each value; Python runs once per distinct value.
+
+    >>> key_shards(pa.array(["IBM", "IBM", "AAPL"]), 2).to_pylist()
+    [1, 1, 0]
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    encoded = pc.dictionary_encode(values)
+    table = [zlib.crc32(key_bytes(v)) % shards for v in encoded.dictionary.to_pylist()]
+    return pc.take(pa.array(table, pa.int32()), encoded.indices)
+
+
+@dataclass
+class ArrowRoutes:
+    """A routing table compiled for Arrow: per stream, key attributes and per-shard filters."""
+
+    shards: int
+    keys: dict[str, tuple[str, ...]]
+    interest: dict[str, dict[int, Mask]]
+
+    @staticmethod
+    def of(table: pb.RoutingTable) -> ArrowRoutes:
+        """Compile every global interest of ``table``."""
+        interest: dict[str, dict[int, Mask]] = {}
+        for route in table.streams:
+            for entry in route.global_interest:
+                conjuncts = pb.Predicate(any=pb.Predicates(items=entry.conjuncts))
+                interest.setdefault(route.stream, {})[entry.shard] = compile_predicate(
+                    conjuncts, route.stream
+                )
+        keys = {route.stream: tuple(route.key_attributes) for route in table.streams}
+        return ArrowRoutes(table.shards, keys, interest)
+
+    def shard_masks(self, table: pa.Table, stream: str) -> list[pa.Array]:
+        """For one stream's valid events: a boolean mask per shard (the shards each goes to)."""
+        masks = [pa.repeat(pa.scalar(False), table.num_rows) for _ in range(self.shards)]
+        for key in self.keys.get(stream, ()):
+            owners = key_shards(table.column(column(stream, key)), self.shards)
+            for shard in range(self.shards):
+                masks[shard] = pc.or_(masks[shard], pc.equal(owners, shard))
+        for shard, mask in self.interest.get(stream, {}).items():
+            masks[shard] = pc.or_(masks[shard], mask(table))
+        return masks
+
+    def lanes(self, table: pa.Table, stream: str, shard: int) -> list[tuple[str, pa.Array]]:
+        """For one stream's valid events: the lanes of ``shard`` they go to, a mask each.
+
+        The same lanes as :meth:`cesar.server.front.registry.Registry.destinations`
+        gives each event, but where a global interest has parts Arrow does not
+        evaluate the global lane may get more (see :func:`compile_predicate`).
+        """
+        out = []
+        for key in self.keys.get(stream, ()):
+            owners = key_shards(table.column(column(stream, key)), self.shards)
+            out.append((key_lane(key), pc.equal(owners, shard)))
+        mask = self.interest.get(stream, {}).get(shard)
+        if mask is not None:
+            out.append((GLOBAL, mask(table)))
+        return out
