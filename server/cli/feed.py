@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -80,7 +79,9 @@ def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 def spark_log_of(args: argparse.Namespace) -> Path | None:
     """Where Spark's own log goes (None: standard error), by ``--spark-log`` or its default."""
-    if args.spark_log == "-" or "PYSPARK_GATEWAY_PORT" in os.environ:
+    from cesar.server.feed.job import under_spark_submit
+
+    if args.spark_log == "-" or under_spark_submit():
         return None  # under spark-submit, its --driver-java-options decide
     if args.spark_log is not None:
         return Path(args.spark_log)
@@ -97,7 +98,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "feed")
     from pyspark.errors import StreamingQueryException
 
-    from cesar.server.feed.job import Feed, Options, session
+    from cesar.server.feed.job import Feed, Options, session, under_spark_submit
 
     options = Options(
         server=args.server,
@@ -133,7 +134,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     query = feed.start()
     told: object = spark_log.resolve() if spark_log is not None else "standard error"
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
+    if under_spark_submit():
         told = "as spark-submit's --driver-java-options say"
     print(f"feeding {options.server} from {options.source}; Spark's log: {told}", flush=True)
     last_input: float | None = None

@@ -80,6 +80,11 @@ class Options:
     max_rows: int = 50_000
 
 
+def under_spark_submit() -> bool:
+    """Whether this driver was started by spark-submit (its JVM runs already, with its options)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def session(
     master: str | None, app: str = "cesar-feed", spark_log: Path | None = None
 ) -> SparkSession:
@@ -92,7 +97,7 @@ def session(
     error.  Under spark-submit the JVM is already running: its options decide.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    submitted = under_spark_submit()
     conf = SparkConf().setAppName(app)
     if master is not None:
         conf.setMaster(master)
@@ -256,7 +261,7 @@ class Feed:
             known = uuid.uuid4().hex[:12].encode()
             self.store.write("feed/id", known)
         self.id = known.decode()
-        self.last = self.previous(1 << 62)[1]
+        self.last = self.previous()[1]
         """The state the newest micro-batch left (what the metrics show)."""
         self.micro_batches = 0
         """Micro-batches this process ran."""
@@ -288,9 +293,9 @@ class Feed:
         streams = retrying(lambda: list_streams(stub, metadata, timeout=60))
         return Plan.of(table, streams)
 
-    def previous(self, batch: int) -> tuple[int, State]:
-        """The number of the last batch before ``batch`` and the state it left."""
-        earlier = [n for n in self.store.numbers("feed/state") if n < batch]
+    def previous(self, batch: int | None = None) -> tuple[int, State]:
+        """The number of the last batch before ``batch`` (None: of all) and the state it left."""
+        earlier = [n for n in self.store.numbers("feed/state") if batch is None or n < batch]
         if not earlier:
             return -1, State()
         return earlier[-1], State.load(self.store.read(f"feed/state/{earlier[-1]}.json"))

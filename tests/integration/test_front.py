@@ -235,13 +235,21 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
     parts = [[e for e in events if shard_of(e.attrs()["Name"], 2) == k] for k in (0, 1)]
     halves = [[e for e in part if e.t1 <= mark] for part in parts]
     rests = [[e for e in part if e.t1 > mark] for part in parts]
-    # batches 1-2 close the first halves; 3 (checkpointed) and 4 (logged after it) stay open
-    order = [(0, halves[0], mark), (1, halves[1], mark), (0, rests[0], 0), (1, rests[1], 0)]
+    split = len(rests[1]) // 2
+    # batches 1-2 close the first halves; 3-4 (checkpointed) and 5 (logged after it) stay open,
+    # so after the restart shard 1 holds events from the checkpoint and rows from the log
+    order = [
+        (0, halves[0], mark),
+        (1, halves[1], mark),
+        (1, rests[1][:split], 0),
+        (0, rests[0], 0),
+        (1, rests[1][split:], 0),
+    ]
 
     def start() -> tuple[Front, ShardPool]:
         shards = ShardPool(2, data_dir=tmp_path / "shards")
         catalog = Catalog(tmp_path / "c.sqlite", retention=100_000)
-        front = Front(catalog, shards, snapshots=SnapshotPolicy(batches=3, seconds=0))
+        front = Front(catalog, shards, snapshots=SnapshotPolicy(batches=4, seconds=0))
         front.start()
         return front, shards
 
@@ -255,7 +263,7 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
             )
             assert front.publish(client, request).accepted == len(part)
         waiting = front.stats().front["open_epoch_events"]
-        assert waiting > 0 and front.checkpoints.last_position == 3
+        assert waiting > 0 and front.checkpoints.last_position == 4
         logged = [pb.PublishRequest.FromString(p) for _, p in front.catalog.batches(after=0)]
         assert [(b.shard, len(b.events), bool(b.arrow_events)) for b in logged] == [(1, 0, True)]
     finally:
