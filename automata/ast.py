@@ -107,6 +107,21 @@ class SelectExpr:
 
 
 @dataclass(frozen=True, slots=True)
+class WithinExpr:
+    """``operand WITHIN window``: the operand's events spanning at most ``window``.
+
+    Sugar for ``FILTER{DUR <= window + 1} operand`` — ``t1 - t0 <= window``,
+    where DUR counts both ends — which the translation pushes into the
+    operand's NEXT and FOLD predicates, so partial matches end with the window.
+    ``window`` is a duration literal or an int constant (ticks).
+    """
+
+    operand: Expr
+    window: Term
+    pos: Pos = position()
+
+
+@dataclass(frozen=True, slots=True)
 class Query:
     """A whole query: an expression and the stream it PUBLISHes to (None if unnamed)."""
 
@@ -115,7 +130,7 @@ class Query:
     pos: Pos = position()
 
 
-Expr = StreamRef | FilterExpr | NextExpr | FoldExpr | UnionExpr | SelectExpr | Query
+Expr = StreamRef | FilterExpr | NextExpr | FoldExpr | UnionExpr | SelectExpr | WithinExpr | Query
 
 
 def _unary(expr: Expr) -> str:
@@ -125,7 +140,7 @@ def _unary(expr: Expr) -> str:
 
 
 def _stream(expr: Expr) -> str:
-    if isinstance(expr, UnionExpr | SelectExpr | Query):
+    if isinstance(expr, UnionExpr | SelectExpr | WithinExpr | Query):
         return f"({format_query(expr)})"
     return format_query(expr)
 
@@ -166,7 +181,11 @@ def format_query(node: Expr) -> str:
             else to_cel(item.term) + ("" if item.alias is None else f" AS {item.alias}")
             for item in node.items
         )
-        return f"SELECT {items} FROM {_stream(node.source)}"
+        source = node.source
+        text = format_query(source) if isinstance(source, WithinExpr) else _stream(source)
+        return f"SELECT {items} FROM {text}"
+    if isinstance(node, WithinExpr):
+        return f"{_stream(node.operand)} WITHIN {to_cel(node.window)}"
     body = format_query(node.expr)
     if isinstance(node.expr, Query):
         body = f"({body})"

@@ -41,6 +41,7 @@ from cesar.automata.ast import (
     Star,
     StreamRef,
     UnionExpr,
+    WithinExpr,
 )
 from cesar.automata.errors import CelSyntaxError
 from cesar.automata.schema import INT_MAX, KEYWORDS, AttrType, Value
@@ -341,7 +342,14 @@ class _Builder:
                 for child in tree.children[1].children
                 if isinstance(child, lark.Tree)
             )
-            return SelectExpr(items, self.stream_expr(tree.children[3]), _pos_of(tree))
+            return SelectExpr(items, self.windowed(tree.children[3]), _pos_of(tree))
+        return self.windowed(tree)
+
+    def windowed(self, tree: ParseTree) -> Expr:
+        if tree.data == "within":
+            window = tree.children[2]
+            operand = self.stream_expr(tree.children[0])
+            return WithinExpr(operand, self.term(window), _pos_of(tree.children[1]))
         return self.stream_expr(tree)
 
     def select_item(self, tree: ParseTree) -> Star | Item:

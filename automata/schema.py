@@ -135,7 +135,7 @@ class StreamSchema:
 KEYWORDS = frozenset(
     {
         "SELECT", "FROM", "PUBLISH", "FILTER", "NEXT", "FOLD", "UNION",
-        "AS", "AND", "OR", "NOT", "DUR", "TRUE", "FALSE",
+        "AS", "AND", "OR", "NOT", "DUR", "TRUE", "FALSE", "WITHIN",
     }
 )  # fmt: skip
 """CEL's reserved words (any case): no stream or attribute may be named so, or CEL could not

@@ -1,6 +1,7 @@
 """CEL syntax tree → CESAR algebra (docs/language.md).
 
-Resolves stream names against the known stream schemas, gives every attribute reference its
+Resolves stream names against the known stream schemas, rewrites WITHIN into DUR bounds
+(:func:`windowed`), gives every attribute reference its
 meaning in its scope, applies the original's ``_1`` naming after NEXT and
 FOLD, compiles duration constants into ticks of the streams' time unit,
 type-checks every term and predicate, and bounds the size of every
@@ -11,7 +12,7 @@ at the position of the offending name or term.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from cesar.automata import algebra as alg
@@ -27,6 +28,7 @@ from cesar.automata.ast import (
     Star,
     StreamRef,
     UnionExpr,
+    WithinExpr,
 )
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
@@ -34,8 +36,12 @@ from cesar.automata.normal import DEFAULT_DNF_LIMIT, DnfLimitError, canonical, d
 from cesar.automata.parser import DURATION_UNITS
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (
+    And,
+    Arith,
     Attr,
+    Cmp,
     Const,
+    Dur,
     DurLit,
     Leaf,
     Pos,
@@ -89,7 +95,39 @@ def stream_refs(expr: Expr) -> list[StreamRef]:
         return stream_refs(expr.source)
     if isinstance(expr, Query):
         return stream_refs(expr.expr)
+    if isinstance(expr, WithinExpr):
+        return stream_refs(expr.operand)
     return stream_refs(expr.left) + stream_refs(expr.right)
+
+
+def windowed(node: WithinExpr) -> Expr:
+    """``operand WITHIN w`` as plain CEL: ``DUR <= w + 1`` conjoined to every NEXT and FOLD
+    step predicate along the operand's chain of sequences, or a FILTER on an operand that is
+    no sequence.
+
+    Each is the same as one FILTER on the whole: a sequence's events only grow later, so a step
+    past the window is never followed by one within it; pushed in, the bound lets the engine
+    drop partial matches when the window has passed (their deadline).
+
+    >>> from cesar.automata.ast import format_query
+    >>> from cesar.automata.parser import parse_query
+    >>> format_query(windowed(parse_query("S NEXT{$2.x > 1} S WITHIN 10 MIN").expr))
+    'S NEXT{$2.x > 1 AND DUR <= 10 MIN + 1} S'
+    """
+    bound = Cmp("<=", Dur(node.pos), Arith("+", node.window, Const(1, AttrType.INT)), node.pos)
+
+    def conjoin(pred: Pred | None) -> Pred:
+        return bound if pred is None else And((pred, bound), node.pos)
+
+    def push(expr: Expr) -> Expr:
+        if isinstance(expr, NextExpr):
+            return replace(expr, left=push(expr.left), pred=conjoin(expr.pred))
+        if isinstance(expr, FoldExpr):
+            return replace(expr, left=push(expr.left), step=conjoin(expr.step))
+        return expr
+
+    pushed = push(node.operand)
+    return pushed if pushed is not node.operand else FilterExpr(bound, node.operand, node.pos)
 
 
 def translate(
@@ -166,6 +204,8 @@ class _Translator:
             return self.fold(node)
         if isinstance(node, UnionExpr):
             return self.union(node)
+        if isinstance(node, WithinExpr):
+            return self.expr(windowed(node))
         return self.select(node)
 
     def filter(self, node: FilterExpr) -> alg.Expr:
@@ -361,7 +401,7 @@ class _Translator:
         if seconds is None:
             raise CelSemanticError(
                 f"duration {lit.amount} {lit.unit} needs streams with a time unit; declare one, "
-                "e.g. Stock(...)[min], or write DUR in ticks without a unit",
+                "e.g. Stock(...)[min], or give it in ticks without a unit",
                 lit.pos,
             )
         unit_seconds = DURATION_SECONDS[DURATION_UNITS[lit.unit.upper()]]

@@ -15,6 +15,7 @@ from cesar.automata.ast import (
     Star,
     StreamRef,
     UnionExpr,
+    WithinExpr,
 )
 from cesar.automata.parser import DURATION_UNITS, KEYWORDS
 from cesar.automata.schema import INT_MAX, AttrType, Event
@@ -86,6 +87,10 @@ syntax_preds = st.recursive(
     max_leaves=5,
 )
 optional_preds = st.none() | syntax_preds
+windows = st.one_of(
+    st.integers(0, 100).map(lambda v: Const(v, AttrType.INT)),
+    st.builds(DurLit, st.integers(0, 100), st.sampled_from(sorted(DURATION_UNITS))),
+)
 select_items = st.one_of(
     st.just(Star()),
     st.builds(Item, st.builds(Attr, st.just(Scope.EVENT), names), st.none() | names),
@@ -107,6 +112,7 @@ def _extend(inner: st.SearchStrategy) -> st.SearchStrategy:
         ),
         st.builds(UnionExpr, inner, inner),
         st.builds(SelectExpr, st.lists(select_items, min_size=1, max_size=3).map(tuple), inner),
+        st.builds(WithinExpr, inner, windows),
         st.builds(Query, inner, names),
     )
 

@@ -8,9 +8,11 @@ from cesar.automata.ast import (
     SelectExpr,
     StreamRef,
     UnionExpr,
+    WithinExpr,
 )
 from cesar.automata.errors import CelSyntaxError
 from cesar.automata.parser import parse_query
+from cesar.automata.schema import AttrType
 from cesar.automata.terms import And, Arith, Attr, Cmp, Const, DurLit, Neg, Not, Scope, Truth
 
 # Queries in the original Cayuga grammar and in the language reference's examples must parse.
@@ -32,6 +34,8 @@ ACCEPTED = [
     "FILTER{x = 'it''s'} S -- a comment\n",
     "FILTER{a % 2 = 0 AND -b ^ 2 < 3 * (c - 1) / 4} S",
     "FILTER{FILTER_x = 1} FILTER{y = 2} S",
+    "SELECT Name FROM Stock NEXT{$2.Price > $1.Price} Stock WITHIN 10 MIN PUBLISH Rise",
+    "S WITHIN 3 UNION (S NEXT{} S) within 90 seconds",
 ]
 
 
@@ -49,6 +53,15 @@ def test_structure_and_associativity():
     union = parse_query("SELECT x FROM A UNION B").expr
     assert isinstance(union, UnionExpr) and isinstance(union.left, SelectExpr)
     assert union.right == StreamRef("B")
+
+
+def test_within_bounds_the_whole_chain_before_it():
+    q = parse_query("SELECT x FROM A NEXT{} B NEXT{} C WITHIN 10 MIN PUBLISH P")
+    assert isinstance(q.expr, SelectExpr) and isinstance(q.expr.source, WithinExpr)
+    within = q.expr.source
+    assert within.window == DurLit(10, "MIN") and isinstance(within.operand, NextExpr)
+    assert isinstance(within.operand.left, NextExpr)
+    assert parse_query("S WITHIN 4").expr == WithinExpr(StreamRef("S"), Const(4, AttrType.INT))
 
 
 def test_keywords_are_case_insensitive_names_are_not():
@@ -113,6 +126,11 @@ MALFORMED = [
     ("FILTER{a = 1} S UNION", 1, 22, "end of query", "FILTER"),
     ("(S NEXT{} T", 1, 12, "end of query", "')'"),
     ("FILTER{$3.a = 1} S", 1, 8, "unexpected character '$'", None),
+    ("S WITHIN", 1, 9, "unexpected end of query", "a duration"),
+    ("S WITHIN x", 1, 10, "unexpected name 'x'", "a number"),
+    ("S WITHIN -1", 1, 10, "unexpected '-'", "a number"),
+    ("S WITHIN 1 WITHIN 2", 1, 12, "unexpected 'WITHIN'", "PUBLISH"),
+    ("FILTER{Within = 1} S", 1, 8, "unexpected 'Within'", "a term"),
 ]
 
 
