@@ -50,8 +50,12 @@ from cesar.server.engine.state import EngineCounters, EngineInstance
 Member = tuple[str, int, int]
 """(subscription, index of its automaton, position of the node in that automaton)."""
 
-SavedInstance = tuple[tuple[tuple[str, Value], ...], int, int, float, tuple[Member, ...]]
-"""(binding items, t0, t1, root, members), in instance order."""
+SavedInstance = tuple[tuple[tuple[str, Value], ...], int, int, float, int, int]
+"""(binding items, t0, t1, root, node, member mask), in instance order: the members are the
+saved node's slots in the mask (:attr:`RunSnapshot.nodes`)."""
+
+OldInstance = tuple[tuple[tuple[str, Value], ...], int, int, float, tuple[Member, ...]]
+"""An instance as snapshots before ``nodes`` saved it: its members spelled out one by one."""
 
 
 @dataclass
@@ -62,18 +66,21 @@ class RunSnapshot:
     the clock groups of more than one stream; ``clock``: each stream's last
     epoch; ``group_clock``: per stream, its group's latest epoch; ``capped``:
     the places (a member of the node, None for the engine) over an instance
-    limit since their notice.
+    limit since their notice; ``nodes``: per node holding instances, the member
+    of each slot its instances hold — an instance shared by many subscriptions
+    is saved as its mask, not as one member per subscription.
     """
 
     since: dict[str, float]
     groups: list[list[str]]
     clock: dict[str, int]
     group_clock: dict[str, int]
-    instances: list[SavedInstance]
+    instances: list[SavedInstance] | list[OldInstance]
     next_instance: int
     counters: dict[str, int]
     faults: int
     capped: list[Member | None]
+    nodes: dict[int, dict[int, Member]]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, tuples, strings, numbers) for a serializer."""
@@ -81,12 +88,27 @@ class RunSnapshot:
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunSnapshot:
-        """The inverse of :meth:`to_data`; KeyError or TypeError for data of another shape."""
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        """The inverse of :meth:`to_data`; KeyError or TypeError for data of another shape.
+
+        Data saved before ``nodes`` (each instance's members spelled out) is read too.
+        """
+        values = {f.name: data[f.name] for f in fields(cls) if f.name != "nodes"}
+        return cls(**values, nodes=data.get("nodes", {}))
+
+    def members(self, instance: SavedInstance | OldInstance) -> tuple[Member, ...]:
+        """The members of a saved instance."""
+        if len(instance) == 5:
+            return instance[4]
+        table = self.nodes[instance[4]]
+        return tuple(table[slot] for slot in slots_of(instance[5]))
 
 
 def capture(engine: Engine) -> RunSnapshot:
-    """The run state of ``engine`` between epochs.  O(instances × members + automata nodes)."""
+    """The run state of ``engine`` between epochs.
+
+    O(instances + automata nodes + the distinct slots of each node holding instances):
+    an instance shared by many subscriptions costs its mask, not a member each.
+    """
     program, state = engine.program, engine.state
     owner: dict[tuple[int, int], tuple[str, int, dict[int, int]]] = {}
     since: dict[str, float] = {}
@@ -96,18 +118,19 @@ def capture(engine: Engine) -> RunSnapshot:
         if index == 0:
             since[subscription] = program.since[footprint.name]
 
-    def members(node: int, mask: int) -> tuple[Member, ...]:
+    def members(node: int, mask: int) -> dict[int, Member]:
         space = program.dag.nodes[node].space
-        out = []
+        out = {}
         for slot in slots_of(mask):
             subscription, index, positions = owner[space, slot]
-            out.append((subscription, index, positions[node]))
-        return tuple(out)
+            out[slot] = (subscription, index, positions[node])
+        return out
 
-    instances = [
-        (tuple(i.binding.items()), i.t0, i.t1, i.root, members(i.node, i.members))
-        for i in sorted(state.instances.values(), key=lambda i: i.id)
-    ]
+    held: dict[int, int] = {}
+    live = sorted(state.instances.values(), key=lambda i: i.id)
+    for i in live:
+        held[i.node] = held.get(i.node, 0) | i.members
+    instances = [(tuple(i.binding.items()), i.t0, i.t1, i.root, i.node, i.members) for i in live]
     find = program.groups.find
     streams = set(state.clock) | {s for group in program.groups.partition() for s in group}
     return RunSnapshot(
@@ -122,10 +145,13 @@ def capture(engine: Engine) -> RunSnapshot:
         counters=asdict(state.counters),
         faults=program.faults.arithmetic,
         capped=[
-            None if node is None else members(node, program.filter_of(node).params.all)[0]
+            None
+            if node is None
+            else next(iter(members(node, program.filter_of(node).params.all).values()))
             for node in sorted(state.capped, key=lambda n: -1 if n is None else n)
             if node is None or node in program.dag.nodes
         ],
+        nodes={node: members(node, mask) for node, mask in held.items()},
     )
 
 
@@ -150,9 +176,10 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
     state.counters = EngineCounters(**snapshot.counters)
     program.faults.arithmetic = snapshot.faults
     homes_of: dict[tuple[int, int], list[Group]] = {}
-    for items, t0, t1, root, saved in snapshot.instances:
+    for saved in snapshot.instances:
+        items, t0, t1, root = saved[:4]
         nodes: dict[int, int] = {}
-        for member in saved:
+        for member in snapshot.members(saved):
             place = _place(engine, member)
             if place is not None:
                 node, slot = place
