@@ -164,7 +164,9 @@ def prepare(engine: Engine, snapshot: RunSnapshot) -> None:
 def restore(engine: Engine, snapshot: RunSnapshot) -> None:
     """Give ``engine`` (prepared, its subscriptions subscribed again) the saved run state.
 
-    Members of subscriptions it does not have are dropped.  O(instances × members).
+    Members of subscriptions it does not have are dropped.  O(each saved node's members, then
+    the instances' masks) where members keep their slots in the rebuilt program, as they do
+    when it is built from the same subscriptions; O(instances × members) otherwise.
     """
     program, state = engine.program, engine.state
     find = program.groups.find
@@ -176,14 +178,24 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
     state.counters = EngineCounters(**snapshot.counters)
     program.faults.arithmetic = snapshot.faults
     homes_of: dict[tuple[int, int], list[Group]] = {}
+    moves = {node: _moves(engine, table) for node, table in snapshot.nodes.items()}
     for saved in snapshot.instances:
         items, t0, t1, root = saved[:4]
         nodes: dict[int, int] = {}
-        for member in snapshot.members(saved):
-            place = _place(engine, member)
-            if place is not None:
-                node, slot = place
-                nodes[node] = nodes.get(node, 0) | 1 << slot
+        if len(saved) == 6:
+            for node, keep, moved in moves[saved[4]]:
+                mask = saved[5] & keep
+                for slot in slots_of(saved[5] & ~keep) if moved else ():
+                    if (new := moved.get(slot)) is not None:
+                        mask |= 1 << new
+                if mask:
+                    nodes[node] = mask
+        else:
+            for member in snapshot.members(saved):
+                place = _place(engine, member)
+                if place is not None:
+                    node, slot = place
+                    nodes[node] = nodes.get(node, 0) | 1 << slot
         binding = dict(items)
         for node, mask in nodes.items():
             instance = EngineInstance(state.new_id(), node, binding, t0, t1, root, mask)
@@ -193,6 +205,38 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
             state.capped.add(None)
         elif (place := _place(engine, capped)) is not None:
             state.capped.add(place[0])
+
+
+def _moves(engine: Engine, table: Mapping[int, Member]) -> list[tuple[int, int, dict[int, int]]]:
+    """Where the members of one saved node's slots are now: per node of ``engine``, the mask
+    of slots that kept their number, and the other slots' new numbers."""
+    kept: dict[int, list[int]] = {}
+    moved: dict[int, dict[int, int]] = {}
+    for slot, member in table.items():
+        place = _place(engine, member)
+        if place is None:
+            continue
+        node, new = place
+        kept.setdefault(node, [])
+        if new == slot:
+            kept[node].append(slot)
+        else:
+            moved.setdefault(node, {})[slot] = new
+    return [(node, _mask_of(slots), moved.get(node, {})) for node, slots in kept.items()]
+
+
+def _mask_of(slots: list[int]) -> int:
+    """The bitmask of ``slots``, in O(highest slot) (not one shift-and-or per slot).
+
+    >>> bin(_mask_of([0, 3, 5]))
+    '0b101001'
+    """
+    if not slots:
+        return 0
+    bits = bytearray(max(slots) // 8 + 1)
+    for slot in slots:
+        bits[slot >> 3] |= 1 << (slot & 7)
+    return int.from_bytes(bits, "little")
 
 
 def _place(engine: Engine, member: Member) -> tuple[int, int] | None:
