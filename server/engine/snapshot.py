@@ -95,6 +95,14 @@ class RunSnapshot:
         values = {f.name: data[f.name] for f in fields(cls) if f.name != "nodes"}
         return cls(**values, nodes=data.get("nodes", {}))
 
+    def spelled_out(self) -> RunSnapshot:
+        """This run state in the earlier shape: no ``nodes``, each instance's members listed
+        (what snapshots held before shared instances were saved as masks)."""
+        data = self.to_data()
+        data["instances"] = [(*i[:4], self.members(i)) for i in self.instances]
+        del data["nodes"]
+        return RunSnapshot.from_data(data)
+
     def members(self, instance: SavedInstance | OldInstance) -> tuple[Member, ...]:
         """The members of a saved instance."""
         if len(instance) == 5:

@@ -236,3 +236,11 @@ def test_waitbench_smoke_alerts_agree_and_waiting_touches_fewer(tmp_path):
     last = summary["chunks"][-1]
     assert last["waiting"]["alerts"] == last["by group"]["alerts"] > 0
     assert last["waiting"]["touched_per_event"] < last["by group"]["touched_per_event"]
+
+
+def test_snapshotbench_smoke_restores_alike_and_masks_are_smaller(tmp_path):
+    summary = smoke_json("cesar.perf.snapshotbench", tmp_path / "snap.json", 300)
+    assert summary["restored_alike"] is True and summary["alerts_after"] > 0
+    assert summary["masks"]["instances"] == summary["listed"]["instances"] == summary["instances"]
+    assert summary["members"] > summary["instances"] > 0  # partial matches are shared
+    assert summary["masks"]["bytes"] < summary["listed"]["bytes"]

@@ -86,14 +86,6 @@ def test_each_subscription_gets_exactly_its_reference_output(mode, exprs, stream
     assert got == expected
 
 
-def spelled_out(saved: RunSnapshot) -> RunSnapshot:
-    """``saved`` in the earlier shape: no ``nodes``, each instance with its members listed."""
-    data = saved.to_data()
-    data["instances"] = [(*i[:4], saved.members(i)) for i in saved.instances]
-    del data["nodes"]
-    return RunSnapshot.from_data(data)
-
-
 @pytest.mark.parametrize("mode", sorted(MODES))
 @settings(max_examples=300, **SETTINGS)
 @given(exprs=related_subscriptions(), streams=input_streams(), data=st.data())
@@ -114,7 +106,7 @@ def test_a_restored_run_state_continues_as_if_never_stopped(mode, exprs, streams
         stopped.process(epoch)
     saved = RunSnapshot.from_data(pickle.loads(pickle.dumps(capture(stopped).to_data())))
     if data.draw(st.booleans()):
-        saved = spelled_out(saved)
+        saved = saved.spelled_out()
     gone = data.draw(st.sets(st.sampled_from(names)))
     order = data.draw(st.permutations([n for n in names if n not in gone]))
     restarted = Engine(MODES[mode])
