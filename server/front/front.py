@@ -98,7 +98,6 @@ from cesar.server.wire.arrowevents import check as check_arrow
 from cesar.server.wire.arrowevents import decode as decode_arrow
 from cesar.server.wire.arrowevents import encode as encode_arrow
 from cesar.server.wire.arrowevents import read as read_arrow
-from cesar.server.wire.arrowroute import ArrowRoutes
 from cesar.server.wire.convert import from_event, rejection, to_event, trusted_event
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
@@ -225,8 +224,6 @@ class Front:
         self.newest: dict[str, int] = {}
         self.max_time_jump = max_time_jump
         self.queries = QueryCache()
-        self._routes: tuple[int, ArrowRoutes] | None = None
-        """The routing table compiled for routed pieces, and its version."""
 
     # ------------------------------------------------------------------ start
 
@@ -964,10 +961,7 @@ class Front:
 
     def _piece_arrivals(self, table: pa.Table, shard: int) -> list[Arrival]:
         """A routed piece's accepted rows with the lanes of ``shard`` each goes to."""
-        version = self.registry.routing.version
-        if self._routes is None or self._routes[0] != version:
-            self._routes = (version, ArrowRoutes.of(self.registry.routing_table()))
-        lanes = piece_destinations(table, self._routes[1], shard)
+        lanes = piece_destinations(table, self.registry.routing, shard)
         return list(zip(rows_of(table), lanes, strict=True))
 
     def _commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:

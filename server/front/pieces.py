@@ -29,8 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cesar.automata.schema import Event
-from cesar.server.wire.arrowevents import events_of
-from cesar.server.wire.arrowroute import ArrowRoutes
+from cesar.server.wire.arrowevents import column, events_of
+from cesar.server.wire.arrowroute import key_shards
+from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
 
 WIRE_COLUMNS = ("stream", "t0", "t1")
 """The columns every lane table starts with; attribute columns follow."""
@@ -64,21 +65,36 @@ def rows_of(table: pa.Table) -> list[Row]:
     return [Row(s, t1, table, i) for i, (s, t1) in enumerate(zip(streams, t1s, strict=True))]
 
 
-def destinations(table: pa.Table, routes: ArrowRoutes, shard: int) -> list[list[tuple[int, str]]]:
-    """For each row of ``table``, the (shard, lane) pairs of ``shard`` it goes to.
+def destinations(table: pa.Table, routing: RoutingTable, shard: int) -> list[list[tuple[int, str]]]:
+    """For each row of ``table`` (routed to ``shard``), the (shard, lane) pairs it goes to.
 
-    One Arrow pass per stream and lane; Python appends one pair per row and lane.
+    A key lane takes the rows whose key is the shard's (``crc32`` of the key
+    bytes, as :meth:`~cesar.server.wire.routing.RoutingTable.key_destinations`);
+    the global lane, when the shard runs global subscriptions reading the
+    stream, takes every row: the feed sent the shard only rows that its keys or
+    its subscriptions' static interest admit, and a row that no static conjunct
+    admits changes no output (:func:`cesar.automata.partition.static_interest`),
+    so the front neither compiles nor evaluates the interest again.  One Arrow
+    pass per stream and key; Python appends one pair per row and lane.
     """
     out: list[list[tuple[int, str]]] = [[] for _ in range(table.num_rows)]
     stream = table.column("stream")
     for name in pc.unique(stream).to_pylist():
+        route = routing.streams.get(name)
+        if route is None:
+            continue
         mine = pc.equal(stream, name)
         where = pc.indices_nonzero(mine).to_numpy()
         rows = table.filter(mine)
-        for lane, mask in routes.lanes(rows, name, shard):
-            pair = (shard, lane)
-            hit = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
+        for key in route.keys:
+            owners = key_shards(rows.column(column(name, key)), routing.shards)
+            hit = np.asarray(pc.equal(owners, shard).to_numpy(zero_copy_only=False), bool)
+            pair = (shard, key_lane(key))
             for i in where[hit].tolist():
+                out[i].append(pair)
+        if shard in route.global_shards:
+            pair = (shard, GLOBAL)
+            for i in where.tolist():
                 out[i].append(pair)
     return out
 

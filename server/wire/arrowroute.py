@@ -4,9 +4,9 @@
 an Arrow table of one stream's events: ``crc32(key bytes) mod shards`` for
 every key attribute of the stream, and each global shard's static interest
 (:class:`pb.GlobalInterest`) compiled into Arrow compute calls by
-:func:`compile_predicate`.  The feed uses it to pick each event's shards
-(:mod:`cesar.server.feed.rows`); the front uses it to pick the lanes of a
-routed Arrow piece on its shard without a Python object per event
+:func:`compile_predicate`: the feed picks each event's shards with it
+(:mod:`cesar.server.feed.rows`).  :func:`key_shards` is the hash of a whole
+column, which the front also uses for the key lanes of a routed piece
 (:mod:`cesar.server.front.pieces`).  Python touches one value per distinct
 key, never one per row.
 
@@ -16,8 +16,6 @@ key, never one per row.
 >>> events = pa.table({"S/k": ["IBM", "AAPL"]})
 >>> [m.to_pylist() for m in routes.shard_masks(events, "S")]
 [[False, True], [True, False]]
->>> [(lane, m.to_pylist()) for lane, m in routes.lanes(events, "S", 1)]
-[('key:k', [True, False])]
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cesar.server.wire.arrowevents import column
-from cesar.server.wire.routing import GLOBAL, key_bytes, key_lane
+from cesar.server.wire.routing import key_bytes
 from cesar.v1 import cesar_pb2 as pb
 
 Mask = Callable[[pa.Table], pa.Array]
@@ -159,19 +157,3 @@ class ArrowRoutes:
         for shard, mask in self.interest.get(stream, {}).items():
             masks[shard] = pc.or_(masks[shard], mask(table))
         return masks
-
-    def lanes(self, table: pa.Table, stream: str, shard: int) -> list[tuple[str, pa.Array]]:
-        """For one stream's valid events: the lanes of ``shard`` they go to, a mask each.
-
-        The same lanes as :meth:`cesar.server.front.registry.Registry.destinations`
-        gives each event, but where a global interest has parts Arrow does not
-        evaluate the global lane may get more (see :func:`compile_predicate`).
-        """
-        out = []
-        for key in self.keys.get(stream, ()):
-            owners = key_shards(table.column(column(stream, key)), self.shards)
-            out.append((key_lane(key), pc.equal(owners, shard)))
-        mask = self.interest.get(stream, {}).get(shard)
-        if mask is not None:
-            out.append((GLOBAL, mask(table)))
-        return out

@@ -6,7 +6,6 @@ from cesar.automata.schema import Event, parse_stream_spec
 from cesar.server.front.pieces import destinations, lane_table, rows_of
 from cesar.server.front.registry import Registry
 from cesar.server.wire.arrowevents import check, column, events_of
-from cesar.server.wire.arrowroute import ArrowRoutes
 from tests.unit.test_registry import GLOBAL, KEYED, STOCK, register
 from tests.unit.test_registry import registry as registry
 
@@ -18,7 +17,10 @@ def stock_table(events: list[Event]) -> pa.Table:
     return pa.table(columns)
 
 
-def test_lanes_of_a_piece_are_the_registry_s_for_each_event(registry: Registry) -> None:
+def test_lanes_of_a_piece_hold_the_registry_s_for_each_event(registry: Registry) -> None:
+    """Key lanes exactly; the global lane of a shard running global subscriptions gets every
+    row the feed routed there (the feed filtered by interest; what no conjunct admits is
+    harmless), so it holds at least what the registry's interest index gives."""
     register(registry, "s1", KEYED)
     register(registry, "s2", GLOBAL)
     register(registry, "s3", GLOBAL, owner="bob")
@@ -29,12 +31,12 @@ def test_lanes_of_a_piece_are_the_registry_s_for_each_event(registry: Registry) 
         )
     ]
     table = check(stock_table(events), registry.schemas).table
-    routes = ArrowRoutes.of(registry.routing_table())
     for shard in (0, 1):
-        lanes = destinations(table, routes, shard)
-        assert [sorted(pairs) for pairs in lanes] == [
-            sorted(registry.destinations(e, shard)) for e in events
-        ]
+        lanes = destinations(table, registry.routing, shard)
+        for pairs, event in zip(lanes, events, strict=True):
+            exact = registry.destinations(event, shard)
+            assert [p for p in pairs if p[1] != "global"] == [p for p in exact if p[1] != "global"]
+            assert set(exact) <= set(pairs) and (shard, "global") in pairs
 
 
 def test_a_lane_table_takes_rows_of_several_pieces_in_the_order_given() -> None:
