@@ -873,15 +873,8 @@ class Front:
                 continue
             settled = self.gate.settled(t1, event.stream, shard)
             if settled is not None:
-                response.rejected.append(
-                    pb.Rejection(
-                        index=index,
-                        field="t1",
-                        reason=f"late: t1 = {t1}, but events up to t1 = {settled} "
-                        "are already being processed"
-                        + ("" if shard is None else f" on shard {shard}"),
-                    )
-                )
+                reason = _late_reason(t1, settled, shard)
+                response.rejected.append(pb.Rejection(index=index, field="t1", reason=reason))
                 refused["t1", "late"] += 1
                 continue
             accepted.append(event)
@@ -938,13 +931,12 @@ class Front:
             self._check_watermark(request.watermark, fine, now)
         for name, ok in late:
             bound = self.gate.routed_bound(name, shard)
-            behind = ok & (t1s <= bound) if bound is not None else np.zeros_like(ok)
-            for i in np.flatnonzero(behind).tolist():
-                reason = (
-                    f"late: t1 = {t1s[i]}, but events up to t1 = {bound} "
-                    f"are already being processed on shard {shard}"
-                )
-                failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "late"))
+            behind = np.zeros_like(ok)
+            if bound is not None:
+                behind = ok & (t1s <= bound)
+                for i in np.flatnonzero(behind).tolist():
+                    reason = _late_reason(int(t1s[i]), bound, shard)
+                    failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "late"))
             keep &= ~behind
             accepted = ok & ~behind
             if accepted.any():
@@ -1218,6 +1210,12 @@ class Front:
         self.stop_intake()
         with self.lock:
             self.catalog.close()
+
+
+def _late_reason(t1: int, settled: int, shard: int | None) -> str:
+    """Why an event at ``t1`` is late: epochs up to ``settled`` are being processed."""
+    where = "" if shard is None else f" on shard {shard}"
+    return f"late: t1 = {t1}, but events up to t1 = {settled} are already being processed{where}"
 
 
 def _scoped(client: Client, key: str) -> str:

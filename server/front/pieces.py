@@ -105,14 +105,16 @@ def lane_table(rows: Sequence[Row]) -> pa.Table:
     Columns: ``stream``, ``t0``, ``t1``, then every attribute column of the
     streams present; O(rows) in Arrow, O(tables) in Python.
     """
-    tables: dict[int, tuple[pa.Table, int]] = {}
+    starts: dict[int, int] = {}  # by the id of a table (its rows hold it): its first row
     parts: list[pa.Table] = []
+    total = 0
     for row in rows:
-        if id(row.table) not in tables:
-            tables[id(row.table)] = (row.table, sum(p.num_rows for p in parts))
+        if id(row.table) not in starts:
+            starts[id(row.table)] = total
             parts.append(_wire(row.table))
+            total += row.table.num_rows
     whole = parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
-    offsets = [tables[id(row.table)][1] + row.position for row in rows]
+    offsets = [starts[id(row.table)] + row.position for row in rows]
     return whole.take(pa.array(offsets, pa.int64()))
 
 

@@ -95,10 +95,7 @@ def decode(
     when the table lacks the ``stream``, ``t0`` and ``t1`` columns.
     """
     table = read(data, max_rows)
-    columns = table.column_names
-    missing = [name for name in ("stream", "t0", "t1") if name not in columns]
-    if missing:
-        raise EventError(None, "arrow_events", f"no column {missing[0]!r}")
+    columns = _with_times(table)
     by_stream: dict[str, list[tuple[str, str]]] = {}
     for name in columns:
         stream, slash, attribute = name.partition("/")
@@ -182,10 +179,7 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
     [(1, 't0', 't0 = 3 is after t1 = 2')]
     """
     rows = table.num_rows
-    columns = table.column_names
-    missing = [name for name in ("stream", "t0", "t1") if name not in columns]
-    if missing:
-        raise EventError(None, "arrow_events", f"no column {missing[0]!r}")
+    columns = _with_times(table)
     stream = _typed(table, "stream", pa.string())
     t0 = _typed(table, "t0", pa.int64())
     t1 = _typed(table, "t1", pa.int64())
@@ -264,6 +258,15 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
     ordered = base + sorted(key for key in out if key not in base)
     valid = pa.table({key: out[key] for key in ordered}).filter(ok)
     return Checked(valid, errors)
+
+
+def _with_times(table: pa.Table) -> list[str]:
+    """The column names of ``table``; EventError if ``stream``, ``t0`` or ``t1`` is not one."""
+    columns: list[str] = table.column_names
+    missing = [name for name in ("stream", "t0", "t1") if name not in columns]
+    if missing:
+        raise EventError(None, "arrow_events", f"no column {missing[0]!r}")
+    return columns
 
 
 def _typed(table: pa.Table, name: str, arrow: pa.DataType, typ: AttrType | None = None) -> pa.Array:
