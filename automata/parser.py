@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -146,7 +147,7 @@ _TERM_START = frozenset(
 )
 
 
-def _position(text: str, offset: int) -> tuple[int, int]:
+def text_position(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
@@ -166,7 +167,7 @@ def scan(text: str) -> Iterator[tuple[str, str, int]]:
     while offset < len(text):
         match = match_at(text, offset)
         if match is None:
-            pos = _position(text, offset)
+            pos = text_position(text, offset)
             if text[offset] == "'":
                 raise CelSyntaxError("unterminated string", pos, source=text)
             raise CelSyntaxError(f"unexpected character {text[offset]!r}", pos, source=text)
@@ -195,12 +196,12 @@ def tokenize(text: str) -> Iterator[Token]:
             if depth > MAX_NESTING:
                 raise CelSyntaxError(
                     f"brackets nest deeper than {MAX_NESTING} levels",
-                    _position(text, offset),
+                    text_position(text, offset),
                     source=text,
                 )
         elif kind in ("RPAR", "RBRACE"):
             depth -= 1
-        line, column = _position(text, offset)
+        line, column = text_position(text, offset)
         yield Token(kind, value, offset, line, column)
 
 
@@ -246,24 +247,52 @@ def _parser() -> lark.Lark:
     return lark.Lark(grammar, parser="lalr", lexer=_CelLexer)
 
 
-def _describe(token: Token) -> str:
-    if token.type == "$END":
-        return "end of query"
-    value = str(token.value)
-    shown = repr(value if len(value) <= 40 else value[:40] + "…")
-    if token.type in _VALUED:
-        return f"{_DISPLAY[token.type].split(' ', 1)[1]} {shown}"
-    return shown
+@dataclass(frozen=True)
+class Vocabulary:
+    """How a language's syntax errors name tokens: a phrase per token type.
+
+    ``valued`` token types are shown with their text (``a name 'x'``); when every
+    type of ``term_start`` could come next, the error says "a term" for them.
+    """
+
+    display: Mapping[str, str]
+    valued: frozenset[str]
+    term_start: frozenset[str]
+
+    def describe(self, token: Token) -> str:
+        """The offending token as an error names it."""
+        if token.type == "$END":
+            return "end of query"
+        value = str(token.value)
+        shown = repr(value if len(value) <= 40 else value[:40] + "…")
+        if token.type in self.valued:
+            return f"{self.display[token.type].split(' ', 1)[1]} {shown}"
+        return shown
+
+    def expected(self, names: set[str]) -> tuple[str, ...]:
+        """What could have come next, in words, sorted."""
+        parts: set[str] = set()
+        remaining = set(names)
+        if remaining >= self.term_start:
+            parts.add("a term")
+            remaining -= self.term_start
+        parts.update(self.display.get(name, name) for name in remaining)
+        return tuple(sorted(parts))
+
+    def error(self, exc: lark.exceptions.UnexpectedToken, text: str) -> CelSyntaxError:
+        """The :class:`CelSyntaxError` for lark's unexpected token in ``text``."""
+        token = exc.token
+        if token.type == "$END":
+            pos = text_position(text, len(text.rstrip()))
+        else:
+            pos = (token.line, token.column)
+        expected = exc.interactive_parser.accepts() if exc.interactive_parser else exc.expected  # type: ignore[no-untyped-call]
+        return CelSyntaxError(
+            f"unexpected {self.describe(token)}", pos, self.expected(set(expected)), text
+        )
 
 
-def _expected(names: set[str]) -> tuple[str, ...]:
-    parts: set[str] = set()
-    remaining = set(names)
-    if remaining >= _TERM_START:
-        parts.add("a term")
-        remaining -= _TERM_START
-    parts.update(_DISPLAY.get(name, name) for name in remaining)
-    return tuple(sorted(parts))
+_VOCABULARY = Vocabulary(_DISPLAY, _VALUED, _TERM_START)
 
 
 def parse_query(text: str) -> Query:
@@ -282,17 +311,7 @@ def _parse(text: str) -> Query:
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedToken as exc:
-        token = exc.token
-        if token.type == "$END":
-            pos = _position(text, len(text.rstrip()))
-        else:
-            pos = (token.line, token.column)
-        expected = exc.interactive_parser.accepts() if exc.interactive_parser else exc.expected  # type: ignore[no-untyped-call]
-        raise CelSyntaxError(
-            f"unexpected {_describe(token)}", pos, _expected(set(expected)), text
-        ) from None
-    except CelSyntaxError:
-        raise
+        raise _VOCABULARY.error(exc, text) from None
     try:
         query = _Builder(text).query(tree.children[0])
     except CelSyntaxError as exc:
@@ -300,13 +319,13 @@ def _parse(text: str) -> Query:
     return query
 
 
-def _pos_of(node: ParseTree) -> Pos:
+def pos_of(node: ParseTree) -> Pos:
     if isinstance(node, Token):
         assert node.line is not None and node.column is not None
         return (node.line, node.column)
     for child in node.children:
         if isinstance(child, lark.Tree | Token):
-            return _pos_of(child)
+            return pos_of(child)
     return None
 
 
@@ -315,103 +334,21 @@ ParseTree = Any
 """A lark tree or token; cel.lark fixes its shape, which mypy cannot see."""
 
 
-class _Builder:
-    """Turns lark's parse tree into the typed syntax tree, checking term/predicate positions."""
+class TermBuilder:
+    """Turns lark's parse trees of predicates and terms into typed nodes, checking positions.
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    # ------------------------------------------------------------ streams
-
-    def query(self, tree: ParseTree) -> Query:
-        union = self.union(tree.children[0])
-        publish = str(tree.children[2]) if len(tree.children) > 1 else None
-        return Query(union, publish, _pos_of(tree))
-
-    def union(self, tree: ParseTree) -> Expr:
-        parts = [child for child in tree.children if isinstance(child, lark.Tree)]
-        expr = self.select_q(parts[0])
-        for part in parts[1:]:
-            expr = UnionExpr(expr, self.select_q(part), expr.pos)
-        return expr
-
-    def select_q(self, tree: ParseTree) -> Expr:
-        if tree.data == "select":
-            items = tuple(
-                self.select_item(child)
-                for child in tree.children[1].children
-                if isinstance(child, lark.Tree)
-            )
-            return SelectExpr(items, self.windowed(tree.children[3]), _pos_of(tree))
-        return self.windowed(tree)
-
-    def windowed(self, tree: ParseTree) -> Expr:
-        if tree.data == "within":
-            window = tree.children[2]
-            operand = self.stream_expr(tree.children[0])
-            return WithinExpr(operand, self.term(window), _pos_of(tree.children[1]))
-        return self.stream_expr(tree)
-
-    def select_item(self, tree: ParseTree) -> Star | Item:
-        if tree.data == "star":
-            return Star(_pos_of(tree))
-        term = self.term(tree.children[0])
-        if len(tree.children) == 1:
-            if not isinstance(term, Attr):
-                raise CelSyntaxError(
-                    "a SELECT item other than a bare attribute needs a name",
-                    _pos_of(tree),
-                    ("AS",),
-                )
-            return Item(term, None, _pos_of(tree))
-        return Item(term, str(tree.children[2]), _pos_of(tree))
-
-    def stream_expr(self, tree: ParseTree) -> Expr:
-        children = tree.children
-        expr = self.unary(children[0])
-        for op, right in zip(children[1::2], children[2::2], strict=True):
-            expr = self.stream_op(op, expr, self.unary(right))
-        return expr
-
-    def stream_op(self, op: ParseTree, left: Expr, right: Expr) -> Expr:
-        pos = _pos_of(op)
-        if op.data == "next_op":
-            pred = self.pred(op.children[2]) if len(op.children) == 4 else None
-            return NextExpr(left, right, pred, pos)
-        slots: list[list[ParseTree]] = [[]]
-        for child in op.children[2:-1]:
-            if isinstance(child, Token) and child.type == "COMMA":
-                slots.append([])
-            else:
-                slots[-1].append(child)
-        step = self.pred(slots[0][0]) if slots[0] else None
-        keep = self.pred(slots[1][0]) if slots[1] else None
-        aggs: tuple[Agg, ...] = ()
-        if slots[2]:
-            aggs = tuple(
-                Agg(self.term(agg.children[0]), str(agg.children[2]), _pos_of(agg))
-                for agg in slots[2][0].children
-                if isinstance(agg, lark.Tree)
-            )
-        return FoldExpr(left, right, step, keep, aggs, pos)
-
-    def unary(self, tree: ParseTree) -> Expr:
-        if tree.data == "filter":
-            return FilterExpr(
-                self.pred(tree.children[2]), self.unary(tree.children[4]), _pos_of(tree)
-            )
-        if tree.data == "stream_ref":
-            return StreamRef(str(tree.children[0]), _pos_of(tree))
-        inner = self.query(tree.children[1])
-        return inner.expr if inner.publish is None else inner
+    Shared by CEL and the pattern language (:mod:`cesar.automata.pattern.parser`), whose
+    grammars spell predicates and terms with the same rules; :meth:`primary` is where a
+    language adds its own leaves.
+    """
 
     # ------------------------------------------------- predicates and terms
 
     def pred(self, tree: ParseTree) -> Pred:
-        return self._as_pred(self.node(tree), _pos_of(tree))
+        return self._as_pred(self.node(tree), pos_of(tree))
 
     def term(self, tree: ParseTree) -> Term:
-        return self._as_term(self.node(tree), _pos_of(tree))
+        return self._as_term(self.node(tree), pos_of(tree))
 
     @staticmethod
     def _as_pred(node: Node, pos: Pos) -> Pred:
@@ -434,12 +371,12 @@ class _Builder:
     def node(self, tree: ParseTree) -> Node:
         kind = tree.data
         children = tree.children
-        pos = _pos_of(tree)
+        pos = pos_of(tree)
         if kind in ("expr", "and_expr"):
             parts = [c for c in children if isinstance(c, lark.Tree)]
             if len(parts) == 1:
                 return self.node(parts[0])
-            items = tuple(self._as_pred(self.node(c), _pos_of(c)) for c in parts)
+            items = tuple(self._as_pred(self.node(c), pos_of(c)) for c in parts)
             return Or(items, pos) if kind == "expr" else And(items, pos)
         if kind == "not_":
             return Not(self._as_pred(self.node(children[1]), pos), pos)
@@ -451,7 +388,7 @@ class _Builder:
             return Cmp(
                 str(op),
                 self._as_term(left, pos),
-                self._as_term(self.node(children[2]), _pos_of(children[2])),
+                self._as_term(self.node(children[2]), pos_of(children[2])),
                 (op.line, op.column),
             )
         if kind in ("sum", "product"):
@@ -461,7 +398,7 @@ class _Builder:
                 node = Arith(
                     str(op),
                     self._as_term(node, pos),
-                    self._as_term(self.node(operand), _pos_of(operand)),
+                    self._as_term(self.node(operand), pos_of(operand)),
                     (op.line, op.column),
                 )
             return node
@@ -475,7 +412,7 @@ class _Builder:
             return Arith(
                 "^",
                 self._as_term(base, pos),
-                self._as_term(self.node(children[2]), _pos_of(children[2])),
+                self._as_term(self.node(children[2]), pos_of(children[2])),
                 (caret.line, caret.column),
             )
         return self.primary(tree, pos)
@@ -506,10 +443,99 @@ class _Builder:
             return Attr(Scope(prefix), name, pos)
         if kind == "call":
             args = tuple(
-                self._as_term(self.node(c), _pos_of(c))
+                self._as_term(self.node(c), pos_of(c))
                 for c in tree.children[2:-1]
                 if isinstance(c, lark.Tree)
             )
             return Call(text.upper(), args, pos)
         assert kind == "paren"
         return self.node(tree.children[1])
+
+
+class _Builder(TermBuilder):
+    """Turns lark's parse tree of a CEL query into the typed syntax tree."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def query(self, tree: ParseTree) -> Query:
+        union = self.union(tree.children[0])
+        publish = str(tree.children[2]) if len(tree.children) > 1 else None
+        return Query(union, publish, pos_of(tree))
+
+    def union(self, tree: ParseTree) -> Expr:
+        parts = [child for child in tree.children if isinstance(child, lark.Tree)]
+        expr = self.select_q(parts[0])
+        for part in parts[1:]:
+            expr = UnionExpr(expr, self.select_q(part), expr.pos)
+        return expr
+
+    def select_q(self, tree: ParseTree) -> Expr:
+        if tree.data == "select":
+            items = tuple(
+                self.select_item(child)
+                for child in tree.children[1].children
+                if isinstance(child, lark.Tree)
+            )
+            return SelectExpr(items, self.windowed(tree.children[3]), pos_of(tree))
+        return self.windowed(tree)
+
+    def windowed(self, tree: ParseTree) -> Expr:
+        if tree.data == "within":
+            window = tree.children[2]
+            operand = self.stream_expr(tree.children[0])
+            return WithinExpr(operand, self.term(window), pos_of(tree.children[1]))
+        return self.stream_expr(tree)
+
+    def select_item(self, tree: ParseTree) -> Star | Item:
+        if tree.data == "star":
+            return Star(pos_of(tree))
+        term = self.term(tree.children[0])
+        if len(tree.children) == 1:
+            if not isinstance(term, Attr):
+                raise CelSyntaxError(
+                    "a SELECT item other than a bare attribute needs a name",
+                    pos_of(tree),
+                    ("AS",),
+                )
+            return Item(term, None, pos_of(tree))
+        return Item(term, str(tree.children[2]), pos_of(tree))
+
+    def stream_expr(self, tree: ParseTree) -> Expr:
+        children = tree.children
+        expr = self.unary(children[0])
+        for op, right in zip(children[1::2], children[2::2], strict=True):
+            expr = self.stream_op(op, expr, self.unary(right))
+        return expr
+
+    def stream_op(self, op: ParseTree, left: Expr, right: Expr) -> Expr:
+        pos = pos_of(op)
+        if op.data == "next_op":
+            pred = self.pred(op.children[2]) if len(op.children) == 4 else None
+            return NextExpr(left, right, pred, pos)
+        slots: list[list[ParseTree]] = [[]]
+        for child in op.children[2:-1]:
+            if isinstance(child, Token) and child.type == "COMMA":
+                slots.append([])
+            else:
+                slots[-1].append(child)
+        step = self.pred(slots[0][0]) if slots[0] else None
+        keep = self.pred(slots[1][0]) if slots[1] else None
+        aggs: tuple[Agg, ...] = ()
+        if slots[2]:
+            aggs = tuple(
+                Agg(self.term(agg.children[0]), str(agg.children[2]), pos_of(agg))
+                for agg in slots[2][0].children
+                if isinstance(agg, lark.Tree)
+            )
+        return FoldExpr(left, right, step, keep, aggs, pos)
+
+    def unary(self, tree: ParseTree) -> Expr:
+        if tree.data == "filter":
+            return FilterExpr(
+                self.pred(tree.children[2]), self.unary(tree.children[4]), pos_of(tree)
+            )
+        if tree.data == "stream_ref":
+            return StreamRef(str(tree.children[0]), pos_of(tree))
+        inner = self.query(tree.children[1])
+        return inner.expr if inner.publish is None else inner

@@ -397,18 +397,27 @@ class _Translator:
         return self._duration(leaf) if isinstance(leaf, DurLit) else leaf
 
     def _duration(self, lit: DurLit) -> Const:
-        seconds = self.unit.seconds
-        if seconds is None:
-            raise CelSemanticError(
-                f"duration {lit.amount} {lit.unit} needs streams with a time unit; declare one, "
-                "e.g. Stock(...)[min], or give it in ticks without a unit",
-                lit.pos,
-            )
-        unit_seconds = DURATION_SECONDS[DURATION_UNITS[lit.unit.upper()]]
-        ticks = Fraction(str(lit.amount)) * unit_seconds / seconds
-        if ticks.denominator == 1:
-            return Const(int(ticks), AttrType.INT, lit.pos)
-        return Const(float(ticks), AttrType.FLOAT, lit.pos)
+        return duration_ticks(lit, self.unit)
+
+
+def duration_ticks(lit: DurLit, unit: TimeUnit) -> Const:
+    """A duration literal in ticks of ``unit``: an int constant when whole, else a float.
+
+    >>> duration_ticks(DurLit(90, "SECONDS"), TimeUnit.MIN)
+    Const(value=1.5, type=<AttrType.FLOAT: 'float'>)
+    """
+    seconds = unit.seconds
+    if seconds is None:
+        raise CelSemanticError(
+            f"duration {lit.amount} {lit.unit} needs streams with a time unit; declare one, "
+            "e.g. Stock(...)[min], or give it in ticks without a unit",
+            lit.pos,
+        )
+    unit_seconds = DURATION_SECONDS[DURATION_UNITS[lit.unit.upper()]]
+    ticks = Fraction(str(lit.amount)) * unit_seconds / seconds
+    if ticks.denominator == 1:
+        return Const(int(ticks), AttrType.INT, lit.pos)
+    return Const(float(ticks), AttrType.FLOAT, lit.pos)
 
 
 _SIDE = {
