@@ -13,9 +13,9 @@ a caret excerpt and what could have come next, as CEL's.
 ...                   "WHERE [symbol] AND b.volume < 80% * a[a.LEN].volume")
 >>> [c.var for c in p.components], [key for key, _ in p.refs]
 (['a', 'b'], ['b.volume', 'a[a.LEN].volume'])
->>> parse_pattern("EVENT SEQ(A a) WITHIN soon")
+>>> parse_pattern("EVENT SEQ(A a) WITHIN soon")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
-cesar.automata.errors.CelSyntaxError: line 1, column 23: unexpected name 'soon'; expected a duration or a number
+cesar.automata.errors.CelSyntaxError: line 1, column 23: unexpected name 'soon'; expected a dur...
   EVENT SEQ(A a) WITHIN soon
                         ^
 """
