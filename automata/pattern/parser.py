@@ -152,12 +152,12 @@ def tokenize(text: str) -> Iterator[Token]:
         match = _TOKEN.match(text, offset)
         if match is not None and match.lastgroup == "HNAME" and not in_structure:
             match = _NAME.match(text, offset)
+        if text.startswith("/*", offset) and (match is None or match.lastgroup != "SPACE"):
+            raise CelSyntaxError("unterminated comment", text_position(text, offset), source=text)
         if match is None:
             pos = text_position(text, offset)
             if text[offset] in "'‘":
                 raise CelSyntaxError("unterminated string", pos, source=text)
-            if text.startswith("/*", offset):
-                raise CelSyntaxError("unterminated comment", pos, source=text)
             raise CelSyntaxError(f"unexpected character {text[offset]!r}", pos, source=text)
         kind, value = match.lastgroup, match.group()
         assert kind is not None

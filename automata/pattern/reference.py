@@ -1,0 +1,376 @@
+"""The pattern language's literal evaluator: NFAb runs over a finite stream (SASE+ §3.1).
+
+This module is the oracle for patterns, as :mod:`cesar.automata.reference` is
+for CEL.  It follows the papers' definitions with no sharing and no indices,
+epoch by epoch (events of one ``t1`` are simultaneous):
+
+* A *run* holds the events it selected and the step it is at.  Every event
+  that satisfies the first step's ``begin`` starts a run.  A run sees only
+  the events that start after its last selected event ends (so successive
+  components lie in strictly later epochs, as CEL's NEXT).
+* At a step, a run *begins* the step with each event that satisfies its
+  ``begin`` (a singleton step is then done; a Kleene step goes on).  In a
+  Kleene step a run *takes* each event that satisfies ``take`` (``a[i]``) and
+  *proceeds* with each event that, the closure's ``close`` holding, begins
+  the next step.  Every move forks a new run; the run itself *stays* only if
+  it may ignore every event it sees in the epoch — strict contiguity never
+  ignores, partition contiguity ignores other partitions' events, skip till
+  next match ignores what it cannot begin (or take), skip till any match
+  ignores everything (SASE+ §3.2, Step 3).
+* A run that completes its last step (a Kleene last step: after each event
+  it selects) is a match, if within the window (``last.t1 - first.t0 <=
+  WITHIN``).  Negation is the nested query of SASE (§2.2.2): a match is
+  dropped if a negated component's event, satisfying its conditions with the
+  match, lies strictly between the steps around it, in the window before the
+  first step, or after the last step up to the window's end; a match with a
+  trailing negation is known, and emitted, only when an epoch later than its
+  window's end arrives (its output ends at the window's end).
+* AND: one event per component, distinct, in any order and any epochs
+  (simultaneous ones included), within the window, the whole WHERE holding.
+
+A condition naming an attribute the matched event's stream lacks (possible
+under ``ANY``) is true, as SASE defines.  Arithmetic faults make a condition
+false and are counted.  Exponential in the worst case by design: exact is
+what counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cesar.automata.evaluate import (
+    DEFAULT_FUNCTIONS,
+    ArithmeticFault,
+    Env,
+    Faults,
+    FunctionRegistry,
+    arith,
+    eval_term,
+    holds,
+    negate,
+    store,
+)
+from cesar.automata.pattern.ast import Index, Ref, Strategy
+from cesar.automata.pattern.resolve import Negation, Resolved, Step, keys_of
+from cesar.automata.schema import Event, Value, epochs
+from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term
+
+Selection = tuple[tuple[Event, ...], ...]
+"""The events a run selected, per positive step."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A run: its selections for steps ``0 .. at`` (the last maybe a growing Kleene closure)."""
+
+    at: int
+    selected: Selection
+
+    @property
+    def t0(self) -> int:
+        return self.selected[0][0].t0
+
+    @property
+    def t1(self) -> int:
+        return self.selected[-1][-1].t1
+
+
+def evaluate(
+    pattern: Resolved,
+    streams: Mapping[str, Sequence[Event]],
+    faults: Faults | None = None,
+    functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+) -> list[Event]:
+    """The multiset of events ``pattern`` publishes over ``streams`` (stream name → events)."""
+    return _Evaluator(pattern, streams, faults or Faults(), functions).run()
+
+
+class _Evaluator:
+    def __init__(
+        self,
+        pattern: Resolved,
+        streams: Mapping[str, Sequence[Event]],
+        faults: Faults,
+        functions: FunctionRegistry,
+    ) -> None:
+        self.p = pattern
+        self.faults = faults
+        self.functions = functions
+        self.events = [e for name in sorted(pattern.reads) for e in streams.get(name, ())]
+        self.vars = {step.var: n for n, step in enumerate(pattern.steps)}
+        self.trailing = any(n.after == len(pattern.steps) - 1 for n in pattern.negations)
+
+    def run(self) -> list[Event]:
+        if self.p.operator == "AND":
+            return self.conjunction()
+        runs: list[_Run] = []
+        pending: list[Selection] = []
+        out: list[Event] = []
+        window = self.p.window if self.p.window is not None else 0
+        for epoch in epochs(self.events):
+            t1 = epoch[0].t1
+            if self.trailing:
+                out.extend(e for m in pending if m[0][0].t0 + window < t1 for e in self.emit(m))
+                pending = [m for m in pending if m[0][0].t0 + window >= t1]
+            matches: list[Selection] = []
+            runs = self.advance(runs, epoch, matches)
+            if self.trailing:
+                pending.extend(matches)
+            else:
+                out.extend(e for m in matches for e in self.emit(m))
+        return out
+
+    # ------------------------------------------------------------- the runs
+
+    def advance(self, runs: list[_Run], epoch: list[Event], matches: list[Selection]) -> list[_Run]:
+        """Every run after ``epoch``; completed selections go to ``matches``."""
+        out: list[_Run] = []
+        for run in runs:
+            visible = [e for e in epoch if e.t0 > run.t1]
+            if not visible:
+                out.append(run)
+                continue
+            if all(self.ignores(run, e) for e in visible):
+                out.append(run)
+            for event in visible:
+                self.moves(run, event, out, matches)
+        for event in epoch:
+            self.select(None, 0, event, out, matches)
+        window = self.p.window
+        if window is None:
+            return out
+        t1 = epoch[0].t1
+        return [run for run in out if t1 - run.t0 < window]
+
+    def growing(self, run: _Run) -> bool:
+        """True if the run is inside a Kleene step (it has begun it and may take more)."""
+        return len(run.selected) == run.at + 1
+
+    def moves(self, run: _Run, event: Event, out: list[_Run], matches: list[Selection]) -> None:
+        """Every move ``run`` makes on ``event``: begin, take, or proceed; each forks a run."""
+        if not self.growing(run):
+            self.select(run, run.at, event, out, matches)
+            return
+        step = self.p.steps[run.at]
+        if event.stream in step.types and self.judge(step.take, run, event, run.at):
+            grown = (*run.selected[:-1], run.selected[-1] + (event,))
+            self.place(_Run(run.at, grown), out, matches)
+        if run.at + 1 < len(self.p.steps) and self.judge(step.close, run, None, run.at):
+            self.select(run, run.at + 1, event, out, matches)
+
+    def select(
+        self,
+        run: _Run | None,
+        at: int,
+        event: Event,
+        out: list[_Run],
+        matches: list[Selection],
+    ) -> None:
+        """Begin step ``at`` with ``event`` if it may."""
+        step = self.p.steps[at]
+        if event.stream not in step.types:
+            return
+        base = _Run(at, ()) if run is None else _Run(at, run.selected)
+        if not self.judge(step.begin, base, event, at):
+            return
+        self.place(_Run(at, (*base.selected, (event,))), out, matches)
+
+    def place(self, run: _Run, out: list[_Run], matches: list[Selection]) -> None:
+        """Keep a run that selected an event; report it if it completes the pattern."""
+        window = self.p.window
+        if window is not None and run.t1 - run.t0 > window:
+            return
+        steps = self.p.steps
+        last = run.at == len(steps) - 1
+        if not steps[run.at].kleene:
+            if last:
+                matches.append(run.selected)
+            else:
+                out.append(_Run(run.at + 1, run.selected))
+            return
+        out.append(run)
+        if last and self.judge(steps[run.at].close, run, None, run.at):
+            matches.append(run.selected)
+
+    def ignores(self, run: _Run, event: Event) -> bool:
+        """True if the run may skip ``event`` under the pattern's strategy."""
+        strategy = self.p.strategy
+        if strategy is Strategy.ANY:
+            return True
+        if strategy is Strategy.STRICT:
+            return False
+        if strategy is Strategy.PARTITION:
+            anchor = run.selected[0][0].attrs()
+            values = event.attrs()
+            return not all(
+                attr in values and values[attr] == anchor[attr] for attr in self.p.partition
+            )
+        step = self.p.steps[run.at]
+        if event.stream not in step.types:
+            return True
+        if self.growing(run):
+            return not self.judge(step.take, run, event, run.at)
+        return not self.judge(step.begin, run, event, run.at)
+
+    # ------------------------------------------------------------ judgement
+
+    def judge(self, pred: Pred, run: _Run, event: Event | None, at: int) -> bool:
+        """``pred`` for ``run`` with ``event`` as step ``at``'s current event."""
+        if pred == TRUE:
+            return True
+        return self.holds(pred, self.values(pred, run.selected, event, at))
+
+    def values(
+        self,
+        node: Term | Pred,
+        selected: Selection,
+        event: Event | None = None,
+        at: int = -1,
+        negated: tuple[str, Event] | None = None,
+    ) -> dict[str, Value]:
+        """The value of each reference ``node`` reads; absent attributes are left out.
+
+        ``event`` is step ``at``'s current event (the one begun or taken);
+        ``negated`` a negated variable's candidate event.
+        """
+        out: dict[str, Value] = {}
+        for key in keys_of(node):
+            value = self.value(self.p.refs[key], selected, event, at, negated)
+            if value is not None:
+                out[key] = value
+        return out
+
+    def value(
+        self,
+        ref: Ref,
+        selected: Selection,
+        event: Event | None,
+        at: int,
+        negated: tuple[str, Event] | None,
+    ) -> Value | None:
+        n = self.vars.get(ref.var)
+        if n is None:
+            assert negated is not None and negated[0] == ref.var
+            return _attr(negated[1], ref.attr)
+        beginning = len(selected) == at
+        if n == at and (
+            ref.index in (Index.ONLY, Index.CURRENT) or (ref.index is Index.FIRST and beginning)
+        ):
+            assert event is not None
+            return _attr(event, ref.attr)
+        events = selected[n]
+        if ref.index is Index.LEN:
+            return len(events)
+        if ref.index in (Index.ONLY, Index.FIRST):
+            return _attr(events[0], ref.attr)
+        if ref.index in (Index.PREVIOUS, Index.LAST):
+            return _attr(events[-1], ref.attr)
+        assert ref.aggregate is not None and ref.attr is not None
+        found = [v for e in events if (v := _attr(e, ref.attr)) is not None]
+        return _aggregate(ref.aggregate, found)
+
+    def holds(self, pred: Pred, values: Mapping[str, Value]) -> bool:
+        env = Env({Scope.EVENT: values}, 0)
+        return holds(_absent_true(pred, values), env, self.faults, self.functions)
+
+    # -------------------------------------------------------------- matches
+
+    def emit(self, selected: Selection) -> list[Event]:
+        """The output event of a completed selection, or none if a negation or a fault drops it."""
+        if any(self.violated(negation, selected) for negation in self.p.negations):
+            return []
+        t0, t1 = selected[0][0].t0, selected[-1][-1].t1
+        if self.p.window is not None and self.trailing:
+            t1 = t0 + self.p.window
+        row: dict[str, Value] = {}
+        types = dict(self.p.output.attributes)
+        for name, term in self.p.returns:
+            env = Env({Scope.EVENT: self.values(term, selected)}, 0)
+            try:
+                row[name] = store(eval_term(term, env, self.functions), types[name])
+            except ArithmeticFault:
+                self.faults.arithmetic += 1
+                return []
+        return [Event.of(self.p.output.name, t0, t1, row)]
+
+    def violated(self, negation: Negation, selected: Selection) -> bool:
+        """True if an event of the negated component lies where it must not, meeting its test."""
+        low, high = self.gap(negation.after, selected)
+        for event in self.events:
+            if event.stream in negation.types and low < event.t0 and event.t1 < high:
+                values = self.values(negation.pred, selected, negated=(negation.var, event))
+                if self.holds(negation.pred, values):
+                    return True
+        return False
+
+    def gap(self, after: int, selected: Selection) -> tuple[float, float]:
+        """The open interval (from, to) a negation after step ``after`` watches."""
+        window = self.p.window
+        if after == -1:
+            assert window is not None
+            return selected[-1][-1].t1 - window - 1, selected[0][0].t0
+        if after == len(self.p.steps) - 1:
+            assert window is not None
+            return selected[-1][-1].t1, selected[0][0].t0 + window + 1
+        return selected[after][-1].t1, selected[after + 1][0].t0
+
+    def conjunction(self) -> list[Event]:
+        """AND: every assignment of distinct events to the components, in any order."""
+        steps: Sequence[Step] = self.p.steps
+        window = self.p.window
+        out: list[Event] = []
+        choices = [[e for e in self.events if e.stream in s.types] for s in steps]
+        for combo in itertools.product(*choices):
+            if len({id(e) for e in combo}) < len(combo):
+                continue
+            t0, t1 = min(e.t0 for e in combo), max(e.t1 for e in combo)
+            if window is not None and t1 - t0 > window:
+                continue
+            selected: Selection = tuple((e,) for e in combo)
+            values = self.values(self.p.conjuncts, selected)
+            if not self.holds(self.p.conjuncts, values):
+                continue
+            for event in self.emit(selected):
+                out.append(Event(event.stream, t0, t1, event.values))
+        return out
+
+
+def _attr(event: Event, attr: str | None) -> Value | None:
+    assert attr is not None
+    for name, value in event.values:
+        if name == attr:
+            return value
+    return None
+
+
+def _aggregate(function: str, values: list[Value]) -> Value | None:
+    if function == "COUNT":
+        return len(values)
+    if not values:
+        return None
+    if function == "MIN":
+        return min(values)
+    if function == "MAX":
+        return max(values)
+    total: Value = values[0]
+    try:
+        for value in values[1:]:
+            total = arith("+", total, value)
+    except ArithmeticFault:
+        return None
+    return float(total) / len(values) if function == "AVG" else total
+
+
+def _absent_true(pred: Pred, values: Mapping[str, Value]) -> Pred:
+    """``pred`` with NOT pushed to the atoms and every atom reading an absent value made TRUE."""
+    if isinstance(pred, Not):
+        return _absent_true(negate(pred.item), values)
+    if isinstance(pred, And):
+        return And(tuple(_absent_true(item, values) for item in pred.items))
+    if isinstance(pred, Or):
+        return Or(tuple(_absent_true(item, values) for item in pred.items))
+    if isinstance(pred, Cmp) and any(key not in values for key in keys_of(pred)):
+        return TRUE
+    return pred
