@@ -21,7 +21,12 @@ Inside edge labels ``$1.x`` reads the instance's binding, a bare name reads the
 incoming event, ``DUR`` is the duration of instance and event together and
 ``DUR($2)`` the incoming event's own.  A FILTER (∀-type) edge's predicate says
 which events *affect* the instance: the instance survives an epoch only if no
-event of the epoch that starts after it satisfies the predicate.
+event of the epoch that starts after it satisfies the predicate — unless the
+node has a STAY edge (∀, the pattern language's "ignore"; CEL never makes one)
+and every affecting event satisfies it too.  The engine looks only at affected
+instances, so an automaton's ∃-edges fire on affected events only: every ∃-edge
+predicate implies its node's FILTER predicate.  A STAY edge lets an instance
+both fire and stay, as skip-till-any-match needs.
 """
 
 from __future__ import annotations
@@ -38,13 +43,22 @@ from cesar.automata.terms import Pred, Term, to_cel
 
 
 class EdgeKind(enum.Enum):
-    """FORWARD moves to a new node, REBIND loops and updates, FILTER loops and keeps (∀)."""
+    """FORWARD moves to a new node, REBIND loops and updates, FILTER loops and keeps (∀).
+
+    STAY loops too: an instance the FILTER edge affects stays if STAY holds for
+    each event that affects it (∀).
+    """
 
     FORWARD = "forward"
     REBIND = "rebind"
     FILTER = "filter"
+    STAY = "stay"
 
     __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python per call
+
+
+LOOPS = frozenset({EdgeKind.FILTER, EdgeKind.STAY})
+"""The ∀ kinds: they keep or let go of an instance, never make one."""
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -142,7 +156,7 @@ def format_automaton(automaton: Automaton) -> str:
         lines.append(f"    {node_label(automaton, node.id)}  binds ({attrs})")
     lines.append("  edges:")
     for edge in automaton.edges:
-        kind = "∀ FILTER" if edge.kind is EdgeKind.FILTER else f"∃ {edge.kind.name}"
+        kind = f"∀ {edge.kind.name}" if edge.kind in LOOPS else f"∃ {edge.kind.name}"
         lines.append(f"    q{edge.source} → q{edge.target}  {kind}  on {edge.stream}")
         lines.extend(f"      {line}" for line in _conjunct_lines(edge))
         if edge.guards:
@@ -184,8 +198,10 @@ def format_dot(automata: tuple[Automaton, ...]) -> str:
             if edge.map:
                 label.append("map: " + ", ".join(str(a) for a in edge.map))
             # As in the paper: filter loops on top of a node, rebind loops below it.
-            port = {EdgeKind.FILTER: ":n", EdgeKind.REBIND: ":s"}.get(edge.kind, "")
-            style = ", style=dashed" if edge.kind is EdgeKind.FILTER else ""
+            port = {EdgeKind.FILTER: ":n", EdgeKind.STAY: ":n", EdgeKind.REBIND: ":s"}.get(
+                edge.kind, ""
+            )
+            style = ", style=dashed" if edge.kind in LOOPS else ""
             text = _dot_text("\n".join(label)).replace("\n", "\\l") + "\\l"
             lines.append(
                 f"    a{index}q{edge.source}{port} -> a{index}q{edge.target}{port} "

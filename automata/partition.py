@@ -132,7 +132,8 @@ def _output_key(automaton: Automaton, key: str) -> _Key | None:
     while changed:
         changed = False
         for edge in automaton.edges:
-            if edge.source == 0 or edge.source not in keys:
+            # A STAY edge matters only for events its node's FILTER edge lets in.
+            if edge.source == 0 or edge.source not in keys or edge.kind is EdgeKind.STAY:
                 continue
             step = _step_key(edge, key, keys[edge.source])
             if step is None:
@@ -214,7 +215,7 @@ def static_interest(automata: Sequence[Automaton]) -> dict[str, tuple[Conjunct, 
     found: dict[str, dict[Conjunct, None]] = {}
     for automaton in automata:
         for edge in automaton.edges:
-            if edge.stream in internal:
+            if edge.stream in internal or edge.kind is EdgeKind.STAY:
                 continue
             statics = found.setdefault(edge.stream, {})
             for conjunct in edge.conjuncts:

@@ -13,7 +13,8 @@ the output events, without mutating its inputs:
   it (one static part, then the dynamic part of some DNF conjunct, then the
   guards and the attribute map without a fault), spawning its own instance;
 * an instance stays only through a FILTER edge, and only if no affecting
-  event of the epoch satisfies the filter's predicate (∀);
+  event of the epoch satisfies the filter's predicate but not the node's STAY
+  edge's, if it has one (∀);
 * all changes take effect together at the end of the epoch; instances that
   reach the final node are output and not kept.
 
@@ -171,8 +172,11 @@ class _Epoch:
         """Run one instance (``t0 is None`` for ε) through its edges; True if it survives."""
         edges = self.automaton.outgoing[node]
         survives = any(edge.kind is EdgeKind.FILTER for edge in edges)
+        stays = [edge for edge in edges if edge.kind is EdgeKind.STAY]
         self.counters.instances_touched += 1
         for edge in edges:
+            if edge.kind is EdgeKind.STAY:
+                continue
             for item in self.inputs[edge.stream]:
                 if item.event.t0 <= t1:
                     continue
@@ -181,7 +185,7 @@ class _Epoch:
                 if not self.satisfied(edge, env):
                     continue
                 if edge.kind is EdgeKind.FILTER:
-                    survives = False
+                    survives = survives and any(self.satisfied(stay, env) for stay in stays)
                 else:
                     self.fire(edge, env, item.event.t0 if t0 is None else t0, item.event.t1)
         return survives

@@ -354,13 +354,10 @@ def _aggregate(function: str, values: list[Value]) -> Value | None:
         return min(values)
     if function == "MAX":
         return max(values)
-    total: Value = values[0]
-    try:
-        for value in values[1:]:
-            total = arith("+", total, value)
-    except ArithmeticFault:
-        return None
-    return float(total) / len(values) if function == "AVG" else total
+    total: Value = float(values[0])
+    for value in values[1:]:
+        total = arith("+", total, value)
+    return arith("/", total, len(values)) if function == "AVG" else total
 
 
 def _absent_true(pred: Pred, values: Mapping[str, Value]) -> Pred:

@@ -22,7 +22,7 @@ name or term.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from cesar.automata.errors import CelSemanticError
@@ -45,6 +45,7 @@ from cesar.automata.terms import (
     conjoin,
     map_leaves,
     map_pred,
+    map_term,
 )
 from cesar.automata.translate import _some, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
@@ -316,7 +317,7 @@ class _Resolver:
                         f"{ref.aggregate.lower()} needs numbers, not {typ.value} {ref.attr}",
                         attr.pos,
                     )
-                if ref.aggregate == "AVG":
+                if ref.aggregate in ("AVG", "SUM"):
                     typ = AttrType.FLOAT
         self.types[attr.name] = typ
         return typ
@@ -516,10 +517,18 @@ def _default_name(term: Term, refs: Mapping[str, Ref]) -> str | None:
 
 def rewrite(pred: Pred, values: Mapping[str, Term]) -> Pred:
     """``pred`` with each reference leaf replaced by ``values[key]`` (others kept)."""
+    return map_pred(pred, _swapper(values))
 
+
+def rewrite_term(term: Term, values: Mapping[str, Term]) -> Term:
+    """``term`` with each reference leaf replaced by ``values[key]`` (others kept)."""
+    return map_term(term, _swapper(values))
+
+
+def _swapper(values: Mapping[str, Term]) -> Callable[[Leaf], Term]:
     def swap(leaf: Leaf) -> Term:
         if isinstance(leaf, Attr) and leaf.scope is Scope.EVENT and leaf.name in values:
             return values[leaf.name]
         return leaf
 
-    return map_pred(pred, swap)
+    return swap

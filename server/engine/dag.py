@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cesar.automata.algebra import Columns
-from cesar.automata.automaton import Automaton, Edge, EdgeKind, SplitConjunct
+from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind, SplitConjunct
 from cesar.automata.normal import Conjunct
 from cesar.automata.template import Constants, template
 from cesar.automata.terms import And, Cmp, Not, Or, Pred
@@ -85,6 +85,7 @@ class DagNode:
     registered: bool = True
     entering: list[int] = field(default_factory=list)
     filter: int | None = None
+    stay: int | None = None
     leaving: list[int] = field(default_factory=list)
 
 
@@ -292,6 +293,9 @@ class QueryDag:
         if label.kind is EdgeKind.FILTER:
             assert self.nodes[source].filter is None, "a node has one filter edge"
             self.nodes[source].filter = edge_id
+        elif label.kind is EdgeKind.STAY:
+            assert self.nodes[source].stay is None, "a node has one stay edge"
+            self.nodes[source].stay = edge_id
         else:
             self.nodes[source].leaving.append(edge_id)
         return edge_id
@@ -310,6 +314,8 @@ class QueryDag:
                 source = self.nodes[edge.source]
                 if source.filter == edge_id:
                     source.filter = None
+                elif source.stay == edge_id:
+                    source.stay = None
                 elif edge_id in source.leaving:
                     source.leaving.remove(edge_id)
             self.nodes[edge.target].entering.remove(edge_id)
@@ -331,10 +337,14 @@ class QueryDag:
                 assert self.edges[edge_id].target == node.id
             for edge_id in node.leaving:
                 edge = self.edges[edge_id]
-                assert edge.source == node.id and edge.kind is not EdgeKind.FILTER
+                assert edge.source == node.id and edge.kind not in LOOPS
             if node.filter is not None:
                 edge = self.edges[node.filter]
                 assert edge.source == edge.target == node.id and edge.kind is EdgeKind.FILTER
+            if node.stay is not None:
+                edge = self.edges[node.stay]
+                assert edge.source == edge.target == node.id and edge.kind is EdgeKind.STAY
+                assert node.filter is not None, f"node {node.id} stays without a filter"
             if node.id != ROOT:
                 keys = []
                 for edge_id in node.entering:

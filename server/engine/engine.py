@@ -217,10 +217,16 @@ class Engine:
                     fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
             for node, affected in self._affected(event, attrs, own):
                 firing = self._firing(node, event.stream, attrs)
+                stay = program.stay_of(node)
+                staying = stay.params.matching_groups(attrs) if stay is not None else None
                 for instance, slots in affected:
-                    leaving[instance.id] = leaving.get(instance.id, 0) | slots
                     dur = event.t1 - instance.t0 + 1
                     binding = instance.binding
+                    left = slots
+                    if staying:
+                        assert stay is not None
+                        left &= ~stay.params.holds(staying, slots, binding, attrs, dur, own)
+                    leaving[instance.id] = leaving.get(instance.id, 0) | left
                     for compiled, groups in firing:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
                         if moving:

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cesar.automata.automaton import Automaton, Edge, EdgeKind
+from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
 from cesar.automata.normal import Conjunct
 from cesar.automata.schema import Value
@@ -245,7 +245,7 @@ class QueryProgram:
             for position, edge_id in enumerate(footprint.edges):
                 compiled = self.edges[edge_id]
                 edge = automaton.edges[position]
-                bound = math.inf if edge.kind is EdgeKind.FILTER else _dur_bound(edge)
+                bound = math.inf if edge.kind in LOOPS else _dur_bound(edge)
                 mine = compiled.params.add(slot, footprint.constants[position], bound)
                 self._index(compiled, mine, change)
                 touched.add(compiled.source)
@@ -362,6 +362,11 @@ class QueryProgram:
         assert filter_id is not None, f"node {node} has no filter"
         return self.edges[filter_id]
 
+    def stay_of(self, node: int) -> CompiledEdge | None:
+        """The STAY edge of ``node``, if it has one."""
+        stay_id = self.dag.nodes[node].stay
+        return None if stay_id is None else self.edges[stay_id]
+
     def filter_groups(self, node: int) -> list[Group]:
         """The groups of ``node``'s FILTER edge (for the run state's AN index)."""
         return list(self.filter_of(node).params.all_groups())
@@ -373,13 +378,15 @@ class QueryProgram:
         of other ∃-edges in their source node's ``fr_inner`` index (probed only
         for a node with many leaving edges, once its filter let some slots
         go); a FILTER edge's change is passed on in ``change.refiltered`` (the
-        AN index holds only active nodes).
+        AN index holds only active nodes).  A STAY edge's groups are in no
+        index: it is asked only about the instances its node's filter affects.
         """
         filters = compiled.edge.kind is EdgeKind.FILTER
+        loops = compiled.edge.kind in LOOPS
         source = compiled.source
         if source == ROOT:
             index = self.fr
-        elif not filters:
+        elif not loops:
             index = self.fr_inner.setdefault(source, ConjunctIndex())
         for group in groups:
             known = self.statics.get(group)
@@ -387,7 +394,7 @@ class QueryProgram:
                 self.atoms.release(self.statics.pop(group))
                 if filters:
                     change.refiltered.add(source)
-                else:
+                elif not loops:
                     index.remove(group)
                 continue
             atoms = compiled.params.statics(group)
@@ -396,13 +403,14 @@ class QueryProgram:
             if known is not None:
                 self.atoms.release(known)
             atoms = self.statics[group] = self.atoms.hold(atoms)
-            if filters:
-                change.refiltered.add(source)
+            if loops:
+                if filters:
+                    change.refiltered.add(source)
                 continue
             if known is not None:
                 index.remove(group)
             index.add(group, compiled.edge.stream, (atoms,))
-        if source != ROOT and not filters and not len(index):
+        if source != ROOT and not loops and not len(index):
             del self.fr_inner[source]
 
     def _compile(self, edge_id: int) -> None:
@@ -412,7 +420,7 @@ class QueryProgram:
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
         if edge.kind is EdgeKind.FILTER:
             compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
-        else:
+        elif edge.kind is not EdgeKind.STAY:
             compiled.build = self._codegen.build(edge.map)
         self.edges[edge_id] = compiled
 
@@ -440,12 +448,12 @@ class QueryProgram:
         for edge_id, compiled in self.edges.items():
             compiled.params.check_valid()
             assert compiled.params.all, f"edge {edge_id} has no slots"
-            filters = compiled.edge.kind is EdgeKind.FILTER
+            loops = compiled.edge.kind in LOOPS
             for group in compiled.params.all_groups():
                 assert self.statics[group] == compiled.params.statics(group)
                 assert group.edge == edge_id
                 groups += 1
-                if not filters:
+                if not loops:
                     starting += compiled.source == ROOT
                     inner += compiled.source != ROOT
                     if compiled.source == ROOT:

@@ -1,0 +1,413 @@
+"""Patterns → event automata: the NFAb of SASE+ §3 as FORWARD / REBIND / FILTER / STAY edges.
+
+One node per NFAb state a run waits in: the start node waits for the first
+step; a node ``W_k`` waits to begin singleton-preceded step ``k``; a node
+``K_k`` is inside Kleene step ``k`` (its ``a[i]`` state).  After a Kleene
+step there is no waiting node: a run proceeds to step ``k + 1`` only with an
+event that begins it (SASE+ Step 6), so the FORWARD edge leaving ``K_k``
+begins step ``k + 1`` directly.
+
+At each node the strategy sets what a run may *ignore* (Step 3): everything
+(any match), what it cannot begin or take (next match), other partitions'
+events (partition contiguity) or nothing (strict contiguity); a negated
+component between the steps kills on its events too.  The node's FILTER edge
+is what *kills* or *moves* a run, so the engine looks at the instance, and
+its STAY edge what it may ignore: a run both takes an event and stays, as any
+match needs.  Every ∃-edge carries the window as ``DUR <= WITHIN + 1``, so the
+engine drops a run when its window has passed.
+
+A binding holds, per singleton variable ``v``, the attributes read later
+(``v.x``); per Kleene variable ``a``, ``a[1].x``, ``a[a.LEN].x``, ``a.LEN``
+and the running sum ``sum(a[].x)`` for averages and sums.  The binding
+attribute names are the references' own keys, so ``cesar explain`` reads like
+the pattern.
+
+What the engine cannot run yet raises :class:`NotCompiled` with the reason:
+AND (a join of simultaneous events), ANY, a negation before the first or
+after the last component (it needs matches closed by the passing of time), a
+negation next to a Kleene closure or naming later components, contiguity
+across several streams, and min / max aggregates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cesar.automata.algebra import Assign
+from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.normal import canonical, canonical_term, dnf, split
+from cesar.automata.pattern.ast import Index, Ref, Strategy
+from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
+from cesar.automata.schema import AttrType, StreamSchema
+from cesar.automata.terms import (
+    FALSE,
+    TRUE,
+    Arith,
+    Attr,
+    Cmp,
+    Const,
+    Dur,
+    Not,
+    Or,
+    Pred,
+    Scope,
+    Term,
+    conjoin,
+)
+from cesar.automata.translate import DEFAULT_OPTIONS, Options
+
+View = dict[str, Term]
+"""What each reference key reads on an edge: a term over the binding ($1) and the event."""
+Binding = dict[str, tuple[Term, AttrType]]
+"""A target binding: each attribute's term and type."""
+
+
+class NotCompiled(CelSemanticError):
+    """A pattern the engine cannot run yet (the reference evaluator defines it)."""
+
+
+def build_pattern_automata(
+    pattern: Resolved,
+    schemas: Mapping[str, StreamSchema],
+    options: Options = DEFAULT_OPTIONS,
+) -> tuple[Automaton, ...]:
+    """The automaton of ``pattern``; raises :class:`NotCompiled` for what it cannot run yet."""
+    _check(pattern)
+    return (_Builder(pattern, schemas, options).build(),)
+
+
+def _check(p: Resolved) -> None:
+    pos = p.pattern.pos
+    if p.operator == "AND":
+        raise NotCompiled("AND patterns are not run by the engine yet (they join events)", pos)
+    last = len(p.steps) - 1
+    for n, step in enumerate(p.steps):
+        if len(step.types) > 1:
+            raise NotCompiled(f"ANY({', '.join(step.types)}) is not run by the engine yet", pos)
+        contiguous = p.strategy in (Strategy.STRICT, Strategy.PARTITION)
+        if n and contiguous and step.types != p.steps[0].types:
+            raise NotCompiled(
+                f"{p.strategy.value} over several streams is not run by the engine yet", pos
+            )
+        if step.kleene and n < last and p.steps[n + 1].types != step.types:
+            raise NotCompiled(
+                f"a Kleene closure on {step.types[0]} followed by {p.steps[n + 1].types[0]} "
+                "is not run by the engine yet (the closure and the next component must read "
+                "one stream)",
+                pos,
+            )
+    for ref in p.refs.values():
+        if ref.aggregate in ("MIN", "MAX"):
+            raise NotCompiled(f"{ref.key} is not run by the engine yet (min and max)", pos)
+    for negation in p.negations:
+        _check_negation(p, negation)
+
+
+def _check_negation(p: Resolved, negation: Negation) -> None:
+    pos = p.pattern.pos
+    if negation.after in (-1, len(p.steps) - 1):
+        raise NotCompiled(
+            "a negation before the first or after the last component is not run by the engine "
+            "yet (it needs matches closed by the passing of time)",
+            pos,
+        )
+    before, after = p.steps[negation.after], p.steps[negation.after + 1]
+    if before.kleene:
+        raise NotCompiled(
+            "a negation right after a Kleene closure is not run by the engine yet", pos
+        )
+    if negation.types != after.types:
+        raise NotCompiled(
+            f"a negation of {'/'.join(negation.types)} before {after.types[0]} is not run by "
+            "the engine yet (they must read one stream)",
+            pos,
+        )
+    order = {step.var: n for n, step in enumerate(p.steps)}
+    for key in keys_of(negation.pred):
+        var = p.refs[key].var
+        if var != negation.var and order[var] > negation.after:
+            raise NotCompiled(
+                f"a negation's condition naming {var}, a later component, is not run by the "
+                "engine yet",
+                pos,
+            )
+
+
+@dataclass
+class _Draft:
+    kind: EdgeKind
+    source: int
+    target: int
+    stream: str
+    pred: Pred
+    map: Binding
+
+
+class _Builder:
+    def __init__(
+        self, pattern: Resolved, schemas: Mapping[str, StreamSchema], options: Options
+    ) -> None:
+        self.p = pattern
+        self.schemas = schemas
+        self.options = options
+        self.drafts: list[_Draft] = []
+        self.attributes: dict[int, tuple[tuple[str, AttrType], ...]] = {0: ()}
+        self.bound = (
+            None
+            if pattern.window is None
+            else Cmp("<=", Dur(), Const(pattern.window + 1, AttrType.INT))
+        )
+        self.needed: dict[str, set[tuple[Index, str | None]]] = {}
+        for ref in pattern.refs.values():
+            self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr))
+
+    # ------------------------------------------------------------ bindings
+
+    def stored(self, n: int) -> list[tuple[Ref, AttrType]]:
+        """What a binding keeps of step ``n``: the references it stores, with their types."""
+        step = self.p.steps[n]
+        schema = self.schemas[step.types[0]]
+        needed = self.needed.get(step.var, set())
+
+        def attrs(*indices: Index) -> list[str]:
+            return sorted({a for i, a in needed if i in indices and a is not None})
+
+        def typ(attr: str) -> AttrType:
+            found = schema.type_of(attr)
+            assert found is not None, f"{step.var}.{attr}"
+            return found
+
+        if not step.kleene:
+            return [(Ref(step.var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
+        out = [(Ref(step.var, Index.LEN, None), AttrType.INT)]
+        out += [(Ref(step.var, Index.FIRST, a), typ(a)) for a in attrs(Index.FIRST)]
+        out += [(Ref(step.var, Index.LAST, a), typ(a)) for a in attrs(Index.LAST, Index.PREVIOUS)]
+        out += [
+            (Ref(step.var, Index.ALL, a, "SUM"), AttrType.FLOAT)
+            for a in attrs(Index.ALL, Index.UPTO_PREVIOUS)
+        ]
+        return out
+
+    def carried(self, upto: int) -> Binding:
+        """Steps ``0 .. upto - 1``'s stored references, copied from the instance."""
+        return {
+            ref.key: (Attr(Scope.LEFT, ref.key), typ)
+            for n in range(upto)
+            for ref, typ in self.stored(n)
+        }
+
+    def opened(self, n: int) -> Binding:
+        """Step ``n``'s stored references as the event that begins it sets them."""
+        out: Binding = {}
+        for ref, typ in self.stored(n):
+            if ref.index is Index.LEN:
+                out[ref.key] = (Const(1, AttrType.INT), typ)
+            else:
+                assert ref.attr is not None
+                out[ref.key] = (Attr(Scope.EVENT, ref.attr), typ)
+        return out
+
+    def grown(self, n: int) -> Binding:
+        """Kleene step ``n``'s stored references after it takes one more event."""
+        out: Binding = {}
+        for ref, typ in self.stored(n):
+            left: Term = Attr(Scope.LEFT, ref.key)
+            if ref.index is Index.LEN:
+                left = Arith("+", left, Const(1, AttrType.INT))
+            elif ref.index is Index.LAST:
+                assert ref.attr is not None
+                left = Attr(Scope.EVENT, ref.attr)
+            elif ref.index is Index.ALL:
+                assert ref.attr is not None
+                left = Arith("+", left, Attr(Scope.EVENT, ref.attr))
+            out[ref.key] = (left, typ)
+        return out
+
+    # --------------------------------------------------------------- views
+
+    def view(self, binding: Binding, event_var: str | None = None, taking: bool = False) -> View:
+        """Every reference key as a term over an instance holding ``binding`` and the event.
+
+        The event is ``event_var``'s: its ``a[i]`` when ``taking`` (then
+        ``a[i-1]`` and ``a[..i-1]`` read the binding), else the one that begins it.
+        """
+        state = {key: term for key, (term, _) in binding.items()}
+        out: View = {}
+        for key, ref in self.p.refs.items():
+            term = self.term_of(ref, state, event_var, taking)
+            if term is not None:
+                out[key] = term
+        return out
+
+    @staticmethod
+    def term_of(
+        ref: Ref, state: Mapping[str, Term], event_var: str | None, taking: bool
+    ) -> Term | None:
+        attr = ref.attr
+        if ref.var == event_var and (
+            ref.index in (Index.ONLY, Index.CURRENT) or (ref.index is Index.FIRST and not taking)
+        ):
+            assert attr is not None
+            return Attr(Scope.EVENT, attr)
+        length = state.get(Ref(ref.var, Index.LEN, None).key)
+        if ref.index is Index.LEN or ref.aggregate == "COUNT":
+            return length
+        if ref.index in (Index.ONLY, Index.FIRST):
+            return state.get(Ref(ref.var, ref.index, attr).key)
+        if ref.index in (Index.LAST, Index.PREVIOUS):
+            return state.get(Ref(ref.var, Index.LAST, attr).key)
+        total = state.get(Ref(ref.var, Index.ALL, attr, "SUM").key)
+        if ref.index is Index.CURRENT or total is None or length is None:
+            return None
+        return total if ref.aggregate == "SUM" else Arith("/", total, length)
+
+    # -------------------------------------------------------------- edges
+
+    def add(
+        self,
+        kind: EdgeKind,
+        source: int,
+        target: int,
+        stream: str,
+        pred: Pred,
+        binding: Binding | None = None,
+    ) -> None:
+        if kind not in (EdgeKind.FILTER, EdgeKind.STAY) and self.bound is not None:
+            pred = conjoin(pred, self.bound)
+        self.drafts.append(_Draft(kind, source, target, stream, pred, binding or {}))
+        if binding is not None:
+            self.attributes.setdefault(
+                target, tuple((name, typ) for name, (_, typ) in binding.items())
+            )
+
+    def output(self, view: View) -> Binding:
+        types = dict(self.p.output.attributes)
+        return {name: (rewrite_term(term, view), types[name]) for name, term in self.p.returns}
+
+    def build(self) -> Automaton:
+        steps = self.p.steps
+        last = len(steps) - 1
+        waiting: dict[int, int] = {0: 0}
+        inside: dict[int, int] = {}
+        for n, step in enumerate(steps):
+            if n and not steps[n - 1].kleene:
+                waiting[n] = len(waiting) + len(inside)
+            if step.kleene:
+                inside[n] = len(waiting) + len(inside)
+        final = len(waiting) + len(inside)
+        for n, step in enumerate(steps):
+            stream = step.types[0]
+            sources: list[tuple[int, Pred]] = []
+            if n in waiting:
+                sources.append((waiting[n], TRUE))
+            if n - 1 in inside:
+                closed = rewrite(steps[n - 1].close, self.view(self.carried(n)))
+                sources.append((inside[n - 1], closed))
+            for source, closed in sources:
+                view = self.view(self.carried(n), step.var)
+                begin = conjoin(closed, rewrite(step.begin, view))
+                opened = {**self.carried(n), **self.opened(n)}
+                if step.kleene:
+                    self.add(EdgeKind.FORWARD, source, inside[n], stream, begin, opened)
+                    if n == last:
+                        after = self.view(opened)
+                        done = conjoin(begin, rewrite(step.close, after))
+                        self.add(EdgeKind.FORWARD, source, final, stream, done, self.output(after))
+                elif n == last:
+                    self.add(EdgeKind.FORWARD, source, final, stream, begin, self.output(view))
+                else:
+                    self.add(EdgeKind.FORWARD, source, waiting[n + 1], stream, begin, opened)
+        for n, node in inside.items():
+            step = steps[n]
+            take = rewrite(step.take, self.view(self.carried(n + 1), step.var, taking=True))
+            grown = {**self.carried(n), **self.grown(n)}
+            self.add(EdgeKind.REBIND, node, node, step.types[0], take, grown)
+            if n == last:
+                after = self.view(grown)
+                done = conjoin(take, rewrite(step.close, after))
+                self.add(EdgeKind.FORWARD, node, final, step.types[0], done, self.output(after))
+        for n, node in waiting.items():
+            if node:
+                self.loops(n, node, kleene=False)
+        for n, node in inside.items():
+            self.loops(n, node, kleene=True)
+        return self.assemble(final)
+
+    def loops(self, n: int, node: int, kleene: bool) -> None:
+        """The node's FILTER (what kills or moves a run) and STAY (what it may ignore)."""
+        strategy = self.p.strategy
+        step = self.p.steps[n]
+        binding = self.carried(n + 1 if kleene else n)
+        negations = [g for g in self.p.negations if g.after == n - 1 and not kleene]
+        if strategy is Strategy.ANY:
+            ignore: Pred = TRUE
+        elif strategy is Strategy.STRICT:
+            ignore = FALSE
+        elif strategy is Strategy.PARTITION:
+            ignore = Not(self.same_partition(binding))
+        elif kleene:
+            ignore = Not(rewrite(step.take, self.view(binding, step.var, taking=True)))
+        else:
+            ignore = Not(rewrite(step.begin, self.view(binding, step.var)))
+        for negation in negations:
+            ignore = conjoin(ignore, Not(self.negated(negation, binding)))
+        moves = [d.pred for d in self.drafts if d.source == node]
+        watch: Pred = Or((Not(ignore), *moves))
+        self.add(EdgeKind.FILTER, node, node, step.types[0], watch)
+        # Under next match a waiting run ignores exactly what it cannot begin: FILTER says it.
+        plain = strategy is Strategy.NEXT and not kleene and not negations
+        if ignore != FALSE and not plain:
+            self.add(EdgeKind.STAY, node, node, step.types[0], ignore)
+
+    def negated(self, negation: Negation, binding: Binding) -> Pred:
+        """The negation's condition on an event of its stream, for an instance with ``binding``."""
+        view = self.view(binding)
+        for key, ref in self.p.refs.items():
+            if ref.var == negation.var:
+                assert ref.attr is not None
+                view[key] = Attr(Scope.EVENT, ref.attr)
+        return rewrite(negation.pred, view)
+
+    def same_partition(self, binding: Binding) -> Pred:
+        """The event is in the run's partition: its equivalence attributes equal the first's."""
+        first = self.p.steps[0]
+        index = Index.FIRST if first.kleene else Index.ONLY
+        return conjoin(
+            *(
+                Cmp("=", Attr(Scope.EVENT, attr), binding[Ref(first.var, index, attr).key][0])
+                for attr in self.p.partition
+            )
+        )
+
+    def assemble(self, final: int) -> Automaton:
+        functions = self.options.functions
+        edges = []
+        for draft in self.drafts:
+            pred = canonical(draft.pred, functions)
+            conjuncts = tuple(
+                SplitConjunct(*split(c, Scope.EVENT))
+                for c in dnf(pred, self.options.dnf_limit, functions)
+            )
+            assigns = tuple(
+                Assign(name, canonical_term(term, functions), typ)
+                for name, (term, typ) in draft.map.items()
+            )
+            edges.append(
+                Edge(
+                    draft.kind,
+                    draft.source,
+                    draft.target,
+                    draft.stream,
+                    pred,
+                    conjuncts,
+                    (),
+                    assigns,
+                )
+            )
+        order = {EdgeKind.FILTER: 0, EdgeKind.STAY: 1, EdgeKind.REBIND: 2, EdgeKind.FORWARD: 3}
+        edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
+        self.attributes[final] = self.p.output.attributes
+        nodes = tuple(Node(n, self.attributes.get(n, ())) for n in range(final + 1))
+        return Automaton(self.p.output, nodes, tuple(edges), final)

@@ -1,0 +1,126 @@
+"""Hypothesis strategies for the pattern language: random pattern texts and their streams.
+
+``compiled_patterns`` draws what the engine runs (docs/patterns.md, "What the
+engine runs"): SEQ of singletons and Kleene closures under every strategy,
+equivalence tests, aggregates other than min / max, negation between two
+singletons on the next one's stream, and windows.  Streams are
+``S(k:string, v:int)`` and ``T(k:string, v:int)`` in abstract ticks, with
+durations and simultaneous events (tests/strategies.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from cesar.automata.schema import Event, parse_stream_spec
+from tests.strategies import streams
+
+SCHEMAS = {s.name: s for s in map(parse_stream_spec, ["S(k:string,v:int)", "T(k:string,v:int)"])}
+STRATEGIES = [
+    "skip_till_any_match",
+    "skip_till_next_match",
+    "partition_contiguity",
+    "strict_contiguity",
+]
+
+
+@dataclass
+class _Step:
+    var: str
+    stream: str
+    kleene: bool
+
+
+def _value(draw: st.DrawFn, steps: list[_Step], var: str) -> str:
+    """A term of an earlier step (or a constant) to compare with ``var``'s ``v``."""
+    choices = ["const"]
+    if steps:
+        choices += ["earlier"]
+    kind = draw(st.sampled_from(choices))
+    if kind == "const":
+        return str(draw(st.integers(0, 4)))
+    step = draw(st.sampled_from(steps))
+    if not step.kleene:
+        return f"{step.var}.v"
+    return draw(
+        st.sampled_from(
+            [
+                f"{step.var}[1].v",
+                f"{step.var}[{step.var}.LEN].v",
+                f"avg({step.var}[].v)",
+                f"sum({step.var}[].v)",
+                f"{step.var}.LEN",
+                f"count({step.var}[].v)",
+            ]
+        )
+    )
+
+
+def _atoms(draw: st.DrawFn, atoms: list[str]) -> list[str]:
+    return draw(st.lists(st.sampled_from(atoms), max_size=2, unique=True)) if atoms else []
+
+
+@st.composite
+def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
+    """A random pattern the engine runs, as text."""
+    strategy = draw(st.sampled_from(STRATEGIES))
+    one_stream = strategy in ("partition_contiguity", "strict_contiguity")
+    count = draw(st.integers(1, 3))
+    steps: list[_Step] = []
+    components: list[str] = []
+    conditions: list[str] = []
+    for n in range(count):
+        var = "abc"[n]
+        if (n and steps[-1].kleene) or one_stream:
+            stream = steps[-1].stream if steps else "S"
+        else:
+            stream = draw(st.sampled_from(["S", "S", "S", "T"]))
+        kleene = draw(st.integers(0, 9)) < 3
+        if n and not kleene and not steps[-1].kleene and draw(st.booleans()):
+            neg = f"n{n}"
+            components.append(f"!({stream} {neg})")
+            negated = [
+                f"{neg}.v = {_value(draw, steps, neg)}",
+                f"{neg}.v > {draw(st.integers(0, 4))}",
+            ]
+            conditions += _atoms(draw, negated)
+        op = draw(st.sampled_from(["<", "<=", ">", ">=", "=", "!="]))
+        if kleene:
+            components.append(f"{stream}+ {var}[]")
+            conditions += _atoms(draw, [f"{var}[1].v {op} {_value(draw, steps, var)}"])
+            take = [
+                f"{var}[i].v > {var}[i-1].v",
+                f"{var}[i].v >= avg({var}[..i-1].v)",
+                f"{var}[i].v {op} {draw(st.integers(0, 4))}",
+                f"{var}[i].v != {var}[1].v",
+                f"sum({var}[..i-1].v) < {draw(st.integers(0, 8))}",
+            ]
+            conditions += _atoms(draw, take)[:1]
+            close = [
+                f"{var}.LEN >= {draw(st.integers(1, 3))}",
+                f"count({var}[].v) <= {draw(st.integers(1, 3))}",
+                f"{var}[{var}.LEN].v > {draw(st.integers(0, 4))}",
+            ]
+            conditions += _atoms(draw, close)[:1]
+        else:
+            components.append(f"{stream} {var}")
+            atoms = [f"{var}.v {op} {_value(draw, steps, var)}", f"{var}.k = 'a'"]
+            conditions += _atoms(draw, atoms)
+        steps.append(_Step(var, stream, kleene))
+    if draw(st.booleans()):
+        conditions.append("[k]")
+    where = " AND ".join(conditions)
+    variables = ", ".join(f"{s.var}[]" if s.kleene else s.var for s in steps)
+    text = f"PATTERN SEQ({', '.join(components)}) WHERE {strategy}({variables}) {{ {where} }}"
+    window = draw(st.none() | st.integers(0, 6))
+    if window is not None:
+        text += f" WITHIN {window}"
+    return f"{text} PUBLISH {name}"
+
+
+@st.composite
+def pattern_streams(draw: st.DrawFn) -> dict[str, list[Event]]:
+    """Events of S and T with durations and simultaneous events."""
+    return {"S": draw(streams("S", max_events=10)), "T": draw(streams("T", max_events=5))}

@@ -1,0 +1,131 @@
+"""Patterns compiled to automata (automata/pattern/construct.py): the papers' cases on the engine.
+
+The hand-checked cases of tests/unit/test_pattern_reference.py that the engine
+runs, through the single-automaton runtime and the engine; and the reasons
+given for what it does not run yet.
+"""
+
+import pytest
+
+from cesar.automata.automaton import EdgeKind, format_automaton
+from cesar.automata.pattern.construct import NotCompiled, build_pattern_automata
+from cesar.automata.pattern.parser import parse_pattern
+from cesar.automata.pattern.reference import evaluate
+from cesar.automata.pattern.resolve import resolve
+from cesar.automata.runtime import Runner
+from cesar.server.engine.engine import Engine
+from tests.unit.test_pattern_reference import (
+    FIGURE_3,
+    NEGATION,
+    QUERY_2,
+    QUERY_3,
+    SCHEMAS,
+    SHIPMENTS,
+    ev,
+)
+
+
+def both(text, events):
+    """The matches of the runtime and of the engine, sorted; they must be the oracle's."""
+    pattern = resolve(parse_pattern(text), SCHEMAS, "out")
+    automata = build_pattern_automata(pattern, SCHEMAS)
+    engine = Engine()
+    engine.subscribe("q", automata)
+    streams: dict[str, list] = {}
+    for event in events:
+        streams.setdefault(event.stream, []).append(event)
+    found = [
+        sorted((e.t0, e.t1, tuple(sorted(e.attrs().items()))) for e in out)
+        for out in (Runner(automata).run(events), engine.run(events), evaluate(pattern, streams))
+    ]
+    engine.check_valid()
+    assert found[0] == found[1] == found[2]
+    return [(t0, t1, dict(values)) for t0, t1, values in found[0]]
+
+
+def test_query_3_on_figure_3():
+    assert both(QUERY_3, FIGURE_3) == [
+        (1, 6, {"first": 100.0, "a_len": 5, "b_volume": 750}),
+        (1, 8, {"first": 100.0, "a_len": 7, "b_volume": 700}),
+        (3, 6, {"first": 120.0, "a_len": 2, "b_volume": 750}),
+    ]
+
+
+def test_query_3s_automaton_takes_proceeds_and_ignores_at_one_node():
+    pattern = resolve(parse_pattern(QUERY_3), SCHEMAS, "out")
+    (automaton,) = build_pattern_automata(pattern, SCHEMAS)
+    kinds = [(e.source, e.kind, e.target) for e in automaton.edges]
+    assert kinds == [
+        (0, EdgeKind.FORWARD, 1),
+        (1, EdgeKind.FILTER, 1),
+        (1, EdgeKind.STAY, 1),
+        (1, EdgeKind.REBIND, 1),
+        (1, EdgeKind.FORWARD, 2),
+    ]
+    assert "$1.sum(a[].price) / $1.a.LEN < price" in format_automaton(automaton)
+
+
+def test_query_2_forks_under_any_match_and_commits_under_next_match():
+    assert [m[2]["reached"] for m in both(QUERY_2, SHIPMENTS)] == ["Y", "W", "Z"]
+    nxt = QUERY_2.replace("skip_till_any_match", "skip_till_next_match")
+    assert [m[2]["reached"] for m in both(nxt, SHIPMENTS)] == ["Y", "Z"]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        # a1 and a2 pair with either later x = 1 event (a2 only with a3).
+        ("skip_till_any_match", [(1, 3), (1, 4), (3, 4)]),
+        # Each run takes the next x = 1 event of its id.
+        ("skip_till_next_match", [(1, 3), (3, 4)]),
+        # a1 skips id 2's event but not a3 (same id, x = 1: a3 begins b and a1 moves on).
+        ("partition_contiguity", [(1, 3), (3, 4)]),
+        # a1 sees id 2's event next and dies.
+        ("strict_contiguity", [(3, 4)]),
+    ],
+)
+def test_strategies(strategy, expected):
+    text = f"PATTERN SEQ(A a, A b) WHERE {strategy}(a, b) {{ [id] AND b.x = 1 }}"
+    stream = [
+        ev("A", 1, id=1, x=0),
+        ev("A", 2, id=2, x=0),
+        ev("A", 3, id=1, x=1),
+        ev("A", 4, id=1, x=1),
+    ]
+    assert [m[:2] for m in both(text, stream)] == expected
+
+
+@pytest.mark.parametrize(
+    ("c", "kept"),
+    [
+        (ev("B", 2, id=1, x=9), False),
+        (ev("B", 2, id=2, x=9), True),
+        (ev("B", 3, id=1, x=9), True),
+    ],
+)
+def test_negation_kills_the_run_it_falls_inside(c, kept):
+    """As the oracle's NEGATION case, with the negated events on the next component's stream."""
+    text = NEGATION.replace("!(C c)", "!(B c)").replace(
+        "{ [id] }", "{ [id] AND c.x = 9 AND b.x = 0 }"
+    )
+    stream = [ev("A", 1, id=1, x=0), c, ev("B", 3, id=1, x=0)]
+    assert len(both(text, stream)) == (1 if kept else 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("PATTERN AND(A a, B b)", "AND patterns"),
+        ("PATTERN SEQ(ANY(A, B) x)", "ANY(A, B)"),
+        ("PATTERN SEQ(A a, !(B b)) WITHIN 5", "after the last component"),
+        ("PATTERN SEQ(A a, !(C c), B b)", "before B"),
+        ("PATTERN SEQ(A a, !(B c), B b) WHERE c.x = b.x", "a later component"),
+        ("PATTERN SEQ(A+ a[], !(A c), A b)", "right after a Kleene"),
+        ("PATTERN SEQ(A+ a[], B b)", "must read one stream"),
+        ("PATTERN SEQ(A a, B b) WHERE strict_contiguity(a, b) { }", "over several streams"),
+        ("PATTERN SEQ(A+ a[]) WHERE max(a[].x) > 1", "min and max"),
+    ],
+)
+def test_what_the_engine_does_not_run_yet_says_why(text, reason):
+    with pytest.raises(NotCompiled, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        build_pattern_automata(resolve(parse_pattern(text), SCHEMAS, "out"), SCHEMAS)
