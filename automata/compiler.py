@@ -24,6 +24,9 @@ from cesar.automata.construct import build_automata
 from cesar.automata.errors import CelError, CelSemanticError
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.parser import parse_query
+from cesar.automata.pattern.construct import build_pattern_automata
+from cesar.automata.pattern.parser import is_pattern, parse_pattern
+from cesar.automata.pattern.resolve import Resolved, resolve
 from cesar.automata.schema import StreamSchema
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, translate
 
@@ -33,14 +36,16 @@ class CompiledQuery:
     """A compiled subscription: text, algebra, output schema, streams read, and automata.
 
     ``automata`` lists internal resubscription automata first and the one
-    publishing ``output`` last.
+    publishing ``output`` last.  A pattern (docs/patterns.md) has no algebra;
+    ``pattern`` is its resolved form instead.
     """
 
     text: str
-    algebra: Expr
+    algebra: Expr | None
     output: StreamSchema
     reads: frozenset[str]
     automata: tuple[Automaton, ...]
+    pattern: Resolved | None = None
 
     @property
     def name(self) -> str:
@@ -56,11 +61,45 @@ def compile_query(
 ) -> CompiledQuery:
     """Compile one CEL query against the streams of ``schemas``.
 
-    Raises :class:`~cesar.automata.errors.CelError` (syntax or semantic) with line,
-    column and an excerpt of ``text``.  Publishing onto a stream that already
-    exists in ``schemas`` is an error.
+    ``text`` is CEL, or a pattern when its first word is PATTERN or EVENT
+    (:func:`compile_pattern`).  Raises :class:`~cesar.automata.errors.CelError`
+    (syntax or semantic) with line, column and an excerpt of ``text``.
+    Publishing onto a stream that already exists in ``schemas`` is an error.
     """
+    if is_pattern(text):
+        return compile_pattern(text, schemas, default_name, options)
     return compile_parsed(parse_query(text), text, schemas, default_name, options)
+
+
+def compile_pattern(
+    text: str,
+    schemas: Mapping[str, StreamSchema],
+    default_name: str | None = None,
+    options: Options = DEFAULT_OPTIONS,
+) -> CompiledQuery:
+    """Compile a pattern (SASE / SASE+, docs/patterns.md): parse, resolve, build its automaton.
+
+    Raises :class:`~cesar.automata.errors.CelError` as :func:`compile_query`, and
+    :class:`~cesar.automata.pattern.construct.NotCompiled` (a semantic error)
+    for a pattern the engine does not run yet.
+    """
+    try:
+        pattern = resolve(parse_pattern(text), schemas, default_name, options.functions)
+        if pattern.output.name in schemas:
+            raise CelSemanticError(
+                f"stream {pattern.output.name} already exists; PUBLISH under a new name",
+                pattern.pattern.pos,
+            )
+        automata = build_pattern_automata(pattern, schemas, options)
+    except RecursionError:
+        raise CelSemanticError("the pattern nests too deeply", (1, 1)).with_source(text) from None
+    except DnfLimitError as exc:
+        raise CelSemanticError(f"the compiled automaton's {exc}", (1, 1)).with_source(
+            text
+        ) from None
+    except CelError as exc:
+        raise exc.with_source(text) from None
+    return CompiledQuery(text, None, pattern.output, pattern.reads, automata, pattern)
 
 
 def compile_parsed(

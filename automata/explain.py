@@ -14,6 +14,7 @@ from cesar.automata.automaton import Automaton, format_automaton
 from cesar.automata.compiler import CompiledQuery
 from cesar.automata.normal import const_of
 from cesar.automata.partition import partition_keys, pinned_key
+from cesar.automata.pattern.resolve import Resolved, format_resolved
 from cesar.automata.schema import StreamSchema, Value
 from cesar.automata.terms import to_cel
 
@@ -46,13 +47,25 @@ def explain(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -> str
     lines = [
         f"publishes: {compiled.output.spec()}",
         f"placement: {placement_line(keys, pins)}",
-        "algebra:",
-        format_algebra(compiled.algebra, 1),
+        *_source(compiled, 1),
         "automata ($1.x: the instance's binding; a bare name: the incoming event; "
         "DUR: instance and event together; DUR($2): the event alone):",
     ]
     lines.extend(format_automaton(automaton) for automaton in compiled.automata)
     return "\n".join(lines)
+
+
+def _source(compiled: CompiledQuery, indent: int) -> list[str]:
+    """The algebra of a CEL query, or the steps of a pattern, under a heading."""
+    if compiled.algebra is not None:
+        return ["algebra:", format_algebra(compiled.algebra, indent)]
+    pad = "  " * indent
+    return ["pattern:", *(pad + line for line in format_resolved(_pattern(compiled)).splitlines())]
+
+
+def _pattern(compiled: CompiledQuery) -> Resolved:
+    assert compiled.pattern is not None, "a query without algebra is a pattern"
+    return compiled.pattern
 
 
 def _placement(
@@ -77,7 +90,11 @@ def explain_data(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -
             "pinned": pins,
             "text": placement_line(keys, pins),
         },
-        "algebra": format_algebra(compiled.algebra, 0),
+        **(
+            {"algebra": format_algebra(compiled.algebra, 0)}
+            if compiled.algebra is not None
+            else {"pattern": format_resolved(_pattern(compiled))}
+        ),
         "automata": [_automaton_data(automaton) for automaton in compiled.automata],
     }
 

@@ -46,6 +46,7 @@ from cesar.automata.terms import (
     map_leaves,
     map_pred,
     map_term,
+    to_cel,
 )
 from cesar.automata.translate import _some, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
@@ -532,3 +533,43 @@ def _swapper(values: Mapping[str, Term]) -> Callable[[Leaf], Term]:
         return leaf
 
     return swap
+
+
+def format_resolved(pattern: Resolved) -> str:
+    """A readable rendering of a resolved pattern: its steps and what each judges.
+
+    >>> from cesar.automata.pattern.parser import parse_pattern
+    >>> from cesar.automata.schema import parse_stream_spec
+    >>> schemas = {"S": parse_stream_spec("S(k:string,v:int)")}
+    >>> text = "PATTERN SEQ(S+ a[], S b) WHERE [k] AND b.v > a[a.LEN].v WITHIN 5"
+    >>> print(format_resolved(resolve(parse_pattern(text), schemas, "out")))
+    SEQ under skip_till_any_match, WITHIN 5 ticks
+      a: S+ (Kleene closure)
+        begin: TRUE
+        take: a[i].k = a[1].k
+        close: TRUE
+      b: S
+        begin: b.k = a[1].k AND b.v > a[a.LEN].v
+    """
+    window = "" if pattern.window is None else f", WITHIN {pattern.window} ticks"
+    lines = [f"{pattern.operator} under {pattern.strategy.value}{window}"]
+    if pattern.operator == "AND":
+        lines.append(f"  where: {to_cel(pattern.conjuncts)}")
+    for n, step in enumerate(pattern.steps):
+        for negation in pattern.negations:
+            if negation.after == n - 1:
+                lines.append(f"  {negation.var}: not {'/'.join(negation.types)} before {step.var}")
+                lines.append(f"    when: {to_cel(negation.pred)}")
+        kind = "+ (Kleene closure)" if step.kleene else ""
+        lines.append(f"  {step.var}: {'/'.join(step.types)}{kind}")
+        lines.append(f"    begin: {to_cel(step.begin)}")
+        if step.kleene:
+            lines.append(f"    take: {to_cel(step.take)}")
+            lines.append(f"    close: {to_cel(step.close)}")
+    for negation in pattern.negations:
+        if negation.after == len(pattern.steps) - 1:
+            lines.append(
+                f"  {negation.var}: not {'/'.join(negation.types)} within the window after"
+            )
+            lines.append(f"    when: {to_cel(negation.pred)}")
+    return "\n".join(lines)

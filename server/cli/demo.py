@@ -32,7 +32,7 @@ from cesar.server.wire.eventfile import drop_file, event_json, input_line, read_
 from cesar.v1 import cesar_pb2 as pb
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
-QUERIES = ("rising", "drops", "drop_after_rise")
+QUERIES = ("rising.cel", "drops.cel", "drop_after_rise.cel", "rise_then_drop.sase")
 CESAR = Path(sys.executable).with_name("cesar")
 
 
@@ -50,7 +50,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     schemas = {"Stock": parse_stream_spec(STOCK)}
     with open(args.events) as handle:
         events = read_events(handle, args.events, schemas).events
-    queries = [(name, (EXAMPLE_QUERIES / f"{name}.cel").read_text()) for name in QUERIES]
+    queries = [(Path(name).stem, (EXAMPLE_QUERIES / name).read_text()) for name in QUERIES]
     program = Workload.build(list(schemas.values()), queries)
     outputs = {q.name: q.output for q in program.queries}
     expected = Counter(
@@ -78,10 +78,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         connection = Connection.open(address)
         got: Counter[str] = Counter()
         try:
-            for name, text in queries:
+            for (name, text), file in zip(queries, QUERIES, strict=True):
                 request = pb.SubscribeRequest(query=text, name=name)
                 sub = connection.stub.Subscribe(request, metadata=connection.metadata)
-                say(f"subscribed examples/queries/{name}.cel as {sub.id}")
+                say(f"subscribed examples/queries/{file} as {sub.id}")
             printer = threading.Thread(
                 target=_print_alerts, args=(connection, got, outputs), daemon=True
             )

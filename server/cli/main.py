@@ -57,7 +57,8 @@ def _query_sources(args: argparse.Namespace) -> list[tuple[str, str]]:
         except OSError as exc:
             raise SystemExit(_fail(f"--query {path}: {exc.strerror}")) from None
     if args.queries and Path(args.queries).is_dir():
-        for path in sorted(Path(args.queries).glob("*.cel")):
+        folder = Path(args.queries)
+        for path in sorted([*folder.glob("*.cel"), *folder.glob("*.sase")]):
             sources.append((path.stem, path.read_text()))
     elif args.queries:
         try:
@@ -202,7 +203,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _query_text(value: str) -> str:
-    """A .cel file's contents, or ``value`` itself when it names no file."""
+    """A query file's contents (CEL or a pattern), or ``value`` itself when it names no file."""
     path = Path(value)
     try:
         named_file = path.is_file()
@@ -292,7 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="input stream, e.g. 'Stock(Name:string,Price:float)[min]'",
     )
-    run.add_argument("--query", action="append", metavar="FILE.cel", help="a CEL query file")
+    run.add_argument(
+        "--query",
+        action="append",
+        metavar="FILE",
+        help="a query file: CEL (.cel) or a pattern (.sase)",
+    )
     run.add_argument(
         "--queries", metavar="FILE.jsonl", help='many queries as {"id", "query"} JSON lines'
     )
@@ -324,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--queries",
         required=True,
         metavar="Q",
-        help='a directory of .cel files, or JSON Lines of {"id", "query"}',
+        help='a directory of .cel and .sase files, or JSON Lines of {"id", "query"}',
     )
     bench.add_argument("--events", required=True, metavar="E", help="JSON Lines or CSV events")
     bench.add_argument("--engine", choices=ENGINE_MODES, default="engine", help=ENGINE_HELP)
@@ -336,11 +342,13 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--stream", action="append", required=True, metavar="SPEC")
     explain.add_argument("--dot", action="store_true", help="print Graphviz source instead")
     explain.add_argument("--json", action="store_true", help="print it as one JSON object")
-    explain.add_argument("query", metavar="QUERY", nargs="?", help="a .cel file or the query text")
+    explain.add_argument(
+        "query", metavar="QUERY", nargs="?", help="a .cel or .sase file, or the query text"
+    )
     explain.add_argument(
         "--queries",
         metavar="Q",
-        help="instead of QUERY: a directory of .cel files or JSON Lines of "
+        help="instead of QUERY: a directory of .cel and .sase files or JSON Lines of "
         '{"id", "query"}; prints which subscriptions share each template edge',
     )
     explain.set_defaults(handler=cmd_explain)

@@ -3,7 +3,7 @@
 :class:`Workload` compiles several queries that may read each other's
 PUBLISHed streams (resubscription, Section 3.5 of the Cayuga paper), orders
 them producers first and runs them on one of :data:`ENGINE_MODES`: the
-reference evaluator (the algebra, literally), one automaton per query
+reference evaluator (the algebra, literally; a pattern's own oracle), one automaton per query
 (Algorithm 1), or the multi-query engine with or without merging and indices.
 All give the same multiset of published events; ``cesar run`` and the
 benchmarks use it.
@@ -25,6 +25,8 @@ from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.evaluate import Faults
 from cesar.automata.parser import parse_query
+from cesar.automata.pattern.parser import is_pattern, parse_pattern
+from cesar.automata.pattern.reference import evaluate as evaluate_pattern
 from cesar.automata.reference import evaluate
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
@@ -77,11 +79,10 @@ class Workload:
         parsed: list[tuple[str, str, str, set[str]]] = []
         for label, text in sources:
             try:
-                query = parse_query(text)
+                publish, refs = _reads(text)
             except CelError as exc:
                 raise WorkloadError(f"query {label}: {exc}") from None
-            refs = {ref.name for ref in stream_refs(query.expr)}
-            parsed.append((label, text, query.publish or label, refs))
+            parsed.append((label, text, publish or label, refs))
         # Kahn's algorithm, taking ready queries in the order given: O(queries + reads).
         producer = {publish: i for i, (_, _, publish, _) in enumerate(parsed)}
         waiting_on = [0] * len(parsed)
@@ -149,12 +150,25 @@ class Workload:
             streams.setdefault(event.stream, []).append(event)
         out: list[Event] = []
         for number, query in enumerate(self.queries, 1):
-            produced = evaluate(query.algebra, streams, faults, name=query.name)
+            if query.algebra is not None:
+                produced = evaluate(query.algebra, streams, faults, name=query.name)
+            else:
+                assert query.pattern is not None
+                produced = evaluate_pattern(query.pattern, streams, faults)
             streams[query.name] = produced
             out.extend(produced)
             if progress is not None:
                 progress(len(events) * number // len(self.queries))
         return out
+
+
+def _reads(text: str) -> tuple[str | None, set[str]]:
+    """A query's PUBLISH name (None without one) and the streams it names; CelError if malformed."""
+    if is_pattern(text):
+        pattern = parse_pattern(text)
+        return pattern.publish, {name for c in pattern.components for name in c.types}
+    query = parse_query(text)
+    return query.publish, {ref.name for ref in stream_refs(query.expr)}
 
 
 def _counted(events: Sequence[Event], progress: Callable[[int], None]) -> Iterator[Event]:

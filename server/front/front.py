@@ -50,6 +50,7 @@ from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.explain import explain
 from cesar.automata.partition import partition_keys
+from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.schema import (
     Event,
     EventError,
@@ -123,16 +124,13 @@ class SubscribeItem:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A checked item, its shape (CEL) and its compiled form when compiled early."""
+    """A checked item, its shape (CEL), its compiled form when compiled early, and the
+    PUBLISH name of its CEL query or pattern, if it has one."""
 
     item: SubscribeItem
     shape: Shape | None
     query: CompiledQuery | None
-
-    @property
-    def publish(self) -> str | None:
-        """The PUBLISH name of a CEL query, if it has one."""
-        return self.shape.publish if self.shape is not None else None
+    publish: str | None
 
 
 class Ticket:
@@ -463,6 +461,8 @@ class Front:
         """Compile a stored subscription — CEL ``text``, or a serialized Algebra message when
         ``algebra`` is not empty — against every stream."""
         try:
+            if is_pattern(text):
+                return compile_query(text, self.registry.schemas, name)
             if not algebra:
                 return self.queries.compile(shape_of(text), self.registry.schemas, name)
             return compile_algebra(pb.Algebra.FromString(algebra), self.registry.schemas, name)
@@ -589,13 +589,17 @@ class Front:
                 check_name(item.name, "name")
             except SchemaError as exc:
                 return InvalidArgument(str(exc))
-        if item.algebra is not None:
-            prepared = Prepared(item, None, None)
-        else:
-            try:
-                prepared = Prepared(item, shape_of(item.text), None)
-            except CelError as exc:
-                return InvalidArgument(str(exc))
+        try:
+            if item.algebra is not None:
+                prepared = Prepared(item, None, None, None)
+            elif is_pattern(item.text):
+                publish = parse_pattern(item.text).publish
+                prepared = Prepared(item, None, None, publish)
+            else:
+                shape = shape_of(item.text)
+                prepared = Prepared(item, shape, None, shape.publish)
+        except CelError as exc:
+            return InvalidArgument(str(exc))
         try:
             query = self._compile_prepared(prepared, item.name or likely_id, schemas)
         except FrontError:
@@ -609,7 +613,8 @@ class Front:
         try:
             if prepared.shape is not None:
                 return self.queries.compile(prepared.shape, schemas, name)
-            assert item.algebra is not None
+            if item.algebra is None:
+                return compile_query(item.text, schemas, name)  # a pattern
             return compile_algebra(item.algebra, schemas, name)
         except (CelError, AlgebraMessageError) as exc:
             raise InvalidArgument(str(exc)) from None
@@ -665,7 +670,7 @@ class Front:
                 subscription=live.row.id,
                 name=query.name,
                 stream_specs=[self.registry.schemas[s].spec() for s in sorted(query.reads)],
-                algebra=to_algebra(query.algebra),
+                algebra=None if query.algebra is None else to_algebra(query.algebra),
                 shape_text=query.text,
             )
             for target in live.shards(self.shards.count):

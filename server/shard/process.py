@@ -35,7 +35,8 @@ from typing import Any
 
 import grpc
 
-from cesar.automata.compiler import CompiledQuery
+from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.pattern.parser import is_pattern
 from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
 from cesar.automata.shape import QueryCache, shape_of
 from cesar.server.engine.engine import Engine, EngineOptions
@@ -110,7 +111,9 @@ class ShardState:
         def build() -> CompiledQuery:
             return compile_algebra(request.algebra, schemas, request.name)
 
-        if request.shape_text:
+        if is_pattern(request.shape_text):
+            query = compile_query(request.shape_text, schemas, request.name)
+        elif request.shape_text:
             query = self.queries.compile(
                 shape_of(request.shape_text), schemas, request.name, full=build
             )
