@@ -1,9 +1,9 @@
 """Hypothesis strategies for the pattern language: random pattern texts and their streams.
 
 ``compiled_patterns`` draws what the engine runs (docs/patterns.md, "What the
-engine runs"): SEQ of singletons and Kleene closures under every strategy,
-equivalence tests, aggregates other than min / max, negation between two
-singletons on the next one's stream, and windows.  Streams are
+engine runs"): SEQ of singletons and Kleene closures of S, T or ANY(S, T)
+under every strategy, equivalence tests, aggregates other than min / max,
+negation of any stream after a singleton, and windows.  Streams are
 ``S(k:string, v:int)`` and ``T(k:string, v:int)`` in abstract ticks, with
 durations and simultaneous events (tests/strategies.py).
 """
@@ -66,21 +66,18 @@ def _atoms(draw: st.DrawFn, atoms: list[str]) -> list[str]:
 def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
     """A random pattern the engine runs, as text."""
     strategy = draw(st.sampled_from(STRATEGIES))
-    one_stream = strategy in ("partition_contiguity", "strict_contiguity")
     count = draw(st.integers(1, 3))
     steps: list[_Step] = []
     components: list[str] = []
     conditions: list[str] = []
     for n in range(count):
         var = "abc"[n]
-        if (n and steps[-1].kleene) or one_stream:
-            stream = steps[-1].stream if steps else "S"
-        else:
-            stream = draw(st.sampled_from(["S", "S", "S", "T"]))
+        stream = draw(st.sampled_from(["S", "S", "S", "T", "ANY(S, T)"]))
         kleene = draw(st.integers(0, 9)) < 3
-        if n and not kleene and not steps[-1].kleene and draw(st.booleans()):
+        if n and not steps[-1].kleene and draw(st.booleans()):
             neg = f"n{n}"
-            components.append(f"!({stream} {neg})")
+            negated_stream = draw(st.sampled_from(["S", "T", "ANY(S, T)"]))
+            components.append(f"!({negated_stream} {neg})")
             negated = [
                 f"{neg}.v = {_value(draw, steps, neg)}",
                 f"{neg}.v > {draw(st.integers(0, 4))}",
@@ -124,3 +121,22 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
 def pattern_streams(draw: st.DrawFn) -> dict[str, list[Event]]:
     """Events of S and T with durations and simultaneous events."""
     return {"S": draw(streams("S", max_events=10)), "T": draw(streams("T", max_events=5))}
+
+
+@st.composite
+def negated_patterns(draw: st.DrawFn, name: str = "P") -> str:
+    """SEQ(X a, !(Y n), Z b) with random streams, strategy, conditions and window."""
+    strategy = draw(st.sampled_from(STRATEGIES))
+    x, y, z = (draw(st.sampled_from(["S", "T", "ANY(S, T)"])) for _ in range(3))
+    conditions = [
+        draw(st.sampled_from(["n.v = a.v", "n.v > a.v", "n.k = a.k", "n.v < 2", "TRUE"])),
+        draw(st.sampled_from(["b.v >= a.v", "b.k != a.k", "b.v > 1", "TRUE"])),
+    ]
+    if draw(st.booleans()):
+        conditions.append("[k]")
+    window = draw(st.none() | st.integers(1, 6))
+    text = (
+        f"PATTERN SEQ({x} a, !({y} n), {z} b) WHERE {strategy}(a, b) "
+        f"{{ {' AND '.join(conditions)} }}"
+    )
+    return text + ("" if window is None else f" WITHIN {window}") + f" PUBLISH {name}"

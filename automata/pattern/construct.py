@@ -22,11 +22,16 @@ and the running sum ``sum(a[].x)`` for averages and sums.  The binding
 attribute names are the references' own keys, so ``cesar explain`` reads like
 the pattern.
 
+A node reads one stream.  Where a run must see several — a negation of
+another stream, contiguity over several streams, a Kleene closure followed
+by another stream, ANY — the pattern reads an internal union of its streams
+(:func:`needs_union`), each event's stream in ``__type``.
+
 What the engine cannot run yet raises :class:`NotCompiled` with the reason:
-AND (a join of simultaneous events), ANY, a negation before the first or
-after the last component (it needs matches closed by the passing of time), a
-negation next to a Kleene closure or naming later components, contiguity
-across several streams, and min / max aggregates.
+AND (a join of simultaneous events), a negation before the first or after
+the last component (it needs matches closed by the passing of time), a
+negation right after a Kleene closure or naming later components, a
+condition on an attribute some of an ANY's streams lack, and min / max.
 """
 
 from __future__ import annotations
@@ -73,29 +78,93 @@ def build_pattern_automata(
     schemas: Mapping[str, StreamSchema],
     options: Options = DEFAULT_OPTIONS,
 ) -> tuple[Automaton, ...]:
-    """The automaton of ``pattern``; raises :class:`NotCompiled` for what it cannot run yet."""
-    _check(pattern)
-    return (_Builder(pattern, schemas, options).build(),)
+    """The automata of ``pattern``: a union stream's first if it needs one (see
+    :func:`needs_union`), its own last.  Raises :class:`NotCompiled` for what the
+    engine cannot run yet."""
+    _check(pattern, schemas)
+    if not needs_union(pattern):
+        return (_Builder(pattern, schemas, options, None).build(),)
+    union = _union(pattern, schemas, options)
+    return union, _Builder(pattern, schemas, options, union.output.name).build()
 
 
-def _check(p: Resolved) -> None:
+UNION_TYPE = "__type"
+"""The attribute of a pattern's union stream that names each event's own stream."""
+
+
+def needs_union(p: Resolved) -> bool:
+    """True if a node of the pattern's automaton must see events of several streams.
+
+    An engine node reads one stream.  A run waiting for a component sees the
+    events of that component's stream, unless it must also see others: a
+    negation of another stream, contiguity over several streams, a Kleene
+    closure followed by another stream, or ANY.  Such a pattern reads one
+    internal stream, ``<name>#1``, the union of its streams with each event's
+    stream in :data:`UNION_TYPE`.
+    """
+    contiguous = p.strategy in (Strategy.STRICT, Strategy.PARTITION)
+    if contiguous and len(p.reads) > 1:
+        return True
+    steps = p.steps
+    for n, step in enumerate(steps):
+        if len(step.types) > 1:
+            return True
+        if step.kleene and n + 1 < len(steps) and steps[n + 1].types != step.types:
+            return True
+    return any(g.types != steps[g.after + 1].types for g in p.negations)
+
+
+def _union(p: Resolved, schemas: Mapping[str, StreamSchema], options: Options) -> Automaton:
+    """The internal automaton publishing the union of the pattern's streams."""
+    columns: dict[str, AttrType] = {UNION_TYPE: AttrType.STRING}
+    for name in sorted(p.reads):
+        for attr, typ in schemas[name].attributes:
+            known = columns.setdefault(attr, typ)
+            if known is not typ:
+                if {known, typ} != {AttrType.INT, AttrType.FLOAT}:
+                    raise NotCompiled(
+                        f"attribute {attr} is {known.value} in one of "
+                        f"{', '.join(sorted(p.reads))} and {typ.value} in another: the engine "
+                        "cannot yet read them as one stream",
+                        p.pattern.pos,
+                    )
+                columns[attr] = AttrType.FLOAT
+    output = StreamSchema(f"{p.output.name}#1", tuple(columns.items()), p.output.unit)
+    drafts = []
+    for name in sorted(p.reads):
+        schema = schemas[name]
+        binding: Binding = {UNION_TYPE: (Const(name, AttrType.STRING), AttrType.STRING)}
+        for attr, typ in columns.items():
+            if attr != UNION_TYPE:
+                present = schema.type_of(attr) is not None
+                binding[attr] = (Attr(Scope.EVENT, attr) if present else _DEFAULTS[typ], typ)
+        drafts.append(_Draft(EdgeKind.FORWARD, 0, 1, name, TRUE, binding))
+    nodes = (Node(0, ()), Node(1, output.attributes))
+    return Automaton(output, nodes, _edges(drafts, options), 1, internal=True)
+
+
+_DEFAULTS = {
+    AttrType.INT: Const(0, AttrType.INT),
+    AttrType.FLOAT: Const(0.0, AttrType.FLOAT),
+    AttrType.STRING: Const("", AttrType.STRING),
+    AttrType.BOOL: Const(False, AttrType.BOOL),
+}
+"""What a union event holds for an attribute its stream lacks; no compiled condition reads it
+(:func:`_check` refuses those that would, and partition tests check the stream first)."""
+
+
+def _check(p: Resolved, schemas: Mapping[str, StreamSchema]) -> None:
     pos = p.pattern.pos
     if p.operator == "AND":
         raise NotCompiled("AND patterns are not run by the engine yet (they join events)", pos)
-    last = len(p.steps) - 1
-    for n, step in enumerate(p.steps):
-        if len(step.types) > 1:
-            raise NotCompiled(f"ANY({', '.join(step.types)}) is not run by the engine yet", pos)
-        contiguous = p.strategy in (Strategy.STRICT, Strategy.PARTITION)
-        if n and contiguous and step.types != p.steps[0].types:
+    components = {s.var: s.types for s in p.steps} | {g.var: g.types for g in p.negations}
+    for ref in p.refs.values():
+        attr = ref.attr
+        lacking = [t for t in components[ref.var] if attr and schemas[t].type_of(attr) is None]
+        if lacking:
             raise NotCompiled(
-                f"{p.strategy.value} over several streams is not run by the engine yet", pos
-            )
-        if step.kleene and n < last and p.steps[n + 1].types != step.types:
-            raise NotCompiled(
-                f"a Kleene closure on {step.types[0]} followed by {p.steps[n + 1].types[0]} "
-                "is not run by the engine yet (the closure and the next component must read "
-                "one stream)",
+                f"{ref.key}, which {', '.join(lacking)} lacks, is not run by the engine yet "
+                "(a condition on it is true for such events)",
                 pos,
             )
     for ref in p.refs.values():
@@ -113,16 +182,9 @@ def _check_negation(p: Resolved, negation: Negation) -> None:
             "yet (it needs matches closed by the passing of time)",
             pos,
         )
-    before, after = p.steps[negation.after], p.steps[negation.after + 1]
-    if before.kleene:
+    if p.steps[negation.after].kleene:
         raise NotCompiled(
             "a negation right after a Kleene closure is not run by the engine yet", pos
-        )
-    if negation.types != after.types:
-        raise NotCompiled(
-            f"a negation of {'/'.join(negation.types)} before {after.types[0]} is not run by "
-            "the engine yet (they must read one stream)",
-            pos,
         )
     order = {step.var: n for n, step in enumerate(p.steps)}
     for key in keys_of(negation.pred):
@@ -147,9 +209,15 @@ class _Draft:
 
 class _Builder:
     def __init__(
-        self, pattern: Resolved, schemas: Mapping[str, StreamSchema], options: Options
+        self,
+        pattern: Resolved,
+        schemas: Mapping[str, StreamSchema],
+        options: Options,
+        union: str | None,
     ) -> None:
         self.p = pattern
+        self.union = union
+        """The union stream every edge reads, or None: each edge reads its component's."""
         self.schemas = schemas
         self.options = options
         self.drafts: list[_Draft] = []
@@ -168,16 +236,20 @@ class _Builder:
     def stored(self, n: int) -> list[tuple[Ref, AttrType]]:
         """What a binding keeps of step ``n``: the references it stores, with their types."""
         step = self.p.steps[n]
-        schema = self.schemas[step.types[0]]
         needed = self.needed.get(step.var, set())
 
         def attrs(*indices: Index) -> list[str]:
             return sorted({a for i, a in needed if i in indices and a is not None})
 
         def typ(attr: str) -> AttrType:
-            found = schema.type_of(attr)
-            assert found is not None, f"{step.var}.{attr}"
-            return found
+            found = {self.schemas[t].type_of(attr) for t in step.types}
+            if len(found) > 1:
+                return (
+                    AttrType.FLOAT
+                )  # int in one stream, float in another (resolve allows no more)
+            (only,) = found
+            assert only is not None, f"{step.var}.{attr}"
+            return only
 
         if not step.kleene:
             return [(Ref(step.var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
@@ -298,7 +370,7 @@ class _Builder:
                 inside[n] = len(waiting) + len(inside)
         final = len(waiting) + len(inside)
         for n, step in enumerate(steps):
-            stream = step.types[0]
+            stream = self.stream_of(step.types)
             sources: list[tuple[int, Pred]] = []
             if n in waiting:
                 sources.append((waiting[n], TRUE))
@@ -307,7 +379,7 @@ class _Builder:
                 sources.append((inside[n - 1], closed))
             for source, closed in sources:
                 view = self.view(self.carried(n), step.var)
-                begin = conjoin(closed, rewrite(step.begin, view))
+                begin = conjoin(closed, self.begins(n, self.carried(n)))
                 opened = {**self.carried(n), **self.opened(n)}
                 if step.kleene:
                     self.add(EdgeKind.FORWARD, source, inside[n], stream, begin, opened)
@@ -321,13 +393,14 @@ class _Builder:
                     self.add(EdgeKind.FORWARD, source, waiting[n + 1], stream, begin, opened)
         for n, node in inside.items():
             step = steps[n]
-            take = rewrite(step.take, self.view(self.carried(n + 1), step.var, taking=True))
+            stream = self.stream_of(step.types)
+            take = self.takes(n, self.carried(n + 1))
             grown = {**self.carried(n), **self.grown(n)}
-            self.add(EdgeKind.REBIND, node, node, step.types[0], take, grown)
+            self.add(EdgeKind.REBIND, node, node, stream, take, grown)
             if n == last:
                 after = self.view(grown)
                 done = conjoin(take, rewrite(step.close, after))
-                self.add(EdgeKind.FORWARD, node, final, step.types[0], done, self.output(after))
+                self.add(EdgeKind.FORWARD, node, final, stream, done, self.output(after))
         for n, node in waiting.items():
             if node:
                 self.loops(n, node, kleene=False)
@@ -348,18 +421,41 @@ class _Builder:
         elif strategy is Strategy.PARTITION:
             ignore = Not(self.same_partition(binding))
         elif kleene:
-            ignore = Not(rewrite(step.take, self.view(binding, step.var, taking=True)))
+            ignore = Not(self.takes(n, binding))
         else:
-            ignore = Not(rewrite(step.begin, self.view(binding, step.var)))
+            ignore = Not(self.begins(n, binding))
         for negation in negations:
             ignore = conjoin(ignore, Not(self.negated(negation, binding)))
         moves = [d.pred for d in self.drafts if d.source == node]
         watch: Pred = Or((Not(ignore), *moves))
-        self.add(EdgeKind.FILTER, node, node, step.types[0], watch)
+        stream = self.stream_of(step.types)
+        self.add(EdgeKind.FILTER, node, node, stream, watch)
         # Under next match a waiting run ignores exactly what it cannot begin: FILTER says it.
         plain = strategy is Strategy.NEXT and not kleene and not negations
         if ignore != FALSE and not plain:
-            self.add(EdgeKind.STAY, node, node, step.types[0], ignore)
+            self.add(EdgeKind.STAY, node, node, stream, ignore)
+
+    def stream_of(self, types: tuple[str, ...]) -> str:
+        """The stream an edge for events of ``types`` reads: theirs, or the union."""
+        return self.union or types[0]
+
+    def of_types(self, types: tuple[str, ...], pred: Pred) -> Pred:
+        """``pred`` on an event of one of ``types``: on the union stream, its type is tested."""
+        if self.union is None:
+            return pred
+        tests = [Cmp("=", Attr(Scope.EVENT, UNION_TYPE), Const(t, AttrType.STRING)) for t in types]
+        return conjoin(tests[0] if len(tests) == 1 else Or(tuple(tests)), pred)
+
+    def begins(self, n: int, binding: Binding) -> Pred:
+        """Step ``n``'s begin condition on the event, for an instance holding ``binding``."""
+        step = self.p.steps[n]
+        return self.of_types(step.types, rewrite(step.begin, self.view(binding, step.var)))
+
+    def takes(self, n: int, binding: Binding) -> Pred:
+        """Kleene step ``n``'s take condition on the event (its ``a[i]``)."""
+        step = self.p.steps[n]
+        view = self.view(binding, step.var, taking=True)
+        return self.of_types(step.types, rewrite(step.take, view))
 
     def negated(self, negation: Negation, binding: Binding) -> Pred:
         """The negation's condition on an event of its stream, for an instance with ``binding``."""
@@ -368,7 +464,7 @@ class _Builder:
             if ref.var == negation.var:
                 assert ref.attr is not None
                 view[key] = Attr(Scope.EVENT, ref.attr)
-        return rewrite(negation.pred, view)
+        return self.of_types(negation.types, rewrite(negation.pred, view))
 
     def same_partition(self, binding: Binding) -> Pred:
         """The event is in the run's partition: its equivalence attributes equal the first's."""
@@ -382,32 +478,27 @@ class _Builder:
         )
 
     def assemble(self, final: int) -> Automaton:
-        functions = self.options.functions
-        edges = []
-        for draft in self.drafts:
-            pred = canonical(draft.pred, functions)
-            conjuncts = tuple(
-                SplitConjunct(*split(c, Scope.EVENT))
-                for c in dnf(pred, self.options.dnf_limit, functions)
-            )
-            assigns = tuple(
-                Assign(name, canonical_term(term, functions), typ)
-                for name, (term, typ) in draft.map.items()
-            )
-            edges.append(
-                Edge(
-                    draft.kind,
-                    draft.source,
-                    draft.target,
-                    draft.stream,
-                    pred,
-                    conjuncts,
-                    (),
-                    assigns,
-                )
-            )
-        order = {EdgeKind.FILTER: 0, EdgeKind.STAY: 1, EdgeKind.REBIND: 2, EdgeKind.FORWARD: 3}
-        edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
         self.attributes[final] = self.p.output.attributes
         nodes = tuple(Node(n, self.attributes.get(n, ())) for n in range(final + 1))
-        return Automaton(self.p.output, nodes, tuple(edges), final)
+        return Automaton(self.p.output, nodes, _edges(self.drafts, self.options), final)
+
+
+def _edges(drafts: list[_Draft], options: Options) -> tuple[Edge, ...]:
+    """The drafts as canonical edges, in the order construct.py gives them: by source, kind."""
+    functions = options.functions
+    edges = []
+    for draft in drafts:
+        pred = canonical(draft.pred, functions)
+        conjuncts = tuple(
+            SplitConjunct(*split(c, Scope.EVENT)) for c in dnf(pred, options.dnf_limit, functions)
+        )
+        assigns = tuple(
+            Assign(name, canonical_term(term, functions), typ)
+            for name, (term, typ) in draft.map.items()
+        )
+        edges.append(
+            Edge(draft.kind, draft.source, draft.target, draft.stream, pred, conjuncts, (), assigns)
+        )
+    order = {EdgeKind.FILTER: 0, EdgeKind.STAY: 1, EdgeKind.REBIND: 2, EdgeKind.FORWARD: 3}
+    edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
+    return tuple(edges)

@@ -21,8 +21,10 @@ epoch by epoch (events of one ``t1`` are simultaneous):
   it selects) is a match, if within the window (``last.t1 - first.t0 <=
   WITHIN``).  Negation is the nested query of SASE (§2.2.2): a match is
   dropped if a negated component's event, satisfying its conditions with the
-  match, lies strictly between the steps around it, in the window before the
-  first step, or after the last step up to the window's end; a match with a
+  match, lies between the steps around it (it starts after the earlier step's
+  event ends and arrives in an epoch before the later step's event: strictly
+  between, for point events), in the window before the first step, or after
+  the last step up to the window's end; a match with a
   trailing negation is known, and emitted, only when an epoch later than its
   window's end arrives (its output ends at the window's end).
 * AND: one event per component, distinct, in any order and any epochs
@@ -306,15 +308,17 @@ class _Evaluator:
         return False
 
     def gap(self, after: int, selected: Selection) -> tuple[float, float]:
-        """The open interval (from, to) a negation after step ``after`` watches."""
+        """(low, high): a negated event watched after step ``after`` starts after low and ends
+        before high — after the previous step's event ends and in an epoch before the next
+        step's event arrives (for point events: strictly between them)."""
         window = self.p.window
         if after == -1:
             assert window is not None
-            return selected[-1][-1].t1 - window - 1, selected[0][0].t0
+            return selected[-1][-1].t1 - window - 1, selected[0][0].t1
         if after == len(self.p.steps) - 1:
             assert window is not None
             return selected[-1][-1].t1, selected[0][0].t0 + window + 1
-        return selected[after][-1].t1, selected[after + 1][0].t0
+        return selected[after][-1].t1, selected[after + 1][0].t1
 
     def conjunction(self) -> list[Event]:
         """AND: every assignment of distinct events to the components, in any order."""

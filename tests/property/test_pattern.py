@@ -1,7 +1,7 @@
 """Patterns on every fast path against the pattern oracle (automata/pattern/reference.py).
 
 Random patterns the engine runs (tests/pattern_strategies.py: every strategy,
-Kleene closures with aggregates, negation, equivalence tests, windows) over
+Kleene closures with aggregates, negation, ANY, equivalence tests, windows) over
 random streams with durations and simultaneous events: the single-automaton
 runtime and the multi-query engine — merged with indices, unmerged, naive —
 give the oracle's output multiset, several subscriptions at once.
@@ -19,7 +19,12 @@ from cesar.automata.pattern.reference import evaluate
 from cesar.automata.pattern.resolve import resolve
 from cesar.automata.runtime import Runner
 from cesar.server.engine.engine import Engine, EngineOptions
-from tests.pattern_strategies import SCHEMAS, compiled_patterns, pattern_streams
+from tests.pattern_strategies import (
+    SCHEMAS,
+    compiled_patterns,
+    negated_patterns,
+    pattern_streams,
+)
 
 MODES = {
     "full": EngineOptions(),
@@ -40,6 +45,19 @@ def test_the_automaton_gives_the_oracles_matches(text, streams):
     pattern, automata = compiled(text)
     events = [e for stream in streams.values() for e in stream]
     assert Counter(Runner(automata).run(events)) == Counter(evaluate(pattern, streams))
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(text=negated_patterns(), streams=pattern_streams())
+def test_negation_on_the_runtime_and_the_engine(text, streams):
+    pattern, automata = compiled(text)
+    events = [e for stream in streams.values() for e in stream]
+    expected = Counter(evaluate(pattern, streams))
+    assert Counter(Runner(automata).run(events)) == expected
+    engine = Engine()
+    engine.subscribe("q", automata)
+    assert Counter(engine.run(events)) == expected
+    engine.check_valid()
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))

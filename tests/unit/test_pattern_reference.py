@@ -20,6 +20,7 @@ SCHEMAS = {
         "A": "A(id:int,x:int)",
         "B": "B(id:int,x:int)",
         "C": "C(id:int,x:int)",
+        "Note": "Note(id:int,x:string)",
         "Alert": "Alert(site:string)",
         "Shipment": "Shipment(src:string,dst:string)",
     }.items()
