@@ -76,12 +76,15 @@ def compile_pattern(
     schemas: Mapping[str, StreamSchema],
     default_name: str | None = None,
     options: Options = DEFAULT_OPTIONS,
+    build: bool = True,
 ) -> CompiledQuery:
-    """Compile a pattern (SASE / SASE+, docs/patterns.md): parse, resolve, build its automaton.
+    """Compile a pattern (SASE / SASE+, docs/patterns.md): parse, resolve, build its automata.
 
     Raises :class:`~cesar.automata.errors.CelError` as :func:`compile_query`, and
     :class:`~cesar.automata.pattern.construct.NotCompiled` (a semantic error)
-    for a pattern the engine does not run yet.
+    for a pattern the engine does not run yet.  ``build=False`` stops before the
+    automata (none are returned): for the pattern's literal evaluator, which
+    runs every pattern.
     """
     try:
         pattern = resolve(parse_pattern(text), schemas, default_name, options.functions)
@@ -90,7 +93,7 @@ def compile_pattern(
                 f"stream {pattern.output.name} already exists; PUBLISH under a new name",
                 pattern.pattern.pos,
             )
-        automata = build_pattern_automata(pattern, schemas, options)
+        automata = build_pattern_automata(pattern, schemas, options) if build else ()
     except RecursionError:
         raise CelSemanticError("the pattern nests too deeply", (1, 1)).with_source(text) from None
     except DnfLimitError as exc:

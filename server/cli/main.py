@@ -91,7 +91,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     schemas = _stream_specs(args.stream)
     try:
-        program = Workload.build(schemas, _query_sources(args), Options(dnf_limit=args.dnf_limit))
+        program = Workload.build(
+            schemas,
+            _query_sources(args),
+            Options(dnf_limit=args.dnf_limit),
+            automata=args.engine != "reference",
+        )
     except WorkloadError as exc:
         return _fail(str(exc))
     try:

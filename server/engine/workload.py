@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.compiler import CompiledQuery, compile_pattern, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.evaluate import Faults
 from cesar.automata.parser import parse_query
@@ -65,8 +65,12 @@ class Workload:
         inputs: Iterable[StreamSchema],
         sources: Sequence[tuple[str, str]],
         options: Options = DEFAULT_OPTIONS,
+        automata: bool = True,
     ) -> Workload:
         """Compile ``(default name, text)`` pairs in an order where producers come first.
+
+        ``automata=False`` compiles patterns for the reference evaluator only (without
+        their automata), so that it runs patterns the engine does not run yet.
 
         Raises :class:`WorkloadError` for input streams declared twice, queries
         that read each other in a cycle, and any query that does not compile (the
@@ -99,7 +103,10 @@ class Workload:
             i = heapq.heappop(ready)
             label, text, _, _ = parsed[i]
             try:
-                compiled = compile_query(text, schemas, label, options)
+                if automata or not is_pattern(text):
+                    compiled = compile_query(text, schemas, label, options)
+                else:
+                    compiled = compile_pattern(text, schemas, label, options, build=False)
             except CelError as exc:
                 raise WorkloadError(f"query {label}: {exc}") from None
             workload.queries.append(compiled)

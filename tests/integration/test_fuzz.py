@@ -44,6 +44,17 @@ TOKENS = [
     "ABS(", "--", "\n", "\u00e9", "\x00",
 ]  # fmt: skip
 cel = st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join) | st.text(max_size=60)
+PATTERN_TOKENS = [
+    "SEQ", "AND", "ANY", "(", ")", ",", "Stock", "Stock+", "a", "b", "a[]", "!", "∼", "[", "]",
+    "WHERE", "skip_till_next_match", "skip_till_any_match", "strict_contiguity",
+    "partition_contiguity", "{", "}", "[Name]", "a[1].Price", "a[i].Price", "a[i-1].Price",
+    "a[a.LEN].Price", "avg(a[..i-1].Price)", "sum(a[].Volume)", "max(a[].Price)", "a.LEN",
+    "b.Price", "b.Name", ">", "=", "<", "80%", "*", "1", "1e999", "'IBM'", "‘x’", "WITHIN",
+    "1 HOUR", "0", "RETURN", "AS", "PUBLISH", "P", "/*", "*/", "--", "\n", "..", "i-1",
+]  # fmt: skip
+patterns = st.lists(st.sampled_from(PATTERN_TOKENS), max_size=30).map(
+    lambda tokens: "PATTERN " + " ".join(tokens)
+)
 names = st.sampled_from(["", "Q", "Stock", "bad name", "select", "x" * 300]) | st.text(max_size=12)
 values = st.one_of(
     st.builds(pb.Value, int_value=st.integers(-(2**63), 2**63 - 1)),
@@ -91,6 +102,11 @@ SEEDS: dict[str, list[bytes]] = {
     "Subscribe": [
         pb.SubscribeRequest(query="FILTER{Price > 10} Stock", name="Q").SerializeToString(),
         pb.SubscribeRequest(algebra=algebra_seed()).SerializeToString(),
+        pb.SubscribeRequest(
+            query="PATTERN SEQ(Stock+ a[], Stock b) WHERE skip_till_next_match(a[], b) "
+            "{ [Name] AND a[i].Price > avg(a[..i-1].Price) AND b.Volume < 80% * "
+            "a[a.LEN].Volume } WITHIN 1 HOUR PUBLISH P"
+        ).SerializeToString(),
     ],
     "SubscribeBatch": [
         pb.SubscribeBatchRequest(
@@ -174,8 +190,8 @@ def test_mutated_requests(target, method: str, data: st.DataObject, edits) -> No
 
 
 @FUZZ
-@given(query=cel, name=names, dot=st.booleans())
-def test_cel_text(target, query: str, name: str, dot: bool) -> None:  # type: ignore[no-untyped-def]
+@given(query=cel | patterns, name=names, dot=st.booleans())
+def test_cel_and_pattern_text(target, query: str, name: str, dot: bool) -> None:  # type: ignore[no-untyped-def]
     server, channel = target
     stub = pb_stub(channel)
     check(

@@ -390,3 +390,33 @@ def test_routing_global_shards_receive_only_events_their_static_interest_admits(
         admitted
     ]
     assert _last_seqs(conn)[pair.id] == sum(expected_lines([("Pair", text)], events).values()) > 0
+
+
+def test_a_pattern_is_a_subscription_like_a_cel_query(server: Server) -> None:
+    """The same Subscribe RPC (the first word tells the language), the same placement and
+    alerts as ``cesar run``; its errors are INVALID_ARGUMENT with line and column."""
+    conn = server.connect()
+    md = conn.metadata
+    text = (QUERIES[0].parent / "rise_then_drop.sase").read_text()
+    explained = conn.stub.Explain(pb.ExplainRequest(query=text), metadata=md)
+    assert "SEQ under skip_till_next_match" in explained.text
+    sub = subscribe(conn, text)
+    assert sub.placement.key_attribute == "Name" and sub.stream == "RiseThenDrop"
+    events = sample_events()
+    publish(conn, events)
+    expected = normalized(expected_lines([("rise_then_drop", text)], events))
+    assert sum(expected.values()) == 62
+    alerts = collect(conn, 62, _resume_all([sub]))
+    assert Counter(alert_line(a) for a in alerts) == expected
+    code, details = status_of(
+        conn.stub.Subscribe,
+        pb.SubscribeRequest(query="PATTERN SEQ(Stock a,, Stock b)"),
+        metadata=md,
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "line 1, column 21" in details
+    code, details = status_of(
+        conn.stub.Subscribe,
+        pb.SubscribeRequest(query="PATTERN AND(Stock a, Stock b) WHERE a.Name < b.Name"),
+        metadata=md,
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "not run by the engine yet" in details
