@@ -26,33 +26,39 @@ node has a STAY edge (∀, the pattern language's "ignore"; CEL never makes one)
 and every affecting event satisfies it too.  The engine looks only at affected
 instances, so an automaton's ∃-edges fire on affected events only: every ∃-edge
 predicate implies its node's FILTER predicate.  A STAY edge lets an instance
-both fire and stay, as skip-till-any-match needs.
+both fire and stay, as skip-till-any-match needs.  A TIMEOUT edge publishes an
+instance that has waited out its deadline (a pattern's match whose trailing
+negation did not happen within the window).
 """
 
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
 from cesar.automata.algebra import Assign, Columns
 from cesar.automata.normal import Conjunct
-from cesar.automata.schema import StreamSchema
-from cesar.automata.terms import Pred, Term, to_cel
+from cesar.automata.schema import StreamSchema, Value
+from cesar.automata.terms import Const, Dur, Pred, Term, to_cel
 
 
 class EdgeKind(enum.Enum):
     """FORWARD moves to a new node, REBIND loops and updates, FILTER loops and keeps (∀).
 
     STAY loops too: an instance the FILTER edge affects stays if STAY holds for
-    each event that affects it (∀).
+    each event that affects it (∀).  TIMEOUT fires with no event: when the
+    clock passes the instance's deadline (its start plus the edge's DUR bound,
+    less one), its attribute map, over the binding alone, makes the output.
     """
 
     FORWARD = "forward"
     REBIND = "rebind"
     FILTER = "filter"
     STAY = "stay"
+    TIMEOUT = "timeout"
 
     __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python per call
 
@@ -127,6 +133,33 @@ class Automaton:
         }
 
 
+def dur_bound(edge: Edge) -> float:
+    """The largest composite DUR (an integer) with which ``edge`` can still fire (inf: none)."""
+    best = -math.inf
+    for conjunct in edge.conjuncts:
+        bound = math.inf
+        for atom in conjunct.dynamic.atoms:
+            if isinstance(atom.left, Dur) and isinstance(atom.right, Const):
+                bound = min(bound, max_dur(atom.op, atom.right.value))
+        best = max(best, bound)
+    return best
+
+
+def max_dur(op: str, value: Value) -> float:
+    """The largest integer DUR satisfying ``DUR op value`` (inf if unbounded, -inf if none)."""
+    if op not in ("<", "<=", "=") or isinstance(value, str | bool):
+        return math.inf
+    if math.isnan(value):
+        return -math.inf
+    if math.isinf(value):
+        return value
+    if op == "<":
+        return float(math.ceil(value) - 1)
+    if op == "<=" or value == math.floor(value):
+        return float(math.floor(value))
+    return -math.inf
+
+
 def node_label(automaton: Automaton, node: int) -> str:
     """``q0`` and so on, with ``start`` and ``final`` marked."""
     marks = ["start"] if node == 0 else []
@@ -157,6 +190,8 @@ def format_automaton(automaton: Automaton) -> str:
     lines.append("  edges:")
     for edge in automaton.edges:
         kind = f"∀ {edge.kind.name}" if edge.kind in LOOPS else f"∃ {edge.kind.name}"
+        if edge.kind is EdgeKind.TIMEOUT:
+            kind = "TIMEOUT (when the clock passes the DUR bound)"
         lines.append(f"    q{edge.source} → q{edge.target}  {kind}  on {edge.stream}")
         lines.extend(f"      {line}" for line in _conjunct_lines(edge))
         if edge.guards:

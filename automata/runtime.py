@@ -16,7 +16,10 @@ the output events, without mutating its inputs:
   event of the epoch satisfies the filter's predicate but not the node's STAY
   edge's, if it has one (∀);
 * all changes take effect together at the end of the epoch; instances that
-  reach the final node are output and not kept.
+  reach the final node are output and not kept;
+* then an instance at a node with a TIMEOUT edge whose deadline (its start
+  plus the edge's DUR bound, less one) the epoch has reached is output through
+  it and dropped.
 
 :class:`Runner` processes several automata epoch by epoch, producers before
 consumers, feeding each automaton's output (internal resubscription streams
@@ -37,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cesar.automata.automaton import Automaton, Edge, EdgeKind
+from cesar.automata.automaton import Automaton, Edge, EdgeKind, dur_bound
 from cesar.automata.evaluate import (
     DEFAULT_FUNCTIONS,
     ArithmeticFault,
@@ -168,6 +171,20 @@ class _Epoch:
             self.counters.spawned += 1
             self.spawned.setdefault(edge.target, []).append(Instance(edge.target, binding, t0, t1))
 
+    def expire(self, edge: Edge, instances: list[Instance], t1: int) -> list[Instance]:
+        """Output through the TIMEOUT ``edge`` the instances whose deadline is at most ``t1``;
+        the others, kept."""
+        bound = dur_bound(edge)
+        kept = []
+        for instance in instances:
+            deadline = instance.t0 + bound - 1
+            if deadline > t1:
+                kept.append(instance)
+                continue
+            env = Env({Scope.LEFT: instance.binding, Scope.EVENT: _EMPTY}, int(bound))
+            self.fire(edge, env, instance.t0, int(deadline))
+        return kept
+
     def advance(self, node: int, binding: Mapping[str, Value], t0: int | None, t1: int) -> bool:
         """Run one instance (``t0 is None`` for ε) through its edges; True if it survives."""
         edges = self.automaton.outgoing[node]
@@ -175,7 +192,7 @@ class _Epoch:
         stays = [edge for edge in edges if edge.kind is EdgeKind.STAY]
         self.counters.instances_touched += 1
         for edge in edges:
-            if edge.kind is EdgeKind.STAY:
+            if edge.kind in (EdgeKind.STAY, EdgeKind.TIMEOUT):
                 continue
             for item in self.inputs[edge.stream]:
                 if item.event.t0 <= t1:
@@ -219,7 +236,15 @@ def process_epoch(
                 kept.setdefault(node, []).append(instance)
     for node, new in epoch.spawned.items():
         kept.setdefault(node, []).extend(new)
-    return AutomatonState({node: tuple(group) for node, group in kept.items()}), epoch.outputs
+    clock = max((e.t1 for name in automaton.reads for e in events.get(name, ())), default=None)
+    if clock is not None:
+        for node, alive in kept.items():
+            for edge in automaton.outgoing[node]:
+                if edge.kind is EdgeKind.TIMEOUT:
+                    kept[node] = epoch.expire(edge, alive, clock)
+    return AutomatonState({node: tuple(group) for node, group in kept.items() if group}), (
+        epoch.outputs
+    )
 
 
 _BEFORE_TIME = -(2**63)

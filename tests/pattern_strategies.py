@@ -106,12 +106,15 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
             atoms = [f"{var}.v {op} {_value(draw, steps, var)}", f"{var}.k = 'a'"]
             conditions += _atoms(draw, atoms)
         steps.append(_Step(var, stream, kleene))
+    window = draw(st.none() | st.integers(0, 6))
+    if window is not None and draw(st.integers(0, 3)) == 0:
+        components.append(f"!({draw(st.sampled_from(['S', 'T', 'ANY(S, T)']))} z)")
+        conditions += _atoms(draw, [f"z.v = {_value(draw, steps, 'z')}", "z.k = 'b'"])
     if draw(st.booleans()):
         conditions.append("[k]")
     where = " AND ".join(conditions)
     variables = ", ".join(f"{s.var}[]" if s.kleene else s.var for s in steps)
     text = f"PATTERN SEQ({', '.join(components)}) WHERE {strategy}({variables}) {{ {where} }}"
-    window = draw(st.none() | st.integers(0, 6))
     if window is not None:
         text += f" WITHIN {window}"
     return f"{text} PUBLISH {name}"
@@ -119,15 +122,27 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
 
 @st.composite
 def pattern_streams(draw: st.DrawFn) -> dict[str, list[Event]]:
-    """Events of S and T with durations and simultaneous events."""
-    return {"S": draw(streams("S", max_events=10)), "T": draw(streams("T", max_events=5))}
+    """Events of S and T with durations and simultaneous events, and a last epoch of both
+    (at 20, after every window): every match waiting out a trailing negation is known."""
+    out = {"S": draw(streams("S", max_events=10)), "T": draw(streams("T", max_events=5))}
+    for name in out:
+        out[name].append(Event.of(name, 20, 20, {"k": "b", "v": 9}))
+    return out
 
 
 @st.composite
 def negated_patterns(draw: st.DrawFn, name: str = "P") -> str:
-    """SEQ(X a, !(Y n), Z b) with random streams, strategy, conditions and window."""
+    """SEQ(X a, !(Y n), Z b), or SEQ(X a, Z b, !(Y n)) with a window, with random streams,
+    strategy and conditions."""
     strategy = draw(st.sampled_from(STRATEGIES))
     x, y, z = (draw(st.sampled_from(["S", "T", "ANY(S, T)"])) for _ in range(3))
+    if draw(st.booleans()):
+        window = draw(st.integers(0, 6))
+        return (
+            f"PATTERN SEQ({x} a, {z} b, !({y} n)) WHERE {strategy}(a, b) "
+            f"{{ n.k = a.k AND {draw(st.sampled_from(['n.v > b.v', 'n.v = 1', 'TRUE']))} }} "
+            f"WITHIN {window} PUBLISH {name}"
+        )
     conditions = [
         draw(st.sampled_from(["n.v = a.v", "n.v > a.v", "n.k = a.k", "n.v < 2", "TRUE"])),
         draw(st.sampled_from(["b.v >= a.v", "b.k != a.k", "b.v > 1", "TRUE"])),

@@ -27,11 +27,17 @@ another stream, contiguity over several streams, a Kleene closure followed
 by another stream, ANY — the pattern reads an internal union of its streams
 (:func:`needs_union`), each event's stream in ``__type``.
 
+Under a negation after the last component, a run that completes the last
+step waits at a node of its own, killed by a negated event within the
+window, and is published through a TIMEOUT edge when the clock passes the
+window's end; the window is a constant of its binding, so runs of different
+windows never share that node.
+
 What the engine cannot run yet raises :class:`NotCompiled` with the reason:
-AND (a join of simultaneous events), a negation before the first or after
-the last component (it needs matches closed by the passing of time), a
-negation right after a Kleene closure or naming later components, a
-condition on an attribute some of an ANY's streams lack, and min / max.
+AND (a join of simultaneous events), a negation before the first component,
+a negation between a Kleene closure and the next component or naming later
+components, a condition on an attribute some of an ANY's streams lack, and
+min / max.
 """
 
 from __future__ import annotations
@@ -88,6 +94,9 @@ def build_pattern_automata(
     return union, _Builder(pattern, schemas, options, union.output.name).build()
 
 
+WINDOW = "WITHIN"
+"""The binding attribute of a run waiting out a trailing negation: its window, a constant of
+the edge's shape, so runs of different windows never share a node (its deadline is one)."""
 UNION_TYPE = "__type"
 """The attribute of a pattern's union stream that names each event's own stream."""
 
@@ -111,7 +120,12 @@ def needs_union(p: Resolved) -> bool:
             return True
         if step.kleene and n + 1 < len(steps) and steps[n + 1].types != step.types:
             return True
-    return any(g.types != steps[g.after + 1].types for g in p.negations)
+    last = len(steps) - 1
+    middle = [g for g in p.negations if g.after < last]
+    trailing = {g.types for g in p.negations if g.after == last}
+    if any(g.types != steps[g.after + 1].types for g in middle):
+        return True
+    return len(trailing) > 1 or any(len(types) > 1 for types in trailing)
 
 
 def _union(p: Resolved, schemas: Mapping[str, StreamSchema], options: Options) -> Automaton:
@@ -176,13 +190,13 @@ def _check(p: Resolved, schemas: Mapping[str, StreamSchema]) -> None:
 
 def _check_negation(p: Resolved, negation: Negation) -> None:
     pos = p.pattern.pos
-    if negation.after in (-1, len(p.steps) - 1):
+    if negation.after == -1:
         raise NotCompiled(
-            "a negation before the first or after the last component is not run by the engine "
-            "yet (it needs matches closed by the passing of time)",
+            "a negation before the first component is not run by the engine yet (it needs the "
+            "events of the window before a run begins)",
             pos,
         )
-    if p.steps[negation.after].kleene:
+    if negation.after < len(p.steps) - 1 and p.steps[negation.after].kleene:
         raise NotCompiled(
             "a negation right after a Kleene closure is not run by the engine yet", pos
         )
@@ -369,6 +383,10 @@ class _Builder:
             if step.kleene:
                 inside[n] = len(waiting) + len(inside)
         final = len(waiting) + len(inside)
+        trailing = [g for g in self.p.negations if g.after == last]
+        done_at = final  # where a run that completes the last step goes
+        if trailing:
+            final += 1  # a completed run waits out its window at done_at
         for n, step in enumerate(steps):
             stream = self.stream_of(step.types)
             sources: list[tuple[int, Pred]] = []
@@ -386,9 +404,9 @@ class _Builder:
                     if n == last:
                         after = self.view(opened)
                         done = conjoin(begin, rewrite(step.close, after))
-                        self.add(EdgeKind.FORWARD, source, final, stream, done, self.output(after))
+                        self.complete(source, done_at, stream, done, opened, after)
                 elif n == last:
-                    self.add(EdgeKind.FORWARD, source, final, stream, begin, self.output(view))
+                    self.complete(source, done_at, stream, begin, opened, view)
                 else:
                     self.add(EdgeKind.FORWARD, source, waiting[n + 1], stream, begin, opened)
         for n, node in inside.items():
@@ -400,13 +418,43 @@ class _Builder:
             if n == last:
                 after = self.view(grown)
                 done = conjoin(take, rewrite(step.close, after))
-                self.add(EdgeKind.FORWARD, node, final, stream, done, self.output(after))
+                self.complete(node, done_at, stream, done, grown, after)
         for n, node in waiting.items():
             if node:
                 self.loops(n, node, kleene=False)
         for n, node in inside.items():
             self.loops(n, node, kleene=True)
+        if trailing:
+            self.wait_out(done_at, final, trailing)
         return self.assemble(final)
+
+    def complete(
+        self, source: int, target: int, stream: str, pred: Pred, binding: Binding, view: View
+    ) -> None:
+        """The edge of a run completing the last step: the match, or (with a trailing
+        negation) the run waiting out its window at ``target``, the window in its binding."""
+        if any(g.after == len(self.p.steps) - 1 for g in self.p.negations):
+            assert self.p.window is not None
+            waiting = {**binding, WINDOW: (Const(self.p.window, AttrType.INT), AttrType.INT)}
+            self.add(EdgeKind.FORWARD, source, target, stream, pred, waiting)
+        else:
+            self.add(EdgeKind.FORWARD, source, target, stream, pred, self.output(view))
+
+    def wait_out(self, node: int, final: int, trailing: list[Negation]) -> None:
+        """A completed run's node under a trailing negation: killed by a negated event in the
+        window, published through TIMEOUT when the window has passed."""
+        assert self.bound is not None
+        binding = self.carried(len(self.p.steps))
+        types = {g.types for g in trailing}
+        stream = self.union or next(iter(types))[0]
+        kills = [self.negated(g, binding) for g in trailing]
+        watch = conjoin(kills[0] if len(kills) == 1 else Or(tuple(kills)), self.bound)
+        self.add(EdgeKind.FILTER, node, node, stream, watch)
+        self.drafts.append(
+            _Draft(
+                EdgeKind.TIMEOUT, node, final, stream, self.bound, self.output(self.view(binding))
+            )
+        )
 
     def loops(self, n: int, node: int, kleene: bool) -> None:
         """The node's FILTER (what kills or moves a run) and STAY (what it may ignore)."""
@@ -499,6 +547,12 @@ def _edges(drafts: list[_Draft], options: Options) -> tuple[Edge, ...]:
         edges.append(
             Edge(draft.kind, draft.source, draft.target, draft.stream, pred, conjuncts, (), assigns)
         )
-    order = {EdgeKind.FILTER: 0, EdgeKind.STAY: 1, EdgeKind.REBIND: 2, EdgeKind.FORWARD: 3}
+    order = {
+        EdgeKind.FILTER: 0,
+        EdgeKind.STAY: 1,
+        EdgeKind.REBIND: 2,
+        EdgeKind.FORWARD: 3,
+        EdgeKind.TIMEOUT: 4,
+    }
     edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
     return tuple(edges)

@@ -25,8 +25,8 @@ epoch by epoch (events of one ``t1`` are simultaneous):
   event ends and arrives in an epoch before the later step's event: strictly
   between, for point events), in the window before the first step, or after
   the last step up to the window's end; a match with a
-  trailing negation is known, and emitted, only when an epoch later than its
-  window's end arrives (its output ends at the window's end).
+  trailing negation is known, and emitted, once an epoch at or after its
+  window's end has been processed (its output ends at the window's end).
 * AND: one event per component, distinct, in any order and any epochs
   (simultaneous ones included), within the window, the whole WHERE holding.
 
@@ -113,15 +113,14 @@ class _Evaluator:
         window = self.p.window if self.p.window is not None else 0
         for epoch in epochs(self.events):
             t1 = epoch[0].t1
-            if self.trailing:
-                out.extend(e for m in pending if m[0][0].t0 + window < t1 for e in self.emit(m))
-                pending = [m for m in pending if m[0][0].t0 + window >= t1]
             matches: list[Selection] = []
             runs = self.advance(runs, epoch, matches)
-            if self.trailing:
-                pending.extend(matches)
-            else:
+            if not self.trailing:
                 out.extend(e for m in matches for e in self.emit(m))
+                continue
+            pending.extend(matches)
+            out.extend(e for m in pending if m[0][0].t0 + window <= t1 for e in self.emit(m))
+            pending = [m for m in pending if m[0][0].t0 + window > t1]
         return out
 
     # ------------------------------------------------------------- the runs

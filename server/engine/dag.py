@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cesar.automata.algebra import Columns
-from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind, SplitConjunct
+from cesar.automata.automaton import Automaton, Edge, EdgeKind, SplitConjunct
 from cesar.automata.normal import Conjunct
 from cesar.automata.template import Constants, template
 from cesar.automata.terms import And, Cmp, Not, Or, Pred
@@ -86,6 +86,7 @@ class DagNode:
     entering: list[int] = field(default_factory=list)
     filter: int | None = None
     stay: int | None = None
+    timeout: int | None = None
     leaving: list[int] = field(default_factory=list)
 
 
@@ -296,6 +297,9 @@ class QueryDag:
         elif label.kind is EdgeKind.STAY:
             assert self.nodes[source].stay is None, "a node has one stay edge"
             self.nodes[source].stay = edge_id
+        elif label.kind is EdgeKind.TIMEOUT:
+            assert self.nodes[source].timeout is None, "a node has one timeout edge"
+            self.nodes[source].timeout = edge_id
         else:
             self.nodes[source].leaving.append(edge_id)
         return edge_id
@@ -316,6 +320,8 @@ class QueryDag:
                     source.filter = None
                 elif source.stay == edge_id:
                     source.stay = None
+                elif source.timeout == edge_id:
+                    source.timeout = None
                 elif edge_id in source.leaving:
                     source.leaving.remove(edge_id)
             self.nodes[edge.target].entering.remove(edge_id)
@@ -337,7 +343,8 @@ class QueryDag:
                 assert self.edges[edge_id].target == node.id
             for edge_id in node.leaving:
                 edge = self.edges[edge_id]
-                assert edge.source == node.id and edge.kind not in LOOPS
+                assert edge.source == node.id
+                assert edge.kind in (EdgeKind.FORWARD, EdgeKind.REBIND)
             if node.filter is not None:
                 edge = self.edges[node.filter]
                 assert edge.source == edge.target == node.id and edge.kind is EdgeKind.FILTER
@@ -345,6 +352,9 @@ class QueryDag:
                 edge = self.edges[node.stay]
                 assert edge.source == edge.target == node.id and edge.kind is EdgeKind.STAY
                 assert node.filter is not None, f"node {node.id} stays without a filter"
+            if node.timeout is not None:
+                edge = self.edges[node.timeout]
+                assert edge.source == node.id and edge.kind is EdgeKind.TIMEOUT
             if node.id != ROOT:
                 keys = []
                 for edge_id in node.entering:

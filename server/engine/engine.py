@@ -169,19 +169,50 @@ class Engine:
         for event in epoch:
             pending.setdefault(rank.get(event.stream, 0), []).append((event, t1))
         published: list[Event] = []
+        self._ranks(pending, published)
+        groups = {self.program.groups.find(stream) for stream in streams}
+        for stream in streams:
+            clock[stream] = t1
+        for group in groups:
+            state.group_clock[group] = max(state.group_clock.get(group, t1), t1)
+        fed: dict[int, list[tuple[Event, float]]] = {}
+        for event, root in self._expire(state.collect(t1, groups, self.program.bound), published):
+            fed.setdefault(rank[event.stream], []).append((event, root))
+        self._ranks(fed, published)
+        return published
+
+    def _ranks(self, pending: dict[int, list[tuple[Event, float]]], published: list[Event]) -> None:
+        """Run the rounds of ``pending`` (events by rank) in rank order, feeding each round's
+        matches of read streams to the rank that reads them."""
+        rank = self.program.rank
         while pending:
             produced = self._round(pending.pop(min(pending)), published)
             for event, root in produced:
                 if event.stream not in self.program.internal:
                     published.append(event)
                 pending.setdefault(rank[event.stream], []).append((event, root))
-        groups = {self.program.groups.find(stream) for stream in streams}
-        for stream in streams:
-            clock[stream] = t1
-        for group in groups:
-            state.group_clock[group] = max(state.group_clock.get(group, t1), t1)
-        state.collect(t1, groups, self.program.bound)
-        return published
+
+    def _expire(
+        self, dead: list[EngineInstance], published: list[Event]
+    ) -> list[tuple[Event, float]]:
+        """Publish, through its node's TIMEOUT edge, each collected instance that has one.
+
+        The match spans the instance's start to its deadline.  Matches of
+        streams others read are returned with their roots (for the next ranks).
+        """
+        program = self.program
+        fed: list[tuple[Event, float]] = []
+        for instance in dead:
+            compiled = program.timeout_of(instance.node)
+            if compiled is None:
+                continue
+            bound = int(program.bound[instance.node])
+            # No event fires it: the deadline stands in for one (only its t1 is read).
+            deadline = Event("", instance.t0, instance.t0 + bound - 1, ())
+            out = (fed, published)
+            root = instance.root
+            self._fire(compiled, instance, instance.members, deadline, _EMPTY, bound, root, [], out)
+        return fed
 
     def run(self, events: Iterable[Event]) -> list[Event]:
         """Process a finite list of events grouped into epochs by ``t1``."""

@@ -41,11 +41,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind
+from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind, dur_bound
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
 from cesar.automata.normal import Conjunct
-from cesar.automata.schema import Value
-from cesar.automata.terms import FLIPPED, Attr, Const, Dur, Scope
+from cesar.automata.terms import FLIPPED, Attr, Scope
 from cesar.index.ai import InstanceAccess
 from cesar.index.static import AtomPool, Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
@@ -154,31 +153,9 @@ def access_atom(dynamic: Conjunct) -> InstanceAccess | None:
     return best[0] if best else None
 
 
-def _dur_bound(edge: Edge) -> float:
-    """The largest composite DUR (an integer) with which ``edge`` can still fire (inf: none)."""
-    best = -math.inf
-    for conjunct in edge.conjuncts:
-        bound = math.inf
-        for atom in conjunct.dynamic.atoms:
-            if isinstance(atom.left, Dur) and isinstance(atom.right, Const):
-                bound = min(bound, _max_dur(atom.op, atom.right.value))
-        best = max(best, bound)
-    return best
-
-
-def _max_dur(op: str, value: Value) -> float:
-    """The largest integer DUR satisfying ``DUR op value`` (inf if unbounded, -inf if none)."""
-    if op not in ("<", "<=", "=") or isinstance(value, str | bool):
-        return math.inf
-    if math.isnan(value):
-        return -math.inf
-    if math.isinf(value):
-        return value
-    if op == "<":
-        return float(math.ceil(value) - 1)
-    if op == "<=" or value == math.floor(value):
-        return float(math.floor(value))
-    return -math.inf
+UNINDEXED = frozenset({EdgeKind.FILTER, EdgeKind.STAY, EdgeKind.TIMEOUT})
+"""Edges no event-driven FR index holds: the loops, asked about instances their node's filter
+affects, and TIMEOUT, which fires when time passes."""
 
 
 class QueryProgram:
@@ -245,7 +222,7 @@ class QueryProgram:
             for position, edge_id in enumerate(footprint.edges):
                 compiled = self.edges[edge_id]
                 edge = automaton.edges[position]
-                bound = math.inf if edge.kind in LOOPS else _dur_bound(edge)
+                bound = math.inf if edge.kind in LOOPS else dur_bound(edge)
                 mine = compiled.params.add(slot, footprint.constants[position], bound)
                 self._index(compiled, mine, change)
                 touched.add(compiled.source)
@@ -362,6 +339,11 @@ class QueryProgram:
         assert filter_id is not None, f"node {node} has no filter"
         return self.edges[filter_id]
 
+    def timeout_of(self, node: int) -> CompiledEdge | None:
+        """The TIMEOUT edge of ``node``, if it has one."""
+        timeout_id = self.dag.nodes[node].timeout
+        return None if timeout_id is None else self.edges[timeout_id]
+
     def stay_of(self, node: int) -> CompiledEdge | None:
         """The STAY edge of ``node``, if it has one."""
         stay_id = self.dag.nodes[node].stay
@@ -382,7 +364,7 @@ class QueryProgram:
         index: it is asked only about the instances its node's filter affects.
         """
         filters = compiled.edge.kind is EdgeKind.FILTER
-        loops = compiled.edge.kind in LOOPS
+        loops = compiled.edge.kind in UNINDEXED
         source = compiled.source
         if source == ROOT:
             index = self.fr
@@ -426,8 +408,10 @@ class QueryProgram:
 
     def _update_bound(self, node: int) -> bool:
         """Recompute the node's DUR bound; True if it is finite and changed."""
-        leaving = self.dag.nodes[node].leaving
-        bound = max((self.edges[e].params.dur_bound() for e in leaving), default=math.inf)
+        dag_node = self.dag.nodes[node]
+        timed = [dag_node.timeout] if dag_node.timeout is not None else []
+        edges = [*dag_node.leaving, *timed]
+        bound = max((self.edges[e].params.dur_bound() for e in edges), default=math.inf)
         if bound == self.bound.get(node, math.inf):
             return False  # the queued deadlines are still right
         if bound == math.inf:
@@ -448,7 +432,7 @@ class QueryProgram:
         for edge_id, compiled in self.edges.items():
             compiled.params.check_valid()
             assert compiled.params.all, f"edge {edge_id} has no slots"
-            loops = compiled.edge.kind in LOOPS
+            loops = compiled.edge.kind in UNINDEXED
             for group in compiled.params.all_groups():
                 assert self.statics[group] == compiled.params.statics(group)
                 assert group.edge == edge_id

@@ -310,8 +310,11 @@ class EngineState:
                 latest = self.group_clock.pop(old)
                 self.group_clock[root] = max(self.group_clock.get(root, latest), latest)
 
-    def collect(self, t1: int, groups: Iterable[str], bounds: Mapping[int, float]) -> None:
-        """Drop instances whose node's ∃-edges all need a DUR their start can no longer give.
+    def collect(
+        self, t1: int, groups: Iterable[str], bounds: Mapping[int, float]
+    ) -> list[EngineInstance]:
+        """Drop instances whose node's ∃-edges all need a DUR their start can no longer give;
+        returns them (a node's TIMEOUT edge publishes its own).
 
         An instance starting at t0 at a node whose edges fire only with DUR <=
         bound can fire up to epoch t0 + bound - 1 (its *deadline*); the next
@@ -320,6 +323,7 @@ class EngineState:
         The queues may hold stale entries (the node's bound changed, the
         instance left): each is re-checked against ``bounds`` when it comes up.
         """
+        dead = []
         for group in groups:
             heap = self.expiry.get(group)
             while heap and heap[0][0] <= t1:
@@ -331,6 +335,8 @@ class EngineState:
                 if bound is not None and instance.t0 + bound - 1 <= t1:
                     self.remove(instance)
                     self.counters.collected += 1
+                    dead.append(instance)
+        return dead
 
     def check_valid(self) -> None:
         """Assert that the AN index, the AI indices and the instances agree."""

@@ -117,7 +117,7 @@ def test_negation_kills_the_run_it_falls_inside(c, kept):
     [
         ("PATTERN AND(A a, B b)", "AND patterns"),
         ("PATTERN SEQ(ANY(A, Alert) x) WHERE x.id = 1", "which Alert lacks"),
-        ("PATTERN SEQ(A a, !(B b)) WITHIN 5", "after the last component"),
+        ("PATTERN SEQ(!(B b), A a) WITHIN 5", "before the first component"),
         ("PATTERN SEQ(A a, !(B c), B b) WHERE c.x = b.x", "a later component"),
         ("PATTERN SEQ(A+ a[], !(A c), A b)", "right after a Kleene"),
         ("PATTERN SEQ(A+ a[]) WHERE max(a[].x) > 1", "min and max"),

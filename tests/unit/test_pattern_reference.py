@@ -164,13 +164,15 @@ def test_a_negation_drops_matches_with_its_event_strictly_between(c, kept):
 def test_a_trailing_negation_waits_for_the_window_to_close():
     """SEQ(A a, !(C c)) WITHIN 5 over a at 1: a C at 4 drops it; one at 7 does not.
 
-    The match is known once an epoch after 1 + 5 arrives, and ends at 6.
+    The match is known once an epoch at or after 1 + 5 has been processed, and ends at 6.
     """
     text = "PATTERN SEQ(A a, !(C c)) WHERE [id] WITHIN 5 RETURN a.id"
     a = ev("A", 1, id=1, x=0)
     assert run(text, [a, ev("C", 4, id=1, x=0), ev("C", 9, id=1, x=0)]) == []
     assert run(text, [a, ev("C", 7, id=1, x=0)]) == [(1, 6, {"a_id": 1})]
-    assert run(text, [a, ev("C", 6, id=2, x=0)]) == [], "no epoch after 6 yet: not known"
+    assert run(text, [a, ev("C", 6, id=1, x=0)]) == [], "6 is in the window"
+    assert run(text, [a, ev("C", 6, id=2, x=0)]) == [(1, 6, {"a_id": 1})]
+    assert run(text, [a, ev("C", 5, id=2, x=0)]) == [], "no epoch at 6 or later yet: not known"
 
 
 def test_a_leading_negation_looks_back_over_the_window():
