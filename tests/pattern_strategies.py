@@ -2,8 +2,8 @@
 
 ``compiled_patterns`` draws what the engine runs (docs/patterns.md, "What the
 engine runs"): SEQ of singletons and Kleene closures of S, T or ANY(S, T)
-under every strategy, equivalence tests, aggregates other than min / max,
-negation of any stream after a singleton, and windows.  Streams are
+under every strategy, equivalence tests, every aggregate, negation of any
+stream after a singleton or after the last component, and windows.  Streams are
 ``S(k:string, v:int)`` and ``T(k:string, v:int)`` in abstract ticks, with
 durations and simultaneous events (tests/strategies.py).
 """
@@ -53,6 +53,7 @@ def _value(draw: st.DrawFn, steps: list[_Step], var: str) -> str:
                 f"sum({step.var}[].v)",
                 f"{step.var}.LEN",
                 f"count({step.var}[].v)",
+                f"max({step.var}[].v)",
             ]
         )
     )
@@ -93,12 +94,16 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
                 f"{var}[i].v {op} {draw(st.integers(0, 4))}",
                 f"{var}[i].v != {var}[1].v",
                 f"sum({var}[..i-1].v) < {draw(st.integers(0, 8))}",
+                f"{var}[i].v > max({var}[..i-1].v)",
+                f"{var}[i].v >= min({var}[..i-1].v)",
             ]
             conditions += _atoms(draw, take)[:1]
             close = [
                 f"{var}.LEN >= {draw(st.integers(1, 3))}",
                 f"count({var}[].v) <= {draw(st.integers(1, 3))}",
                 f"{var}[{var}.LEN].v > {draw(st.integers(0, 4))}",
+                f"min({var}[].v) >= {draw(st.integers(0, 3))}",
+                f"max({var}[].k) = 'b'",
             ]
             conditions += _atoms(draw, close)[:1]
         else:

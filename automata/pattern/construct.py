@@ -36,8 +36,7 @@ windows never share that node.
 What the engine cannot run yet raises :class:`NotCompiled` with the reason:
 AND (a join of simultaneous events), a negation before the first component,
 a negation between a Kleene closure and the next component or naming later
-components, a condition on an attribute some of an ANY's streams lack, and
-min / max.
+components, and a condition on an attribute some of an ANY's streams lack.
 """
 
 from __future__ import annotations
@@ -181,9 +180,6 @@ def _check(p: Resolved, schemas: Mapping[str, StreamSchema]) -> None:
                 "(a condition on it is true for such events)",
                 pos,
             )
-    for ref in p.refs.values():
-        if ref.aggregate in ("MIN", "MAX"):
-            raise NotCompiled(f"{ref.key} is not run by the engine yet (min and max)", pos)
     for negation in p.negations:
         _check_negation(p, negation)
 
@@ -241,9 +237,9 @@ class _Builder:
             if pattern.window is None
             else Cmp("<=", Dur(), Const(pattern.window + 1, AttrType.INT))
         )
-        self.needed: dict[str, set[tuple[Index, str | None]]] = {}
+        self.needed: dict[str, set[tuple[Index, str | None, str | None]]] = {}
         for ref in pattern.refs.values():
-            self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr))
+            self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr, ref.aggregate))
 
     # ------------------------------------------------------------ bindings
 
@@ -252,28 +248,28 @@ class _Builder:
         step = self.p.steps[n]
         needed = self.needed.get(step.var, set())
 
-        def attrs(*indices: Index) -> list[str]:
-            return sorted({a for i, a in needed if i in indices and a is not None})
+        def attrs(*indices: Index, of: tuple[str | None, ...] = (None,)) -> list[str]:
+            return sorted({a for i, a, g in needed if i in indices and g in of and a})
 
         def typ(attr: str) -> AttrType:
             found = {self.schemas[t].type_of(attr) for t in step.types}
-            if len(found) > 1:
-                return (
-                    AttrType.FLOAT
-                )  # int in one stream, float in another (resolve allows no more)
+            if len(found) > 1:  # int in one stream, float in another (resolve allows no more)
+                return AttrType.FLOAT
             (only,) = found
             assert only is not None, f"{step.var}.{attr}"
             return only
 
+        var = step.var
         if not step.kleene:
-            return [(Ref(step.var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
-        out = [(Ref(step.var, Index.LEN, None), AttrType.INT)]
-        out += [(Ref(step.var, Index.FIRST, a), typ(a)) for a in attrs(Index.FIRST)]
-        out += [(Ref(step.var, Index.LAST, a), typ(a)) for a in attrs(Index.LAST, Index.PREVIOUS)]
-        out += [
-            (Ref(step.var, Index.ALL, a, "SUM"), AttrType.FLOAT)
-            for a in attrs(Index.ALL, Index.UPTO_PREVIOUS)
-        ]
+            return [(Ref(var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
+        runs = (Index.ALL, Index.UPTO_PREVIOUS)
+        out = [(Ref(var, Index.LEN, None), AttrType.INT)]
+        out += [(Ref(var, Index.FIRST, a), typ(a)) for a in attrs(Index.FIRST)]
+        out += [(Ref(var, Index.LAST, a), typ(a)) for a in attrs(Index.LAST, Index.PREVIOUS)]
+        sums = attrs(*runs, of=("SUM", "AVG"))
+        out += [(Ref(var, Index.ALL, a, "SUM"), AttrType.FLOAT) for a in sums]
+        for extreme in ("MIN", "MAX"):
+            out += [(Ref(var, Index.ALL, a, extreme), typ(a)) for a in attrs(*runs, of=(extreme,))]
         return out
 
     def carried(self, upto: int) -> Binding:
@@ -295,21 +291,36 @@ class _Builder:
                 out[ref.key] = (Attr(Scope.EVENT, ref.attr), typ)
         return out
 
-    def grown(self, n: int) -> Binding:
-        """Kleene step ``n``'s stored references after it takes one more event."""
-        out: Binding = {}
+    def grown(self, n: int) -> list[tuple[Pred, Binding]]:
+        """Kleene step ``n``'s stored references after it takes one more event.
+
+        A running min or max keeps the old value or takes the event's: one
+        (condition, binding) per combination, the conditions exclusive (events
+        hold no NaN), so exactly one take edge fires.
+        """
+        variants: list[tuple[Pred, Binding]] = [(TRUE, {})]
         for ref, typ in self.stored(n):
             left: Term = Attr(Scope.LEFT, ref.key)
+            options: list[tuple[Pred, Term]] = [(TRUE, left)]
             if ref.index is Index.LEN:
-                left = Arith("+", left, Const(1, AttrType.INT))
+                options = [(TRUE, Arith("+", left, Const(1, AttrType.INT)))]
             elif ref.index is Index.LAST:
                 assert ref.attr is not None
-                left = Attr(Scope.EVENT, ref.attr)
-            elif ref.index is Index.ALL:
+                options = [(TRUE, Attr(Scope.EVENT, ref.attr))]
+            elif ref.aggregate == "SUM":
                 assert ref.attr is not None
-                left = Arith("+", left, Attr(Scope.EVENT, ref.attr))
-            out[ref.key] = (left, typ)
-        return out
+                options = [(TRUE, Arith("+", left, Attr(Scope.EVENT, ref.attr)))]
+            elif ref.aggregate in ("MIN", "MAX"):
+                assert ref.attr is not None
+                event = Attr(Scope.EVENT, ref.attr)
+                beats = Cmp("<" if ref.aggregate == "MIN" else ">", event, left)
+                options = [(beats, event), (Not(beats), left)]
+            variants = [
+                (conjoin(pred, extra), {**binding, ref.key: (term, typ)})
+                for pred, binding in variants
+                for extra, term in options
+            ]
+        return variants
 
     # --------------------------------------------------------------- views
 
@@ -344,6 +355,8 @@ class _Builder:
             return state.get(Ref(ref.var, ref.index, attr).key)
         if ref.index in (Index.LAST, Index.PREVIOUS):
             return state.get(Ref(ref.var, Index.LAST, attr).key)
+        if ref.aggregate in ("MIN", "MAX"):
+            return state.get(Ref(ref.var, Index.ALL, attr, ref.aggregate).key)
         total = state.get(Ref(ref.var, Index.ALL, attr, "SUM").key)
         if ref.index is Index.CURRENT or total is None or length is None:
             return None
@@ -413,12 +426,13 @@ class _Builder:
             step = steps[n]
             stream = self.stream_of(step.types)
             take = self.takes(n, self.carried(n + 1))
-            grown = {**self.carried(n), **self.grown(n)}
-            self.add(EdgeKind.REBIND, node, node, stream, take, grown)
-            if n == last:
-                after = self.view(grown)
-                done = conjoin(take, rewrite(step.close, after))
-                self.complete(node, done_at, stream, done, grown, after)
+            for variant, state in self.grown(n):
+                grown = {**self.carried(n), **state}
+                self.add(EdgeKind.REBIND, node, node, stream, conjoin(take, variant), grown)
+                if n == last:
+                    after = self.view(grown)
+                    done = conjoin(take, variant, rewrite(step.close, after))
+                    self.complete(node, done_at, stream, done, grown, after)
         for n, node in waiting.items():
             if node:
                 self.loops(n, node, kleene=False)
