@@ -41,13 +41,13 @@ components, and a condition on an attribute some of an ANY's streams lack.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.algebra import Assign
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
 from cesar.automata.errors import CelSemanticError
-from cesar.automata.normal import canonical, canonical_term, dnf, split
+from cesar.automata.normal import Conjunct, canonical, canonical_term, dnf, split
 from cesar.automata.pattern.ast import Index, Ref, Strategy
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
 from cesar.automata.schema import AttrType, StreamSchema
@@ -545,6 +545,30 @@ class _Builder:
         return Automaton(self.p.output, nodes, _edges(self.drafts, self.options), final)
 
 
+def _absorbed(conjuncts: Sequence[Conjunct]) -> list[Conjunct]:
+    """The DNF without conjuncts another one's atoms are a part of (``A or (A and B)`` is
+    ``A``): a FILTER edge ORs what kills a run with what moves it, and a move under the
+    window repeats a kill.  O(conjuncts² × atoms).
+
+    >>> from cesar.automata.terms import Attr, Cmp, Const, Scope
+    >>> a = Cmp("<", Attr(Scope.EVENT, "x"), Const(1, AttrType.INT))
+    >>> b = Cmp(">", Attr(Scope.EVENT, "y"), Const(2, AttrType.INT))
+    >>> [len(c.atoms) for c in _absorbed([Conjunct((a, b)), Conjunct((a,))])]
+    [1]
+    """
+    sets = [frozenset(c.atoms) for c in conjuncts]
+    kept = []
+    for index, conjunct in enumerate(conjuncts):
+        mine = sets[index]
+        if not any(
+            other < mine or (other == mine and earlier < index)
+            for earlier, other in enumerate(sets)
+            if earlier != index
+        ):
+            kept.append(conjunct)
+    return kept
+
+
 def _edges(drafts: list[_Draft], options: Options) -> tuple[Edge, ...]:
     """The drafts as canonical edges, in the order construct.py gives them: by source, kind."""
     functions = options.functions
@@ -552,7 +576,8 @@ def _edges(drafts: list[_Draft], options: Options) -> tuple[Edge, ...]:
     for draft in drafts:
         pred = canonical(draft.pred, functions)
         conjuncts = tuple(
-            SplitConjunct(*split(c, Scope.EVENT)) for c in dnf(pred, options.dnf_limit, functions)
+            SplitConjunct(*split(c, Scope.EVENT))
+            for c in _absorbed(dnf(pred, options.dnf_limit, functions))
         )
         assigns = tuple(
             Assign(name, canonical_term(term, functions), typ)

@@ -244,3 +244,20 @@ def test_snapshotbench_smoke_restores_alike_and_masks_are_smaller(tmp_path):
     assert summary["masks"]["instances"] == summary["listed"]["instances"] == summary["instances"]
     assert summary["members"] > summary["instances"] > 0  # partial matches are shared
     assert summary["masks"]["bytes"] < summary["listed"]["bytes"]
+
+
+def test_patternbench_smoke_query3_shared_and_alone_agree_and_windows_grow(tmp_path):
+    summary = smoke_json("cesar.perf.patternbench", tmp_path / "patterns.json", 300)
+    assert summary["query3_1_outputs_agree"] is True and summary["query3_20_outputs_agree"] is True
+    query3 = [r for r in summary["records"] if r["benchmark"] == "query3"]
+    assert [(r["queries"], r["engine"]) for r in query3] == [
+        (1, "engine"),
+        (1, "nomerge"),
+        (20, "engine"),
+        (20, "nomerge"),
+    ]
+    assert all(r["alerts"] > 0 for r in query3)
+    windows = [r for r in summary["records"] if r["benchmark"] == "any_window"]
+    assert [r["window_min"] for r in windows] == [2, 4]
+    assert all(r["naive_agrees"] for r in windows)
+    assert windows[0]["live_instances_peak"] < windows[1]["live_instances_peak"]
