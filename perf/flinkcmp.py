@@ -4,8 +4,9 @@
     python -m cesar.perf.flinkcmp --json flink.json         # 27 stocks 2000-2017
     python -m cesar.perf.flinkcmp --queries 1 10 --rows 20000
 
-Two pattern families, each written in CEL and in Flink SQL, both partitioned
-by stock and ordered by date:
+Four pattern families, each written for cesar (two in CEL, two as patterns,
+docs/patterns.md) and in Flink SQL, both partitioned by stock and ordered by
+date:
 
 * **drop**: a quote followed by the stock's next quote below ``f`` times it.
   CEL ``FILTER{After < f * Before}(SELECT ... FROM Quote NEXT{$1.Name =
@@ -14,12 +15,25 @@ by stock and ordered by date:
   counting the run, ``FILTER{Quotes = n}``; SQL ``PATTERN (A B{n-1}) DEFINE
   B AS B.price > LAST(B.price, 1)`` (the first B against A: Flink offers
   logical offsets only, not ``PREV``).
+* **kleene**: a run of rises, then the stock's next quote below ``f`` times
+  the run's last.  Pattern ``SEQ(Quote+ a[], Quote c)`` under
+  ``partition_contiguity`` with ``[Name]``, ``a[i].Price > a[i-1].Price``,
+  ``a.LEN >= 2`` and ``c.Price < f * a[a.LEN].Price``; SQL ``PATTERN (A B+ C)``
+  with ``B`` rising and ``C`` below ``f`` times ``LAST(B.price)``.  A run takes
+  every rise (contiguous rows of the stock), so each start has at most one
+  match in both.
+* **negation**: the first quote at least ``1 - f`` below a start, with no quote
+  5 % above the start in between.  Pattern ``SEQ(Quote a, !(Quote n), Quote
+  c)`` under ``skip_till_next_match``; SQL ``PATTERN (A B*? C)`` with ``B`` the
+  rows that are neither (MATCH_RECOGNIZE has no negation; a reluctant ``B*?``
+  up to the first ``C`` says the same).
 
-Both use ``AFTER MATCH SKIP TO NEXT ROW`` (every quote may start a match) and
+The rows end with one closing row per stock (:func:`closed`).  Both use
+``AFTER MATCH SKIP TO NEXT ROW`` (every quote may start a match) and
 ONE ROW PER MATCH; there the semantics coincide and the matches must be equal
-(stock, first date, last date), query by query.  Query ``i`` of a run is a
-drop for even ``i`` (``f`` from 0.99 down to 0.90) and a rise for odd ``i``
-(``n`` from 3 to 8).  Where they differ (docs/benchmarks.md): a greedy
+(stock, first date, last date), query by query.  Query ``i`` of a run is of
+family ``i mod 4`` in the order above (``f`` from 0.99 down to 0.90, ``n``
+from 3 to 8, by ``i div 4``).  Where they differ (docs/benchmarks.md): a greedy
 ``B{n-1,}`` reports one longest run per start, while the μ operator emits
 every prefix of a run; Flink needs a time attribute and orders by it, cesar
 processes simultaneous events as one epoch.
@@ -56,19 +70,21 @@ BASE = datetime.date(2000, 1, 3).toordinal()
 
 
 def queries(count: int) -> list[tuple[str, str, str]]:
-    """``count`` (id, CEL, SQL) triples: drops for even ids, rises for odd ids."""
+    """``count`` (id, cesar text, SQL) triples, the four families in turn."""
     out = []
     for i in range(count):
-        if i % 2 == 0:
-            f = round(0.99 - 0.01 * ((i // 2) % 10), 2)
-            cel = (
+        step = i // 4
+        f = round(0.99 - 0.01 * (step % 10), 2)
+        last = "C.ts"
+        if i % 4 == 0:
+            text = (
                 f"FILTER{{After < {f} * Before}} (SELECT Name, Price_1 AS Before, Price AS After "
                 f"FROM Quote NEXT{{$1.Name = $2.Name}} Quote) PUBLISH Q{i}"
             )
             pattern, define, last = "(A B)", f"B AS B.price < {f} * A.price", "B.ts"
-        else:
-            n = 3 + (i // 2) % 6
-            cel = (
+        elif i % 4 == 1:
+            n = 3 + step % 6
+            text = (
                 f"FILTER{{Quotes = {n}}} ((SELECT *, 1 AS Quotes FROM Quote) "
                 "FOLD{$2.Name = $.Name, $2.Price > $.Price, $.Quotes + 1 AS Quotes} Quote) "
                 f"PUBLISH Q{i}"
@@ -78,12 +94,34 @@ def queries(count: int) -> list[tuple[str, str, str]]:
                 "B AS (LAST(B.price, 1) IS NULL AND B.price > A.price) "
                 "OR B.price > LAST(B.price, 1)"
             )
+        elif i % 4 == 2:
+            text = (
+                "PATTERN SEQ(Quote+ a[], Quote c) WHERE partition_contiguity(a[], c) { [Name] "
+                f"AND a[i].Price > a[i-1].Price AND a.LEN >= 2 "
+                f"AND c.Price < {f} * a[a.LEN].Price }} RETURN a[1].Name AS Name PUBLISH Q{i}"
+            )
+            pattern = "(A B+ C)"
+            define = (
+                "B AS (LAST(B.price, 1) IS NULL AND B.price > A.price) "
+                f"OR B.price > LAST(B.price, 1), C AS C.price < {f} * LAST(B.price)"
+            )
+        else:
+            text = (
+                "PATTERN SEQ(Quote a, !(Quote n), Quote c) "
+                "WHERE skip_till_next_match(a, n, c) { [Name] AND n.Price > 1.05 * a.Price "
+                f"AND c.Price < {f} * a.Price }} RETURN a.Name AS Name PUBLISH Q{i}"
+            )
+            pattern = "(A B*? C)"
+            define = (
+                f"B AS B.price >= {f} * A.price AND B.price <= 1.05 * A.price, "
+                f"C AS C.price < {f} * A.price"
+            )
         sql = (
             "SELECT symbol, t0, t1 FROM quotes MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts "
             f"MEASURES A.ts AS t0, {last} AS t1 ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
             f"PATTERN {pattern} DEFINE {define})"
         )
-        out.append((f"Q{i}", cel, sql))
+        out.append((f"Q{i}", text, sql))
     return out
 
 
@@ -96,6 +134,23 @@ def load(path: Path, rows: int) -> list[tuple[str, str, float]]:
             if rows and len(out) >= rows:
                 break
     return out
+
+
+CLOSING_PRICE = 1e9
+"""The price of each stock's closing row (see :func:`closed`)."""
+
+
+def closed(rows: Sequence[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
+    """``rows`` and, per stock, one row a year after the last at :data:`CLOSING_PRICE`.
+
+    Flink holds back a ``PATTERN (A B*? C)`` match until a later row of its
+    stock arrives, even at the end of the input (the last weeks' matches went
+    missing); a closing row releases them.  At that price it begins no drop
+    and ends no negation match; a run of rises may end at it — in both systems.
+    """
+    last = max(datetime.date.fromisoformat(d[:10]) for _, d, _ in rows)
+    day = (last + datetime.timedelta(days=365)).isoformat()
+    return [*rows, *((s, day, CLOSING_PRICE) for s in sorted({s for s, _, _ in rows}))]
 
 
 def _day(date: str) -> int:
@@ -189,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.flink_python.exists():
         raise SystemExit(f"{args.flink_python} is missing: run `make flink-venv` first")
-    rows = load(args.data, args.rows)
+    rows = closed(load(args.data, args.rows))
     records = []
     for count in args.queries:
         record = compare(rows, count, args.flink_python)

@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=20_000, help="quotes read from --data")
     parser.add_argument("--queries", type=int, default=1_000, help="Query 3 subscriptions")
     parser.add_argument(
-        "--windows", type=int, nargs="+", default=[2, 4, 6, 8, 10], help="minutes (any match)"
+        "--windows", type=int, nargs="*", default=[2, 4, 6, 8, 10], help="minutes (any match)"
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the summary here")
