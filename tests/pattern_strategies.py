@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 from cesar.automata.schema import Event, parse_stream_spec
 from tests.strategies import streams
 
-SCHEMAS = {s.name: s for s in map(parse_stream_spec, ["S(k:string,v:int)", "T(k:string,v:int)"])}
+SCHEMAS = {
+    s.name: s
+    for s in map(parse_stream_spec, ["S(k:string,v:int)", "T(k:string,v:int)", "U(k:string)"])
+}
 STRATEGIES = [
     "skip_till_any_match",
     "skip_till_next_match",
@@ -73,11 +76,12 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
     conditions: list[str] = []
     for n in range(count):
         var = "abc"[n]
-        stream = draw(st.sampled_from(["S", "S", "S", "T", "ANY(S, T)"]))
         kleene = draw(st.integers(0, 9)) < 3
+        streams = ["S", "S", "S", "T", "ANY(S, T)"] + ([] if kleene else ["ANY(S, U)"])
+        stream = draw(st.sampled_from(streams))
         if n and not steps[-1].kleene and draw(st.booleans()):
             neg = f"n{n}"
-            negated_stream = draw(st.sampled_from(["S", "T", "ANY(S, T)"]))
+            negated_stream = draw(st.sampled_from(["S", "T", "ANY(S, T)", "ANY(T, U)"]))
             components.append(f"!({negated_stream} {neg})")
             negated = [
                 f"{neg}.v = {_value(draw, steps, neg)}",
@@ -113,7 +117,7 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
         steps.append(_Step(var, stream, kleene))
     window = draw(st.none() | st.integers(0, 6))
     if window is not None and draw(st.integers(0, 3)) == 0:
-        components.append(f"!({draw(st.sampled_from(['S', 'T', 'ANY(S, T)']))} z)")
+        components.append(f"!({draw(st.sampled_from(['S', 'T', 'ANY(S, T)', 'ANY(U, T)']))} z)")
         conditions += _atoms(draw, [f"z.v = {_value(draw, steps, 'z')}", "z.k = 'b'"])
     if draw(st.booleans()):
         conditions.append("[k]")
@@ -132,6 +136,11 @@ def pattern_streams(draw: st.DrawFn) -> dict[str, list[Event]]:
     out = {"S": draw(streams("S", max_events=10)), "T": draw(streams("T", max_events=5))}
     for name in out:
         out[name].append(Event.of(name, 20, 20, {"k": "b", "v": 9}))
+    out["U"] = [
+        Event.of("U", t, t, {"k": k})
+        for t, k in draw(st.lists(st.tuples(st.integers(0, 8), st.sampled_from("ab")), max_size=4))
+    ]
+    out["U"].sort(key=lambda e: e.t1)
     return out
 
 
@@ -140,7 +149,7 @@ def negated_patterns(draw: st.DrawFn, name: str = "P") -> str:
     """SEQ(X a, !(Y n), Z b), or SEQ(X a, Z b, !(Y n)) with a window, with random streams,
     strategy and conditions."""
     strategy = draw(st.sampled_from(STRATEGIES))
-    x, y, z = (draw(st.sampled_from(["S", "T", "ANY(S, T)"])) for _ in range(3))
+    x, y, z = (draw(st.sampled_from(["S", "T", "ANY(S, T)", "ANY(S, U)"])) for _ in range(3))
     if draw(st.booleans()):
         window = draw(st.integers(0, 6))
         return (

@@ -25,7 +25,9 @@ the pattern.
 A node reads one stream.  Where a run must see several — a negation of
 another stream, contiguity over several streams, a Kleene closure followed
 by another stream, ANY — the pattern reads an internal union of its streams
-(:func:`needs_union`), each event's stream in ``__type``.
+(:func:`needs_union`), each event's stream in ``__type``; a condition on an
+attribute the event's stream lacks is true there (SASE's rule for ANY), by
+``__type`` of the event or of an earlier ANY component's, kept in the binding.
 
 Under a negation after the last component, a run that completes the last
 step waits at a node of its own, killed by a negated event within the
@@ -36,7 +38,8 @@ windows never share that node.
 What the engine cannot run yet raises :class:`NotCompiled` with the reason:
 AND (a join of simultaneous events), a negation before the first component,
 a negation between a Kleene closure and the next component or naming later
-components, and a condition on an attribute some of an ANY's streams lack.
+components, and a condition on an attribute some streams of a Kleene closure
+over ANY lack.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from dataclasses import dataclass
 from cesar.automata.algebra import Assign
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
 from cesar.automata.errors import CelSemanticError
+from cesar.automata.evaluate import negate
 from cesar.automata.normal import Conjunct, canonical, canonical_term, dnf, split
 from cesar.automata.pattern.ast import Index, Ref, Strategy
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
@@ -54,6 +58,7 @@ from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
     FALSE,
     TRUE,
+    And,
     Arith,
     Attr,
     Cmp,
@@ -170,14 +175,15 @@ def _check(p: Resolved, schemas: Mapping[str, StreamSchema]) -> None:
     pos = p.pattern.pos
     if p.operator == "AND":
         raise NotCompiled("AND patterns are not run by the engine yet (they join events)", pos)
-    components = {s.var: s.types for s in p.steps} | {g.var: g.types for g in p.negations}
+    kleene = {s.var: s.types for s in p.steps if s.kleene}
     for ref in p.refs.values():
         attr = ref.attr
-        lacking = [t for t in components[ref.var] if attr and schemas[t].type_of(attr) is None]
+        types = kleene.get(ref.var, ())
+        lacking = [t for t in types if attr and schemas[t].type_of(attr) is None]
         if lacking:
             raise NotCompiled(
                 f"{ref.key}, which {', '.join(lacking)} lacks, is not run by the engine yet "
-                "(a condition on it is true for such events)",
+                "(in a Kleene closure over ANY)",
                 pos,
             )
     for negation in p.negations:
@@ -261,7 +267,10 @@ class _Builder:
 
         var = step.var
         if not step.kleene:
-            return [(Ref(var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
+            kept = [(Ref(var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
+            if self.union is not None and len(step.types) > 1:  # which stream, for absent values
+                kept.insert(0, (Ref(var, Index.ONLY, UNION_TYPE), AttrType.STRING))
+            return kept
         runs = (Index.ALL, Index.UPTO_PREVIOUS)
         out = [(Ref(var, Index.LEN, None), AttrType.INT)]
         out += [(Ref(var, Index.FIRST, a), typ(a)) for a in attrs(Index.FIRST)]
@@ -511,7 +520,43 @@ class _Builder:
     def begins(self, n: int, binding: Binding) -> Pred:
         """Step ``n``'s begin condition on the event, for an instance holding ``binding``."""
         step = self.p.steps[n]
-        return self.of_types(step.types, rewrite(step.begin, self.view(binding, step.var)))
+        begin = self.absent_true(step.begin, step.var)
+        return self.of_types(step.types, rewrite(begin, self.view(binding, step.var)))
+
+    def absent_true(self, pred: Pred, event_var: str) -> Pred:
+        """``pred`` with each atom made true for events whose stream lacks an attribute it reads.
+
+        SASE: a condition on an attribute the event does not have holds.  An
+        ANY component's event may come from a stream without the attribute;
+        its stream is ``__type`` of the union event (``event_var``'s) or kept
+        in the binding (an earlier component's).
+        """
+        components = {s.var: s.types for s in self.p.steps}
+        components.update({g.var: g.types for g in self.p.negations})
+
+        def fix(node: Pred) -> Pred:
+            if isinstance(node, Not):
+                return fix(negate(node.item))
+            if isinstance(node, And | Or):
+                return type(node)(tuple(fix(item) for item in node.items))
+            if not isinstance(node, Cmp):
+                return node
+            tests: list[Pred] = [node]
+            for key in keys_of(node):
+                ref = self.p.refs[key]
+                lacking = [
+                    t
+                    for t in components[ref.var]
+                    if ref.attr and self.schemas[t].type_of(ref.attr) is None
+                ]
+                if not lacking:
+                    continue
+                scope = Scope.EVENT if ref.var == event_var else Scope.LEFT
+                name = UNION_TYPE if scope is Scope.EVENT else f"{ref.var}.{UNION_TYPE}"
+                tests += [Cmp("=", Attr(scope, name), Const(t, AttrType.STRING)) for t in lacking]
+            return node if len(tests) == 1 else Or(tuple(tests))
+
+        return fix(pred)
 
     def takes(self, n: int, binding: Binding) -> Pred:
         """Kleene step ``n``'s take condition on the event (its ``a[i]``)."""
@@ -526,7 +571,8 @@ class _Builder:
             if ref.var == negation.var:
                 assert ref.attr is not None
                 view[key] = Attr(Scope.EVENT, ref.attr)
-        return self.of_types(negation.types, rewrite(negation.pred, view))
+        pred = self.absent_true(negation.pred, negation.var)
+        return self.of_types(negation.types, rewrite(pred, view))
 
     def same_partition(self, binding: Binding) -> Pred:
         """The event is in the run's partition: its equivalence attributes equal the first's."""

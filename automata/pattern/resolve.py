@@ -436,9 +436,21 @@ class _Resolver:
                 infer_type(term, self._resolver(), self.functions)
                 for key in keys_of(term):
                     ref = self.refs[key]
-                    if self.components[ref.var].negated or _STAGE[ref.index] == TAKE:
+                    component = self.components[ref.var]
+                    if component.negated or _STAGE[ref.index] == TAKE:
                         raise CelSemanticError(
                             f"RETURN reads the match: {ref.key} is not part of it", item.pos
+                        )
+                    lacking = [
+                        t
+                        for t in component.types
+                        if ref.attr and self.schemas[t].type_of(ref.attr) is None
+                    ]
+                    if lacking:
+                        raise CelSemanticError(
+                            f"RETURN {ref.key}: {', '.join(lacking)} has no {ref.attr}, so a "
+                            "match may have no value for it",
+                            item.pos,
                         )
                 name = item.alias or _default_name(term, self.refs)
                 if name is None:

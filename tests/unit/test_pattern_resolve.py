@@ -94,6 +94,7 @@ def test_return_names_and_types():
         ("PATTERN SEQ(Stock a, Stock b) RETURN a.price + 1", "needs a name"),
         ("PATTERN SEQ(Stock a, Stock b) RETURN a.price AS x, b.price AS x", "two output"),
         ("PATTERN SEQ(Stock a) WITHIN 90 SECONDS", "whole number"),
+        ("PATTERN SEQ(ANY(Shelf, Exit) a) RETURN a.shelf", "Exit has no shelf"),
         ("PATTERN SEQ(Tick a) WITHIN 1 MIN", "needs streams with a time unit"),
         ("PATTERN SEQ(Stock+ a[], Stock b) WHERE b.price > a[i].price", "not known then"),
         ("PATTERN SEQ(Stock a, !(Stock b), !(Stock c)) WHERE b.price = c.price", "two negated"),
