@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -231,20 +231,28 @@ def literal_value(kind: str, text: str) -> Value:
     return text[1:-1].replace("''", "'")
 
 
-class _CelLexer(Lexer):
-    """Tokenizer handed to lark: :func:`tokenize`."""
+def lalr(package: str | None, grammar: str, tokens: Callable[[str], Iterator[Token]]) -> lark.Lark:
+    """An LALR(1) parser for the grammar file ``grammar`` of ``package``, fed by ``tokens``.
 
-    def __init__(self, lexer_conf: LexerConf) -> None:
-        del lexer_conf
+    Each language keeps its own tokenizer (positions, keywords, nesting) and
+    hands it to lark through a :class:`~lark.lexer.Lexer`.
+    """
 
-    def lex(self, data: str) -> Iterator[Token]:  # type: ignore[override]
-        return tokenize(data)
+    class _Lexer(Lexer):
+        def __init__(self, lexer_conf: LexerConf) -> None:
+            del lexer_conf
+
+        def lex(self, data: str) -> Iterator[Token]:  # type: ignore[override]
+            return tokens(data)
+
+    assert package is not None
+    text = resources.files(package).joinpath(grammar).read_text()
+    return lark.Lark(text, parser="lalr", lexer=_Lexer)
 
 
 @cache
 def _parser() -> lark.Lark:
-    grammar = resources.files(__package__).joinpath("cel.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", lexer=_CelLexer)
+    return lalr(__package__, "cel.lark", tokenize)
 
 
 @dataclass(frozen=True)

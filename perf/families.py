@@ -38,12 +38,10 @@ merged to unmerged events/s.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -51,6 +49,7 @@ from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.quotes import minute_events, walk_events
+from cesar.perf.report import engine_figures
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.workload import ENGINE_MODES
 from cesar.server.host.collector import tune_collector
@@ -142,24 +141,10 @@ def run_family(
     tick = time.perf_counter()
     outputs = engine.run(events)
     seconds = time.perf_counter() - tick
-    per_subscription = Counter((e.stream, e.t0, e.t1, e.values) for e in outputs)
-    lines = sorted(repr(item) for item in per_subscription.items())
-    counters = engine.counters
-    per_event = max(counters.events, 1)
     return {
-        "engine": engine_name,
-        "queries": len(texts),
-        "events": len(events),
-        "seconds": round(seconds, 3),
-        "events_per_s": round(len(events) / seconds, 1) if seconds else None,
-        "alerts": len(outputs),
-        "digest": hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16],
-        "dag_nodes": len(engine.program.dag.nodes),
-        "fr_hits_per_event": round(counters.fr_hits / per_event, 2),
-        "nodes_touched_per_event": round(counters.nodes_touched / per_event, 2),
-        "instances_touched_per_event": round(counters.instances_touched / per_event, 2),
-        "spawned": counters.spawned,
-        "collected": counters.collected,
+        **engine_figures(engine_name, engine, len(texts), events, outputs, seconds),
+        "spawned": engine.counters.spawned,
+        "collected": engine.counters.collected,
     }
 
 

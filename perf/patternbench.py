@@ -40,12 +40,10 @@ instances), an output digest per record, and the ratios measured in one run.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,6 +51,7 @@ from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.quotes import minute_events
+from cesar.perf.report import engine_figures
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.workload import ENGINE_MODES
 from cesar.server.host.collector import tune_collector
@@ -101,24 +100,10 @@ def run(engine_name: str, texts: Sequence[str], events: Sequence[Event]) -> dict
         live_peak = max(live_peak, live)
         live_sum += live
     seconds = time.perf_counter() - tick
-    per_subscription = Counter((e.stream, e.t0, e.t1, e.values) for e in outputs)
-    lines = sorted(repr(item) for item in per_subscription.items())
-    counters = engine.counters
-    per_event = max(counters.events, 1)
     return {
-        "engine": engine_name,
-        "queries": len(texts),
-        "events": len(events),
-        "seconds": round(seconds, 3),
-        "events_per_s": round(len(events) / seconds, 1) if seconds else None,
-        "alerts": len(outputs),
-        "digest": hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16],
-        "dag_nodes": len(engine.program.dag.nodes),
+        **engine_figures(engine_name, engine, len(texts), events, outputs, seconds),
         "live_instances_peak": live_peak,
         "live_instances_mean": round(live_sum / max(len(parts), 1), 1),
-        "instances_touched_per_event": round(counters.instances_touched / per_event, 2),
-        "spawned_per_event": round(counters.spawned / per_event, 2),
-        "nodes_touched_per_event": round(counters.nodes_touched / per_event, 2),
     }
 
 

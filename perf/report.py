@@ -1,13 +1,20 @@
-"""What every benchmark's JSON result carries beside its figures: the machine and the date."""
+"""What every benchmark's JSON result carries beside its figures: the machine and the date;
+and the figures of one engine's run that the engine benchmarks share."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from cesar.automata.schema import Event
+from cesar.server.engine.engine import Engine
 
 
 def machine() -> str:
@@ -32,3 +39,33 @@ def stamped(records: list[dict[str, Any]]) -> dict[str, Any]:
 def write_json(path: Path, result: dict[str, Any]) -> None:
     """Write ``result`` as indented JSON."""
     path.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def engine_figures(
+    engine_name: str,
+    engine: Engine,
+    queries: int,
+    events: Sequence[Event],
+    outputs: Sequence[Event],
+    seconds: float,
+) -> dict[str, Any]:
+    """One engine run's figures: events/s, alerts, an output digest (equal digests: every
+    subscription got the same alerts) and the engine's deterministic counters per event."""
+    per_subscription = Counter((e.stream, e.t0, e.t1, e.values) for e in outputs)
+    lines = sorted(repr(item) for item in per_subscription.items())
+    counters = engine.counters
+    per_event = max(counters.events, 1)
+    return {
+        "engine": engine_name,
+        "queries": queries,
+        "events": len(events),
+        "seconds": round(seconds, 3),
+        "events_per_s": round(len(events) / seconds, 1) if seconds else None,
+        "alerts": len(outputs),
+        "digest": hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16],
+        "dag_nodes": len(engine.program.dag.nodes),
+        "fr_hits_per_event": round(counters.fr_hits / per_event, 2),
+        "nodes_touched_per_event": round(counters.nodes_touched / per_event, 2),
+        "instances_touched_per_event": round(counters.instances_touched / per_event, 2),
+        "spawned_per_event": round(counters.spawned / per_event, 2),
+    }

@@ -25,11 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import cache
-from importlib import resources
 
 import lark
-from lark.common import LexerConf
-from lark.lexer import Lexer, Token
+from lark.lexer import Token
 
 from cesar.automata.errors import CelSyntaxError
 from cesar.automata.parser import (
@@ -38,6 +36,7 @@ from cesar.automata.parser import (
     ParseTree,
     TermBuilder,
     Vocabulary,
+    lalr,
     literal_value,
     pos_of,
     text_position,
@@ -191,20 +190,9 @@ def tokenize(text: str) -> Iterator[Token]:
         yield Token(kind, value, match.start(), line, column)
 
 
-class _PatternLexer(Lexer):
-    """Tokenizer handed to lark: :func:`tokenize`."""
-
-    def __init__(self, lexer_conf: LexerConf) -> None:
-        del lexer_conf
-
-    def lex(self, data: str) -> Iterator[Token]:  # type: ignore[override]
-        return tokenize(data)
-
-
 @cache
 def _parser() -> lark.Lark:
-    grammar = resources.files(__package__).joinpath("pattern.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", lexer=_PatternLexer)
+    return lalr(__package__, "pattern.lark", tokenize)
 
 
 def is_pattern(text: str) -> bool:
