@@ -77,7 +77,13 @@ class SplitConjunct:
 
 @dataclass(frozen=True, slots=True)
 class Edge:
-    """An edge of an event automaton; see the module docstring for the labels."""
+    """An edge of an event automaton; see the module docstring for the labels.
+
+    ``keeps_end``: a REBIND that records something in the binding without taking the
+    event into the match — the instance keeps its end (``t1``), so events that
+    start before the recorded one ends are still after it; it fires once per
+    instance and epoch however many events satisfy it, and its map reads no event.
+    """
 
     kind: EdgeKind
     source: int
@@ -87,6 +93,7 @@ class Edge:
     conjuncts: tuple[SplitConjunct, ...]
     guards: tuple[Term, ...]
     map: tuple[Assign, ...]
+    keeps_end: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +199,8 @@ def format_automaton(automaton: Automaton) -> str:
         kind = f"∀ {edge.kind.name}" if edge.kind in LOOPS else f"∃ {edge.kind.name}"
         if edge.kind is EdgeKind.TIMEOUT:
             kind = "TIMEOUT (when the clock passes the DUR bound)"
+        if edge.keeps_end:
+            kind += " (keeps its end)"
         lines.append(f"    q{edge.source} → q{edge.target}  {kind}  on {edge.stream}")
         lines.extend(f"      {line}" for line in _conjunct_lines(edge))
         if edge.guards:

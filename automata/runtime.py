@@ -194,6 +194,7 @@ class _Epoch:
         for edge in edges:
             if edge.kind in (EdgeKind.STAY, EdgeKind.TIMEOUT):
                 continue
+            recorded = False  # a REBIND keeping the end records once an epoch, for any events
             for item in self.inputs[edge.stream]:
                 if item.event.t0 <= t1:
                     continue
@@ -203,8 +204,10 @@ class _Epoch:
                     continue
                 if edge.kind is EdgeKind.FILTER:
                     survives = survives and any(self.satisfied(stay, env) for stay in stays)
-                else:
-                    self.fire(edge, env, item.event.t0 if t0 is None else t0, item.event.t1)
+                elif not recorded:
+                    recorded = edge.keeps_end
+                    end = t1 if edge.keeps_end else item.event.t1
+                    self.fire(edge, env, item.event.t0 if t0 is None else t0, end)
         return survives
 
 

@@ -35,11 +35,16 @@ window, and is published through a TIMEOUT edge when the clock passes the
 window's end; the window is a constant of its binding, so runs of different
 windows never share that node.
 
+A negation between a Kleene closure and the next component does not kill a
+run in the closure: its negated event replaces the run by one marked spoiled
+in its binding (a REBIND that keeps the run's end: the event is not in the
+match), which may take again — and is then fresh: the negated event is no
+longer between — but not proceed.
+
 What the engine cannot run yet raises :class:`NotCompiled` with the reason:
-AND (a join of simultaneous events), a negation before the first component,
-a negation between a Kleene closure and the next component or naming later
-components, and a condition on an attribute some streams of a Kleene closure
-over ANY lack.
+AND (a join of simultaneous events), a negation before the first component
+or naming later components, and a condition on an attribute some streams of
+a Kleene closure over ANY lack.
 """
 
 from __future__ import annotations
@@ -198,10 +203,6 @@ def _check_negation(p: Resolved, negation: Negation) -> None:
             "events of the window before a run begins)",
             pos,
         )
-    if negation.after < len(p.steps) - 1 and p.steps[negation.after].kleene:
-        raise NotCompiled(
-            "a negation right after a Kleene closure is not run by the engine yet", pos
-        )
     order = {step.var: n for n, step in enumerate(p.steps)}
     for key in keys_of(negation.pred):
         var = p.refs[key].var
@@ -221,6 +222,7 @@ class _Draft:
     stream: str
     pred: Pred
     map: Binding
+    keeps_end: bool = False
 
 
 class _Builder:
@@ -279,6 +281,8 @@ class _Builder:
         out += [(Ref(var, Index.ALL, a, "SUM"), AttrType.FLOAT) for a in sums]
         for extreme in ("MIN", "MAX"):
             out += [(Ref(var, Index.ALL, a, extreme), typ(a)) for a in attrs(*runs, of=(extreme,))]
+        if n < len(self.p.steps) - 1 and self.after(n):
+            out.append((_spoiled(var), AttrType.BOOL))
         return out
 
     def carried(self, upto: int) -> Binding:
@@ -295,6 +299,8 @@ class _Builder:
         for ref, typ in self.stored(n):
             if ref.index is Index.LEN:
                 out[ref.key] = (Const(1, AttrType.INT), typ)
+            elif ref == _spoiled(ref.var):
+                out[ref.key] = (Const(False, AttrType.BOOL), typ)
             else:
                 assert ref.attr is not None
                 out[ref.key] = (Attr(Scope.EVENT, ref.attr), typ)
@@ -313,6 +319,8 @@ class _Builder:
             options: list[tuple[Pred, Term]] = [(TRUE, left)]
             if ref.index is Index.LEN:
                 options = [(TRUE, Arith("+", left, Const(1, AttrType.INT)))]
+            elif ref == _spoiled(ref.var):
+                options = [(TRUE, Const(False, AttrType.BOOL))]  # its last event is after them
             elif ref.index is Index.LAST:
                 assert ref.attr is not None
                 options = [(TRUE, Attr(Scope.EVENT, ref.attr))]
@@ -381,10 +389,11 @@ class _Builder:
         stream: str,
         pred: Pred,
         binding: Binding | None = None,
+        keeps_end: bool = False,
     ) -> None:
         if kind not in (EdgeKind.FILTER, EdgeKind.STAY) and self.bound is not None:
             pred = conjoin(pred, self.bound)
-        self.drafts.append(_Draft(kind, source, target, stream, pred, binding or {}))
+        self.drafts.append(_Draft(kind, source, target, stream, pred, binding or {}, keeps_end))
         if binding is not None:
             self.attributes.setdefault(
                 target, tuple((name, typ) for name, (_, typ) in binding.items())
@@ -416,6 +425,9 @@ class _Builder:
                 sources.append((waiting[n], TRUE))
             if n - 1 in inside:
                 closed = rewrite(steps[n - 1].close, self.view(self.carried(n)))
+                if self.after(n - 1):  # no negated event since the closure's last take
+                    fresh = Attr(Scope.LEFT, _spoiled(steps[n - 1].var).key)
+                    closed = conjoin(closed, Cmp("=", fresh, Const(False, AttrType.BOOL)))
                 sources.append((inside[n - 1], closed))
             for source, closed in sources:
                 view = self.view(self.carried(n), step.var)
@@ -442,6 +454,13 @@ class _Builder:
                     after = self.view(grown)
                     done = conjoin(take, variant, rewrite(step.close, after))
                     self.complete(node, done_at, stream, done, grown, after)
+            if n < last and self.after(n):
+                binding = self.carried(n + 1)
+                negated = [self.negated(g, binding) for g in self.after(n)]
+                seen = conjoin(self.ignore(n, binding, kleene=True), _any(negated))
+                mark = _spoiled(step.var).key
+                spoilt = {**binding, mark: (Const(True, AttrType.BOOL), AttrType.BOOL)}
+                self.add(EdgeKind.REBIND, node, node, stream, seen, spoilt, keeps_end=True)
         for n, node in waiting.items():
             if node:
                 self.loops(n, node, kleene=False)
@@ -479,22 +498,35 @@ class _Builder:
             )
         )
 
+    def after(self, n: int) -> list[Negation]:
+        """The negations between step ``n`` and the next (or after the last step)."""
+        return [g for g in self.p.negations if g.after == n]
+
+    def ignore(self, n: int, binding: Binding, kleene: bool) -> Pred:
+        """What a run at step ``n`` (waiting for it, or inside its closure) may skip."""
+        strategy = self.p.strategy
+        if strategy is Strategy.ANY:
+            return TRUE
+        if strategy is Strategy.STRICT:
+            return FALSE
+        if strategy is Strategy.PARTITION:
+            return Not(self.same_partition(binding))
+        return Not(self.takes(n, binding) if kleene else self.begins(n, binding))
+
     def loops(self, n: int, node: int, kleene: bool) -> None:
-        """The node's FILTER (what kills or moves a run) and STAY (what it may ignore)."""
+        """The node's FILTER (what kills or moves a run) and STAY (what it may ignore).
+
+        A negated event a run must not skip past kills it before a waiting step;
+        inside a closure it replaces the run by one marked spoiled (which may take
+        again, and is then fresh, but not proceed), keeping the run's end.
+        """
         strategy = self.p.strategy
         step = self.p.steps[n]
         binding = self.carried(n + 1 if kleene else n)
-        negations = [g for g in self.p.negations if g.after == n - 1 and not kleene]
-        if strategy is Strategy.ANY:
-            ignore: Pred = TRUE
-        elif strategy is Strategy.STRICT:
-            ignore = FALSE
-        elif strategy is Strategy.PARTITION:
-            ignore = Not(self.same_partition(binding))
-        elif kleene:
-            ignore = Not(self.takes(n, binding))
-        else:
-            ignore = Not(self.begins(n, binding))
+        last = len(self.p.steps) - 1
+        inside = self.after(n) if n < last else []
+        negations = inside if kleene else self.after(n - 1)
+        ignore = self.ignore(n, binding, kleene)
         for negation in negations:
             ignore = conjoin(ignore, Not(self.negated(negation, binding)))
         moves = [d.pred for d in self.drafts if d.source == node]
@@ -591,6 +623,20 @@ class _Builder:
         return Automaton(self.p.output, nodes, _edges(self.drafts, self.options), final)
 
 
+SPOILED = "@spoiled"
+"""A Kleene closure's binding flag: a negated event came since its last take (no name has @)."""
+
+
+def _spoiled(var: str) -> Ref:
+    """The reference naming ``var``'s :data:`SPOILED` flag in a binding."""
+    return Ref(var, Index.ONLY, SPOILED)
+
+
+def _any(preds: Sequence[Pred]) -> Pred:
+    """The disjunction of ``preds`` (one of them alone)."""
+    return preds[0] if len(preds) == 1 else Or(tuple(preds))
+
+
 def _absorbed(conjuncts: Sequence[Conjunct]) -> list[Conjunct]:
     """The DNF without conjuncts another one's atoms are a part of (``A or (A and B)`` is
     ``A``): a FILTER edge ORs what kills a run with what moves it, and a move under the
@@ -630,7 +676,17 @@ def _edges(drafts: list[_Draft], options: Options) -> tuple[Edge, ...]:
             for name, (term, typ) in draft.map.items()
         )
         edges.append(
-            Edge(draft.kind, draft.source, draft.target, draft.stream, pred, conjuncts, (), assigns)
+            Edge(
+                draft.kind,
+                draft.source,
+                draft.target,
+                draft.stream,
+                pred,
+                conjuncts,
+                (),
+                assigns,
+                draft.keeps_end,
+            )
         )
     order = {
         EdgeKind.FILTER: 0,

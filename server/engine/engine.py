@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import ArithmeticFault, Faults
@@ -234,6 +235,10 @@ class Engine:
         edges = self.program.edges
         fire = self._fire
         program = self.program
+        # A REBIND that keeps the instance's end records, it takes no event: once per
+        # instance and edge in a round, for every slot any event moved.
+        records: dict[tuple[int, int], tuple[CompiledEdge, EngineInstance, int, tuple[Any, ...]]]
+        records = {}
         for event, root in events:
             attrs = event.attrs()
             own = event.t1 - event.t0 + 1
@@ -260,9 +265,20 @@ class Engine:
                     leaving[instance.id] = leaving.get(instance.id, 0) | left
                     for compiled, groups in firing:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
-                        if moving:
-                            args = (event, attrs, own, root, spawned, out)
-                            fire(compiled, instance, moving, *args)
+                        if not moving:
+                            continue
+                        args = (event, attrs, own, root, spawned, out)
+                        if compiled.edge.keeps_end:
+                            key = (instance.id, id(compiled))
+                            known = records.get(key)
+                            if known is not None:
+                                moving |= known[2]
+                                args = known[3]
+                            records[key] = (compiled, instance, moving, args)
+                            continue
+                        fire(compiled, instance, moving, *args)
+        for compiled, instance, moving, args in records.values():
+            fire(compiled, instance, moving, *args)
         self._install(leaving, spawned)
         return produced
 
@@ -459,8 +475,9 @@ class Engine:
             members = slots & program.edges[node.filter].params.all
             if members:
                 self.state.counters.spawned += 1
+                end = instance.t1 if instance is not None and compiled.edge.keeps_end else event.t1
                 successor = EngineInstance(
-                    self.state.new_id(), target, binding, t0, event.t1, new_root, members
+                    self.state.new_id(), target, binding, t0, end, new_root, members
                 )
                 spawned.append((successor, instance))
 
