@@ -25,6 +25,22 @@ def test_there_are_twenty_recipes_each_with_its_count():
     assert COOKBOOK.count("```cel") == 20
 
 
+PATTERN = re.compile(r"^```sase\n(.*?)^```\n\nOn the sample: (\d+) alerts", re.S | re.M)
+
+
+def test_the_pattern_twins_give_their_counts(cesar):
+    """Each pattern beside a recipe (```sase) gives the count under it."""
+    twins = PATTERN.findall(COOKBOOK)
+    assert len(twins) == 1
+    for number, (text, count) in enumerate(twins):
+        query = cesar.write(f"twin{number}.sase", text)
+        result = cesar.run(
+            "run", "--stream", STOCK, "--query", query, ROOT / "examples" / "stocks_sample.csv"
+        )
+        assert result.returncode == 0, result.stderr
+        assert len(result.stdout.splitlines()) == int(count) > 0
+
+
 @pytest.mark.parametrize(("number", "queries", "counts"), recipes(), ids=lambda v: str(v)[:3])
 def test_the_recipe_gives_what_the_cookbook_says(cesar, number, queries, counts):
     args: list[str | Path] = ["run", "--stream", STOCK]
