@@ -24,6 +24,7 @@ from cesar.automata.construct import build_automata
 from cesar.automata.errors import CelError, CelSemanticError
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.parser import parse_query
+from cesar.automata.pattern.ast import Pattern
 from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.pattern.resolve import Resolved, resolve
@@ -77,6 +78,7 @@ def compile_pattern(
     default_name: str | None = None,
     options: Options = DEFAULT_OPTIONS,
     build: bool = True,
+    parsed: Pattern | None = None,
 ) -> CompiledQuery:
     """Compile a pattern (SASE / SASE+, docs/patterns.md): parse, resolve, build its automata.
 
@@ -84,10 +86,12 @@ def compile_pattern(
     :class:`~cesar.automata.pattern.construct.NotCompiled` (a semantic error)
     for a pattern the engine does not run yet.  ``build=False`` stops before the
     automata (none are returned): for the pattern's literal evaluator, which
-    runs every pattern.
+    runs every pattern.  ``parsed`` is ``text``'s tree when the caller parsed it
+    already (the server reads the PUBLISH name first), as in :func:`compile_parsed`.
     """
     try:
-        pattern = resolve(parse_pattern(text), schemas, default_name, options.functions)
+        tree = parse_pattern(text) if parsed is None else parsed
+        pattern = resolve(tree, schemas, default_name, options.functions)
         if pattern.output.name in schemas:
             raise CelSemanticError(
                 f"stream {pattern.output.name} already exists; PUBLISH under a new name",

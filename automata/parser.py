@@ -104,7 +104,7 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE,
 )
-_PUNCT = {
+PUNCT = {
     "+": "PLUS",
     "-": "MINUS",
     "*": "STAR",
@@ -117,6 +117,7 @@ _PUNCT = {
     "}": "RBRACE",
     ",": "COMMA",
 }
+"""CEL's punctuation and the token type of each (the pattern language extends it)."""
 _DISPLAY = {
     "NAME": "a name",
     "ATTRREF": "an attribute reference",
@@ -126,7 +127,7 @@ _DISPLAY = {
     "DURATION": "a duration",
     "CMP": "a comparison operator",
     "$END": "end of query",
-    **{name: f"'{char}'" for char, name in _PUNCT.items()},
+    **{name: f"'{char}'" for char, name in PUNCT.items()},
     **{kw: kw for kw in KEYWORDS},
 }
 _VALUED = frozenset({"NAME", "ATTRREF", "INT", "FLOAT", "STRING", "DURATION", "CMP"})
@@ -176,7 +177,7 @@ def scan(text: str) -> Iterator[tuple[str, str, int]]:
         if kind != "SPACE":
             value = match.group()
             if kind == "PUNCT":
-                kind = _PUNCT[value]
+                kind = PUNCT[value]
             elif kind == "NAME" and value.upper() in KEYWORDS:
                 kind = value.upper()
             yield kind, value, offset

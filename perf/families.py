@@ -45,13 +45,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.quotes import minute_events, walk_events
-from cesar.perf.report import engine_figures
-from cesar.server.engine.engine import Engine
-from cesar.server.engine.workload import ENGINE_MODES
+from cesar.perf.report import engine_figures, subscribed
 from cesar.server.host.collector import tune_collector
 from cesar.server.wire.eventfile import read_events
 
@@ -132,12 +129,7 @@ def run_family(
     engine_name: str, texts: Sequence[str], events: Sequence[Event]
 ) -> dict[str, object]:
     """Subscribe ``texts`` to a fresh engine, process ``events``; figures and an output digest."""
-    options = ENGINE_MODES[engine_name]
-    assert options is not None, f"{engine_name} is an engine mode"
-    engine = Engine(options)
-    for number, text in enumerate(texts):
-        compiled = compile_query(text, {"Stock": STOCK}, f"q{number}")
-        engine.subscribe(compiled.name, compiled.automata)
+    engine = subscribed(engine_name, texts, STOCK)
     tick = time.perf_counter()
     outputs = engine.run(events)
     seconds = time.perf_counter() - tick

@@ -47,13 +47,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.quotes import minute_events
-from cesar.perf.report import engine_figures
-from cesar.server.engine.engine import Engine
-from cesar.server.engine.workload import ENGINE_MODES
+from cesar.perf.report import engine_figures, subscribed
 from cesar.server.host.collector import tune_collector
 from cesar.server.wire.eventfile import read_events
 
@@ -84,12 +81,7 @@ def any_window(window: int) -> str:
 
 def run(engine_name: str, texts: Sequence[str], events: Sequence[Event]) -> dict[str, object]:
     """Subscribe ``texts`` to a fresh engine, run ``events`` epoch by epoch; figures."""
-    options = ENGINE_MODES[engine_name]
-    assert options is not None, f"{engine_name} is an engine mode"
-    engine = Engine(options)
-    for number, text in enumerate(texts):
-        compiled = compile_query(text, {"Stock": STOCK}, f"q{number}")
-        engine.subscribe(compiled.name, compiled.automata)
+    engine = subscribed(engine_name, texts, STOCK)
     parts = epochs(events)
     live_peak = live_sum = 0
     outputs: list[Event] = []

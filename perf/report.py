@@ -1,5 +1,5 @@
 """What every benchmark's JSON result carries beside its figures: the machine and the date;
-and the figures of one engine's run that the engine benchmarks share."""
+and, for the engine benchmarks, a subscribed engine and the figures of its run."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cesar.automata.schema import Event
+from cesar.automata.compiler import compile_query
+from cesar.automata.schema import Event, StreamSchema
 from cesar.server.engine.engine import Engine
+from cesar.server.engine.workload import ENGINE_MODES
 
 
 def machine() -> str:
@@ -39,6 +41,17 @@ def stamped(records: list[dict[str, Any]]) -> dict[str, Any]:
 def write_json(path: Path, result: dict[str, Any]) -> None:
     """Write ``result`` as indented JSON."""
     path.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def subscribed(engine_name: str, texts: Sequence[str], schema: StreamSchema) -> Engine:
+    """A fresh engine of mode ``engine_name`` with ``texts`` subscribed, ``q0``, ``q1``…"""
+    options = ENGINE_MODES[engine_name]
+    assert options is not None, f"{engine_name} is an engine mode"
+    engine = Engine(options)
+    for number, text in enumerate(texts):
+        compiled = compile_query(text, {schema.name: schema}, f"q{number}")
+        engine.subscribe(compiled.name, compiled.automata)
+    return engine
 
 
 def engine_figures(

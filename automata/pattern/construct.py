@@ -475,7 +475,7 @@ class _Builder:
     ) -> None:
         """The edge of a run completing the last step: the match, or (with a trailing
         negation) the run waiting out its window at ``target``, the window in its binding."""
-        if any(g.after == len(self.p.steps) - 1 for g in self.p.negations):
+        if self.after(len(self.p.steps) - 1):
             assert self.p.window is not None
             waiting = {**binding, WINDOW: (Const(self.p.window, AttrType.INT), AttrType.INT)}
             self.add(EdgeKind.FORWARD, source, target, stream, pred, waiting)

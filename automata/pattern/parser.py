@@ -33,6 +33,7 @@ from cesar.automata.errors import CelSyntaxError
 from cesar.automata.parser import (
     _UNIT_ALT,
     MAX_NESTING,
+    PUNCT,
     ParseTree,
     TermBuilder,
     Vocabulary,
@@ -91,19 +92,9 @@ _TOKEN = re.compile(
 _NAME = re.compile(r"(?P<NAME>[A-Za-z_][A-Za-z0-9_]*)")
 """A name without hyphens: after the pattern clause, ``a-b`` is a subtraction."""
 _PUNCT = {
-    "+": "PLUS",
-    "-": "MINUS",
-    "*": "STAR",
-    "/": "SLASH",
-    "%": "PERCENT",
-    "^": "CARET",
-    "(": "LPAR",
-    ")": "RPAR",
-    "{": "LBRACE",
-    "}": "RBRACE",
+    **PUNCT,
     "[": "LBRACK",
     "]": "RBRACK",
-    ",": "COMMA",
     ".": "DOT",
     "..": "DOTDOT",
     "!": "BANG",

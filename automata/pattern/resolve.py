@@ -170,7 +170,7 @@ class _Resolver:
         returns = self._returns(positive)
         output = StreamSchema(
             name,
-            tuple((n, infer_type(t, self._resolver(), self.functions)) for n, t in returns),
+            tuple((n, infer_type(t, self.ref_type, self.functions)) for n, t in returns),
             unit,
         )
         return Resolved(
@@ -277,11 +277,8 @@ class _Resolver:
 
     # ---------------------------------------------------------------- typing
 
-    def _resolver(self) -> _TypeOf:
-        return _TypeOf(self)
-
     def _type(self, pred: Pred) -> None:
-        check_pred(pred, self._resolver(), self.functions)
+        check_pred(pred, self.ref_type, self.functions)
 
     def ref_type(self, attr: Attr) -> AttrType:
         """The type of the reference ``attr`` stands for, checked against its variable."""
@@ -433,7 +430,7 @@ class _Resolver:
         else:
             for item in items:
                 term = item.term
-                infer_type(term, self._resolver(), self.functions)
+                infer_type(term, self.ref_type, self.functions)
                 for key in keys_of(term):
                     ref = self.refs[key]
                     component = self.components[ref.var]
@@ -469,16 +466,6 @@ class _Resolver:
                 )
             seen.add(name)
         return tuple((name, term) for name, term, _ in out)
-
-
-@dataclass(frozen=True)
-class _TypeOf:
-    """The typing callback for :func:`~cesar.automata.typecheck.check_pred`."""
-
-    resolver: _Resolver
-
-    def __call__(self, attr: Attr) -> AttrType:
-        return self.resolver.ref_type(attr)
 
 
 def keys_of(node: Term | Pred) -> list[str]:

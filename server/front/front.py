@@ -46,10 +46,11 @@ import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 
 from cesar.automata.automaton import format_dot
-from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.compiler import CompiledQuery, compile_pattern, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.explain import explain
 from cesar.automata.partition import partition_keys
+from cesar.automata.pattern.ast import Pattern
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.schema import (
     Event,
@@ -124,13 +125,14 @@ class SubscribeItem:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A checked item, its shape (CEL), its compiled form when compiled early, and the
-    PUBLISH name of its CEL query or pattern, if it has one."""
+    """A checked item, its shape (CEL) or its syntax tree (a pattern), its compiled form when
+    compiled early, and the PUBLISH name of its CEL query or pattern, if it has one."""
 
     item: SubscribeItem
     shape: Shape | None
     query: CompiledQuery | None
     publish: str | None
+    pattern: Pattern | None = None
 
 
 class Ticket:
@@ -593,8 +595,8 @@ class Front:
             if item.algebra is not None:
                 prepared = Prepared(item, None, None, None)
             elif is_pattern(item.text):
-                publish = parse_pattern(item.text).publish
-                prepared = Prepared(item, None, None, publish)
+                tree = parse_pattern(item.text)
+                prepared = Prepared(item, None, None, tree.publish, tree)
             else:
                 shape = shape_of(item.text)
                 prepared = Prepared(item, shape, None, shape.publish)
@@ -614,7 +616,7 @@ class Front:
             if prepared.shape is not None:
                 return self.queries.compile(prepared.shape, schemas, name)
             if item.algebra is None:
-                return compile_query(item.text, schemas, name)  # a pattern
+                return compile_pattern(item.text, schemas, name, parsed=prepared.pattern)
             return compile_algebra(item.algebra, schemas, name)
         except (CelError, AlgebraMessageError) as exc:
             raise InvalidArgument(str(exc)) from None
