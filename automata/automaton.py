@@ -29,6 +29,14 @@ predicate implies its node's FILTER predicate.  A STAY edge lets an instance
 both fire and stay, as skip-till-any-match needs.  A TIMEOUT edge publishes an
 instance that has waited out its deadline (a pattern's match whose trailing
 negation did not happen within the window).
+
+A node whose FILTER edge ``joins`` (a pattern's AND) sees events by arrival
+instead: its instances are affected by every event processed after they were
+made, later events of their own epoch included (in the epoch's order), whatever
+the events' intervals; an instance spans the smallest ``t0`` and the largest
+``t1`` of its events, and so does ``DUR`` on the node's edges.  Each event
+joins an instance once, so every assignment of distinct events is made once,
+whatever order the epoch comes in.
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ class Edge:
     event into the match — the instance keeps its end (``t1``), so events that
     start before the recorded one ends are still after it; it fires once per
     instance and epoch however many events satisfy it, and its map reads no event.
+    ``joins``: a FILTER edge whose node sees events by arrival (module docstring).
     """
 
     kind: EdgeKind
@@ -94,6 +103,7 @@ class Edge:
     guards: tuple[Term, ...]
     map: tuple[Assign, ...]
     keeps_end: bool = False
+    joins: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +148,11 @@ class Automaton:
             node: tuple(sorted(edges, key=lambda e: e.kind is not EdgeKind.FILTER))
             for node, edges in table.items()
         }
+
+    @cached_property
+    def joining(self) -> frozenset[int]:
+        """The nodes that see events by arrival: their FILTER edge ``joins``."""
+        return frozenset(e.source for e in self.edges if e.kind is EdgeKind.FILTER and e.joins)
 
 
 def dur_bound(edge: Edge) -> float:
@@ -201,6 +216,8 @@ def format_automaton(automaton: Automaton) -> str:
             kind = "TIMEOUT (when the clock passes the DUR bound)"
         if edge.keeps_end:
             kind += " (keeps its end)"
+        if edge.joins:
+            kind += " (joins: sees events by arrival)"
         lines.append(f"    q{edge.source} → q{edge.target}  {kind}  on {edge.stream}")
         lines.extend(f"      {line}" for line in _conjunct_lines(edge))
         if edge.guards:

@@ -17,6 +17,10 @@ the output events, without mutating its inputs:
   edge's, if it has one (∀);
 * all changes take effect together at the end of the epoch; instances that
   reach the final node are output and not kept;
+* except at a node that joins (a pattern's AND): there an instance sees the
+  events after the one that made it in the epoch's order (the streams' names,
+  then each stream's), whatever their intervals, and spans the smallest ``t0``
+  and the largest ``t1`` of its events;
 * then an instance at a node with a TIMEOUT edge whose deadline (its start
   plus the edge's DUR bound, less one) the epoch has reached is output through
   it and dropped.
@@ -102,10 +106,12 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class _Input:
-    """An event of the epoch with its attribute mapping computed once."""
+    """An event of the epoch with its attribute mapping computed once and its place in the
+    epoch's order."""
 
     event: Event
     attrs: Mapping[str, Value]
+    place: int
 
 
 class _Epoch:
@@ -121,21 +127,25 @@ class _Epoch:
     ) -> None:
         self.automaton = automaton
         self.counters = counters
-        self.inputs = {
-            stream: [_Input(e, e.attrs()) for e in events.get(stream, ())]
-            for stream in automaton.reads
-        }
+        self.inputs: dict[str, list[_Input]] = {stream: [] for stream in automaton.reads}
+        place = 0
+        for stream in sorted(automaton.reads):
+            for event in events.get(stream, ()):
+                self.inputs[stream].append(_Input(event, event.attrs(), place))
+                place += 1
         self.faults = faults
         self.functions = functions
         self.spawned: dict[int, list[Instance]] = {}
+        self.joined: list[tuple[Instance, int]] = []
+        """Instances made at joining nodes, each with the place of the event that made it."""
         self.outputs: list[Event] = []
 
-    def env(self, binding: Mapping[str, Value], t0: int | None, item: _Input) -> Env:
+    def env(self, binding: Mapping[str, Value], t0: int, t1: int, item: _Input) -> Env:
+        """The edge's view of the instance ``[t0, t1]`` (``t0`` of the event's for ε)."""
         event = item.event
-        start = event.t0 if t0 is None else t0
         return Env(
             {Scope.LEFT: binding, Scope.EVENT: item.attrs},
-            event.t1 - start + 1,
+            max(event.t1, t1) - t0 + 1,
             event.t1 - event.t0 + 1,
         )
 
@@ -155,8 +165,9 @@ class _Epoch:
             return False
         return True
 
-    def fire(self, edge: Edge, env: Env, t0: int, t1: int) -> None:
-        """Spawn the instance an ∃-edge makes, unless its attribute map faults."""
+    def fire(self, edge: Edge, env: Env, t0: int, t1: int, place: int = -1) -> None:
+        """Spawn the instance an ∃-edge makes, unless its attribute map faults; ``place`` is
+        the firing event's in the epoch."""
         try:
             binding = {
                 a.name: store(eval_term(a.term, env, self.functions), a.type) for a in edge.map
@@ -169,7 +180,11 @@ class _Epoch:
             self.outputs.append(Event.of(self.automaton.name, t0, t1, binding))
         else:
             self.counters.spawned += 1
-            self.spawned.setdefault(edge.target, []).append(Instance(edge.target, binding, t0, t1))
+            instance = Instance(edge.target, binding, t0, t1)
+            if edge.target in self.automaton.joining:
+                self.joined.append((instance, place))
+            else:
+                self.spawned.setdefault(edge.target, []).append(instance)
 
     def expire(self, edge: Edge, instances: list[Instance], t1: int) -> list[Instance]:
         """Output through the TIMEOUT ``edge`` the instances whose deadline is at most ``t1``;
@@ -185,29 +200,37 @@ class _Epoch:
             self.fire(edge, env, instance.t0, int(deadline))
         return kept
 
-    def advance(self, node: int, binding: Mapping[str, Value], t0: int | None, t1: int) -> bool:
-        """Run one instance (``t0 is None`` for ε) through its edges; True if it survives."""
+    def advance(
+        self, node: int, binding: Mapping[str, Value], t0: int | None, t1: int, after: int = -1
+    ) -> bool:
+        """Run one instance (``t0 is None`` for ε) through its edges; True if it survives.
+
+        At a joining node the instance sees the events placed after ``after``.
+        """
         edges = self.automaton.outgoing[node]
         survives = any(edge.kind is EdgeKind.FILTER for edge in edges)
         stays = [edge for edge in edges if edge.kind is EdgeKind.STAY]
+        joins = node in self.automaton.joining
         self.counters.instances_touched += 1
         for edge in edges:
             if edge.kind in (EdgeKind.STAY, EdgeKind.TIMEOUT):
                 continue
             recorded = False  # a REBIND keeping the end records once an epoch, for any events
             for item in self.inputs[edge.stream]:
-                if item.event.t0 <= t1:
+                event = item.event
+                if item.place <= after if joins else event.t0 <= t1:
                     continue
                 self.counters.edge_checks += 1
-                env = self.env(binding, t0, item)
+                start = event.t0 if t0 is None else min(t0, event.t0) if joins else t0
+                env = self.env(binding, start, t1, item)
                 if not self.satisfied(edge, env):
                     continue
                 if edge.kind is EdgeKind.FILTER:
                     survives = survives and any(self.satisfied(stay, env) for stay in stays)
                 elif not recorded:
                     recorded = edge.keeps_end
-                    end = t1 if edge.keeps_end else item.event.t1
-                    self.fire(edge, env, item.event.t0 if t0 is None else t0, end)
+                    end = t1 if edge.keeps_end else max(t1, event.t1)
+                    self.fire(edge, env, start, end, item.place)
         return survives
 
 
@@ -237,6 +260,11 @@ def process_epoch(
         for instance in group:
             if epoch.advance(node, instance.binding, instance.t0, instance.t1):
                 kept.setdefault(node, []).append(instance)
+    while epoch.joined:  # instances made at joining nodes see the rest of the epoch
+        joined, epoch.joined = epoch.joined, []
+        for instance, place in joined:
+            if epoch.advance(instance.node, instance.binding, instance.t0, instance.t1, place):
+                kept.setdefault(instance.node, []).append(instance)
     for node, new in epoch.spawned.items():
         kept.setdefault(node, []).extend(new)
     clock = max((e.t1 for name in automaton.reads for e in events.get(name, ())), default=None)

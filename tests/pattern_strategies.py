@@ -5,7 +5,9 @@ engine runs"): SEQ of singletons and Kleene closures of S, T or ANY(S, T)
 under every strategy, equivalence tests, every aggregate, negation of any
 stream between any two components or after the last, and windows.  Streams are
 ``S(k:string, v:int)`` and ``T(k:string, v:int)`` in abstract ticks, with
-durations and simultaneous events (tests/strategies.py).
+durations and simultaneous events (tests/strategies.py).  ``conjunctions`` draws
+AND patterns: up to four components of S, T, ANY(S, T) or ANY(S, U), conditions
+across them, equivalence tests and windows.
 """
 
 from __future__ import annotations
@@ -169,3 +171,31 @@ def negated_patterns(draw: st.DrawFn, name: str = "P") -> str:
         f"{{ {' AND '.join(conditions)} }}"
     )
     return text + ("" if window is None else f" WITHIN {window}") + f" PUBLISH {name}"
+
+
+@st.composite
+def conjunctions(draw: st.DrawFn, name: str = "P") -> str:
+    """A random AND pattern, as text: up to three components, four with a window."""
+    window = draw(st.none() | st.integers(0, 6))
+    count = draw(st.integers(1, 3 if window is None else 4))
+    variables = "abcd"[:count]
+    streams = [draw(st.sampled_from(["S", "S", "T", "ANY(S, T)", "ANY(S, U)"])) for _ in variables]
+    conditions = []
+    for n, var in enumerate(variables):
+        op = draw(st.sampled_from(["<", "<=", ">", ">=", "=", "!="]))
+        atoms = [f"{var}.v {op} {draw(st.integers(0, 4))}", f"{var}.k = 'a'"]
+        if n:
+            other = draw(st.sampled_from(variables[:n]))
+            atoms += [f"{var}.v {op} {other}.v", f"{other}.v + {var}.v > 3"]
+            atoms.append(f"{var}.k != {other}.k")
+        conditions += _atoms(draw, atoms)
+    if count > 1 and draw(st.integers(0, 3)) == 0:
+        conditions.append("[k]")
+    pairs = zip(streams, variables, strict=True)
+    text = f"PATTERN AND({', '.join(f'{stream} {var}' for stream, var in pairs)})"
+    if conditions:
+        where = " AND ".join(conditions)
+        text += f" WHERE skip_till_any_match({', '.join(variables)}) {{ {where} }}"
+    if window is not None:
+        text += f" WITHIN {window}"
+    return f"{text} PUBLISH {name}"

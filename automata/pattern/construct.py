@@ -1,87 +1,34 @@
-"""Patterns → event automata: the NFAb of SASE+ §3 as FORWARD / REBIND / FILTER / STAY edges.
+"""Patterns → event automata: the entry point, the union stream and what the engine refuses.
 
-One node per NFAb state a run waits in: the start node waits for the first
-step; a node ``W_k`` waits to begin singleton-preceded step ``k``; a node
-``K_k`` is inside Kleene step ``k`` (its ``a[i]`` state).  After a Kleene
-step there is no waiting node: a run proceeds to step ``k + 1`` only with an
-event that begins it (SASE+ Step 6), so the FORWARD edge leaving ``K_k``
-begins step ``k + 1`` directly.
-
-At each node the strategy sets what a run may *ignore* (Step 3): everything
-(any match), what it cannot begin or take (next match), other partitions'
-events (partition contiguity) or nothing (strict contiguity); a negated
-component between the steps kills on its events too.  The node's FILTER edge
-is what *kills* or *moves* a run, so the engine looks at the instance, and
-its STAY edge what it may ignore: a run both takes an event and stays, as any
-match needs.  Every ∃-edge carries the window as ``DUR <= WITHIN + 1``, so the
-engine drops a run when its window has passed.
-
-A binding holds, per singleton variable ``v``, the attributes read later
-(``v.x``); per Kleene variable ``a``, ``a[1].x``, ``a[a.LEN].x``, ``a.LEN``
-and the running sum ``sum(a[].x)`` for averages and sums.  The binding
-attribute names are the references' own keys, so ``cesar explain`` reads like
-the pattern.
-
-A node reads one stream.  Where a run must see several — a negation of
-another stream, contiguity over several streams, a Kleene closure followed
-by another stream, ANY — the pattern reads an internal union of its streams
-(:func:`needs_union`), each event's stream in ``__type``; a condition on an
-attribute the event's stream lacks is true there (SASE's rule for ANY), by
-``__type`` of the event or of an earlier ANY component's, kept in the binding.
-
-Under a negation after the last component, a run that completes the last
-step waits at a node of its own, killed by a negated event within the
-window, and is published through a TIMEOUT edge when the clock passes the
-window's end; the window is a constant of its binding, so runs of different
-windows never share that node.
-
-A negation between a Kleene closure and the next component does not kill a
-run in the closure: its negated event replaces the run by one marked spoiled
-in its binding (a REBIND that keeps the run's end: the event is not in the
-match), which may take again — and is then fresh: the negated event is no
-longer between — but not proceed.
+:func:`build_pattern_automata` compiles a resolved pattern: SEQ through
+:mod:`cesar.automata.pattern.sequence` (SASE+ §3's NFAb), AND through
+:mod:`cesar.automata.pattern.join` (a node per set of bound components).  A
+node reads one stream; where a run must see several, the pattern reads an
+internal union of its streams first (:func:`needs_union`).
 
 What the engine cannot run yet raises :class:`NotCompiled` with the reason:
-AND (a join of simultaneous events), a negation before the first component
-or naming later components, and a condition on an attribute some streams of
-a Kleene closure over ANY lack.
+a negation before the first component or naming later components, and a
+condition on an attribute some streams of a Kleene closure over ANY lack.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 
-from cesar.automata.algebra import Assign
-from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
+from cesar.automata.automaton import Automaton, EdgeKind, Node
 from cesar.automata.errors import CelSemanticError
-from cesar.automata.evaluate import negate
-from cesar.automata.normal import Conjunct, canonical, canonical_term, dnf, split
-from cesar.automata.pattern.ast import Index, Ref, Strategy
-from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
+from cesar.automata.pattern.ast import Strategy
+from cesar.automata.pattern.join import MAX_COMPONENTS, JoinBuilder
+from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
+from cesar.automata.pattern.sequence import UNION_TYPE, Binding, Draft, SeqBuilder, edges_of
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
-    FALSE,
     TRUE,
-    And,
-    Arith,
     Attr,
-    Cmp,
     Const,
-    Dur,
-    Not,
-    Or,
-    Pred,
     Scope,
-    Term,
-    conjoin,
 )
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
-
-View = dict[str, Term]
-"""What each reference key reads on an edge: a term over the binding ($1) and the event."""
-Binding = dict[str, tuple[Term, AttrType]]
-"""A target binding: each attribute's term and type."""
 
 
 class NotCompiled(CelSemanticError):
@@ -97,17 +44,11 @@ def build_pattern_automata(
     :func:`needs_union`), its own last.  Raises :class:`NotCompiled` for what the
     engine cannot run yet."""
     _check(pattern, schemas)
+    builder = JoinBuilder if pattern.operator == "AND" else SeqBuilder
     if not needs_union(pattern):
-        return (_Builder(pattern, schemas, options, None).build(),)
+        return (builder(pattern, schemas, options, None).build(),)
     union = _union(pattern, schemas, options)
-    return union, _Builder(pattern, schemas, options, union.output.name).build()
-
-
-WINDOW = "WITHIN"
-"""The binding attribute of a run waiting out a trailing negation: its window, a constant of
-the edge's shape, so runs of different windows never share a node (its deadline is one)."""
-UNION_TYPE = "__type"
-"""The attribute of a pattern's union stream that names each event's own stream."""
+    return union, builder(pattern, schemas, options, union.output.name).build()
 
 
 def needs_union(p: Resolved) -> bool:
@@ -120,10 +61,13 @@ def needs_union(p: Resolved) -> bool:
     internal stream, ``<name>#1``, the union of its streams with each event's
     stream in :data:`UNION_TYPE`.
     """
+    steps = p.steps
+    if p.operator == "AND":  # a run waits for the components it has not bound
+        types = {t for step in steps for t in step.types}
+        return any(len(step.types) > 1 for step in steps) or (len(steps) > 2 and len(types) > 1)
     contiguous = p.strategy in (Strategy.STRICT, Strategy.PARTITION)
     if contiguous and len(p.reads) > 1:
         return True
-    steps = p.steps
     for n, step in enumerate(steps):
         if len(step.types) > 1:
             return True
@@ -161,9 +105,9 @@ def _union(p: Resolved, schemas: Mapping[str, StreamSchema], options: Options) -
             if attr != UNION_TYPE:
                 present = schema.type_of(attr) is not None
                 binding[attr] = (Attr(Scope.EVENT, attr) if present else _DEFAULTS[typ], typ)
-        drafts.append(_Draft(EdgeKind.FORWARD, 0, 1, name, TRUE, binding))
+        drafts.append(Draft(EdgeKind.FORWARD, 0, 1, name, TRUE, binding))
     nodes = (Node(0, ()), Node(1, output.attributes))
-    return Automaton(output, nodes, _edges(drafts, options), 1, internal=True)
+    return Automaton(output, nodes, edges_of(drafts, options), 1, internal=True)
 
 
 _DEFAULTS = {
@@ -178,8 +122,12 @@ _DEFAULTS = {
 
 def _check(p: Resolved, schemas: Mapping[str, StreamSchema]) -> None:
     pos = p.pattern.pos
-    if p.operator == "AND":
-        raise NotCompiled("AND patterns are not run by the engine yet (they join events)", pos)
+    if p.operator == "AND" and len(p.steps) > MAX_COMPONENTS:
+        raise NotCompiled(
+            f"an AND of {len(p.steps)} components is not run by the engine (it runs up to "
+            f"{MAX_COMPONENTS}: a run waits at a node per set of components it has bound)",
+            pos,
+        )
     kleene = {s.var: s.types for s in p.steps if s.kleene}
     for ref in p.refs.values():
         attr = ref.attr
@@ -212,488 +160,3 @@ def _check_negation(p: Resolved, negation: Negation) -> None:
                 "engine yet",
                 pos,
             )
-
-
-@dataclass
-class _Draft:
-    kind: EdgeKind
-    source: int
-    target: int
-    stream: str
-    pred: Pred
-    map: Binding
-    keeps_end: bool = False
-
-
-class _Builder:
-    def __init__(
-        self,
-        pattern: Resolved,
-        schemas: Mapping[str, StreamSchema],
-        options: Options,
-        union: str | None,
-    ) -> None:
-        self.p = pattern
-        self.union = union
-        """The union stream every edge reads, or None: each edge reads its component's."""
-        self.schemas = schemas
-        self.options = options
-        self.drafts: list[_Draft] = []
-        self.attributes: dict[int, tuple[tuple[str, AttrType], ...]] = {0: ()}
-        self.bound = (
-            None
-            if pattern.window is None
-            else Cmp("<=", Dur(), Const(pattern.window + 1, AttrType.INT))
-        )
-        self.needed: dict[str, set[tuple[Index, str | None, str | None]]] = {}
-        for ref in pattern.refs.values():
-            self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr, ref.aggregate))
-
-    # ------------------------------------------------------------ bindings
-
-    def stored(self, n: int) -> list[tuple[Ref, AttrType]]:
-        """What a binding keeps of step ``n``: the references it stores, with their types."""
-        step = self.p.steps[n]
-        needed = self.needed.get(step.var, set())
-
-        def attrs(*indices: Index, of: tuple[str | None, ...] = (None,)) -> list[str]:
-            return sorted({a for i, a, g in needed if i in indices and g in of and a})
-
-        def typ(attr: str) -> AttrType:
-            found = {self.schemas[t].type_of(attr) for t in step.types}
-            if len(found) > 1:  # int in one stream, float in another (resolve allows no more)
-                return AttrType.FLOAT
-            (only,) = found
-            assert only is not None, f"{step.var}.{attr}"
-            return only
-
-        var = step.var
-        if not step.kleene:
-            kept = [(Ref(var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
-            if self.union is not None and len(step.types) > 1:  # which stream, for absent values
-                kept.insert(0, (Ref(var, Index.ONLY, UNION_TYPE), AttrType.STRING))
-            return kept
-        runs = (Index.ALL, Index.UPTO_PREVIOUS)
-        out = [(Ref(var, Index.LEN, None), AttrType.INT)]
-        out += [(Ref(var, Index.FIRST, a), typ(a)) for a in attrs(Index.FIRST)]
-        out += [(Ref(var, Index.LAST, a), typ(a)) for a in attrs(Index.LAST, Index.PREVIOUS)]
-        sums = attrs(*runs, of=("SUM", "AVG"))
-        out += [(Ref(var, Index.ALL, a, "SUM"), AttrType.FLOAT) for a in sums]
-        for extreme in ("MIN", "MAX"):
-            out += [(Ref(var, Index.ALL, a, extreme), typ(a)) for a in attrs(*runs, of=(extreme,))]
-        if n < len(self.p.steps) - 1 and self.after(n):
-            out.append((_spoiled(var), AttrType.BOOL))
-        return out
-
-    def carried(self, upto: int) -> Binding:
-        """Steps ``0 .. upto - 1``'s stored references, copied from the instance."""
-        return {
-            ref.key: (Attr(Scope.LEFT, ref.key), typ)
-            for n in range(upto)
-            for ref, typ in self.stored(n)
-        }
-
-    def opened(self, n: int) -> Binding:
-        """Step ``n``'s stored references as the event that begins it sets them."""
-        out: Binding = {}
-        for ref, typ in self.stored(n):
-            if ref.index is Index.LEN:
-                out[ref.key] = (Const(1, AttrType.INT), typ)
-            elif ref == _spoiled(ref.var):
-                out[ref.key] = (Const(False, AttrType.BOOL), typ)
-            else:
-                assert ref.attr is not None
-                out[ref.key] = (Attr(Scope.EVENT, ref.attr), typ)
-        return out
-
-    def grown(self, n: int) -> list[tuple[Pred, Binding]]:
-        """Kleene step ``n``'s stored references after it takes one more event.
-
-        A running min or max keeps the old value or takes the event's: one
-        (condition, binding) per combination, the conditions exclusive (events
-        hold no NaN), so exactly one take edge fires.
-        """
-        variants: list[tuple[Pred, Binding]] = [(TRUE, {})]
-        for ref, typ in self.stored(n):
-            left: Term = Attr(Scope.LEFT, ref.key)
-            options: list[tuple[Pred, Term]] = [(TRUE, left)]
-            if ref.index is Index.LEN:
-                options = [(TRUE, Arith("+", left, Const(1, AttrType.INT)))]
-            elif ref == _spoiled(ref.var):
-                options = [(TRUE, Const(False, AttrType.BOOL))]  # its last event is after them
-            elif ref.index is Index.LAST:
-                assert ref.attr is not None
-                options = [(TRUE, Attr(Scope.EVENT, ref.attr))]
-            elif ref.aggregate == "SUM":
-                assert ref.attr is not None
-                options = [(TRUE, Arith("+", left, Attr(Scope.EVENT, ref.attr)))]
-            elif ref.aggregate in ("MIN", "MAX"):
-                assert ref.attr is not None
-                event = Attr(Scope.EVENT, ref.attr)
-                beats = Cmp("<" if ref.aggregate == "MIN" else ">", event, left)
-                options = [(beats, event), (Not(beats), left)]
-            variants = [
-                (conjoin(pred, extra), {**binding, ref.key: (term, typ)})
-                for pred, binding in variants
-                for extra, term in options
-            ]
-        return variants
-
-    # --------------------------------------------------------------- views
-
-    def view(self, binding: Binding, event_var: str | None = None, taking: bool = False) -> View:
-        """Every reference key as a term over an instance holding ``binding`` and the event.
-
-        The event is ``event_var``'s: its ``a[i]`` when ``taking`` (then
-        ``a[i-1]`` and ``a[..i-1]`` read the binding), else the one that begins it.
-        """
-        state = {key: term for key, (term, _) in binding.items()}
-        out: View = {}
-        for key, ref in self.p.refs.items():
-            term = self.term_of(ref, state, event_var, taking)
-            if term is not None:
-                out[key] = term
-        return out
-
-    @staticmethod
-    def term_of(
-        ref: Ref, state: Mapping[str, Term], event_var: str | None, taking: bool
-    ) -> Term | None:
-        attr = ref.attr
-        if ref.var == event_var and (
-            ref.index in (Index.ONLY, Index.CURRENT) or (ref.index is Index.FIRST and not taking)
-        ):
-            assert attr is not None
-            return Attr(Scope.EVENT, attr)
-        length = state.get(Ref(ref.var, Index.LEN, None).key)
-        if ref.index is Index.LEN or ref.aggregate == "COUNT":
-            return length
-        if ref.index in (Index.ONLY, Index.FIRST):
-            return state.get(Ref(ref.var, ref.index, attr).key)
-        if ref.index in (Index.LAST, Index.PREVIOUS):
-            return state.get(Ref(ref.var, Index.LAST, attr).key)
-        if ref.aggregate in ("MIN", "MAX"):
-            return state.get(Ref(ref.var, Index.ALL, attr, ref.aggregate).key)
-        total = state.get(Ref(ref.var, Index.ALL, attr, "SUM").key)
-        if ref.index is Index.CURRENT or total is None or length is None:
-            return None
-        return total if ref.aggregate == "SUM" else Arith("/", total, length)
-
-    # -------------------------------------------------------------- edges
-
-    def add(
-        self,
-        kind: EdgeKind,
-        source: int,
-        target: int,
-        stream: str,
-        pred: Pred,
-        binding: Binding | None = None,
-        keeps_end: bool = False,
-    ) -> None:
-        if kind not in (EdgeKind.FILTER, EdgeKind.STAY) and self.bound is not None:
-            pred = conjoin(pred, self.bound)
-        self.drafts.append(_Draft(kind, source, target, stream, pred, binding or {}, keeps_end))
-        if binding is not None:
-            self.attributes.setdefault(
-                target, tuple((name, typ) for name, (_, typ) in binding.items())
-            )
-
-    def output(self, view: View) -> Binding:
-        types = dict(self.p.output.attributes)
-        return {name: (rewrite_term(term, view), types[name]) for name, term in self.p.returns}
-
-    def build(self) -> Automaton:
-        steps = self.p.steps
-        last = len(steps) - 1
-        waiting: dict[int, int] = {0: 0}
-        inside: dict[int, int] = {}
-        for n, step in enumerate(steps):
-            if n and not steps[n - 1].kleene:
-                waiting[n] = len(waiting) + len(inside)
-            if step.kleene:
-                inside[n] = len(waiting) + len(inside)
-        final = len(waiting) + len(inside)
-        trailing = [g for g in self.p.negations if g.after == last]
-        done_at = final  # where a run that completes the last step goes
-        if trailing:
-            final += 1  # a completed run waits out its window at done_at
-        for n, step in enumerate(steps):
-            stream = self.stream_of(step.types)
-            sources: list[tuple[int, Pred]] = []
-            if n in waiting:
-                sources.append((waiting[n], TRUE))
-            if n - 1 in inside:
-                closed = rewrite(steps[n - 1].close, self.view(self.carried(n)))
-                if self.after(n - 1):  # no negated event since the closure's last take
-                    fresh = Attr(Scope.LEFT, _spoiled(steps[n - 1].var).key)
-                    closed = conjoin(closed, Cmp("=", fresh, Const(False, AttrType.BOOL)))
-                sources.append((inside[n - 1], closed))
-            for source, closed in sources:
-                view = self.view(self.carried(n), step.var)
-                begin = conjoin(closed, self.begins(n, self.carried(n)))
-                opened = {**self.carried(n), **self.opened(n)}
-                if step.kleene:
-                    self.add(EdgeKind.FORWARD, source, inside[n], stream, begin, opened)
-                    if n == last:
-                        after = self.view(opened)
-                        done = conjoin(begin, rewrite(step.close, after))
-                        self.complete(source, done_at, stream, done, opened, after)
-                elif n == last:
-                    self.complete(source, done_at, stream, begin, opened, view)
-                else:
-                    self.add(EdgeKind.FORWARD, source, waiting[n + 1], stream, begin, opened)
-        for n, node in inside.items():
-            step = steps[n]
-            stream = self.stream_of(step.types)
-            take = self.takes(n, self.carried(n + 1))
-            for variant, state in self.grown(n):
-                grown = {**self.carried(n), **state}
-                self.add(EdgeKind.REBIND, node, node, stream, conjoin(take, variant), grown)
-                if n == last:
-                    after = self.view(grown)
-                    done = conjoin(take, variant, rewrite(step.close, after))
-                    self.complete(node, done_at, stream, done, grown, after)
-            if n < last and self.after(n):
-                binding = self.carried(n + 1)
-                negated = [self.negated(g, binding) for g in self.after(n)]
-                seen = conjoin(self.ignore(n, binding, kleene=True), _any(negated))
-                mark = _spoiled(step.var).key
-                spoilt = {**binding, mark: (Const(True, AttrType.BOOL), AttrType.BOOL)}
-                self.add(EdgeKind.REBIND, node, node, stream, seen, spoilt, keeps_end=True)
-        for n, node in waiting.items():
-            if node:
-                self.loops(n, node, kleene=False)
-        for n, node in inside.items():
-            self.loops(n, node, kleene=True)
-        if trailing:
-            self.wait_out(done_at, final, trailing)
-        return self.assemble(final)
-
-    def complete(
-        self, source: int, target: int, stream: str, pred: Pred, binding: Binding, view: View
-    ) -> None:
-        """The edge of a run completing the last step: the match, or (with a trailing
-        negation) the run waiting out its window at ``target``, the window in its binding."""
-        if self.after(len(self.p.steps) - 1):
-            assert self.p.window is not None
-            waiting = {**binding, WINDOW: (Const(self.p.window, AttrType.INT), AttrType.INT)}
-            self.add(EdgeKind.FORWARD, source, target, stream, pred, waiting)
-        else:
-            self.add(EdgeKind.FORWARD, source, target, stream, pred, self.output(view))
-
-    def wait_out(self, node: int, final: int, trailing: list[Negation]) -> None:
-        """A completed run's node under a trailing negation: killed by a negated event in the
-        window, published through TIMEOUT when the window has passed."""
-        assert self.bound is not None
-        binding = self.carried(len(self.p.steps))
-        types = {g.types for g in trailing}
-        stream = self.union or next(iter(types))[0]
-        kills = [self.negated(g, binding) for g in trailing]
-        watch = conjoin(kills[0] if len(kills) == 1 else Or(tuple(kills)), self.bound)
-        self.add(EdgeKind.FILTER, node, node, stream, watch)
-        self.drafts.append(
-            _Draft(
-                EdgeKind.TIMEOUT, node, final, stream, self.bound, self.output(self.view(binding))
-            )
-        )
-
-    def after(self, n: int) -> list[Negation]:
-        """The negations between step ``n`` and the next (or after the last step)."""
-        return [g for g in self.p.negations if g.after == n]
-
-    def ignore(self, n: int, binding: Binding, kleene: bool) -> Pred:
-        """What a run at step ``n`` (waiting for it, or inside its closure) may skip."""
-        strategy = self.p.strategy
-        if strategy is Strategy.ANY:
-            return TRUE
-        if strategy is Strategy.STRICT:
-            return FALSE
-        if strategy is Strategy.PARTITION:
-            return Not(self.same_partition(binding))
-        return Not(self.takes(n, binding) if kleene else self.begins(n, binding))
-
-    def loops(self, n: int, node: int, kleene: bool) -> None:
-        """The node's FILTER (what kills or moves a run) and STAY (what it may ignore).
-
-        A negated event a run must not skip past kills it before a waiting step;
-        inside a closure it replaces the run by one marked spoiled (which may take
-        again, and is then fresh, but not proceed), keeping the run's end.
-        """
-        strategy = self.p.strategy
-        step = self.p.steps[n]
-        binding = self.carried(n + 1 if kleene else n)
-        last = len(self.p.steps) - 1
-        inside = self.after(n) if n < last else []
-        negations = inside if kleene else self.after(n - 1)
-        ignore = self.ignore(n, binding, kleene)
-        for negation in negations:
-            ignore = conjoin(ignore, Not(self.negated(negation, binding)))
-        moves = [d.pred for d in self.drafts if d.source == node]
-        watch: Pred = Or((Not(ignore), *moves))
-        stream = self.stream_of(step.types)
-        self.add(EdgeKind.FILTER, node, node, stream, watch)
-        # Under next match a waiting run ignores exactly what it cannot begin: FILTER says it.
-        plain = strategy is Strategy.NEXT and not kleene and not negations
-        if ignore != FALSE and not plain:
-            self.add(EdgeKind.STAY, node, node, stream, ignore)
-
-    def stream_of(self, types: tuple[str, ...]) -> str:
-        """The stream an edge for events of ``types`` reads: theirs, or the union."""
-        return self.union or types[0]
-
-    def of_types(self, types: tuple[str, ...], pred: Pred) -> Pred:
-        """``pred`` on an event of one of ``types``: on the union stream, its type is tested."""
-        if self.union is None:
-            return pred
-        tests = [Cmp("=", Attr(Scope.EVENT, UNION_TYPE), Const(t, AttrType.STRING)) for t in types]
-        return conjoin(tests[0] if len(tests) == 1 else Or(tuple(tests)), pred)
-
-    def begins(self, n: int, binding: Binding) -> Pred:
-        """Step ``n``'s begin condition on the event, for an instance holding ``binding``."""
-        step = self.p.steps[n]
-        begin = self.absent_true(step.begin, step.var)
-        return self.of_types(step.types, rewrite(begin, self.view(binding, step.var)))
-
-    def absent_true(self, pred: Pred, event_var: str) -> Pred:
-        """``pred`` with each atom made true for events whose stream lacks an attribute it reads.
-
-        SASE: a condition on an attribute the event does not have holds.  An
-        ANY component's event may come from a stream without the attribute;
-        its stream is ``__type`` of the union event (``event_var``'s) or kept
-        in the binding (an earlier component's).
-        """
-        components = {s.var: s.types for s in self.p.steps}
-        components.update({g.var: g.types for g in self.p.negations})
-
-        def fix(node: Pred) -> Pred:
-            if isinstance(node, Not):
-                return fix(negate(node.item))
-            if isinstance(node, And | Or):
-                return type(node)(tuple(fix(item) for item in node.items))
-            if not isinstance(node, Cmp):
-                return node
-            tests: list[Pred] = [node]
-            for key in keys_of(node):
-                ref = self.p.refs[key]
-                lacking = [
-                    t
-                    for t in components[ref.var]
-                    if ref.attr and self.schemas[t].type_of(ref.attr) is None
-                ]
-                if not lacking:
-                    continue
-                scope = Scope.EVENT if ref.var == event_var else Scope.LEFT
-                name = UNION_TYPE if scope is Scope.EVENT else f"{ref.var}.{UNION_TYPE}"
-                tests += [Cmp("=", Attr(scope, name), Const(t, AttrType.STRING)) for t in lacking]
-            return node if len(tests) == 1 else Or(tuple(tests))
-
-        return fix(pred)
-
-    def takes(self, n: int, binding: Binding) -> Pred:
-        """Kleene step ``n``'s take condition on the event (its ``a[i]``)."""
-        step = self.p.steps[n]
-        view = self.view(binding, step.var, taking=True)
-        return self.of_types(step.types, rewrite(step.take, view))
-
-    def negated(self, negation: Negation, binding: Binding) -> Pred:
-        """The negation's condition on an event of its stream, for an instance with ``binding``."""
-        view = self.view(binding)
-        for key, ref in self.p.refs.items():
-            if ref.var == negation.var:
-                assert ref.attr is not None
-                view[key] = Attr(Scope.EVENT, ref.attr)
-        pred = self.absent_true(negation.pred, negation.var)
-        return self.of_types(negation.types, rewrite(pred, view))
-
-    def same_partition(self, binding: Binding) -> Pred:
-        """The event is in the run's partition: its equivalence attributes equal the first's."""
-        first = self.p.steps[0]
-        index = Index.FIRST if first.kleene else Index.ONLY
-        return conjoin(
-            *(
-                Cmp("=", Attr(Scope.EVENT, attr), binding[Ref(first.var, index, attr).key][0])
-                for attr in self.p.partition
-            )
-        )
-
-    def assemble(self, final: int) -> Automaton:
-        self.attributes[final] = self.p.output.attributes
-        nodes = tuple(Node(n, self.attributes.get(n, ())) for n in range(final + 1))
-        return Automaton(self.p.output, nodes, _edges(self.drafts, self.options), final)
-
-
-SPOILED = "@spoiled"
-"""A Kleene closure's binding flag: a negated event came since its last take (no name has @)."""
-
-
-def _spoiled(var: str) -> Ref:
-    """The reference naming ``var``'s :data:`SPOILED` flag in a binding."""
-    return Ref(var, Index.ONLY, SPOILED)
-
-
-def _any(preds: Sequence[Pred]) -> Pred:
-    """The disjunction of ``preds`` (one of them alone)."""
-    return preds[0] if len(preds) == 1 else Or(tuple(preds))
-
-
-def _absorbed(conjuncts: Sequence[Conjunct]) -> list[Conjunct]:
-    """The DNF without conjuncts another one's atoms are a part of (``A or (A and B)`` is
-    ``A``): a FILTER edge ORs what kills a run with what moves it, and a move under the
-    window repeats a kill.  O(conjuncts² × atoms).
-
-    >>> from cesar.automata.terms import Attr, Cmp, Const, Scope
-    >>> a = Cmp("<", Attr(Scope.EVENT, "x"), Const(1, AttrType.INT))
-    >>> b = Cmp(">", Attr(Scope.EVENT, "y"), Const(2, AttrType.INT))
-    >>> [len(c.atoms) for c in _absorbed([Conjunct((a, b)), Conjunct((a,))])]
-    [1]
-    """
-    sets = [frozenset(c.atoms) for c in conjuncts]
-    kept = []
-    for index, conjunct in enumerate(conjuncts):
-        mine = sets[index]
-        if not any(
-            other < mine or (other == mine and earlier < index)
-            for earlier, other in enumerate(sets)
-            if earlier != index
-        ):
-            kept.append(conjunct)
-    return kept
-
-
-def _edges(drafts: list[_Draft], options: Options) -> tuple[Edge, ...]:
-    """The drafts as canonical edges, in the order construct.py gives them: by source, kind."""
-    functions = options.functions
-    edges = []
-    for draft in drafts:
-        pred = canonical(draft.pred, functions)
-        conjuncts = tuple(
-            SplitConjunct(*split(c, Scope.EVENT))
-            for c in _absorbed(dnf(pred, options.dnf_limit, functions))
-        )
-        assigns = tuple(
-            Assign(name, canonical_term(term, functions), typ)
-            for name, (term, typ) in draft.map.items()
-        )
-        edges.append(
-            Edge(
-                draft.kind,
-                draft.source,
-                draft.target,
-                draft.stream,
-                pred,
-                conjuncts,
-                (),
-                assigns,
-                draft.keeps_end,
-            )
-        )
-    order = {
-        EdgeKind.FILTER: 0,
-        EdgeKind.STAY: 1,
-        EdgeKind.REBIND: 2,
-        EdgeKind.FORWARD: 3,
-        EdgeKind.TIMEOUT: 4,
-    }
-    edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
-    return tuple(edges)

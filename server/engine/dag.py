@@ -181,6 +181,8 @@ class QueryDag:
         self.merge = merge
         self.nodes: dict[int, DagNode] = {ROOT: DagNode(ROOT, (), ("root",), 0, refs=0)}
         self.edges: dict[int, DagEdge] = {}
+        self.joining: set[int] = set()
+        """The nodes whose FILTER edge joins (they see events by arrival)."""
         self._by_signature: dict[Hashable, int] = {}
         self._pool = _Pool()
         self._schemas: dict[Columns, Columns] = {}  # one tuple per distinct node schema
@@ -294,6 +296,8 @@ class QueryDag:
         if label.kind is EdgeKind.FILTER:
             assert self.nodes[source].filter is None, "a node has one filter edge"
             self.nodes[source].filter = edge_id
+            if label.joins:
+                self.joining.add(source)
         elif label.kind is EdgeKind.STAY:
             assert self.nodes[source].stay is None, "a node has one stay edge"
             self.nodes[source].stay = edge_id
@@ -318,6 +322,7 @@ class QueryDag:
                 source = self.nodes[edge.source]
                 if source.filter == edge_id:
                     source.filter = None
+                    self.joining.discard(edge.source)
                 elif source.stay == edge_id:
                     source.stay = None
                 elif source.timeout == edge_id:
@@ -348,6 +353,8 @@ class QueryDag:
             if node.filter is not None:
                 edge = self.edges[node.filter]
                 assert edge.source == edge.target == node.id and edge.kind is EdgeKind.FILTER
+            joins = node.filter is not None and self.edges[node.filter].label.joins
+            assert joins == (node.id in self.joining), f"node {node.id} joins: {joins}"
             if node.stay is not None:
                 edge = self.edges[node.stay]
                 assert edge.source == edge.target == node.id and edge.kind is EdgeKind.STAY

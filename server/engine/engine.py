@@ -17,7 +17,10 @@ exactly as Section 4.3 describes, per event of the epoch:
    part and guards hold.
 
 New instances are installed, and affected ones removed, together at the end
-(per stream rank, see below); outputs are emitted per subscription.  Streams
+(per stream rank, see below); outputs are emitted per subscription.  An
+instance made at a node that joins (a pattern's AND) is installed as soon as
+the event that made it is done, so the later events of its epoch see it; at
+such a node an instance spans its events' smallest ``t0`` and largest ``t1``.  Streams
 published by one subscription and read by another, internal resubscription
 streams included, are processed in the same epoch after their producers: a
 stream's *rank* is one more than the highest rank it reads, and ranks run in
@@ -239,7 +242,12 @@ class Engine:
         # instance and edge in a round, for every slot any event moved.
         records: dict[tuple[int, int], tuple[CompiledEdge, EngineInstance, int, tuple[Any, ...]]]
         records = {}
+        joining = program.dag.joining
+        joined = 0  # spawned[:joined] holds no instance of a joining node
+        joined_at: set[int] = set()  # the joining nodes that got instances
         for event, root in events:
+            if joining and len(spawned) > joined:
+                joined = self._join(spawned, joined, joined_at)
             attrs = event.attrs()
             own = event.t1 - event.t0 + 1
             starting: dict[int, list[Group]] = {}
@@ -255,8 +263,9 @@ class Engine:
                 firing = self._firing(node, event.stream, attrs)
                 stay = program.stay_of(node)
                 staying = stay.params.matching_groups(attrs) if stay is not None else None
+                joins = node in joining
                 for instance, slots in affected:
-                    dur = event.t1 - instance.t0 + 1
+                    dur = _joined_dur(instance, event) if joins else event.t1 - instance.t0 + 1
                     binding = instance.binding
                     left = slots
                     if staying:
@@ -280,7 +289,28 @@ class Engine:
         for compiled, instance, moving, args in records.values():
             fire(compiled, instance, moving, *args)
         self._install(leaving, spawned)
+        if joined_at:
+            self._enforce_limits(joined_at)
         return produced
+
+    def _join(
+        self,
+        spawned: list[tuple[EngineInstance, EngineInstance | None]],
+        start: int,
+        nodes: set[int],
+    ) -> int:
+        """Install now the instances of ``spawned[start:]`` made at joining nodes, taking them
+        out (the rest of the epoch sees them) and adding their nodes to ``nodes`` (limits are
+        enforced when the round ends); returns the new length of ``spawned``."""
+        joining = self.program.dag.joining
+        joined = [instance for instance, _ in spawned[start:] if instance.node in joining]
+        if joined:
+            spawned[start:] = [pair for pair in spawned[start:] if pair[0].node not in joining]
+            homes_of: dict[tuple[int, int], list[Group]] = {}
+            for instance in joined:
+                self.admit(instance, homes_of)
+                nodes.add(instance.node)
+        return len(spawned)
 
     def _firing(
         self, node: int, stream: str, attrs: Mapping[str, Value]
@@ -344,9 +374,11 @@ class Engine:
         nothing: dict[int, EngineInstance] = {}
         waits: list[tuple[Group, tuple[str, str, ThresholdOf], EngineInstance]] = []
         waiting_on = self.options.waiting
+        joining = self.program.dag.joining
         for node, groups in nodes.items():
             index = live[node]
             accesses = index.accesses
+            joins = node in joining
             affected: dict[int, tuple[EngineInstance, int]] = {}
             for group in groups:
                 holds, entry = group.params.holds, group.entry
@@ -361,15 +393,22 @@ class Engine:
                     if threshold is None:
                         candidates = filed.values()
                     else:
-                        touched += self._waiting(group, threshold, event, attrs, own, affected)
+                        touched += self._waiting(
+                            group, threshold, event, attrs, own, affected, joins
+                        )
                         candidates = list(filed.values())
                         waits.extend((group, threshold, instance) for instance in candidates)
                 for instance in candidates:
                     touched += 1
                     members = instance.members & mask
-                    if t0 <= instance.t1 or not members:
+                    if not members:
                         continue
-                    dur = t1 - instance.t0 + 1
+                    if joins:
+                        dur = _joined_dur(instance, event)
+                    elif t0 <= instance.t1:
+                        continue
+                    else:
+                        dur = t1 - instance.t0 + 1
                     slots = holds((group,), members, instance.binding, attrs, dur, own)
                     if slots:
                         known = affected.get(instance.id)
@@ -392,8 +431,10 @@ class Engine:
         attrs: Mapping[str, Value],
         own: int,
         affected: dict[int, tuple[EngineInstance, int]],
+        joins: bool,
     ) -> int:
-        """Add to ``affected`` the waiting instances of ``group`` the event completes.
+        """Add to ``affected`` the waiting instances of ``group`` the event completes
+        (``joins``: the group's node joins).
 
         The group's threshold index gives the (instance, tuple) entries whose
         threshold the event's value passes; each is verified whole.  An entry
@@ -415,9 +456,12 @@ class Engine:
             if not members:
                 stale.append(waiting)
                 continue
-            if t0 <= instance.t1:
+            if joins:
+                dur = _joined_dur(instance, event)
+            elif t0 <= instance.t1:
                 continue
-            dur = t1 - instance.t0 + 1
+            else:
+                dur = t1 - instance.t0 + 1
             slots = holds_tuple(group, waiting.entry, members, instance.binding, attrs, dur, own)
             if slots:
                 known = affected.get(instance.id)
@@ -442,9 +486,15 @@ class Engine:
 
         The new instance goes to ``spawned`` with the instance it comes from.
         """
-        binding_in = _EMPTY if instance is None else instance.binding
-        t0 = event.t0 if instance is None else instance.t0
-        dur = event.t1 - t0 + 1
+        program = self.program
+        t1 = event.t1
+        if instance is None:
+            binding_in, t0 = _EMPTY, event.t0
+        else:
+            binding_in, t0 = instance.binding, instance.t0
+            if instance.node in program.dag.joining:
+                t0, t1 = min(t0, event.t0), max(t1, instance.t1)
+        dur = t1 - t0 + 1
         try:
             assert compiled.build is not None
             binding = compiled.build(binding_in, attrs, dur, own)
@@ -452,7 +502,6 @@ class Engine:
             self.program.faults.arithmetic += 1
             return
         new_root = root if instance is None else min(root, instance.root)
-        program = self.program
         target = compiled.target
         node = program.dag.nodes[target]
         ending = slots & program.final.get(target, 0)
@@ -460,7 +509,6 @@ class Engine:
             space = program.spaces[node.space]
             slot_stream = space.streams
             values = tuple(sorted(binding.items()))
-            t1 = event.t1
             streams = [slot_stream[slot] for slot in slots_of(ending & ~space.fed)]
             fed = [slot_stream[slot] for slot in slots_of(ending & space.fed)]
             if new_root <= program.latest_since:  # some slot may have subscribed after its root
@@ -475,7 +523,7 @@ class Engine:
             members = slots & program.edges[node.filter].params.all
             if members:
                 self.state.counters.spawned += 1
-                end = instance.t1 if instance is not None and compiled.edge.keeps_end else event.t1
+                end = instance.t1 if instance is not None and compiled.edge.keeps_end else t1
                 successor = EngineInstance(
                     self.state.new_id(), target, binding, t0, end, new_root, members
                 )
@@ -596,3 +644,9 @@ class Engine:
             users = program.filter_of(node).params.all
             for instance in index.instances():
                 assert not instance.members & ~users, f"instance {instance.id}: a slot left"
+
+
+def _joined_dur(instance: EngineInstance, event: Event) -> int:
+    """DUR of an instance at a joining node and an event: from the earlier start to the later
+    end (the event may start before the instance ends)."""
+    return max(event.t1, instance.t1) - min(event.t0, instance.t0) + 1

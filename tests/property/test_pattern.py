@@ -5,7 +5,8 @@ Kleene closures with aggregates, negation, ANY, equivalence tests, windows) over
 random streams with durations and simultaneous events: the single-automaton
 runtime and the multi-query engine — merged with indices, unmerged, naive —
 give the oracle's output multiset, several subscriptions at once; and an
-engine restored from a snapshot runs on as one that never stopped.
+engine restored from a snapshot runs on as one that never stopped.  AND
+patterns (tests/pattern_strategies.py ``conjunctions``) go through the same.
 """
 
 import pickle
@@ -26,6 +27,7 @@ from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from tests.pattern_strategies import (
     SCHEMAS,
     compiled_patterns,
+    conjunctions,
     negated_patterns,
     pattern_streams,
 )
@@ -64,10 +66,26 @@ def test_negation_on_the_runtime_and_the_engine(text, streams):
     engine.check_valid()
 
 
+@settings(max_examples=300, **SETTINGS)
+@given(text=conjunctions(), streams=pattern_streams())
+def test_and_on_the_runtime_and_the_engine(text, streams):
+    pattern, automata = compiled(text)
+    events = [e for stream in streams.values() for e in stream]
+    expected = Counter(evaluate(pattern, streams))
+    assert Counter(Runner(automata).run(events)) == expected
+    engine = Engine()
+    engine.subscribe("q", automata)
+    assert Counter(engine.run(events)) == expected
+    engine.check_valid()
+
+
+ANY_PATTERN = compiled_patterns() | conjunctions()
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 @settings(max_examples=250, **SETTINGS)
 @given(
-    texts=st.lists(compiled_patterns(), min_size=1, max_size=3),
+    texts=st.lists(ANY_PATTERN, min_size=1, max_size=3),
     copies=st.integers(1, 2),
     streams=pattern_streams(),
 )
@@ -86,13 +104,14 @@ def test_the_engine_gives_each_subscription_the_oracles_matches(mode, texts, cop
 
 @settings(max_examples=150, **SETTINGS)
 @given(
-    texts=st.lists(compiled_patterns(), min_size=1, max_size=3),
+    texts=st.lists(ANY_PATTERN, min_size=1, max_size=3),
     streams=pattern_streams(),
     data=st.data(),
 )
 def test_a_restored_engine_runs_patterns_on_as_if_never_stopped(texts, streams, data):
     """Capture the run state between two epochs (spoiled marks, runs waiting out a trailing
-    negation, union streams), rebuild from the pattern texts, restore: the same later alerts."""
+    negation, union streams, AND's joining runs), rebuild from the pattern texts, restore: the
+    same later alerts."""
     names = [f"q{number}" for number in range(len(texts))]
     builds = [compiled(t.replace("PUBLISH P", f"PUBLISH P{n}"))[1] for n, t in enumerate(texts)]
     steady, stopped = Engine(), Engine()

@@ -1,0 +1,95 @@
+"""AND patterns → join automata: a node per set of bound components (the lazy-chain seed's AND).
+
+``AND(A a, B b, C c)`` matches one event per component, distinct, in any
+order and any epochs, simultaneous ones included, within the window, the
+whole WHERE holding.  A run is the set of components it has bound: the start
+node is the empty set, the final node all of them, and from a set ``S`` an
+event of a component ``c`` outside it moves a run to ``S ∪ {c}`` if the
+conditions it decides hold — the WHERE conjuncts naming ``c`` whose other
+components are in ``S`` (a conjunct naming none is judged on the first
+event).  Each conjunct is so judged exactly once on every path, so a full run
+holds the whole WHERE.
+
+The waiting nodes *join* (:mod:`cesar.automata.automaton`): they see events
+by arrival, whatever their intervals, later events of the same epoch
+included, and a run spans its events' smallest ``t0`` and largest ``t1``.
+Every event is seen once by each run made before it, so each assignment of
+distinct events to components is made exactly once — the first event's
+component first, and so on in the order the events came.  A node's STAY edge
+is TRUE (skip till any match): a run that moves on also stays, waiting for
+other events.  The window bounds every ∃-edge's DUR, so a run goes when its
+window has passed.
+
+There are ``2**k - 1`` waiting nodes for ``k`` components; the engine runs
+up to :data:`MAX_COMPONENTS`.
+"""
+
+from __future__ import annotations
+
+from cesar.automata.automaton import Automaton, EdgeKind
+from cesar.automata.pattern.resolve import keys_of, rewrite
+from cesar.automata.pattern.sequence import Binding, Draft, SeqBuilder, any_of
+from cesar.automata.terms import TRUE, And, Pred, Truth, conjoin
+
+MAX_COMPONENTS = 8
+"""The most components an AND the engine runs may have (255 waiting nodes)."""
+
+
+class JoinBuilder(SeqBuilder):
+    """Builds the join automaton of an AND pattern (module docstring); SeqBuilder's bindings,
+    views and edges serve it, each component a singleton step."""
+
+    def build(self) -> Automaton:
+        steps = self.p.steps
+        full = (1 << len(steps)) - 1
+        sets = sorted(range(1, full), key=lambda s: (s.bit_count(), s))
+        node_of = {0: 0, **{s: n for n, s in enumerate(sets, 1)}, full: len(sets) + 1}
+        where = self.p.conjuncts
+        items: tuple[Pred, ...] = where.items if isinstance(where, And) else (where,)
+        conjuncts = [c for c in items if not (isinstance(c, Truth) and c.value)]
+        order = {step.var: n for n, step in enumerate(steps)}
+        named = [sum(1 << order[self.p.refs[k].var] for k in set(keys_of(c))) for c in conjuncts]
+        for bound in [0, *sets]:
+            binding = self.bound_of(bound)
+            for n, step in enumerate(steps):
+                mine = 1 << n
+                if bound & mine:
+                    continue
+                target = bound | mine
+                decided = [
+                    c
+                    for c, names in zip(conjuncts, named, strict=True)
+                    if names & ~target == 0 and (names & mine or (not names and not bound))
+                ]
+                view = self.view(binding, step.var)
+                pred = conjoin(*(rewrite(self.absent_true(c, step.var), view) for c in decided))
+                made: Binding = (
+                    self.output(view) if target == full else {**binding, **self.opened(n)}
+                )
+                stream = self.stream_of(step.types)
+                self.add(
+                    EdgeKind.FORWARD,
+                    node_of[bound],
+                    node_of[target],
+                    stream,
+                    self.of_types(step.types, pred),
+                    made,
+                )
+        for bound in sets:
+            node = node_of[bound]
+            moves = [draft.pred for draft in self.drafts if draft.source == node]
+            waiting = [step.types for n, step in enumerate(steps) if not bound & 1 << n]
+            stream = self.stream_of(waiting[0])
+            self.drafts.append(
+                Draft(EdgeKind.FILTER, node, node, stream, any_of(moves), {}, joins=True)
+            )
+            self.add(EdgeKind.STAY, node, node, stream, TRUE)
+        return self.assemble(node_of[full])
+
+    def bound_of(self, bound: int) -> Binding:
+        """What a run that has bound the components of the set ``bound`` keeps of them."""
+        carried = self.carried(len(self.p.steps))
+        keep = {
+            ref.key for n in range(len(self.p.steps)) if bound & 1 << n for ref, _ in self.stored(n)
+        }
+        return {key: value for key, value in carried.items() if key in keep}
