@@ -20,25 +20,31 @@ def recipes() -> list[tuple[str, list[str], str]]:
     ]
 
 
-def test_there_are_twenty_recipes_each_with_its_count():
-    assert [int(number) for number, _, _ in recipes()] == list(range(1, 21))
-    assert COOKBOOK.count("```cel") == 20
+def test_there_are_twenty_one_recipes_each_with_its_count():
+    assert [int(number) for number, _, _ in recipes()] == list(range(1, 22))
+    assert COOKBOOK.count("```cel") == 21
 
 
+SECTION = re.compile(r"^### (\d+)\. (.*?)(?=^##)", re.S | re.M)
 PATTERN = re.compile(r"^```sase\n(.*?)^```\n\nOn the sample: (\d+) alerts", re.S | re.M)
 
 
 def test_the_pattern_twins_give_their_counts(cesar):
-    """Each pattern beside a recipe (```sase) gives the count under it."""
-    twins = PATTERN.findall(COOKBOOK)
-    assert len(twins) == 1
-    for number, (text, count) in enumerate(twins):
-        query = cesar.write(f"twin{number}.sase", text)
-        result = cesar.run(
-            "run", "--stream", STOCK, "--query", query, ROOT / "examples" / "stocks_sample.csv"
-        )
+    """Each pattern in a recipe (```sase) gives the count under it, run beside the recipe's
+    queries (it may read what they publish)."""
+    queries = {number: texts for number, texts, _ in recipes()}
+    twins = [(n, *twin) for n, body in SECTION.findall(COOKBOOK) for twin in PATTERN.findall(body)]
+    assert [number for number, _, _ in twins] == ["14", "21"]
+    for number, text, count in twins:
+        args: list[str | Path] = ["run", "--stream", STOCK]
+        for index, cel in enumerate(queries[number]):
+            args += ["--query", cesar.write(f"twin{number}_{index}.cel", cel + "\n")]
+        args += ["--query", cesar.write(f"twin{number}.sase", text)]
+        result = cesar.run(*args, ROOT / "examples" / "stocks_sample.csv")
         assert result.returncode == 0, result.stderr
-        assert len(result.stdout.splitlines()) == int(count) > 0
+        (name,) = re.findall(r"PUBLISH (\w+)", text)
+        got = [line for line in result.stdout.splitlines() if json.loads(line)["stream"] == name]
+        assert len(got) == int(count) > 0
 
 
 @pytest.mark.parametrize(("number", "queries", "counts"), recipes(), ids=lambda v: str(v)[:3])
