@@ -8,7 +8,9 @@ event of a component ``c`` outside it moves a run to ``S ∪ {c}`` if the
 conditions it decides hold — the WHERE conjuncts naming ``c`` whose other
 components are in ``S`` (a conjunct naming none is judged on the first
 event).  Each conjunct is so judged exactly once on every path, so a full run
-holds the whole WHERE.
+holds the whole WHERE.  Under ``[k]`` every edge after the first also says
+the event's ``k`` equals the run's, which the conditions imply, so that
+placement sees the pattern is partitioned on ``k``.
 
 The waiting nodes *join* (:mod:`cesar.automata.automaton`): they see events
 by arrival, whatever their intervals, later events of the same epoch
@@ -27,9 +29,10 @@ up to :data:`MAX_COMPONENTS`.
 from __future__ import annotations
 
 from cesar.automata.automaton import Automaton, EdgeKind
+from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.resolve import keys_of, rewrite
 from cesar.automata.pattern.sequence import Binding, Draft, SeqBuilder, any_of
-from cesar.automata.terms import TRUE, And, Pred, Truth, conjoin
+from cesar.automata.terms import TRUE, And, Attr, Cmp, Pred, Scope, Truth, conjoin
 
 MAX_COMPONENTS = 8
 """The most components an AND the engine runs may have (255 waiting nodes)."""
@@ -62,7 +65,10 @@ class JoinBuilder(SeqBuilder):
                     if names & ~target == 0 and (names & mine or (not names and not bound))
                 ]
                 view = self.view(binding, step.var)
-                pred = conjoin(*(rewrite(self.absent_true(c, step.var), view) for c in decided))
+                pred = conjoin(
+                    *(rewrite(self.absent_true(c, step.var), view) for c in decided),
+                    *self.same_key(bound),
+                )
                 made: Binding = (
                     self.output(view) if target == full else {**binding, **self.opened(n)}
                 )
@@ -85,6 +91,17 @@ class JoinBuilder(SeqBuilder):
             )
             self.add(EdgeKind.STAY, node, node, stream, TRUE)
         return self.assemble(node_of[full])
+
+    def same_key(self, bound: int) -> list[Pred]:
+        """The event agrees with the run on each equivalence attribute (``[k]``): implied by
+        the conditions, said on every edge so the automaton shows it is key-partitioned."""
+        if not bound:
+            return []
+        first = self.p.steps[(bound & -bound).bit_length() - 1].var
+        return [
+            Cmp("=", Attr(Scope.EVENT, attr), Attr(Scope.LEFT, Ref(first, Index.ONLY, attr).key))
+            for attr in self.p.partition
+        ]
 
     def bound_of(self, bound: int) -> Binding:
         """What a run that has bound the components of the set ``bound`` keeps of them."""

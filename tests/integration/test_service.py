@@ -416,7 +416,26 @@ def test_a_pattern_is_a_subscription_like_a_cel_query(server: Server) -> None:
     assert code is grpc.StatusCode.INVALID_ARGUMENT and "line 1, column 21" in details
     code, details = status_of(
         conn.stub.Subscribe,
-        pb.SubscribeRequest(query="PATTERN AND(Stock a, Stock b) WHERE a.Name < b.Name"),
+        pb.SubscribeRequest(query="PATTERN SEQ(!(Stock n), Stock a) WITHIN 5"),
         metadata=md,
     )
     assert code is grpc.StatusCode.INVALID_ARGUMENT and "not run by the engine yet" in details
+
+
+def test_an_and_pattern_pairs_simultaneous_quotes_through_the_server(server: Server) -> None:
+    """AND over gRPC, placed globally (no key), pairs quotes of one minute as ``cesar run``
+    does: 11 busy pairs on the sample."""
+    conn = server.connect()
+    text = (
+        "PATTERN AND(Stock a, Stock b) "
+        "WHERE a.Name < b.Name AND a.Volume > 300000 AND b.Volume > 300000 "
+        "WITHIN 0 PUBLISH BusyTogether"
+    )
+    sub = subscribe(conn, text)
+    assert sub.placement.key_attribute == "" and sub.stream == "BusyTogether"
+    events = sample_events()
+    publish(conn, events)
+    expected = normalized(expected_lines([("busy_together", text)], events))
+    assert sum(expected.values()) == 11
+    alerts = collect(conn, 11, _resume_all([sub]))
+    assert Counter(alert_line(a) for a in alerts) == expected

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cesar.automata.partition import partition_keys
 from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.reference import evaluate
@@ -80,6 +81,23 @@ def test_and_on_the_runtime_and_the_engine(text, streams):
 
 
 ANY_PATTERN = compiled_patterns() | conjunctions()
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(text=ANY_PATTERN, streams=pattern_streams())
+def test_a_pattern_partitioned_on_k_gives_per_partition_what_it_gives_whole(text, streams):
+    """Placement's soundness for patterns: for each key partition_keys reports, the oracle on
+    each partition of the input by the key's value, unioned, is the oracle on the whole."""
+    pattern, automata = compiled(text)
+    read = {name: events for name, events in streams.items() if name in pattern.reads}
+    whole = Counter(evaluate(pattern, read))
+    for key in partition_keys(automata, SCHEMAS):
+        values = {e.attrs()[key] for events in read.values() for e in events}
+        parts: Counter = Counter()
+        for value in values:
+            part = {n: [e for e in events if e.attrs()[key] == value] for n, events in read.items()}
+            parts.update(evaluate(pattern, part))
+        assert parts == whole
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
