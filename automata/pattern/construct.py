@@ -6,9 +6,10 @@
 node reads one stream; where a run must see several, the pattern reads an
 internal union of its streams first (:func:`needs_union`).
 
-What the engine cannot run yet raises :class:`NotCompiled` with the reason:
-a negation before the first component or naming later components, and a
-condition on an attribute some streams of a Kleene closure over ANY lack.
+What the engine cannot run yet raises :class:`NotCompiled` with the reason: a
+negation before the first component, or whose conditions name a later one —
+both must look back at events a run never saw (see docs/patterns.md) — and an
+AND of more than :data:`~cesar.automata.pattern.join.MAX_COMPONENTS` components.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def build_pattern_automata(
     """The automata of ``pattern``: a union stream's first if it needs one (see
     :func:`needs_union`), its own last.  Raises :class:`NotCompiled` for what the
     engine cannot run yet."""
-    _check(pattern, schemas)
+    _check(pattern)
     builder = JoinBuilder if pattern.operator == "AND" else SeqBuilder
     if not needs_union(pattern):
         return (builder(pattern, schemas, options, None).build(),)
@@ -120,7 +121,8 @@ _DEFAULTS = {
 (:func:`_check` refuses those that would, and partition tests check the stream first)."""
 
 
-def _check(p: Resolved, schemas: Mapping[str, StreamSchema]) -> None:
+def _check(p: Resolved) -> None:
+    """Raise :class:`NotCompiled` for what the engine does not run."""
     pos = p.pattern.pos
     if p.operator == "AND" and len(p.steps) > MAX_COMPONENTS:
         raise NotCompiled(
@@ -128,17 +130,6 @@ def _check(p: Resolved, schemas: Mapping[str, StreamSchema]) -> None:
             f"{MAX_COMPONENTS}: a run waits at a node per set of components it has bound)",
             pos,
         )
-    kleene = {s.var: s.types for s in p.steps if s.kleene}
-    for ref in p.refs.values():
-        attr = ref.attr
-        types = kleene.get(ref.var, ())
-        lacking = [t for t in types if attr and schemas[t].type_of(attr) is None]
-        if lacking:
-            raise NotCompiled(
-                f"{ref.key}, which {', '.join(lacking)} lacks, is not run by the engine yet "
-                "(in a Kleene closure over ANY)",
-                pos,
-            )
     for negation in p.negations:
         _check_negation(p, negation)
 

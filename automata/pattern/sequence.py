@@ -28,6 +28,9 @@ by another stream, ANY — the pattern reads an internal union of its streams
 (:func:`needs_union`), each event's stream in ``__type``; a condition on an
 attribute the event's stream lacks is true there (SASE's rule for ANY), by
 ``__type`` of the event or of an earlier ANY component's, kept in the binding.
+A Kleene closure over ANY keeps its first and last events' streams, and per
+aggregated attribute how many of its events had it: an aggregate over none
+of them is absent, and avg divides by that count.
 
 Under a negation after the last component, a run that completes the last
 step waits at a node of its own, killed by a negated event within the
@@ -55,7 +58,7 @@ from cesar.automata.algebra import Assign
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
 from cesar.automata.evaluate import negate
 from cesar.automata.normal import Conjunct, canonical, canonical_term, dnf, split
-from cesar.automata.pattern.ast import Index, Ref, Strategy
+from cesar.automata.pattern.ast import AGGREGATES, Index, Ref, Strategy
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
@@ -123,6 +126,8 @@ class SeqBuilder:
             if pattern.window is None
             else Cmp("<=", Dur(), Const(pattern.window + 1, AttrType.INT))
         )
+        self.components = {step.var: step.types for step in pattern.steps}
+        self.components.update({g.var: g.types for g in pattern.negations})
         self.needed: dict[str, set[tuple[Index, str | None, str | None]]] = {}
         for ref in pattern.refs.values():
             self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr, ref.aggregate))
@@ -138,7 +143,7 @@ class SeqBuilder:
             return sorted({a for i, a, g in needed if i in indices and g in of and a})
 
         def typ(attr: str) -> AttrType:
-            found = {self.schemas[t].type_of(attr) for t in step.types}
+            found = {self.schemas[t].type_of(attr) for t in step.types} - {None}
             if len(found) > 1:  # int in one stream, float in another (resolve allows no more)
                 return AttrType.FLOAT
             (only,) = found
@@ -159,9 +164,22 @@ class SeqBuilder:
         out += [(Ref(var, Index.ALL, a, "SUM"), AttrType.FLOAT) for a in sums]
         for extreme in ("MIN", "MAX"):
             out += [(Ref(var, Index.ALL, a, extreme), typ(a)) for a in attrs(*runs, of=(extreme,))]
+        # Over ANY, an event may lack an attribute: which stream the first and last came from,
+        # and per aggregated attribute how many events had it (and that count, at least 1).
+        if any(self.lacking(var, a) for a in attrs(Index.FIRST)):
+            out.append((Ref(var, Index.FIRST, UNION_TYPE), AttrType.STRING))
+        if any(self.lacking(var, a) for a in attrs(Index.LAST, Index.PREVIOUS)):
+            out.append((Ref(var, Index.LAST, UNION_TYPE), AttrType.STRING))
+        for a in attrs(*runs, of=AGGREGATES):
+            if self.lacking(var, a):
+                out += [(_counted(var, a), AttrType.INT), (_divisor(var, a), AttrType.INT)]
         if n < len(self.p.steps) - 1 and self.after(n):
             out.append((_spoiled(var), AttrType.BOOL))
         return out
+
+    def lacking(self, var: str, attr: str | None) -> list[str]:
+        """The streams of ``var``'s component without ``attr`` (an ANY of streams that differ)."""
+        return [t for t in self.components[var] if attr and self.schemas[t].type_of(attr) is None]
 
     def carried(self, upto: int) -> Binding:
         """Steps ``0 .. upto - 1``'s stored references, copied from the instance."""
@@ -172,10 +190,11 @@ class SeqBuilder:
         }
 
     def opened(self, n: int) -> Binding:
-        """Step ``n``'s stored references as the event that begins it sets them."""
+        """Step ``n``'s stored references as the event that begins it sets them (a count of
+        events having an attribute as if it had it: see :meth:`openings`)."""
         out: Binding = {}
         for ref, typ in self.stored(n):
-            if ref.index is Index.LEN:
+            if ref.index is Index.LEN or ref.aggregate in ("COUNT", _DIVISOR):
                 out[ref.key] = (Const(1, AttrType.INT), typ)
             elif ref == _spoiled(ref.var):
                 out[ref.key] = (Const(False, AttrType.BOOL), typ)
@@ -183,6 +202,22 @@ class SeqBuilder:
                 assert ref.attr is not None
                 out[ref.key] = (Attr(Scope.EVENT, ref.attr), typ)
         return out
+
+    def openings(self, n: int) -> list[tuple[Pred, Binding]]:
+        """Step ``n``'s stored references as the event that begins it sets them, one (condition,
+        binding) per combination of the attributes it lacks, the conditions exclusive."""
+        variants: list[tuple[Pred, Binding]] = [(TRUE, self.opened(n))]
+        var = self.p.steps[n].var
+        for ref, typ in self.stored(n):
+            if ref.aggregate != "COUNT":
+                continue
+            lacks = self.of_stream(self.lacking(var, ref.attr))
+            variants = [
+                (conjoin(pred, extra), {**binding, ref.key: (Const(count, AttrType.INT), typ)})
+                for pred, binding in variants
+                for extra, count in ((lacks, 0), (Not(lacks), 1))
+            ]
+        return variants
 
     def grown(self, n: int) -> list[tuple[Pred, Binding]]:
         """Kleene step ``n``'s stored references after it takes one more event.
@@ -192,9 +227,26 @@ class SeqBuilder:
         hold no NaN), so exactly one take edge fires.
         """
         variants: list[tuple[Pred, Binding]] = [(TRUE, {})]
+        var = self.p.steps[n].var
         for ref, typ in self.stored(n):
             left: Term = Attr(Scope.LEFT, ref.key)
             options: list[tuple[Pred, Term]] = [(TRUE, left)]
+            lacks = self.of_stream(self.lacking(var, ref.attr)) if ref.attr else FALSE
+            if ref.aggregate == _DIVISOR:
+                continue  # set with its count
+            if ref.aggregate == "COUNT":
+                assert ref.attr is not None
+                more = Arith("+", left, Const(1, AttrType.INT))
+                divisor = _divisor(var, ref.attr).key
+                variants = [
+                    (conjoin(pred, extra), {**binding, ref.key: (count, typ), divisor: (den, typ)})
+                    for pred, binding in variants
+                    for extra, count, den in (
+                        (lacks, left, Attr(Scope.LEFT, divisor)),
+                        (Not(lacks), more, more),
+                    )
+                ]
+                continue
             if ref.index is Index.LEN:
                 options = [(TRUE, Arith("+", left, Const(1, AttrType.INT)))]
             elif ref == _spoiled(ref.var):
@@ -208,7 +260,10 @@ class SeqBuilder:
             elif ref.aggregate in ("MIN", "MAX"):
                 assert ref.attr is not None
                 event = Attr(Scope.EVENT, ref.attr)
-                beats = Cmp("<" if ref.aggregate == "MIN" else ">", event, left)
+                beats: Pred = Cmp("<" if ref.aggregate == "MIN" else ">", event, left)
+                if lacks != FALSE:  # the event must have it; the first that has it wins
+                    none = Cmp("=", Attr(Scope.LEFT, _counted(var, ref.attr).key), _ZERO)
+                    beats = conjoin(Not(lacks), Or((none, beats)))
                 options = [(beats, event), (Not(beats), left)]
             variants = [
                 (conjoin(pred, extra), {**binding, ref.key: (term, typ)})
@@ -231,6 +286,8 @@ class SeqBuilder:
             term = self.term_of(ref, state, event_var, taking)
             if term is not None:
                 out[key] = term
+        for key, term in state.items():  # what absent_true reads: streams, counts
+            out.setdefault(key, term)
         return out
 
     @staticmethod
@@ -244,7 +301,10 @@ class SeqBuilder:
             assert attr is not None
             return Attr(Scope.EVENT, attr)
         length = state.get(Ref(ref.var, Index.LEN, None).key)
-        if ref.index is Index.LEN or ref.aggregate == "COUNT":
+        if ref.aggregate == "COUNT":
+            assert attr is not None
+            return state.get(_counted(ref.var, attr).key, length)
+        if ref.index is Index.LEN:
             return length
         if ref.index in (Index.ONLY, Index.FIRST):
             return state.get(Ref(ref.var, ref.index, attr).key)
@@ -255,7 +315,10 @@ class SeqBuilder:
         total = state.get(Ref(ref.var, Index.ALL, attr, "SUM").key)
         if ref.index is Index.CURRENT or total is None or length is None:
             return None
-        return total if ref.aggregate == "SUM" else Arith("/", total, length)
+        if ref.aggregate == "SUM":
+            return total
+        assert attr is not None
+        return Arith("/", total, state.get(_divisor(ref.var, attr).key, length))
 
     # -------------------------------------------------------------- edges
 
@@ -302,7 +365,7 @@ class SeqBuilder:
             if n in waiting:
                 sources.append((waiting[n], TRUE))
             if n - 1 in inside:
-                closed = rewrite(steps[n - 1].close, self.view(self.carried(n)))
+                closed = self.closes(n - 1, self.view(self.carried(n)))
                 if self.after(n - 1):  # no negated event since the closure's last take
                     fresh = Attr(Scope.LEFT, _spoiled(steps[n - 1].var).key)
                     closed = conjoin(closed, Cmp("=", fresh, Const(False, AttrType.BOOL)))
@@ -312,11 +375,14 @@ class SeqBuilder:
                 begin = conjoin(closed, self.begins(n, self.carried(n)))
                 opened = {**self.carried(n), **self.opened(n)}
                 if step.kleene:
-                    self.add(EdgeKind.FORWARD, source, inside[n], stream, begin, opened)
-                    if n == last:
-                        after = self.view(opened)
-                        done = conjoin(begin, rewrite(step.close, after))
-                        self.complete(source, done_at, stream, done, opened, after)
+                    for variant, state in self.openings(n):
+                        opening = {**self.carried(n), **state}
+                        starts = conjoin(begin, variant)
+                        self.add(EdgeKind.FORWARD, source, inside[n], stream, starts, opening)
+                        if n == last:
+                            after = self.view(opening)
+                            done = conjoin(starts, self.closes(n, after))
+                            self.complete(source, done_at, stream, done, opening, after)
                 elif n == last:
                     self.complete(source, done_at, stream, begin, opened, view)
                 else:
@@ -330,7 +396,7 @@ class SeqBuilder:
                 self.add(EdgeKind.REBIND, node, node, stream, conjoin(take, variant), grown)
                 if n == last:
                     after = self.view(grown)
-                    done = conjoin(take, variant, rewrite(step.close, after))
+                    done = conjoin(take, variant, self.closes(n, after))
                     self.complete(node, done_at, stream, done, grown, after)
             if n < last and self.after(n):
                 binding = self.carried(n + 1)
@@ -427,22 +493,50 @@ class SeqBuilder:
         tests = [Cmp("=", Attr(Scope.EVENT, UNION_TYPE), Const(t, AttrType.STRING)) for t in types]
         return conjoin(tests[0] if len(tests) == 1 else Or(tuple(tests)), pred)
 
+    def of_stream(self, types: Sequence[str]) -> Pred:
+        """The union event comes from one of ``types`` (FALSE for none)."""
+        tests = [Cmp("=", Attr(Scope.EVENT, UNION_TYPE), Const(t, AttrType.STRING)) for t in types]
+        return FALSE if not tests else tests[0] if len(tests) == 1 else Or(tuple(tests))
+
     def begins(self, n: int, binding: Binding) -> Pred:
         """Step ``n``'s begin condition on the event, for an instance holding ``binding``."""
         step = self.p.steps[n]
         begin = self.absent_true(step.begin, step.var)
         return self.of_types(step.types, rewrite(begin, self.view(binding, step.var)))
 
-    def absent_true(self, pred: Pred, event_var: str) -> Pred:
+    def closes(self, n: int, view: View) -> Pred:
+        """Kleene step ``n``'s close condition, read through ``view``."""
+        return rewrite(self.absent_true(self.p.steps[n].close, None), view)
+
+    def absent_true(self, pred: Pred, event_var: str | None, taking: bool = False) -> Pred:
         """``pred`` with each atom made true for events whose stream lacks an attribute it reads.
 
         SASE: a condition on an attribute the event does not have holds.  An
         ANY component's event may come from a stream without the attribute;
-        its stream is ``__type`` of the union event (``event_var``'s) or kept
-        in the binding (an earlier component's).
+        its stream is ``__type`` of the union event (``event_var``'s, the one
+        being taken when ``taking``) or kept in the binding: an earlier
+        component's, a closure's first or last event's.  An aggregate over a
+        closure none of whose events had the attribute is absent too.
         """
-        components = {s.var: s.types for s in self.p.steps}
-        components.update({g.var: g.types for g in self.p.negations})
+
+        def absent(ref: Ref) -> list[Pred]:
+            lacking = self.lacking(ref.var, ref.attr)
+            if not lacking or ref.aggregate == "COUNT":
+                return []
+            assert ref.attr is not None
+            if ref.aggregate is not None:
+                return [Cmp("=", Attr(Scope.EVENT, _counted(ref.var, ref.attr).key), _ZERO)]
+            mine = ref.var == event_var
+            if ref.index is Index.CURRENT or (mine and ref.index is Index.ONLY):
+                stream: Term = Attr(Scope.EVENT, UNION_TYPE)
+            elif ref.index is Index.FIRST:
+                first = Ref(ref.var, Index.FIRST, UNION_TYPE).key
+                stream = Attr(Scope.EVENT, UNION_TYPE if mine and not taking else first)
+            elif ref.index in (Index.LAST, Index.PREVIOUS):
+                stream = Attr(Scope.EVENT, Ref(ref.var, Index.LAST, UNION_TYPE).key)
+            else:
+                stream = Attr(Scope.LEFT, Ref(ref.var, Index.ONLY, UNION_TYPE).key)
+            return [Cmp("=", stream, Const(t, AttrType.STRING)) for t in lacking]
 
         def fix(node: Pred) -> Pred:
             if isinstance(node, Not):
@@ -453,17 +547,7 @@ class SeqBuilder:
                 return node
             tests: list[Pred] = [node]
             for key in keys_of(node):
-                ref = self.p.refs[key]
-                lacking = [
-                    t
-                    for t in components[ref.var]
-                    if ref.attr and self.schemas[t].type_of(ref.attr) is None
-                ]
-                if not lacking:
-                    continue
-                scope = Scope.EVENT if ref.var == event_var else Scope.LEFT
-                name = UNION_TYPE if scope is Scope.EVENT else f"{ref.var}.{UNION_TYPE}"
-                tests += [Cmp("=", Attr(scope, name), Const(t, AttrType.STRING)) for t in lacking]
+                tests += absent(self.p.refs[key])
             return node if len(tests) == 1 else Or(tuple(tests))
 
         return fix(pred)
@@ -472,7 +556,8 @@ class SeqBuilder:
         """Kleene step ``n``'s take condition on the event (its ``a[i]``)."""
         step = self.p.steps[n]
         view = self.view(binding, step.var, taking=True)
-        return self.of_types(step.types, rewrite(step.take, view))
+        take = self.absent_true(step.take, step.var, taking=True)
+        return self.of_types(step.types, rewrite(take, view))
 
     def negated(self, negation: Negation, binding: Binding) -> Pred:
         """The negation's condition on an event of its stream, for an instance with ``binding``."""
@@ -503,6 +588,21 @@ class SeqBuilder:
 
 SPOILED = "@spoiled"
 """A Kleene closure's binding flag: a negated event came since its last take (no name has @)."""
+
+
+_DIVISOR = "DIVISOR"
+"""A closure's count of events having an attribute, at least 1: what avg divides by."""
+_ZERO = Const(0, AttrType.INT)
+
+
+def _counted(var: str, attr: str) -> Ref:
+    """The binding reference counting ``var``'s events that have ``attr`` (``count(a[].x)``)."""
+    return Ref(var, Index.ALL, attr, "COUNT")
+
+
+def _divisor(var: str, attr: str) -> Ref:
+    """The binding reference holding :func:`_counted`'s count, at least 1."""
+    return Ref(var, Index.ALL, attr, _DIVISOR)
 
 
 def _spoiled(var: str) -> Ref:

@@ -116,7 +116,6 @@ def test_negation_kills_the_run_it_falls_inside(c, kept):
     ("text", "reason"),
     [
         (f"PATTERN AND({', '.join(f'A a{n}' for n in range(9))})", "an AND of 9 components"),
-        ("PATTERN SEQ(ANY(A, Alert)+ x[]) WHERE x[i].id > x[i-1].id", "which Alert lacks"),
         ("PATTERN SEQ(!(B b), A a) WITHIN 5", "before the first component"),
         ("PATTERN SEQ(A a, !(B c), B b) WHERE c.x = b.x", "a later component"),
         ("PATTERN SEQ(A a, Note b) WHERE strict_contiguity(a, b) { }", "is int in one of"),
@@ -125,3 +124,17 @@ def test_negation_kills_the_run_it_falls_inside(c, kept):
 def test_what_the_engine_does_not_run_yet_says_why(text, reason):
     with pytest.raises(NotCompiled, match=reason.replace("(", r"\(").replace(")", r"\)")):
         build_pattern_automata(resolve(parse_pattern(text), SCHEMAS, "out"), SCHEMAS)
+
+
+def test_a_closure_over_any_reads_absent_attributes_as_true():
+    """x[i-1] an Alert (no id): the rise test holds, so A 0 follows it.  avg over the ids
+    counts only the events that have one; over an Alert alone there is none: true."""
+    text = """PATTERN SEQ(ANY(A, Alert)+ x[])
+    WHERE strict_contiguity(x[]) { x[i].id > x[i-1].id AND x.LEN = 3 }
+    RETURN x.LEN AS n"""
+    events = [ev("A", 1, id=1, x=0), ev("Alert", 2, site="s"), ev("A", 3, id=0, x=0)]
+    assert both(text, events) == [(1, 3, {"n": 3})]
+    mean = text.replace("x.LEN = 3", "avg(x[].id) = 0.5 AND count(x[].id) = 2")
+    assert both(mean, events) == [(1, 3, {"n": 3})]
+    alone = text.replace("x.LEN = 3", "x.LEN = 1 AND min(x[].id) > 5 AND x[1].id > 5")
+    assert both(alone, events) == [(2, 2, {"n": 1})]
