@@ -37,6 +37,17 @@ the events' intervals; an instance spans the smallest ``t0`` and the largest
 ``t1`` of its events, and so does ``DUR`` on the node's edges.  Each event
 joins an instance once, so every assignment of distinct events is made once,
 whatever order the epoch comes in.
+
+An UNLESS edge (∄, a pattern's negation that must look back) guards the
+∃-edges with its source and target: one fires only if no *remembered* event
+— an event of the UNLESS edge's stream from an earlier epoch — satisfies the
+UNLESS predicate.  There ``$1.x`` reads the instance's binding, ``$1.@e.x``
+the firing event's ``x`` and ``$1.@end`` the firing event's end relative to
+the instance's start (``t1 - t0 + 1``); a bare name reads the remembered
+event, ``DUR`` is its end relative to the instance's start and ``DUR($2)``
+its own duration.  The remembered events are kept while ``DUR($2) <= c`` of
+the predicate can hold for them: ``c - 1`` ticks back from the clock
+(:func:`own_bound`).
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ from functools import cached_property
 from cesar.automata.algebra import Assign, Columns
 from cesar.automata.normal import Conjunct
 from cesar.automata.schema import StreamSchema, Value
-from cesar.automata.terms import Const, Dur, Pred, Term, to_cel
+from cesar.automata.terms import Const, Dur, EventDur, Pred, Term, to_cel
 
 
 class EdgeKind(enum.Enum):
@@ -60,6 +71,8 @@ class EdgeKind(enum.Enum):
     each event that affects it (∀).  TIMEOUT fires with no event: when the
     clock passes the instance's deadline (its start plus the edge's DUR bound,
     less one), its attribute map, over the binding alone, makes the output.
+    UNLESS (∄) guards the ∃-edges with its ends: they fire only if no event
+    of its stream seen in an earlier epoch satisfies it (module docstring).
     """
 
     FORWARD = "forward"
@@ -67,6 +80,7 @@ class EdgeKind(enum.Enum):
     FILTER = "filter"
     STAY = "stay"
     TIMEOUT = "timeout"
+    UNLESS = "unless"
 
     __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python per call
 
@@ -150,6 +164,15 @@ class Automaton:
         }
 
     @cached_property
+    def unless(self) -> Mapping[tuple[int, int], tuple[Edge, ...]]:
+        """The UNLESS edges guarding the ∃-edges of each (source, target)."""
+        table: dict[tuple[int, int], list[Edge]] = {}
+        for edge in self.edges:
+            if edge.kind is EdgeKind.UNLESS:
+                table.setdefault((edge.source, edge.target), []).append(edge)
+        return {ends: tuple(edges) for ends, edges in table.items()}
+
+    @cached_property
     def joining(self) -> frozenset[int]:
         """The nodes that see events by arrival: their FILTER edge ``joins``."""
         return frozenset(e.source for e in self.edges if e.kind is EdgeKind.FILTER and e.joins)
@@ -162,6 +185,18 @@ def dur_bound(edge: Edge) -> float:
         bound = math.inf
         for atom in conjunct.dynamic.atoms:
             if isinstance(atom.left, Dur) and isinstance(atom.right, Const):
+                bound = min(bound, max_dur(atom.op, atom.right.value))
+        best = max(best, bound)
+    return best
+
+
+def own_bound(edge: Edge) -> float:
+    """The largest own duration (``DUR($2)``) with which ``edge`` can still hold (inf: none)."""
+    best = -math.inf
+    for conjunct in edge.conjuncts:
+        bound = math.inf
+        for atom in conjunct.dynamic.atoms:
+            if isinstance(atom.left, EventDur) and isinstance(atom.right, Const):
                 bound = min(bound, max_dur(atom.op, atom.right.value))
         best = max(best, bound)
     return best
@@ -214,6 +249,8 @@ def format_automaton(automaton: Automaton) -> str:
         kind = f"∀ {edge.kind.name}" if edge.kind in LOOPS else f"∃ {edge.kind.name}"
         if edge.kind is EdgeKind.TIMEOUT:
             kind = "TIMEOUT (when the clock passes the DUR bound)"
+        if edge.kind is EdgeKind.UNLESS:
+            kind = "∄ UNLESS (no earlier event satisfies it, else its ∃-edges do not fire)"
         if edge.keeps_end:
             kind += " (keeps its end)"
         if edge.joins:

@@ -15,7 +15,10 @@ it.  On the automata (Section 3) that is a property of the edges:
   every DNF conjunct, require the event's ``K`` to equal the key: an atom
   ``$1.b = K`` with ``b`` a key attribute, or ``K = c`` when the key is the
   constant ``c``.  Its target's key attributes are the map entries that copy
-  ``$1.b`` or ``K``.
+  ``$1.b`` or ``K``;
+* an UNLESS edge (a negation looking back) must likewise ask only about
+  remembered events of the key: ``$1.b = K``, or ``$1.@e.K = K`` (the firing
+  event's key).
 
 A query compiled into several automata (resubscription) is key-partitioned on
 ``K`` when each automaton is and every internal stream carries ``K`` as a key
@@ -126,14 +129,19 @@ def _output_key(automaton: Automaton, key: str) -> _Key | None:
     """The final node's key if ``automaton`` is key-partitioned on ``key``, else None."""
     keys: dict[int, _Key] = {}
     for edge in automaton.edges:
-        if edge.source == 0:
+        if edge.source == 0 and edge.kind is not EdgeKind.UNLESS:
             keys[edge.target] = _meet(keys.get(edge.target), _start_key(edge, key))
     changed = True
     while changed:
         changed = False
         for edge in automaton.edges:
-            # A STAY edge matters only for events its node's FILTER edge lets in.
-            if edge.source == 0 or edge.source not in keys or edge.kind is EdgeKind.STAY:
+            # A STAY edge matters only for events its node's FILTER edge lets in; an UNLESS
+            # edge makes no instance (below).
+            if (
+                edge.source == 0
+                or edge.source not in keys
+                or edge.kind in (EdgeKind.STAY, EdgeKind.UNLESS)
+            ):
                 continue
             step = _step_key(edge, key, keys[edge.source])
             if step is None:
@@ -142,7 +150,25 @@ def _output_key(automaton: Automaton, key: str) -> _Key | None:
             if met != keys.get(edge.target):
                 keys[edge.target] = met
                 changed = True
+    for edge in automaton.edges:
+        if edge.kind is EdgeKind.UNLESS and not _remembers_key(edge, key, keys):
+            return None
     return keys.get(automaton.final, _Key(frozenset()))
+
+
+def _remembers_key(edge: Edge, key: str, keys: Mapping[int, _Key]) -> bool:
+    """Whether an UNLESS edge asks only about remembered events of the run's key: every
+    conjunct joins the remembered ``key`` with a key attribute of its source's binding or
+    with the firing event's (``$1.@e.key``, the run's key once the guarded edge fires), or
+    pins it to the source's constant."""
+    at = keys.get(edge.source, _Key(frozenset()))
+    bound = at.attributes | {f"@e.{key}"}
+    for conjunct in edge.conjuncts:
+        atoms = conjunct.static.atoms + conjunct.dynamic.atoms
+        pinned = at.constant is not None and _pinned(atoms, key) == at.constant
+        if not pinned and not _joined(atoms, key, bound):
+            return False
+    return True
 
 
 def partition_keys(

@@ -23,7 +23,10 @@ the output events, without mutating its inputs:
   and the largest ``t1`` of its events;
 * then an instance at a node with a TIMEOUT edge whose deadline (its start
   plus the edge's DUR bound, less one) the epoch has reached is output through
-  it and dropped.
+  it and dropped;
+* an ∃-edge guarded by UNLESS edges fires only if no remembered event (of an
+  earlier epoch, kept in the state for the UNLESS edge's horizon) satisfies
+  one of them.
 
 :class:`Runner` processes several automata epoch by epoch, producers before
 consumers, feeding each automaton's output (internal resubscription streams
@@ -44,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cesar.automata.automaton import Automaton, Edge, EdgeKind, dur_bound
+from cesar.automata.automaton import Automaton, Edge, EdgeKind, dur_bound, own_bound
 from cesar.automata.evaluate import (
     DEFAULT_FUNCTIONS,
     ArithmeticFault,
@@ -73,9 +76,11 @@ class Instance:
 
 @dataclass(frozen=True)
 class AutomatonState:
-    """The live instances of one automaton, per node (the start node's ε is implicit)."""
+    """The live instances of one automaton, per node (the start node's ε is implicit), and
+    the events its UNLESS edges remember, per stream."""
 
     instances: Mapping[int, tuple[Instance, ...]] = field(default_factory=dict)
+    remembered: Mapping[str, tuple[Event, ...]] = field(default_factory=dict)
 
     def count(self) -> int:
         """The number of live instances."""
@@ -124,9 +129,11 @@ class _Epoch:
         faults: Faults,
         functions: FunctionRegistry,
         counters: Counters,
+        remembered: Mapping[str, Sequence[Event]],
     ) -> None:
         self.automaton = automaton
         self.counters = counters
+        self.remembered = remembered
         self.inputs: dict[str, list[_Input]] = {stream: [] for stream in automaton.reads}
         place = 0
         for stream in sorted(automaton.reads):
@@ -213,7 +220,7 @@ class _Epoch:
         joins = node in self.automaton.joining
         self.counters.instances_touched += 1
         for edge in edges:
-            if edge.kind in (EdgeKind.STAY, EdgeKind.TIMEOUT):
+            if edge.kind in _NOT_FIRED:
                 continue
             recorded = False  # a REBIND keeping the end records once an epoch, for any events
             for item in self.inputs[edge.stream]:
@@ -227,11 +234,29 @@ class _Epoch:
                     continue
                 if edge.kind is EdgeKind.FILTER:
                     survives = survives and any(self.satisfied(stay, env) for stay in stays)
-                elif not recorded:
+                elif not recorded and not self.vetoed(edge, env, start, event):
                     recorded = edge.keeps_end
                     end = t1 if edge.keeps_end else max(t1, event.t1)
                     self.fire(edge, env, start, end, item.place)
         return survives
+
+    def vetoed(self, edge: Edge, env: Env, t0: int, event: Event) -> bool:
+        """True if a remembered event satisfies an UNLESS edge guarding ``edge``."""
+        guards = self.automaton.unless.get((edge.source, edge.target))
+        if not guards:
+            return False
+        seen = {
+            **env.scopes[Scope.LEFT],
+            **{f"@e.{k}": v for k, v in env.scopes[Scope.EVENT].items()},
+        }
+        seen["@end"] = event.t1 - t0 + 1
+        for guard in guards:
+            for past in self.remembered.get(guard.stream, ()):
+                self.counters.edge_checks += 1
+                scopes = {Scope.LEFT: seen, Scope.EVENT: past.attrs()}
+                if self.satisfied(guard, Env(scopes, past.t1 - t0 + 1, past.t1 - past.t0 + 1)):
+                    return True
+        return False
 
 
 def process_epoch(
@@ -253,6 +278,7 @@ def process_epoch(
         faults if faults is not None else Faults(),
         functions,
         counters if counters is not None else Counters(),
+        state.remembered,
     )
     epoch.advance(0, _EMPTY, None, _BEFORE_TIME)
     kept: dict[int, list[Instance]] = {}
@@ -273,10 +299,42 @@ def process_epoch(
             for edge in automaton.outgoing[node]:
                 if edge.kind is EdgeKind.TIMEOUT:
                     kept[node] = epoch.expire(edge, alive, clock)
-    return AutomatonState({node: tuple(group) for node, group in kept.items() if group}), (
+    instances = {node: tuple(group) for node, group in kept.items() if group}
+    return AutomatonState(instances, _remember(automaton, state.remembered, events, clock)), (
         epoch.outputs
     )
 
+
+def _remember(
+    automaton: Automaton,
+    remembered: Mapping[str, tuple[Event, ...]],
+    events: Mapping[str, Sequence[Event]],
+    clock: int | None,
+) -> Mapping[str, tuple[Event, ...]]:
+    """The events the UNLESS edges remember after an epoch: the epoch's added, those that
+    started longer ago than each stream's horizon (:func:`own_bound` less one) dropped."""
+    horizons: dict[str, float] = {}
+    for guards in automaton.unless.values():
+        for guard in guards:
+            horizons[guard.stream] = max(horizons.get(guard.stream, -1), own_bound(guard) - 1)
+    if clock is None:
+        return remembered
+    return {
+        stream: kept
+        for stream, horizon in horizons.items()
+        if (
+            kept := tuple(
+                e
+                for e in (*remembered.get(stream, ()), *events.get(stream, ()))
+                if e.t0 >= clock - horizon
+            )
+        )
+    }
+
+
+_NOT_FIRED = frozenset({EdgeKind.STAY, EdgeKind.TIMEOUT, EdgeKind.UNLESS})
+"""Edges an event does not fire: STAY is judged with FILTER, TIMEOUT by the clock, UNLESS
+with the ∃-edges it guards."""
 
 _BEFORE_TIME = -(2**63)
 """ε ends before any event starts."""

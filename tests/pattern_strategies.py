@@ -121,6 +121,14 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
     if window is not None and draw(st.integers(0, 3)) == 0:
         components.append(f"!({draw(st.sampled_from(['S', 'T', 'ANY(S, T)', 'ANY(U, T)']))} z)")
         conditions += _atoms(draw, [f"z.v = {_value(draw, steps, 'z')}", "z.k = 'b'"])
+    if window is not None:  # negations that look back: before the first, or naming a later one
+        if draw(st.integers(0, 3)) == 0:
+            components.insert(0, f"!({draw(st.sampled_from(['S', 'T', 'ANY(S, U)']))} y)")
+            conditions += _atoms(draw, [f"y.v = {_value(draw, steps, 'y')}", "y.k = 'a'"])
+        negated = [c.split()[-1].rstrip(")") for c in components if c.startswith("!(")]
+        later = [n for n in negated if n.startswith("n")]
+        if later and draw(st.booleans()):
+            conditions.append(f"{draw(st.sampled_from(later))}.v > {_value(draw, steps[-1:], 'x')}")
     if draw(st.booleans()):
         conditions.append("[k]")
     where = " AND ".join(conditions)
@@ -148,24 +156,40 @@ def pattern_streams(draw: st.DrawFn) -> dict[str, list[Event]]:
 
 @st.composite
 def negated_patterns(draw: st.DrawFn, name: str = "P") -> str:
-    """SEQ(X a, !(Y n), Z b), or SEQ(X a, Z b, !(Y n)) with a window, with random streams,
-    strategy and conditions."""
+    """SEQ(X a, !(Y n), Z b), SEQ(X a, Z b, !(Y n)) or SEQ(!(Y n), X a, Z b) with a window,
+    with random streams, strategy and conditions (some naming a later component)."""
     strategy = draw(st.sampled_from(STRATEGIES))
     x, y, z = (draw(st.sampled_from(["S", "T", "ANY(S, T)", "ANY(S, U)"])) for _ in range(3))
-    if draw(st.booleans()):
+    shape = draw(st.sampled_from(["between", "after", "before"]))
+    if shape == "before":
+        window = draw(st.integers(0, 6))
+        single = draw(st.booleans())
+        condition = draw(
+            st.sampled_from(
+                ["n.v = a.v", "n.k = a.k", "n.v < 2", "TRUE"] + ["n.v > b.v"] * (1 - single)
+            )
+        )
+        rest = f"{x} a" if single else f"{x} a, {z} b"
+        variables = "a" if single else "a, b"
+        return (
+            f"PATTERN SEQ(!({y} n), {rest}) WHERE {strategy}({variables}) {{ {condition} }} "
+            f"WITHIN {window} PUBLISH {name}"
+        )
+    if shape == "after":
         window = draw(st.integers(0, 6))
         return (
             f"PATTERN SEQ({x} a, {z} b, !({y} n)) WHERE {strategy}(a, b) "
             f"{{ n.k = a.k AND {draw(st.sampled_from(['n.v > b.v', 'n.v = 1', 'TRUE']))} }} "
             f"WITHIN {window} PUBLISH {name}"
         )
+    window = draw(st.none() | st.integers(1, 6))
+    later = [] if window is None else ["n.v = b.v", "n.v > b.v AND n.k = a.k", "n.k != b.k"]
     conditions = [
-        draw(st.sampled_from(["n.v = a.v", "n.v > a.v", "n.k = a.k", "n.v < 2", "TRUE"])),
+        draw(st.sampled_from(["n.v = a.v", "n.v > a.v", "n.k = a.k", "n.v < 2", "TRUE", *later])),
         draw(st.sampled_from(["b.v >= a.v", "b.k != a.k", "b.v > 1", "TRUE"])),
     ]
     if draw(st.booleans()):
         conditions.append("[k]")
-    window = draw(st.none() | st.integers(1, 6))
     text = (
         f"PATTERN SEQ({x} a, !({y} n), {z} b) WHERE {strategy}(a, b) "
         f"{{ {' AND '.join(conditions)} }}"

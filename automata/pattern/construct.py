@@ -6,9 +6,9 @@
 node reads one stream; where a run must see several, the pattern reads an
 internal union of its streams first (:func:`needs_union`).
 
-What the engine cannot run yet raises :class:`NotCompiled` with the reason: a
-negation before the first component, or whose conditions name a later one —
-both must look back at events a run never saw (see docs/patterns.md) — and an
+What the engine cannot run raises :class:`NotCompiled` with the reason: a
+negation whose condition names a later component without WITHIN (a run judges
+it when it completes, against the events remembered for the window), and an
 AND of more than :data:`~cesar.automata.pattern.join.MAX_COMPONENTS` components.
 """
 
@@ -20,8 +20,15 @@ from cesar.automata.automaton import Automaton, EdgeKind, Node
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.pattern.ast import Strategy
 from cesar.automata.pattern.join import MAX_COMPONENTS, JoinBuilder
-from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
-from cesar.automata.pattern.sequence import UNION_TYPE, Binding, Draft, SeqBuilder, edges_of
+from cesar.automata.pattern.resolve import Negation, Resolved
+from cesar.automata.pattern.sequence import (
+    UNION_TYPE,
+    Binding,
+    Draft,
+    SeqBuilder,
+    edges_of,
+    looking_back,
+)
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
     TRUE,
@@ -75,7 +82,8 @@ def needs_union(p: Resolved) -> bool:
         if step.kleene and n + 1 < len(steps) and steps[n + 1].types != step.types:
             return True
     last = len(steps) - 1
-    middle = [g for g in p.negations if g.after < last]
+    back = looking_back(p)  # judged against remembered events, of their own streams
+    middle = [g for g in p.negations if g.after < last and g not in back]
     trailing = {g.types for g in p.negations if g.after == last}
     if any(g.types != steps[g.after + 1].types for g in middle):
         return True
@@ -135,19 +143,10 @@ def _check(p: Resolved) -> None:
 
 
 def _check_negation(p: Resolved, negation: Negation) -> None:
-    pos = p.pattern.pos
-    if negation.after == -1:
+    if negation in looking_back(p) and p.window is None:
         raise NotCompiled(
-            "a negation before the first component is not run by the engine yet (it needs the "
-            "events of the window before a run begins)",
-            pos,
+            f"the negation of {negation.var} names a later component, so a run judges it when "
+            "it completes, against the events it remembers; it needs WITHIN (the engine would "
+            "remember every event of the negated stream)",
+            p.pattern.pos,
         )
-    order = {step.var: n for n, step in enumerate(p.steps)}
-    for key in keys_of(negation.pred):
-        var = p.refs[key].var
-        if var != negation.var and order[var] > negation.after:
-            raise NotCompiled(
-                f"a negation's condition naming {var}, a later component, is not run by the "
-                "engine yet",
-                pos,
-            )

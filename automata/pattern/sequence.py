@@ -70,12 +70,16 @@ from cesar.automata.terms import (
     Cmp,
     Const,
     Dur,
+    EventDur,
+    Leaf,
     Not,
     Or,
     Pred,
     Scope,
     Term,
     conjoin,
+    map_pred,
+    map_term,
 )
 from cesar.automata.translate import Options
 
@@ -126,6 +130,8 @@ class SeqBuilder:
             if pattern.window is None
             else Cmp("<=", Dur(), Const(pattern.window + 1, AttrType.INT))
         )
+        self.deferred = looking_back(pattern)
+        """The negations judged against remembered events when a run completes."""
         self.components = {step.var: step.types for step in pattern.steps}
         self.components.update({g.var: g.types for g in pattern.negations})
         self.needed: dict[str, set[tuple[Index, str | None, str | None]]] = {}
@@ -151,11 +157,12 @@ class SeqBuilder:
             return only
 
         var = step.var
+        anchors = [(Ref(var, Index.ONLY, a), AttrType.INT) for a in self.anchors(n)]
         if not step.kleene:
             kept = [(Ref(var, Index.ONLY, a), typ(a)) for a in attrs(Index.ONLY)]
             if self.union is not None and len(step.types) > 1:  # which stream, for absent values
                 kept.insert(0, (Ref(var, Index.ONLY, UNION_TYPE), AttrType.STRING))
-            return kept
+            return kept + anchors
         runs = (Index.ALL, Index.UPTO_PREVIOUS)
         out = [(Ref(var, Index.LEN, None), AttrType.INT)]
         out += [(Ref(var, Index.FIRST, a), typ(a)) for a in attrs(Index.FIRST)]
@@ -175,7 +182,19 @@ class SeqBuilder:
                 out += [(_counted(var, a), AttrType.INT), (_divisor(var, a), AttrType.INT)]
         if n < len(self.p.steps) - 1 and self.after(n):
             out.append((_spoiled(var), AttrType.BOOL))
-        return out
+        return out + anchors
+
+    def anchors(self, n: int) -> list[str]:
+        """The times of step ``n``'s events a looking-back negation reads, relative to the run's
+        start: :data:`ARRIVAL` (its first event's end), :data:`DEPARTURE` (its last event's end,
+        for a closure; a singleton's is its arrival)."""
+        out = []
+        for g in self.deferred:
+            if g.after + 1 == n:
+                out.append(ARRIVAL)
+            if g.after == n:
+                out.append(DEPARTURE if self.p.steps[n].kleene else ARRIVAL)
+        return sorted(set(out))
 
     def lacking(self, var: str, attr: str | None) -> list[str]:
         """The streams of ``var``'s component without ``attr`` (an ANY of streams that differ)."""
@@ -196,6 +215,8 @@ class SeqBuilder:
         for ref, typ in self.stored(n):
             if ref.index is Index.LEN or ref.aggregate in ("COUNT", _DIVISOR):
                 out[ref.key] = (Const(1, AttrType.INT), typ)
+            elif ref.attr in (ARRIVAL, DEPARTURE):
+                out[ref.key] = (Dur(), typ)  # the event's end, relative to the run's start
             elif ref == _spoiled(ref.var):
                 out[ref.key] = (Const(False, AttrType.BOOL), typ)
             else:
@@ -249,6 +270,8 @@ class SeqBuilder:
                 continue
             if ref.index is Index.LEN:
                 options = [(TRUE, Arith("+", left, Const(1, AttrType.INT)))]
+            elif ref.attr == DEPARTURE:
+                options = [(TRUE, Dur())]
             elif ref == _spoiled(ref.var):
                 options = [(TRUE, Const(False, AttrType.BOOL))]  # its last event is after them
             elif ref.index is Index.LAST:
@@ -382,9 +405,9 @@ class SeqBuilder:
                         if n == last:
                             after = self.view(opening)
                             done = conjoin(starts, self.closes(n, after))
-                            self.complete(source, done_at, stream, done, opening, after)
+                            self.complete(source, done_at, stream, done, opening, after, True)
                 elif n == last:
-                    self.complete(source, done_at, stream, begin, opened, view)
+                    self.complete(source, done_at, stream, begin, opened, view, True)
                 else:
                     self.add(EdgeKind.FORWARD, source, waiting[n + 1], stream, begin, opened)
         for n, node in inside.items():
@@ -397,7 +420,7 @@ class SeqBuilder:
                 if n == last:
                     after = self.view(grown)
                     done = conjoin(take, variant, self.closes(n, after))
-                    self.complete(node, done_at, stream, done, grown, after)
+                    self.complete(node, done_at, stream, done, grown, after, False)
             if n < last and self.after(n):
                 binding = self.carried(n + 1)
                 negated = [self.negated(g, binding) for g in self.after(n)]
@@ -415,10 +438,26 @@ class SeqBuilder:
         return self.assemble(final)
 
     def complete(
-        self, source: int, target: int, stream: str, pred: Pred, binding: Binding, view: View
+        self,
+        source: int,
+        target: int,
+        stream: str,
+        pred: Pred,
+        binding: Binding,
+        view: View,
+        arriving: bool,
     ) -> None:
         """The edge of a run completing the last step: the match, or (with a trailing
-        negation) the run waiting out its window at ``target``, the window in its binding."""
+        negation) the run waiting out its window at ``target``, the window in its binding.
+
+        ``view`` reads the references on the edge; ``arriving``: the event
+        begins the last step.  Each looking-back negation guards the edge with
+        an UNLESS edge per negated stream.
+        """
+        for negation in self.deferred:
+            for stream_type in negation.types:
+                unless = self.unless(negation, stream_type, pred, view, arriving)
+                self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream_type, unless, {}))
         if self.after(len(self.p.steps) - 1):
             assert self.p.window is not None
             waiting = {**binding, WINDOW: (Const(self.p.window, AttrType.INT), AttrType.INT)}
@@ -442,9 +481,55 @@ class SeqBuilder:
             )
         )
 
+    def unless(
+        self, negation: Negation, stream: str, pred: Pred, view: View, arriving: bool
+    ) -> Pred:
+        """The UNLESS predicate of a looking-back ``negation`` on events of ``stream``, guarding
+        the completing edge ``pred`` read through ``view`` (see :mod:`cesar.automata.automaton`
+        for the scopes): the completing edge holds, the remembered event lies where the
+        negation looks — between the steps around it, or in the window before the first — and
+        meets its condition."""
+        assert self.p.window is not None
+        last = len(self.p.steps) - 1
+        steps = self.p.steps
+
+        def anchor(n: int, which: str) -> Term:
+            if which == ARRIVAL and n == last and arriving:
+                return _END
+            if which == DEPARTURE and not steps[n].kleene:
+                which = ARRIVAL
+            return Attr(Scope.LEFT, Ref(steps[n].var, Index.ONLY, which).key)
+
+        ends = Dur()  # the remembered event's end, relative to the run's start
+        starts = Arith("+", Arith("-", ends, EventDur()), _ONE)
+        window = Const(self.p.window, AttrType.INT)
+        if negation.after == -1:  # in the window before the match's end, before its first event
+            where = [
+                Cmp("<", ends, anchor(0, ARRIVAL)),
+                Cmp(">=", starts, Arith("-", _END, window)),
+            ]
+        else:  # after the step before it ends, arriving before the step after it does
+            where = [
+                Cmp(">", starts, anchor(negation.after, DEPARTURE)),
+                Cmp("<", ends, anchor(negation.after + 1, ARRIVAL)),
+            ]
+        horizon = Cmp("<=", EventDur(), Const(self.p.window + 1, AttrType.INT))
+        looked = {key: _looking_back(term) for key, term in view.items()}
+        for key, ref in self.p.refs.items():
+            if ref.var == negation.var:
+                assert ref.attr is not None
+                looked[key] = Attr(Scope.EVENT, ref.attr)
+        condition = rewrite(self.absent_true(negation.pred, negation.var), looked)
+        condition = _of_stream(condition, stream)
+        if arriving and not steps[last].kleene:  # the firing event's stream, not the binding's
+            kept = Ref(steps[last].var, Index.ONLY, UNION_TYPE).key
+            condition = map_pred(condition, lambda leaf: _renamed(leaf, kept, f"@e.{UNION_TYPE}"))
+        return conjoin(_looking_back_pred(pred), *where, horizon, condition)
+
     def after(self, n: int) -> list[Negation]:
-        """The negations between step ``n`` and the next (or after the last step)."""
-        return [g for g in self.p.negations if g.after == n]
+        """The negations between step ``n`` and the next (or after the last step) that kill or
+        mark a run when their event comes (the others look back: :func:`looking_back`)."""
+        return [g for g in self.p.negations if g.after == n and g not in self.deferred]
 
     def ignore(self, n: int, binding: Binding, kleene: bool) -> Pred:
         """What a run at step ``n`` (waiting for it, or inside its closure) may skip."""
@@ -473,7 +558,7 @@ class SeqBuilder:
         ignore = self.ignore(n, binding, kleene)
         for negation in negations:
             ignore = conjoin(ignore, Not(self.negated(negation, binding)))
-        moves = [d.pred for d in self.drafts if d.source == node]
+        moves = [d.pred for d in self.drafts if d.source == node and d.kind in _MOVES]
         watch: Pred = Or((Not(ignore), *moves))
         stream = self.stream_of(step.types)
         self.add(EdgeKind.FILTER, node, node, stream, watch)
@@ -590,6 +675,73 @@ SPOILED = "@spoiled"
 """A Kleene closure's binding flag: a negated event came since its last take (no name has @)."""
 
 
+ARRIVAL = "@arrive"
+"""A step's binding anchor: its first event's end, relative to the run's start (DUR then)."""
+DEPARTURE = "@depart"
+"""A closure's binding anchor: its last event's end, relative to the run's start."""
+_END = Attr(Scope.LEFT, "@end")
+"""In an UNLESS predicate: the firing event's end, relative to the run's start."""
+_ONE = Const(1, AttrType.INT)
+
+
+def looking_back(p: Resolved) -> list[Negation]:
+    """The negations a run cannot judge when their event comes, so judged when it completes,
+    against the events remembered: one before the first component (its events came before the
+    run began), and one between components whose condition names a later component."""
+    order = {step.var: n for n, step in enumerate(p.steps)}
+    last = len(p.steps) - 1
+    out = []
+    for negation in p.negations:
+        later = any(
+            p.refs[key].var != negation.var and order[p.refs[key].var] > negation.after
+            for key in keys_of(negation.pred)
+        )
+        if negation.after == -1 or (negation.after < last and later):
+            out.append(negation)
+    return out
+
+
+def _looking_back(term: Term) -> Term:
+    """A term over (binding, firing event) as an UNLESS predicate reads it: the event's
+    attributes as ``$1.@e.x``, DUR as ``$1.@end``."""
+
+    def swap(leaf: Leaf) -> Term:
+        if isinstance(leaf, Attr) and leaf.scope is Scope.EVENT:
+            return Attr(Scope.LEFT, f"@e.{leaf.name}")
+        if isinstance(leaf, Dur):
+            return _END
+        assert not isinstance(leaf, EventDur), "an edge's own-duration test is not read back"
+        return leaf
+
+    return map_term(term, swap)
+
+
+def _looking_back_pred(pred: Pred) -> Pred:
+    """:func:`_looking_back` on every term of ``pred``."""
+    return map_pred(pred, _looking_back)
+
+
+def _renamed(leaf: Leaf, old: str, new: str) -> Term:
+    """``leaf``, a binding attribute ``old`` renamed ``new``."""
+    if isinstance(leaf, Attr) and leaf.scope is Scope.LEFT and leaf.name == old:
+        return Attr(Scope.LEFT, new)
+    return leaf
+
+
+def _of_stream(pred: Pred, stream: str) -> Pred:
+    """``pred`` on a remembered event of ``stream``: its ``__type`` is that stream."""
+
+    def swap(leaf: Leaf) -> Term:
+        if isinstance(leaf, Attr) and leaf.scope is Scope.EVENT and leaf.name == UNION_TYPE:
+            return Const(stream, AttrType.STRING)
+        return leaf
+
+    return map_pred(pred, swap)
+
+
+_MOVES = (EdgeKind.FORWARD, EdgeKind.REBIND)
+"""The kinds of edge that move a run (a FILTER edge lets in the events that fire them)."""
+
 _DIVISOR = "DIVISOR"
 """A closure's count of events having an attribute, at least 1: what avg divides by."""
 _ZERO = Const(0, AttrType.INT)
@@ -673,6 +825,7 @@ def edges_of(drafts: list[Draft], options: Options) -> tuple[Edge, ...]:
         EdgeKind.REBIND: 2,
         EdgeKind.FORWARD: 3,
         EdgeKind.TIMEOUT: 4,
+        EdgeKind.UNLESS: 5,
     }
     edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
     return tuple(edges)

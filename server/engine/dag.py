@@ -183,6 +183,8 @@ class QueryDag:
         self.edges: dict[int, DagEdge] = {}
         self.joining: set[int] = set()
         """The nodes whose FILTER edge joins (they see events by arrival)."""
+        self.guarded: dict[tuple[int, int], list[int]] = {}
+        """The UNLESS edges guarding the ∃-edges of each (source, target)."""
         self._by_signature: dict[Hashable, int] = {}
         self._pool = _Pool()
         self._schemas: dict[Columns, Columns] = {}  # one tuple per distinct node schema
@@ -304,6 +306,8 @@ class QueryDag:
         elif label.kind is EdgeKind.TIMEOUT:
             assert self.nodes[source].timeout is None, "a node has one timeout edge"
             self.nodes[source].timeout = edge_id
+        elif label.kind is EdgeKind.UNLESS:
+            self.guarded.setdefault((source, target), []).append(edge_id)
         else:
             self.nodes[source].leaving.append(edge_id)
         return edge_id
@@ -327,6 +331,11 @@ class QueryDag:
                     source.stay = None
                 elif source.timeout == edge_id:
                     source.timeout = None
+                elif edge.kind is EdgeKind.UNLESS:
+                    guards = self.guarded[edge.source, edge.target]
+                    guards.remove(edge_id)
+                    if not guards:
+                        del self.guarded[edge.source, edge.target]
                 elif edge_id in source.leaving:
                     source.leaving.remove(edge_id)
             self.nodes[edge.target].entering.remove(edge_id)
@@ -377,6 +386,11 @@ class QueryDag:
             target_space = self.nodes[edge.target].space
             assert edge.source == ROOT or self.nodes[edge.source].space == target_space
             assert target_space > 0, f"edge {edge.id} enters a node without a space"
+        guarded: dict[tuple[int, int], list[int]] = {}
+        for edge in self.edges.values():
+            if edge.kind is EdgeKind.UNLESS:
+                guarded.setdefault((edge.source, edge.target), []).append(edge.id)
+        assert {ends: sorted(ids) for ends, ids in self.guarded.items()} == guarded
         registered = sorted(n.id for n in self.nodes.values() if n.id != ROOT and n.registered)
         assert sorted(self._by_signature.values()) == registered
         assert self.merge or not registered

@@ -183,7 +183,22 @@ class Engine:
         for event, root in self._expire(state.collect(t1, groups, self.program.bound), published):
             fed.setdefault(rank[event.stream], []).append((event, root))
         self._ranks(fed, published)
+        if self.program.dag.guarded:
+            self._remember(epoch, published, groups)
         return published
+
+    def _remember(self, epoch: Sequence[Event], published: list[Event], groups: set[str]) -> None:
+        """Keep this epoch's events of the streams UNLESS edges read, and forget those that
+        no longer matter in the clock groups the epoch moved.  O(events kept and dropped)."""
+        state, program = self.state, self.program
+        horizons = program.remembering()
+        for event in (*epoch, *published):
+            if event.stream in horizons:
+                state.remember(event)
+        for stream, horizon in horizons.items():
+            group = program.groups.find(stream)
+            if group in groups:
+                state.forget_before(stream, state.group_clock[group] - horizon)
 
     def _ranks(self, pending: dict[int, list[tuple[Event, float]]], published: list[Event]) -> None:
         """Run the rounds of ``pending`` (events by rank) in rank order, feeding each round's
@@ -495,6 +510,13 @@ class Engine:
             if instance.node in program.dag.joining:
                 t0, t1 = min(t0, event.t0), max(t1, instance.t1)
         dur = t1 - t0 + 1
+        guarded = program.dag.guarded
+        if guarded:
+            guards = guarded.get((compiled.source, compiled.target))
+            if guards:
+                slots &= ~self._vetoed(guards, slots, binding_in, attrs, t0, dur)
+                if not slots:
+                    return
         try:
             assert compiled.build is not None
             binding = compiled.build(binding_in, attrs, dur, own)
@@ -528,6 +550,36 @@ class Engine:
                     self.state.new_id(), target, binding, t0, end, new_root, members
                 )
                 spawned.append((successor, instance))
+
+    def _vetoed(
+        self,
+        guards: list[int],
+        slots: int,
+        binding: Mapping[str, Value],
+        attrs: Mapping[str, Value],
+        t0: int,
+        end: int,
+    ) -> int:
+        """The slots of ``slots`` an UNLESS edge of ``guards`` stops: a remembered event of its
+        stream satisfies it, read with the binding, the firing event (``$1.@e.x``) and its end
+        relative to ``t0`` (``$1.@end``).  O(guards × remembered events)."""
+        seen = dict(binding)
+        seen.update({f"@e.{name}": value for name, value in attrs.items()})
+        seen["@end"] = end
+        vetoed = 0
+        for edge_id in guards:
+            params = self.program.edges[edge_id].params
+            past = self.state.remembered.get(self.program.edges[edge_id].edge.stream, ())
+            for event in past:
+                self.state.counters.remembered_checked += 1
+                found = event.attrs()
+                groups = params.matching_groups(found)
+                if groups:
+                    own = event.t1 - event.t0 + 1
+                    vetoed |= params.holds(groups, slots, seen, found, event.t1 - t0 + 1, own)
+                    if vetoed == slots:
+                        return vetoed
+        return vetoed
 
     def _install(
         self,

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind, dur_bound
+from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind, dur_bound, own_bound
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
 from cesar.automata.normal import Conjunct
 from cesar.automata.terms import FLIPPED, Attr, Scope
@@ -153,9 +153,10 @@ def access_atom(dynamic: Conjunct) -> InstanceAccess | None:
     return best[0] if best else None
 
 
-UNINDEXED = frozenset({EdgeKind.FILTER, EdgeKind.STAY, EdgeKind.TIMEOUT})
+UNINDEXED = frozenset({EdgeKind.FILTER, EdgeKind.STAY, EdgeKind.TIMEOUT, EdgeKind.UNLESS})
 """Edges no event-driven FR index holds: the loops, asked about instances their node's filter
-affects, and TIMEOUT, which fires when time passes."""
+affects, TIMEOUT, which fires when time passes, and UNLESS, asked about remembered events when
+an edge it guards fires."""
 
 
 class QueryProgram:
@@ -187,6 +188,7 @@ class QueryProgram:
         self.groups = StreamGroups()
         self.final: dict[int, int] = {}
         self._subscriptions: dict[str, _Subscription] = {}
+        self._remembering: dict[str, float] | None = None
         self._codegen = Codegen(self.faults, options.functions)
 
     @property
@@ -208,6 +210,7 @@ class QueryProgram:
             if automaton.name in self.since:
                 raise ValueError(f"stream {automaton.name} is already published")
         record = _Subscription(subscription, tuple(a.name for a in automata))
+        self._remembering = None
         change = Change()
         touched: set[int] = set()
         for automaton in automata:
@@ -222,7 +225,12 @@ class QueryProgram:
             for position, edge_id in enumerate(footprint.edges):
                 compiled = self.edges[edge_id]
                 edge = automaton.edges[position]
-                bound = math.inf if edge.kind in LOOPS else dur_bound(edge)
+                if edge.kind in LOOPS:
+                    bound = math.inf
+                elif edge.kind is EdgeKind.UNLESS:
+                    bound = own_bound(edge)  # how long its remembered events matter
+                else:
+                    bound = dur_bound(edge)
                 mine = compiled.params.add(slot, footprint.constants[position], bound)
                 self._index(compiled, mine, change)
                 touched.add(compiled.source)
@@ -251,6 +259,7 @@ class QueryProgram:
         KeyError for an unknown subscription.
         """
         record = self._subscriptions.pop(subscription)
+        self._remembering = None
         change = Change()
         touched: set[int] = set()
         deleted, freed = change.deleted, change.freed
@@ -344,6 +353,20 @@ class QueryProgram:
         timeout_id = self.dag.nodes[node].timeout
         return None if timeout_id is None else self.edges[timeout_id]
 
+    def remembering(self) -> dict[str, float]:
+        """Per stream some UNLESS edge reads, how many ticks back its events matter (the
+        largest own-duration bound, less one).  O(1), O(UNLESS edges) after a change."""
+        if self._remembering is not None:
+            return self._remembering
+        out: dict[str, float] = {}
+        for guards in self.dag.guarded.values():
+            for edge_id in guards:
+                compiled = self.edges[edge_id]
+                stream = compiled.edge.stream
+                out[stream] = max(out.get(stream, -math.inf), compiled.params.dur_bound() - 1)
+        self._remembering = out
+        return out
+
     def stay_of(self, node: int) -> CompiledEdge | None:
         """The STAY edge of ``node``, if it has one."""
         stay_id = self.dag.nodes[node].stay
@@ -402,7 +425,7 @@ class QueryProgram:
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
         if edge.kind is EdgeKind.FILTER:
             compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
-        elif edge.kind is not EdgeKind.STAY:
+        elif edge.kind not in (EdgeKind.STAY, EdgeKind.UNLESS):
             compiled.build = self._codegen.build(edge.map)
         self.edges[edge_id] = compiled
 

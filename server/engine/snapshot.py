@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from cesar.automata.schema import Value
+from cesar.automata.schema import Event, Value
 from cesar.index.masks import slots_of
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.params import Group
@@ -53,6 +53,9 @@ Member = tuple[str, int, int]
 SavedInstance = tuple[tuple[tuple[str, Value], ...], int, int, float, int, int]
 """(binding items, t0, t1, root, node, member mask), in instance order: the members are the
 saved node's slots in the mask (:attr:`RunSnapshot.nodes`)."""
+
+SavedEvent = tuple[int, int, tuple[tuple[str, Value], ...]]
+"""A remembered event: (t0, t1, attribute items); its stream is the key it is saved under."""
 
 OldInstance = tuple[tuple[tuple[str, Value], ...], int, int, float, tuple[Member, ...]]
 """An instance as snapshots before ``nodes`` saved it: its members spelled out one by one."""
@@ -68,7 +71,9 @@ class RunSnapshot:
     the places (a member of the node, None for the engine) over an instance
     limit since their notice; ``nodes``: per node holding instances, the member
     of each slot its instances hold — an instance shared by many subscriptions
-    is saved as its mask, not as one member per subscription.
+    is saved as its mask, not as one member per subscription; ``remembered``:
+    per stream, the events its UNLESS edges still ask about, as (t0, t1,
+    attribute items).
     """
 
     since: dict[str, float]
@@ -81,6 +86,7 @@ class RunSnapshot:
     faults: int
     capped: list[Member | None]
     nodes: dict[int, dict[int, Member]]
+    remembered: dict[str, list[SavedEvent]]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, tuples, strings, numbers) for a serializer."""
@@ -90,10 +96,12 @@ class RunSnapshot:
     def from_data(cls, data: Mapping[str, Any]) -> RunSnapshot:
         """The inverse of :meth:`to_data`; KeyError or TypeError for data of another shape.
 
-        Data saved before ``nodes`` (each instance's members spelled out) is read too.
+        Data saved before ``nodes`` (each instance's members spelled out) or before
+        ``remembered`` is read too.
         """
-        values = {f.name: data[f.name] for f in fields(cls) if f.name != "nodes"}
-        return cls(**values, nodes=data.get("nodes", {}))
+        later = ("nodes", "remembered")
+        values = {f.name: data[f.name] for f in fields(cls) if f.name not in later}
+        return cls(**values, nodes=data.get("nodes", {}), remembered=data.get("remembered", {}))
 
     def spelled_out(self) -> RunSnapshot:
         """This run state in the earlier shape: no ``nodes``, each instance's members listed
@@ -101,6 +109,7 @@ class RunSnapshot:
         data = self.to_data()
         data["instances"] = [(*i[:4], self.members(i)) for i in self.instances]
         del data["nodes"]
+        del data["remembered"]
         return RunSnapshot.from_data(data)
 
     def members(self, instance: SavedInstance | OldInstance) -> tuple[Member, ...]:
@@ -160,6 +169,10 @@ def capture(engine: Engine) -> RunSnapshot:
             if node is None or node in program.dag.nodes
         ],
         nodes={node: members(node, mask) for node, mask in held.items()},
+        remembered={
+            stream: [(e.t0, e.t1, e.values) for e in events]
+            for stream, events in state.remembered.items()
+        },
     )
 
 
@@ -208,6 +221,9 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
         for node, mask in nodes.items():
             instance = EngineInstance(state.new_id(), node, binding, t0, t1, root, mask)
             engine.admit(instance, homes_of)
+    for stream, events in snapshot.remembered.items():
+        for t0, t1, items in events:
+            state.remember(Event(stream, t0, t1, tuple((name, value) for name, value in items)))
     for capped in snapshot.capped:
         if capped is None:
             state.capped.add(None)

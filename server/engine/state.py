@@ -32,10 +32,11 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from cesar.automata.schema import Value
+from cesar.automata.schema import Event, Value
 from cesar.index.ai import InstanceAccess, InstanceIndex
 from cesar.index.ranges import is_nan
 from cesar.index.static import Atoms, ConjunctIndex
@@ -53,7 +54,8 @@ class EngineCounters:
     naive mode looked at; ``instances_touched``: instances whose filter was
     evaluated; ``spawned``: new instances made by firing edges, of which
     ``rebound`` took their predecessor's place (a REBIND that moved every
-    member of its instance).
+    member of its instance); ``remembered_checked``: remembered events an
+    UNLESS edge was asked about.
     """
 
     epochs: int = 0
@@ -68,6 +70,7 @@ class EngineCounters:
     collected: int = 0
     dropped: int = 0
     active_nodes_sum: int = 0
+    remembered_checked: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,23 @@ class EngineState:
     notices: list[Notice] = field(default_factory=list)
     capped: set[int | None] = field(default_factory=set)
     """Nodes over their instance limit (None: the whole engine) since their last notice."""
+    remembered: dict[str, deque[Event]] = field(default_factory=dict)
+    """Per stream an UNLESS edge reads: its events of earlier epochs that still matter, in
+    arrival order (:meth:`remember`, :meth:`forget_before`)."""
+
+    def remember(self, event: Event) -> None:
+        """Keep ``event`` for the UNLESS edges that read its stream.  O(1)."""
+        self.remembered.setdefault(event.stream, deque()).append(event)
+
+    def forget_before(self, stream: str, t0: float) -> None:
+        """Drop the remembered events of ``stream`` from the oldest on while they start before
+        ``t0`` (one that started earlier behind a later one stays until it is at the front:
+        an UNLESS predicate bounds time itself).  O(events dropped)."""
+        kept = self.remembered.get(stream)
+        while kept and kept[0].t0 < t0:
+            kept.popleft()
+        if not kept:
+            self.remembered.pop(stream, None)
 
     def new_id(self) -> int:
         """A fresh instance id."""
