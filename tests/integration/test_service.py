@@ -416,10 +416,12 @@ def test_a_pattern_is_a_subscription_like_a_cel_query(server: Server) -> None:
     assert code is grpc.StatusCode.INVALID_ARGUMENT and "line 1, column 21" in details
     code, details = status_of(
         conn.stub.Subscribe,
-        pb.SubscribeRequest(query="PATTERN SEQ(!(Stock n), Stock a) WITHIN 5"),
+        pb.SubscribeRequest(
+            query="PATTERN SEQ(Stock a, !(Stock n), Stock b) WHERE n.Price = b.Price"
+        ),
         metadata=md,
     )
-    assert code is grpc.StatusCode.INVALID_ARGUMENT and "not run by the engine yet" in details
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "it needs WITHIN" in details
 
 
 def test_an_and_pattern_pairs_simultaneous_quotes_through_the_server(server: Server) -> None:

@@ -84,7 +84,7 @@ ANY_PATTERN = compiled_patterns() | conjunctions()
 
 
 @settings(max_examples=200, **SETTINGS)
-@given(text=ANY_PATTERN, streams=pattern_streams())
+@given(text=ANY_PATTERN | negated_patterns(), streams=pattern_streams())
 def test_a_pattern_partitioned_on_k_gives_per_partition_what_it_gives_whole(text, streams):
     """Placement's soundness for patterns: for each key partition_keys reports, the oracle on
     each partition of the input by the key's value, unioned, is the oracle on the whole."""
@@ -122,14 +122,14 @@ def test_the_engine_gives_each_subscription_the_oracles_matches(mode, texts, cop
 
 @settings(max_examples=150, **SETTINGS)
 @given(
-    texts=st.lists(ANY_PATTERN, min_size=1, max_size=3),
+    texts=st.lists(ANY_PATTERN | negated_patterns(), min_size=1, max_size=3),
     streams=pattern_streams(),
     data=st.data(),
 )
 def test_a_restored_engine_runs_patterns_on_as_if_never_stopped(texts, streams, data):
     """Capture the run state between two epochs (spoiled marks, runs waiting out a trailing
-    negation, union streams, AND's joining runs), rebuild from the pattern texts, restore: the
-    same later alerts."""
+    negation, union streams, AND's joining runs, events remembered for negations that look
+    back), rebuild from the pattern texts, restore: the same later alerts."""
     names = [f"q{number}" for number in range(len(texts))]
     builds = [compiled(t.replace("PUBLISH P", f"PUBLISH P{n}"))[1] for n, t in enumerate(texts)]
     steady, stopped = Engine(), Engine()

@@ -8,6 +8,7 @@ given for what it does not run yet.
 import pytest
 
 from cesar.automata.automaton import EdgeKind, format_automaton
+from cesar.automata.partition import partition_keys
 from cesar.automata.pattern.construct import NotCompiled, build_pattern_automata
 from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.reference import evaluate
@@ -116,12 +117,11 @@ def test_negation_kills_the_run_it_falls_inside(c, kept):
     ("text", "reason"),
     [
         (f"PATTERN AND({', '.join(f'A a{n}' for n in range(9))})", "an AND of 9 components"),
-        ("PATTERN SEQ(!(B b), A a) WITHIN 5", "before the first component"),
-        ("PATTERN SEQ(A a, !(B c), B b) WHERE c.x = b.x", "a later component"),
+        ("PATTERN SEQ(A a, !(B c), B b) WHERE c.x = b.x", "it needs WITHIN"),
         ("PATTERN SEQ(A a, Note b) WHERE strict_contiguity(a, b) { }", "is int in one of"),
     ],
 )
-def test_what_the_engine_does_not_run_yet_says_why(text, reason):
+def test_what_the_engine_does_not_run_says_why(text, reason):
     with pytest.raises(NotCompiled, match=reason.replace("(", r"\(").replace(")", r"\)")):
         build_pattern_automata(resolve(parse_pattern(text), SCHEMAS, "out"), SCHEMAS)
 
@@ -138,3 +138,46 @@ def test_a_closure_over_any_reads_absent_attributes_as_true():
     assert both(mean, events) == [(1, 3, {"n": 3})]
     alone = text.replace("x.LEN = 3", "x.LEN = 1 AND min(x[].id) > 5 AND x[1].id > 5")
     assert both(alone, events) == [(2, 2, {"n": 1})]
+
+
+@pytest.mark.parametrize(
+    ("text", "keys"),
+    [
+        ("PATTERN SEQ(!(A n), A a) WITHIN 3", set()),
+        ("PATTERN SEQ(!(A n), A a) WHERE [id] WITHIN 3", {"id"}),
+        ("PATTERN SEQ(A a, !(B n), A b) WHERE [id] AND n.x = b.x WITHIN 3", {"id"}),
+        ("PATTERN SEQ(A a, !(B n), A b) WHERE a.id = b.id AND n.x = b.x WITHIN 3", set()),
+    ],
+)
+def test_a_negation_that_looks_back_keeps_a_pattern_keyed_only_if_it_asks_about_the_key(text, keys):
+    """The remembered events a run asks about must share its key, or any shard's could
+    spoil it: a pattern is placed by key only then."""
+    pattern = resolve(parse_pattern(text), SCHEMAS, "out")
+    assert partition_keys(build_pattern_automata(pattern, SCHEMAS), SCHEMAS) == keys
+
+
+def test_a_leading_negation_looks_back_over_the_window():
+    """WITHIN 3 before a at 5 covers 2 .. 5: a C at 2 (same id) drops the match, one at 1 or
+    of another id does not, nor does one of the same epoch."""
+    text = "PATTERN SEQ(!(C c), A a) WHERE [id] WITHIN 3 RETURN a.id"
+    a = ev("A", 5, id=1, x=0)
+    assert both(text, [ev("C", 1, id=1, x=0), a]) == [(5, 5, {"a_id": 1})]
+    assert both(text, [ev("C", 2, id=1, x=0), a]) == []
+    assert both(text, [ev("C", 2, id=2, x=0), a]) == [(5, 5, {"a_id": 1})]
+    assert both(text, [ev("C", 5, id=1, x=0), a]) == [(5, 5, {"a_id": 1})]
+    two = "PATTERN SEQ(!(C c), A a, B b) WHERE [id] AND c.x = b.x WITHIN 3 RETURN b.x"
+    b = ev("B", 7, id=1, x=4)
+    assert both(two, [ev("C", 4, id=1, x=4), a, b]) == [], "4 is within 3 of b's 7"
+    assert both(two, [ev("C", 3, id=1, x=4), a, b]) == [(5, 7, {"b_x": 4})]
+    assert both(two, [ev("C", 4, id=1, x=5), a, b]) == [(5, 7, {"b_x": 4})]
+
+
+def test_a_negation_naming_a_later_component_is_judged_when_the_run_completes():
+    """A C between a and b with b's x drops the match; one with another x, or before a, or
+    in b's epoch, does not."""
+    text = "PATTERN SEQ(A a, !(C c), B b) WHERE [id] AND c.x = b.x WITHIN 5 RETURN b.x"
+    a, b = ev("A", 1, id=1, x=0), ev("B", 4, id=1, x=7)
+    assert both(text, [a, ev("C", 2, id=1, x=7), b]) == []
+    assert both(text, [a, ev("C", 2, id=1, x=6), b]) == [(1, 4, {"b_x": 7})]
+    assert both(text, [ev("C", 0, id=1, x=7), a, b]) == [(1, 4, {"b_x": 7})]
+    assert both(text, [a, ev("C", 4, id=1, x=7), b]) == [(1, 4, {"b_x": 7})]
