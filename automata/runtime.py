@@ -266,9 +266,12 @@ def process_epoch(
     faults: Faults | None = None,
     functions: FunctionRegistry = DEFAULT_FUNCTIONS,
     counters: Counters | None = None,
+    clock: int | None = None,
 ) -> tuple[AutomatonState, list[Event]]:
     """Process one epoch (``events`` per stream, all with the same ``t1``); Algorithm 1.
 
+    ``clock`` is the epoch's time if it has no event the automaton reads (the
+    TIMEOUT edges publish what is due by it), else the events' ``t1``.
     Returns the state after the epoch and the automaton's output events.
     Cost: O(instances × out-edges × events of the epoch) predicate evaluations.
     """
@@ -293,7 +296,7 @@ def process_epoch(
                 kept.setdefault(instance.node, []).append(instance)
     for node, new in epoch.spawned.items():
         kept.setdefault(node, []).extend(new)
-    clock = max((e.t1 for name in automaton.reads for e in events.get(name, ())), default=None)
+    clock = max((e.t1 for name in automaton.reads for e in events.get(name, ())), default=clock)
     if clock is not None:
         for node, alive in kept.items():
             for edge in automaton.outgoing[node]:
@@ -361,19 +364,65 @@ class Runner:
         self.last_t1: int | None = None
 
     def process(self, epoch: Sequence[Event]) -> list[Event]:
-        """Process one epoch of input events (all with the same, increasing ``t1``)."""
+        """Process one epoch of input events (all with the same, increasing ``t1``).
+
+        First, at its own time, each match a TIMEOUT edge has due before the
+        epoch (its window ended earlier): its readers see it before the
+        epoch's events, as they would have had an epoch come at its time.
+        """
         if not epoch:
             return []
-        self.last_t1 = epoch_t1(epoch, self.last_t1)
+        t1 = self.last_t1 = epoch_t1(epoch, self.last_t1)
         self.counters.epochs += 1
         self.counters.events += len(epoch)
         streams: dict[str, list[Event]] = {}
         for event in epoch:
             streams.setdefault(event.stream, []).append(event)
+        ticked = self._ticked(set(streams))
+        published: list[Event] = []
+        while (due := self._due(ticked)) is not None and due < t1:
+            published += self._step({}, ticked, due)
+        return published + self._step(streams, ticked, t1)
+
+    def _ticked(self, streams: set[str]) -> set[int]:
+        """The automata an epoch of ``streams`` moves: readers of them, and of what those
+        publish."""
+        out: set[int] = set()
+        for index, automaton in enumerate(self.automata):
+            if automaton.reads & streams:
+                out.add(index)
+                streams.add(automaton.name)
+        return out
+
+    def _due(self, ticked: set[int]) -> int | None:
+        """The earliest deadline of an instance a TIMEOUT edge of a ``ticked`` automaton
+        publishes."""
+        due: int | None = None
+        for index in ticked:
+            automaton = self.automata[index]
+            for node, instances in self.states[index].instances.items():
+                for edge in automaton.outgoing[node]:
+                    if edge.kind is EdgeKind.TIMEOUT:
+                        bound = int(dur_bound(edge))
+                        first = min(i.t0 for i in instances) + bound - 1
+                        due = first if due is None else min(due, first)
+        return due
+
+    def _step(
+        self, streams: dict[str, list[Event]], ticked: set[int], clock: int
+    ) -> list[Event]:
+        """Every automaton through one epoch of ``streams`` at ``clock`` (those not ``ticked``
+        see no time pass), producers first; the published events."""
         published: list[Event] = []
         for index, automaton in enumerate(self.automata):
             self.states[index], outputs = process_epoch(
-                automaton, self.states[index], streams, self.faults, self.functions, self.counters
+                automaton,
+                self.states[index],
+                streams,
+                self.faults,
+                self.functions,
+                self.counters,
+                clock if index in ticked else None,
             )
             if outputs:
                 streams.setdefault(automaton.name, []).extend(outputs)

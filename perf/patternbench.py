@@ -1,6 +1,7 @@
-"""Patterns on one-minute quotes: SASE+ Query 3 at 1 and 1,000 subscriptions, any match by window.
+"""Patterns on one-minute quotes: SASE+ Query 3 at 1 and 1,000 subscriptions, any match by window,
+AND, and negations that look back.
 
-Two measurements (issue 18's benchmarks), each checked against itself across
+Four measurements (issue 18's benchmarks), each checked against itself across
 engine modes before a figure counts:
 
 * ``query3``: SASE+ Query 3's shape — a Kleene closure of rising prices
@@ -26,6 +27,22 @@ engine modes before a figure counts:
       WHERE skip_till_any_match(a[], b) {
           [Name] AND a[i].Price > a[i-1].Price AND b.Price < a[a.LEN].Price }
       WITHIN W MIN
+
+* ``together``: AND of two busy quotes in one minute, each subscription its
+  own volume thresholds, at 1 and ``--queries`` subscriptions, shared DAG
+  against one automaton each (the join automaton's nodes are shared)::
+
+      PATTERN AND(Stock a, Stock b)
+      WHERE a.Name < b.Name AND a.Volume > V AND b.Volume > W WITHIN 0
+
+* ``looking_back``: a rise of a stock with no busy quote of it in the ten
+  minutes before (a negation before the first component: remembered events
+  and an UNLESS edge), against the same rise without the negation, at
+  ``--queries`` subscriptions (``remembered_checked_per_event`` counts the
+  remembered events tried)::
+
+      PATTERN SEQ(!(Stock n), Stock a, Stock b)
+      WHERE [Name] AND n.Volume > V AND b.Price > r * a.Price WITHIN 10 MIN
 
 Run::
 
@@ -79,6 +96,28 @@ def any_window(window: int) -> str:
     )
 
 
+def together(rng: random.Random, name: str) -> str:
+    """Two busy quotes of different stocks in one minute, the thresholds from ``rng``."""
+    first, second = (rng.choice([100_000, 200_000, 300_000, 400_000]) for _ in range(2))
+    return (
+        "PATTERN AND(Stock a, Stock b) WHERE a.Name < b.Name "
+        f"AND a.Volume > {first} AND b.Volume > {second} WITHIN 0 PUBLISH {name}"
+    )
+
+
+def rise(rng: random.Random, name: str, quiet: bool) -> str:
+    """A rise by a drawn share within ten minutes; ``quiet``: with no quote of the stock over
+    a drawn volume in the ten minutes before."""
+    volume = rng.choice([200_000, 300_000, 500_000])
+    ratio = 1 + rng.choice([1, 2, 3]) / 1000
+    negation = "!(Stock n), " if quiet else ""
+    busy = f" AND n.Volume > {volume}" if quiet else ""
+    return (
+        f"PATTERN SEQ({negation}Stock a, Stock b) WHERE [Name]{busy} "
+        f"AND b.Price > {ratio} * a.Price WITHIN 10 MIN PUBLISH {name}"
+    )
+
+
 def run(engine_name: str, texts: Sequence[str], events: Sequence[Event]) -> dict[str, object]:
     """Subscribe ``texts`` to a fresh engine, run ``events`` epoch by epoch; figures."""
     engine = subscribed(engine_name, texts, STOCK)
@@ -96,7 +135,30 @@ def run(engine_name: str, texts: Sequence[str], events: Sequence[Event]) -> dict
         **engine_figures(engine_name, engine, len(texts), events, outputs, seconds),
         "live_instances_peak": live_peak,
         "live_instances_mean": round(live_sum / max(len(parts), 1), 1),
+        "remembered_checked_per_event": round(
+            engine.counters.remembered_checked / max(engine.counters.events, 1), 2
+        ),
     }
+
+
+def shared_vs_alone(
+    benchmark: str, family: Sequence[str], counts: Sequence[int], events: Sequence[Event]
+) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """The family's first ``count`` members, shared DAG and one automaton each, per count:
+    the records and the summary lines (outputs agree, the ratio)."""
+    records: list[dict[str, object]] = []
+    summary: dict[str, object] = {}
+    for count in counts:
+        shared, alone = (run(name, family[:count], events) for name in ("engine", "nomerge"))
+        for record in (shared, alone):
+            record["benchmark"] = benchmark
+            print(json.dumps(record), file=sys.stderr, flush=True)
+        records += [shared, alone]
+        summary[f"{benchmark}_{count}_outputs_agree"] = shared["digest"] == alone["digest"]
+        fast, slow = shared["events_per_s"], alone["events_per_s"]
+        if isinstance(fast, float) and isinstance(slow, float) and slow > 0:
+            summary[f"{benchmark}_{count}_shared_vs_one_automaton_each"] = round(fast / slow, 2)
+    return records, summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,19 +184,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         events = minute_events(args.data, args.events)
     rng = random.Random(args.seed)
-    family = [query3(rng, f"Q3_{number}") for number in range(args.queries)]
+    counts = sorted({1, args.queries})
     records: list[dict[str, object]] = []
     summary: dict[str, object] = {"events": len(events), "records": records}
-    for count in sorted({1, args.queries}):
-        shared, alone = (run(name, family[:count], events) for name in ("engine", "nomerge"))
-        for record in (shared, alone):
-            record["benchmark"] = "query3"
-            print(json.dumps(record), file=sys.stderr, flush=True)
-        records += [shared, alone]
-        summary[f"query3_{count}_outputs_agree"] = shared["digest"] == alone["digest"]
-        fast, slow = shared["events_per_s"], alone["events_per_s"]
-        if isinstance(fast, float) and isinstance(slow, float) and slow > 0:
-            summary[f"query3_{count}_shared_vs_one_automaton_each"] = round(fast / slow, 2)
+    for benchmark, make in (("query3", query3), ("together", together)):
+        family = [make(rng, f"{benchmark}_{number}") for number in range(args.queries)]
+        found, lines = shared_vs_alone(benchmark, family, counts, events)
+        records += found
+        summary.update(lines)
+    seed = rng.random()
+    quiet, plain = (
+        [rise(random.Random(seed + n), f"rise_{n}", negated) for n in range(args.queries)]
+        for negated in (True, False)
+    )
+    guarded, bare = run("engine", quiet, events), run("engine", plain, events)
+    naive = run("naive", quiet, events)
+    for record, what in ((guarded, "with"), (bare, "without")):
+        record.update(benchmark="looking_back", negation=what)
+        print(json.dumps(record), file=sys.stderr, flush=True)
+    records += [guarded, bare]
+    summary["looking_back_naive_agrees"] = naive["digest"] == guarded["digest"]
+    summary["looking_back_alerts_with_without"] = [guarded["alerts"], bare["alerts"]]
+    fast, slow = bare["events_per_s"], guarded["events_per_s"]
+    if isinstance(fast, float) and isinstance(slow, float) and slow > 0:
+        summary["looking_back_cost"] = round(fast / slow, 2)
     for window in args.windows:
         record = {"benchmark": "any_window", "window_min": window}
         record.update(run("engine", [any_window(window)], events))
@@ -146,8 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     if args.json:
         args.json.write_text(text)
-    agree = all(v for k, v in summary.items() if k.endswith("_outputs_agree")) and all(
-        r.get("naive_agrees", True) for r in records
+    agree = (
+        all(v for k, v in summary.items() if k.endswith("_outputs_agree"))
+        and all(r.get("naive_agrees", True) for r in records)
+        and summary["looking_back_naive_agrees"] is True
     )
     return 0 if agree else 1
 

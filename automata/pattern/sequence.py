@@ -44,6 +44,15 @@ in its binding (a REBIND that keeps the run's end: the event is not in the
 match), which may take again — and is then fresh: the negated event is no
 longer between — but not proceed.
 
+A negation a run cannot judge when its event comes (:func:`looking_back`:
+one before the first component, or one whose condition names a later
+component) is judged when the run completes: an UNLESS edge per negated
+stream guards each completing edge, asking the engine's remembered events of
+that stream whether one lies where the negation looks and meets its
+condition.  The run keeps the times that needs — its steps' arrivals
+(:data:`ARRIVAL`) and a closure's last event (:data:`DEPARTURE`), relative to
+its start, set by DUR on the edges that take them.
+
 :class:`SeqBuilder` also keeps what every pattern automaton shares (bindings,
 views of the references, edges as drafts); :mod:`cesar.automata.pattern.join`
 builds AND patterns on it.

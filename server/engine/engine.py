@@ -169,12 +169,13 @@ class Engine:
         state.counters.events += len(epoch)
         state.counters.active_nodes_sum += len(state.live)
         rank = self.program.rank
+        groups = {self.program.groups.find(stream) for stream in streams}
+        published: list[Event] = []
+        self._overdue(t1, groups, published)
         pending: dict[int, list[tuple[Event, float]]] = {}
         for event in epoch:
             pending.setdefault(rank.get(event.stream, 0), []).append((event, t1))
-        published: list[Event] = []
         self._ranks(pending, published)
-        groups = {self.program.groups.find(stream) for stream in streams}
         for stream in streams:
             clock[stream] = t1
         for group in groups:
@@ -211,13 +212,30 @@ class Engine:
                     published.append(event)
                 pending.setdefault(rank[event.stream], []).append((event, root))
 
+    def _overdue(self, t1: int, groups: set[str], published: list[Event]) -> None:
+        """Collect, earliest deadline first, the instances of ``groups`` due before ``t1``; what
+        their TIMEOUT edges publish goes to its readers at its own time, before the epoch's
+        events (as if an epoch had come then).  O(log n) per instance collected."""
+        state, program = self.state, self.program
+        rank = program.rank
+        while True:
+            due = min((heap[0][0] for g in groups if (heap := state.expiry.get(g))), default=None)
+            if due is None or due >= t1:
+                return
+            fed: dict[int, list[tuple[Event, float]]] = {}
+            dead = state.collect(int(due), groups, program.bound)
+            for event, root in self._expire(dead, published):
+                fed.setdefault(rank[event.stream], []).append((event, root))
+            self._ranks(fed, published)
+
     def _expire(
         self, dead: list[EngineInstance], published: list[Event]
     ) -> list[tuple[Event, float]]:
         """Publish, through its node's TIMEOUT edge, each collected instance that has one.
 
         The match spans the instance's start to its deadline.  Matches of
-        streams others read are returned with their roots (for the next ranks).
+        streams others read are also returned with their roots (for the next
+        ranks); internal ones only so.
         """
         program = self.program
         fed: list[tuple[Event, float]] = []
@@ -231,6 +249,8 @@ class Engine:
             out = (fed, published)
             root = instance.root
             self._fire(compiled, instance, instance.members, deadline, _EMPTY, bound, root, [], out)
+        internal = program.internal
+        published.extend(event for event, _ in fed if event.stream not in internal)
         return fed
 
     def run(self, events: Iterable[Event]) -> list[Event]:

@@ -249,6 +249,16 @@ def test_snapshotbench_smoke_restores_alike_and_masks_are_smaller(tmp_path):
 def test_patternbench_smoke_query3_shared_and_alone_agree_and_windows_grow(tmp_path):
     summary = smoke_json("cesar.perf.patternbench", tmp_path / "patterns.json", 300)
     assert summary["query3_1_outputs_agree"] is True and summary["query3_20_outputs_agree"] is True
+    assert summary["together_20_outputs_agree"] is True
+    together = [r for r in summary["records"] if r["benchmark"] == "together"]
+    assert all(r["alerts"] > 0 for r in together)
+    assert summary["looking_back_naive_agrees"] is True
+    with_negation, without = summary["looking_back_alerts_with_without"]
+    assert 0 < with_negation < without  # the negation drops some rises, not all
+    looking = [r for r in summary["records"] if r["benchmark"] == "looking_back"]
+    assert (
+        looking[0]["remembered_checked_per_event"] > 0 == looking[1]["remembered_checked_per_event"]
+    )
     query3 = [r for r in summary["records"] if r["benchmark"] == "query3"]
     assert [(r["queries"], r["engine"]) for r in query3] == [
         (1, "engine"),

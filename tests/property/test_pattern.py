@@ -25,6 +25,7 @@ from cesar.automata.runtime import Runner
 from cesar.automata.schema import epochs
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
+from cesar.server.engine.workload import Workload
 from tests.pattern_strategies import (
     SCHEMAS,
     compiled_patterns,
@@ -118,6 +119,25 @@ def test_the_engine_gives_each_subscription_the_oracles_matches(mode, texts, cop
     events = [e for stream in streams.values() for e in stream]
     assert Counter(engine.run(events)) == expected
     engine.check_valid()
+
+
+READERS = ["P NEXT{} S PUBLISH R", "S NEXT{} P PUBLISH R", "FILTER{DUR > 2} P PUBLISH R"]
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(
+    text=negated_patterns() | compiled_patterns(),
+    reader=st.sampled_from(READERS),
+    streams=pattern_streams(),
+    mode=st.sampled_from(["automaton", "engine", "nomerge"]),
+)
+def test_a_query_reading_a_pattern_sees_each_match_at_its_time(text, reader, streams, mode):
+    """A CEL query reading a pattern's matches — one a trailing negation publishes when the
+    clock passes its window's end included, which ends before that epoch — pairs them with
+    the events after them, as the reference evaluator does with the whole stream."""
+    workload = Workload.build(SCHEMAS.values(), [("P", text), ("R", reader)])
+    events = [e for stream in streams.values() for e in stream]
+    assert Counter(workload.run(events, engine=mode)) == Counter(workload.run(events))
 
 
 @settings(max_examples=150, **SETTINGS)
