@@ -408,9 +408,7 @@ class Runner:
                         due = first if due is None else min(due, first)
         return due
 
-    def _step(
-        self, streams: dict[str, list[Event]], ticked: set[int], clock: int
-    ) -> list[Event]:
+    def _step(self, streams: dict[str, list[Event]], ticked: set[int], clock: int) -> list[Event]:
         """Every automaton through one epoch of ``streams`` at ``clock`` (those not ``ticked``
         see no time pass), producers first; the published events."""
         published: list[Event] = []

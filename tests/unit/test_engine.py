@@ -10,6 +10,7 @@ from cesar.automata.construct import build_automata
 from cesar.automata.schema import AttrType, Event, StreamSchema, parse_stream_spec
 from cesar.automata.terms import Attr, Cmp, Const, Scope
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.workload import Workload
 
 S = parse_stream_spec("S(k:string,v:int)")
 
@@ -207,3 +208,16 @@ def test_an_equality_with_a_nan_constant_never_holds_even_for_the_same_nan_objec
         out = engine.run([Event.of("F", 1, 1, {"x": 1.0}), Event.of("F", 2, 2, {"x": math.nan})])
         assert out == [] and engine.state.instances  # the instance from t = 1 waits on
         engine.check_valid()
+
+
+@pytest.mark.parametrize("mode", ["automaton", "engine", "nomerge", "naive"])
+def test_a_query_reading_a_timed_out_match_sees_it_before_the_epoch_that_reveals_it(mode):
+    """A's pair with no S within 3 ticks is known at the epoch at 20 (no epoch came at its
+    window's end, 4): it is published at 4, its subscriber gets it, and the query reading it
+    pairs it with S at 20 — the next S after it — as the reference evaluator does."""
+    pattern = "PATTERN SEQ(S a, S b, !(S n)) WHERE b.v > a.v AND n.v > b.v WITHIN 3 PUBLISH P"
+    workload = Workload.build([S], [("P", pattern), ("R", "P NEXT{} S PUBLISH R")])
+    events = [s(1, "a", 0), s(2, "a", 1), s(20, "b", 0)]
+    got = sorted((e.stream, e.t0, e.t1) for e in workload.run(events, engine=mode))
+    assert got == [("P", 1, 4), ("R", 1, 20)]
+    assert sorted((e.stream, e.t0, e.t1) for e in workload.run(events)) == got
