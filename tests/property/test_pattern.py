@@ -22,7 +22,7 @@ from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.reference import evaluate
 from cesar.automata.pattern.resolve import resolve
 from cesar.automata.runtime import Runner
-from cesar.automata.schema import epochs
+from cesar.automata.schema import Event, epochs
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.engine.workload import Workload
@@ -130,13 +130,19 @@ READERS = ["P NEXT{} S PUBLISH R", "S NEXT{} P PUBLISH R", "FILTER{DUR > 2} P PU
     reader=st.sampled_from(READERS),
     streams=pattern_streams(),
     mode=st.sampled_from(["automaton", "engine", "nomerge"]),
+    spread=st.sampled_from([1, 3]),
 )
-def test_a_query_reading_a_pattern_sees_each_match_at_its_time(text, reader, streams, mode):
+def test_a_query_reading_a_pattern_sees_each_match_at_its_time(text, reader, streams, mode, spread):
     """A CEL query reading a pattern's matches — one a trailing negation publishes when the
     clock passes its window's end included, which ends before that epoch — pairs them with
-    the events after them, as the reference evaluator does with the whole stream."""
+    the events after them, as the reference evaluator does with the whole stream.  Spread
+    epochs leave windows ending between them."""
     workload = Workload.build(SCHEMAS.values(), [("P", text), ("R", reader)])
-    events = [e for stream in streams.values() for e in stream]
+    events = [
+        Event(e.stream, e.t0 * spread, e.t1 * spread, e.values)
+        for stream in streams.values()
+        for e in stream
+    ]
     assert Counter(workload.run(events, engine=mode)) == Counter(workload.run(events))
 
 
