@@ -587,11 +587,16 @@ class Engine:
         seen.update({f"@e.{name}": value for name, value in attrs.items()})
         seen["@end"] = end
         vetoed = 0
+        state, program = self.state, self.program
         for edge_id in guards:
-            params = self.program.edges[edge_id].params
-            past = self.state.remembered.get(self.program.edges[edge_id].edge.stream, ())
+            compiled = program.edges[edge_id]
+            params, stream = compiled.params, compiled.edge.stream
+            key = program.recall_key(edge_id)
+            past: Iterable[Event] = state.remembered.get(stream, ())
+            if key is not None and (value := seen.get(key[0])) == value:  # not NaN
+                past = state.recalled(stream, key[1], value)
             for event in past:
-                self.state.counters.remembered_checked += 1
+                state.counters.remembered_checked += 1
                 found = event.attrs()
                 groups = params.matching_groups(found)
                 if groups:

@@ -353,6 +353,15 @@ class QueryProgram:
         timeout_id = self.dag.nodes[node].timeout
         return None if timeout_id is None else self.edges[timeout_id]
 
+    def recall_key(self, edge_id: int) -> tuple[str, str] | None:
+        """The (binding attribute, event attribute) every conjunct of an UNLESS edge equates,
+        if there is one: the remembered events to try are those with that value."""
+        accesses = set(self.edges[edge_id].accesses)
+        if len(accesses) != 1:
+            return None
+        (access,) = accesses
+        return None if access is None or access.op != "=" else (access.bound, access.attr)
+
     def remembering(self) -> dict[str, float]:
         """Per stream some UNLESS edge reads, how many ticks back its events matter (the
         largest own-duration bound, less one).  O(1), O(UNLESS edges) after a change."""
@@ -423,7 +432,7 @@ class QueryProgram:
         edge = dag_edge.label
         params = EdgeParams(edge_id, edge, self._codegen, self.faults, self.options.small_group)
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
-        if edge.kind is EdgeKind.FILTER:
+        if edge.kind in (EdgeKind.FILTER, EdgeKind.UNLESS):
             compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
         elif edge.kind not in (EdgeKind.STAY, EdgeKind.UNLESS):
             compiled.build = self._codegen.build(edge.map)

@@ -154,18 +154,41 @@ class EngineState:
     remembered: dict[str, deque[Event]] = field(default_factory=dict)
     """Per stream an UNLESS edge reads: its events of earlier epochs that still matter, in
     arrival order (:meth:`remember`, :meth:`forget_before`)."""
+    recall: dict[tuple[str, str], dict[Value | None, deque[Event]]] = field(default_factory=dict)
+    """Per (stream, attribute) an UNLESS edge joins on: the remembered events by that value,
+    each bucket in arrival order (:meth:`recalled`)."""
 
     def remember(self, event: Event) -> None:
-        """Keep ``event`` for the UNLESS edges that read its stream.  O(1)."""
+        """Keep ``event`` for the UNLESS edges that read its stream.  O(indexed attributes)."""
         self.remembered.setdefault(event.stream, deque()).append(event)
+        for (stream, attr), buckets in self.recall.items():
+            if stream == event.stream:
+                buckets.setdefault(event.attrs().get(attr), deque()).append(event)
+
+    def recalled(self, stream: str, attr: str, value: Value | None) -> Iterable[Event]:
+        """The remembered events of ``stream`` whose ``attr`` is ``value``; the index is built
+        the first time it is asked for.  O(1), O(events remembered) the first time."""
+        buckets = self.recall.get((stream, attr))
+        if buckets is None:
+            buckets = self.recall[stream, attr] = {}
+            for event in self.remembered.get(stream, ()):
+                buckets.setdefault(event.attrs().get(attr), deque()).append(event)
+        return buckets.get(value, ())
 
     def forget_before(self, stream: str, t0: float) -> None:
         """Drop the remembered events of ``stream`` from the oldest on while they start before
         ``t0`` (one that started earlier behind a later one stays until it is at the front:
-        an UNLESS predicate bounds time itself).  O(events dropped)."""
+        an UNLESS predicate bounds time itself).  O(events dropped × indexed attributes)."""
         kept = self.remembered.get(stream)
+        indexed = [(attr, b) for (s, attr), b in self.recall.items() if s == stream]
         while kept and kept[0].t0 < t0:
-            kept.popleft()
+            event = kept.popleft()
+            for attr, buckets in indexed:
+                value = event.attrs().get(attr)
+                bucket = buckets[value]
+                bucket.popleft()  # the oldest of its bucket, as it was of the stream
+                if not bucket:
+                    del buckets[value]
         if not kept:
             self.remembered.pop(stream, None)
 
@@ -359,7 +382,13 @@ class EngineState:
         return dead
 
     def check_valid(self) -> None:
-        """Assert that the AN index, the AI indices and the instances agree."""
+        """Assert that the AN index, the AI indices and the instances agree, and the
+        remembered events and their indices."""
+        for (stream, attr), buckets in self.recall.items():
+            expected: dict[Value | None, list[Event]] = {}
+            for event in self.remembered.get(stream, ()):
+                expected.setdefault(event.attrs().get(attr), []).append(event)
+            assert {v: list(b) for v, b in buckets.items()} == expected, (stream, attr)
         self.an.check_valid()
         assert len(self.an) == len(self.live) == len(self.an_groups)
         count = 0
