@@ -180,23 +180,21 @@ class Automaton:
 
 def dur_bound(edge: Edge) -> float:
     """The largest composite DUR (an integer) with which ``edge`` can still fire (inf: none)."""
-    best = -math.inf
-    for conjunct in edge.conjuncts:
-        bound = math.inf
-        for atom in conjunct.dynamic.atoms:
-            if isinstance(atom.left, Dur) and isinstance(atom.right, Const):
-                bound = min(bound, max_dur(atom.op, atom.right.value))
-        best = max(best, bound)
-    return best
+    return _bound(edge, Dur)
 
 
 def own_bound(edge: Edge) -> float:
     """The largest own duration (``DUR($2)``) with which ``edge`` can still hold (inf: none)."""
+    return _bound(edge, EventDur)
+
+
+def _bound(edge: Edge, kind: type[Dur] | type[EventDur]) -> float:
+    """The largest integer a ``kind`` leaf may take in some conjunct of ``edge`` (inf: none)."""
     best = -math.inf
     for conjunct in edge.conjuncts:
         bound = math.inf
         for atom in conjunct.dynamic.atoms:
-            if isinstance(atom.left, EventDur) and isinstance(atom.right, Const):
+            if isinstance(atom.left, kind) and isinstance(atom.right, Const):
                 bound = min(bound, max_dur(atom.op, atom.right.value))
         best = max(best, bound)
     return best

@@ -19,16 +19,11 @@ from collections.abc import Mapping
 from cesar.automata.automaton import Automaton, EdgeKind, Node
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.pattern.ast import Strategy
+from cesar.automata.pattern.drafts import Binding, Draft, edges_of
 from cesar.automata.pattern.join import MAX_COMPONENTS, JoinBuilder
+from cesar.automata.pattern.lookback import UNION_TYPE, looking_back
 from cesar.automata.pattern.resolve import Negation, Resolved
-from cesar.automata.pattern.sequence import (
-    UNION_TYPE,
-    Binding,
-    Draft,
-    SeqBuilder,
-    edges_of,
-    looking_back,
-)
+from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
     TRUE,

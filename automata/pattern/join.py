@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from cesar.automata.automaton import Automaton, EdgeKind
 from cesar.automata.pattern.ast import Index, Ref
+from cesar.automata.pattern.drafts import Binding, Draft, any_of
 from cesar.automata.pattern.resolve import keys_of, rewrite
-from cesar.automata.pattern.sequence import Binding, Draft, SeqBuilder, any_of
+from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.terms import TRUE, And, Attr, Cmp, Pred, Scope, Truth, conjoin
 
 MAX_COMPONENTS = 8

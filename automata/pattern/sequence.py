@@ -44,30 +44,27 @@ in its binding (a REBIND that keeps the run's end: the event is not in the
 match), which may take again — and is then fresh: the negated event is no
 longer between — but not proceed.
 
-A negation a run cannot judge when its event comes (:func:`looking_back`:
-one before the first component, or one whose condition names a later
-component) is judged when the run completes: an UNLESS edge per negated
-stream guards each completing edge, asking the engine's remembered events of
-that stream whether one lies where the negation looks and meets its
-condition.  The run keeps the times that needs — its steps' arrivals
-(:data:`ARRIVAL`) and a closure's last event (:data:`DEPARTURE`), relative to
-its start, set by DUR on the edges that take them.
+A negation a run cannot judge when its event comes (one before the first
+component, or one whose condition names a later component) is judged when
+the run completes, by an UNLESS edge per negated stream on each completing
+edge (:mod:`cesar.automata.pattern.lookback`); the run keeps the times that
+needs, set by DUR on the edges that take its events.
 
-:class:`SeqBuilder` also keeps what every pattern automaton shares (bindings,
-views of the references, edges as drafts); :mod:`cesar.automata.pattern.join`
-builds AND patterns on it.
+:class:`SeqBuilder` also keeps what every pattern automaton shares (bindings
+and views of the references); :mod:`cesar.automata.pattern.join` builds AND
+patterns on it, and both write their edges as drafts
+(:mod:`cesar.automata.pattern.drafts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from cesar.automata.algebra import Assign
-from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
+from cesar.automata.automaton import Automaton, EdgeKind, Node
 from cesar.automata.evaluate import negate
-from cesar.automata.normal import Conjunct, canonical, canonical_term, dnf, split
 from cesar.automata.pattern.ast import AGGREGATES, Index, Ref, Strategy
+from cesar.automata.pattern.drafts import Binding, Draft, any_of, edges_of
+from cesar.automata.pattern.lookback import ARRIVAL, DEPARTURE, UNION_TYPE, looking_back, unless
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
@@ -79,44 +76,22 @@ from cesar.automata.terms import (
     Cmp,
     Const,
     Dur,
-    EventDur,
-    Leaf,
     Not,
     Or,
     Pred,
     Scope,
     Term,
     conjoin,
-    map_pred,
-    map_term,
 )
 from cesar.automata.translate import Options
 
 View = dict[str, Term]
 """What each reference key reads on an edge: a term over the binding ($1) and the event."""
-Binding = dict[str, tuple[Term, AttrType]]
-"""A target binding: each attribute's term and type."""
 
 
 WINDOW = "WITHIN"
 """The binding attribute of a run waiting out a trailing negation: its window, a constant of
 the edge's shape, so runs of different windows never share a node (its deadline is one)."""
-UNION_TYPE = "__type"
-"""The attribute of a pattern's union stream that names each event's own stream."""
-
-
-@dataclass
-class Draft:
-    """An edge before its predicate is canonical and split (see :class:`Edge`)."""
-
-    kind: EdgeKind
-    source: int
-    target: int
-    stream: str
-    pred: Pred
-    map: Binding
-    keeps_end: bool = False
-    joins: bool = False
 
 
 class SeqBuilder:
@@ -465,8 +440,10 @@ class SeqBuilder:
         """
         for negation in self.deferred:
             for stream_type in negation.types:
-                unless = self.unless(negation, stream_type, pred, view, arriving)
-                self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream_type, unless, {}))
+                guard = unless(
+                    self.p, self.absent_true, negation, stream_type, pred, view, arriving
+                )
+                self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream_type, guard, {}))
         if self.after(len(self.p.steps) - 1):
             assert self.p.window is not None
             waiting = {**binding, WINDOW: (Const(self.p.window, AttrType.INT), AttrType.INT)}
@@ -489,51 +466,6 @@ class SeqBuilder:
                 EdgeKind.TIMEOUT, node, final, stream, self.bound, self.output(self.view(binding))
             )
         )
-
-    def unless(
-        self, negation: Negation, stream: str, pred: Pred, view: View, arriving: bool
-    ) -> Pred:
-        """The UNLESS predicate of a looking-back ``negation`` on events of ``stream``, guarding
-        the completing edge ``pred`` read through ``view`` (see :mod:`cesar.automata.automaton`
-        for the scopes): the completing edge holds, the remembered event lies where the
-        negation looks — between the steps around it, or in the window before the first — and
-        meets its condition."""
-        assert self.p.window is not None
-        last = len(self.p.steps) - 1
-        steps = self.p.steps
-
-        def anchor(n: int, which: str) -> Term:
-            if which == ARRIVAL and n == last and arriving:
-                return _END
-            if which == DEPARTURE and not steps[n].kleene:
-                which = ARRIVAL
-            return Attr(Scope.LEFT, Ref(steps[n].var, Index.ONLY, which).key)
-
-        ends = Dur()  # the remembered event's end, relative to the run's start
-        starts = Arith("+", Arith("-", ends, EventDur()), _ONE)
-        window = Const(self.p.window, AttrType.INT)
-        if negation.after == -1:  # in the window before the match's end, before its first event
-            where = [
-                Cmp("<", ends, anchor(0, ARRIVAL)),
-                Cmp(">=", starts, Arith("-", _END, window)),
-            ]
-        else:  # after the step before it ends, arriving before the step after it does
-            where = [
-                Cmp(">", starts, anchor(negation.after, DEPARTURE)),
-                Cmp("<", ends, anchor(negation.after + 1, ARRIVAL)),
-            ]
-        horizon = Cmp("<=", EventDur(), Const(self.p.window + 1, AttrType.INT))
-        looked = {key: _looking_back(term) for key, term in view.items()}
-        for key, ref in self.p.refs.items():
-            if ref.var == negation.var:
-                assert ref.attr is not None
-                looked[key] = Attr(Scope.EVENT, ref.attr)
-        condition = rewrite(self.absent_true(negation.pred, negation.var), looked)
-        condition = _of_stream(condition, stream)
-        if arriving and not steps[last].kleene:  # the firing event's stream, not the binding's
-            kept = Ref(steps[last].var, Index.ONLY, UNION_TYPE).key
-            condition = map_pred(condition, lambda leaf: _renamed(leaf, kept, f"@e.{UNION_TYPE}"))
-        return conjoin(_looking_back_pred(pred), *where, horizon, condition)
 
     def after(self, n: int) -> list[Negation]:
         """The negations between step ``n`` and the next (or after the last step) that kill or
@@ -684,70 +616,6 @@ SPOILED = "@spoiled"
 """A Kleene closure's binding flag: a negated event came since its last take (no name has @)."""
 
 
-ARRIVAL = "@arrive"
-"""A step's binding anchor: its first event's end, relative to the run's start (DUR then)."""
-DEPARTURE = "@depart"
-"""A closure's binding anchor: its last event's end, relative to the run's start."""
-_END = Attr(Scope.LEFT, "@end")
-"""In an UNLESS predicate: the firing event's end, relative to the run's start."""
-_ONE = Const(1, AttrType.INT)
-
-
-def looking_back(p: Resolved) -> list[Negation]:
-    """The negations a run cannot judge when their event comes, so judged when it completes,
-    against the events remembered: one before the first component (its events came before the
-    run began), and one between components whose condition names a later component."""
-    order = {step.var: n for n, step in enumerate(p.steps)}
-    last = len(p.steps) - 1
-    out = []
-    for negation in p.negations:
-        later = any(
-            p.refs[key].var != negation.var and order[p.refs[key].var] > negation.after
-            for key in keys_of(negation.pred)
-        )
-        if negation.after == -1 or (negation.after < last and later):
-            out.append(negation)
-    return out
-
-
-def _looking_back(term: Term) -> Term:
-    """A term over (binding, firing event) as an UNLESS predicate reads it: the event's
-    attributes as ``$1.@e.x``, DUR as ``$1.@end``."""
-
-    def swap(leaf: Leaf) -> Term:
-        if isinstance(leaf, Attr) and leaf.scope is Scope.EVENT:
-            return Attr(Scope.LEFT, f"@e.{leaf.name}")
-        if isinstance(leaf, Dur):
-            return _END
-        assert not isinstance(leaf, EventDur), "an edge's own-duration test is not read back"
-        return leaf
-
-    return map_term(term, swap)
-
-
-def _looking_back_pred(pred: Pred) -> Pred:
-    """:func:`_looking_back` on every term of ``pred``."""
-    return map_pred(pred, _looking_back)
-
-
-def _renamed(leaf: Leaf, old: str, new: str) -> Term:
-    """``leaf``, a binding attribute ``old`` renamed ``new``."""
-    if isinstance(leaf, Attr) and leaf.scope is Scope.LEFT and leaf.name == old:
-        return Attr(Scope.LEFT, new)
-    return leaf
-
-
-def _of_stream(pred: Pred, stream: str) -> Pred:
-    """``pred`` on a remembered event of ``stream``: its ``__type`` is that stream."""
-
-    def swap(leaf: Leaf) -> Term:
-        if isinstance(leaf, Attr) and leaf.scope is Scope.EVENT and leaf.name == UNION_TYPE:
-            return Const(stream, AttrType.STRING)
-        return leaf
-
-    return map_pred(pred, swap)
-
-
 _MOVES = (EdgeKind.FORWARD, EdgeKind.REBIND)
 """The kinds of edge that move a run (a FILTER edge lets in the events that fire them)."""
 
@@ -769,72 +637,3 @@ def _divisor(var: str, attr: str) -> Ref:
 def _spoiled(var: str) -> Ref:
     """The reference naming ``var``'s :data:`SPOILED` flag in a binding."""
     return Ref(var, Index.ONLY, SPOILED)
-
-
-def any_of(preds: Sequence[Pred]) -> Pred:
-    """The disjunction of ``preds`` (one of them alone)."""
-    return preds[0] if len(preds) == 1 else Or(tuple(preds))
-
-
-def _absorbed(conjuncts: Sequence[Conjunct]) -> list[Conjunct]:
-    """The DNF without conjuncts another one's atoms are a part of (``A or (A and B)`` is
-    ``A``): a FILTER edge ORs what kills a run with what moves it, and a move under the
-    window repeats a kill.  O(conjuncts² × atoms).
-
-    >>> from cesar.automata.terms import Attr, Cmp, Const, Scope
-    >>> a = Cmp("<", Attr(Scope.EVENT, "x"), Const(1, AttrType.INT))
-    >>> b = Cmp(">", Attr(Scope.EVENT, "y"), Const(2, AttrType.INT))
-    >>> [len(c.atoms) for c in _absorbed([Conjunct((a, b)), Conjunct((a,))])]
-    [1]
-    """
-    sets = [frozenset(c.atoms) for c in conjuncts]
-    kept = []
-    for index, conjunct in enumerate(conjuncts):
-        mine = sets[index]
-        if not any(
-            other < mine or (other == mine and earlier < index)
-            for earlier, other in enumerate(sets)
-            if earlier != index
-        ):
-            kept.append(conjunct)
-    return kept
-
-
-def edges_of(drafts: list[Draft], options: Options) -> tuple[Edge, ...]:
-    """The drafts as canonical edges, in the order construct.py gives them: by source, kind."""
-    functions = options.functions
-    edges = []
-    for draft in drafts:
-        pred = canonical(draft.pred, functions)
-        conjuncts = tuple(
-            SplitConjunct(*split(c, Scope.EVENT))
-            for c in _absorbed(dnf(pred, options.dnf_limit, functions))
-        )
-        assigns = tuple(
-            Assign(name, canonical_term(term, functions), typ)
-            for name, (term, typ) in draft.map.items()
-        )
-        edges.append(
-            Edge(
-                draft.kind,
-                draft.source,
-                draft.target,
-                draft.stream,
-                pred,
-                conjuncts,
-                (),
-                assigns,
-                draft.keeps_end,
-                draft.joins,
-            )
-        )
-    order = {
-        EdgeKind.FILTER: 0,
-        EdgeKind.STAY: 1,
-        EdgeKind.REBIND: 2,
-        EdgeKind.FORWARD: 3,
-        EdgeKind.TIMEOUT: 4,
-        EdgeKind.UNLESS: 5,
-    }
-    edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
-    return tuple(edges)

@@ -55,22 +55,9 @@ def test_the_automaton_gives_the_oracles_matches(text, streams):
     assert Counter(Runner(automata).run(events)) == Counter(evaluate(pattern, streams))
 
 
-@settings(max_examples=300, **SETTINGS)
-@given(text=negated_patterns(), streams=pattern_streams())
-def test_negation_on_the_runtime_and_the_engine(text, streams):
-    pattern, automata = compiled(text)
-    events = [e for stream in streams.values() for e in stream]
-    expected = Counter(evaluate(pattern, streams))
-    assert Counter(Runner(automata).run(events)) == expected
-    engine = Engine()
-    engine.subscribe("q", automata)
-    assert Counter(engine.run(events)) == expected
-    engine.check_valid()
-
-
-@settings(max_examples=300, **SETTINGS)
-@given(text=conjunctions(), streams=pattern_streams())
-def test_and_on_the_runtime_and_the_engine(text, streams):
+@settings(max_examples=500, **SETTINGS)
+@given(text=negated_patterns() | conjunctions(), streams=pattern_streams())
+def test_negation_and_and_on_the_runtime_and_the_engine(text, streams):
     pattern, automata = compiled(text)
     events = [e for stream in streams.values() for e in stream]
     expected = Counter(evaluate(pattern, streams))
