@@ -679,12 +679,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", default="perf/results/loadtest", help="directory for JSON + PNG")
     parser.add_argument(
-        "--smoke", action="store_true", help="2 shards, 4 x 250 subscriptions, 20 s of load (CI)"
+        "--smoke", action="store_true", help="2 shards, 4 x 250 subscriptions, 12 s of load (CI)"
     )
 
 
 SMOKE = {"serve": 2, "subscribers": 4, "per_subscriber": 250, "publishers": 2, "rate": 500.0,
-         "duration": 20.0, "epoch_size": 50, "churn": 5.0, "churn_life": 3.0,
+         "duration": 12.0, "epoch_size": 50, "churn": 5.0, "churn_life": 3.0,
          "batch": 100, "in_flight": 2}  # fmt: skip
 
 

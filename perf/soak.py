@@ -20,7 +20,7 @@ for the front and every shard, judged on runs of 10 minutes or more — and
 Loopback only; bounded in time.
 
     python -m cesar.perf.soak --minutes 30 --json soak.json
-    python -m cesar.perf.soak --smoke          # 40 seconds (CI), memory not judged
+    python -m cesar.perf.soak --smoke          # 20 seconds (CI), memory not judged
 """
 
 from __future__ import annotations
@@ -245,10 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="events per second")
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between Stats")
     parser.add_argument("--tolerance", type=float, default=0.2, help="memory drift allowed")
-    parser.add_argument("--smoke", action="store_true", help="40 seconds, sampled every 2 s")
+    parser.add_argument("--smoke", action="store_true", help="20 seconds, sampled every 2 s")
     parser.add_argument("--json", metavar="OUT", help="also write the report as JSON")
     args = parser.parse_args(argv)
-    minutes, sample = (40 / 60, 2.0) if args.smoke else (args.minutes, args.sample)
+    minutes, sample = (20 / 60, 2.0) if args.smoke else (args.minutes, args.sample)
     soak = Soak(minutes, args.rate, sample, args.tolerance)
     with tempfile.TemporaryDirectory(prefix="cesar-soak-") as work:
         report = soak.run(Path(work))

@@ -178,9 +178,9 @@ def test_instance_limits_reach_the_subscription_as_notices(tmp_path: Path) -> No
         server.stop()
 
 
-def test_kill_9_of_a_shard_or_the_front_20_times_with_snapshots(tmp_path: Path) -> None:
+def test_kill_9_of_a_shard_or_the_front_12_times_with_snapshots(tmp_path: Path) -> None:
     """Snapshots every 3 batches, the log compacted behind them: kill -9 the front or a shard
-    at random points while publishing (and once while idle), 20 times; each restart resumes
+    at random points while publishing (and once while idle), 12 times; each restart resumes
     from the latest checkpoint, the client retries its batch under the same idempotency
     key, and the alerts are exactly ``cesar run``'s with no seq gap or duplicate."""
     server = Server(
@@ -196,7 +196,7 @@ def test_kill_9_of_a_shard_or_the_front_20_times_with_snapshots(tmp_path: Path) 
     requests[-1].watermark = events[-1].t1
     rng = random.Random(17)
     sent = 0
-    for kill in range(20):
+    for kill in range(12):
         victim = "front" if kill % 2 == 0 else "shard"
         shard = server.shard_pids()[-2:][rng.randrange(2)]
         timer = threading.Timer(
@@ -225,7 +225,7 @@ def test_kill_9_of_a_shard_or_the_front_20_times_with_snapshots(tmp_path: Path) 
     restored = [
         json.loads(line) for line in server.log.read_text().splitlines() if "checkpoint" in line
     ]
-    assert sum(r.get("msg") == "checkpoint restored" for r in restored) >= 15
+    assert sum(r.get("msg") == "checkpoint restored" for r in restored) >= 9
     listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
     total = sum(s.last_seq for s in listing.subscriptions)
     alerts = collect(conn, total, pb.ListenRequest(after_seq={s.id: 0 for s in subs}))

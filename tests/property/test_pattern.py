@@ -47,7 +47,7 @@ def compiled(text):
     return pattern, build_pattern_automata(pattern, SCHEMAS)
 
 
-@settings(max_examples=400, **SETTINGS)
+@settings(max_examples=300, **SETTINGS)
 @given(text=compiled_patterns(), streams=pattern_streams())
 def test_the_automaton_gives_the_oracles_matches(text, streams):
     pattern, automata = compiled(text)
@@ -55,7 +55,7 @@ def test_the_automaton_gives_the_oracles_matches(text, streams):
     assert Counter(Runner(automata).run(events)) == Counter(evaluate(pattern, streams))
 
 
-@settings(max_examples=500, **SETTINGS)
+@settings(max_examples=400, **SETTINGS)
 @given(text=negated_patterns() | conjunctions(), streams=pattern_streams())
 def test_negation_and_and_on_the_runtime_and_the_engine(text, streams):
     pattern, automata = compiled(text)
@@ -89,7 +89,7 @@ def test_a_pattern_partitioned_on_k_gives_per_partition_what_it_gives_whole(text
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-@settings(max_examples=250, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(
     texts=st.lists(ANY_PATTERN, min_size=1, max_size=3),
     copies=st.integers(1, 2),
@@ -133,7 +133,7 @@ def test_a_query_reading_a_pattern_sees_each_match_at_its_time(text, reader, str
     assert Counter(workload.run(events, engine=mode)) == Counter(workload.run(events))
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=100, **SETTINGS)
 @given(
     texts=st.lists(ANY_PATTERN | negated_patterns(), min_size=1, max_size=3),
     streams=pattern_streams(),

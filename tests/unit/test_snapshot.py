@@ -44,3 +44,33 @@ def test_a_shared_partial_match_is_saved_once_and_finds_its_members_in_new_slots
     again.check_valid()
     out = again.process([Event.of("S", 2, 2, {"v": 5})])
     assert Counter(event.stream for event in out) == {"s1": 1, "s3": 1}
+
+
+def test_the_events_a_negation_looks_back_at_survive_a_restart() -> None:
+    """A busy quote at 1 spoils the rise from 2 to 3 (no busy quote of the stock may come in
+    the three ticks before its end), not the one from 3 to 6; an engine restored from a
+    snapshot taken at 1 remembers it too (without it the rise at 3 is published)."""
+    stock = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)")
+    text = (
+        "PATTERN SEQ(!(Stock n), Stock a, Stock b) WHERE skip_till_next_match(a, b) { "
+        "[Name] AND n.Volume > 100 AND b.Price > a.Price } WITHIN 3 PUBLISH Quiet"
+    )
+    automata = compile_query(text, {"Stock": stock}, "q").automata
+
+    def quote(t: int, price: float, volume: int) -> Event:
+        return Event.of("Stock", t, t, {"Name": "A", "Price": price, "Volume": volume})
+
+    engine = Engine()
+    engine.subscribe("q", automata)
+    assert engine.process([quote(1, 9.0, 500)]) == []
+    saved = RunSnapshot.from_data(pickle.loads(pickle.dumps(capture(engine).to_data())))
+    assert [t1 for _, t1, _ in saved.remembered["Stock"]] == [1]
+    restarted = Engine()
+    prepare(restarted, saved)
+    restarted.subscribe("q", automata, since=saved.since["q"])
+    restore(restarted, saved)
+    restarted.check_valid()
+    for running in (engine, restarted):
+        assert running.process([quote(2, 1.0, 1)]) == []
+        assert running.process([quote(3, 2.0, 1)]) == []  # spoiled by the quote at 1
+        assert [e.t1 for e in running.process([quote(6, 3.0, 1)])] == [6]  # 1 is out of reach
