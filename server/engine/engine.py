@@ -190,16 +190,41 @@ class Engine:
 
     def _remember(self, epoch: Sequence[Event], published: list[Event], groups: set[str]) -> None:
         """Keep this epoch's events of the streams UNLESS edges read, and forget those that
-        no longer matter in the clock groups the epoch moved.  O(events kept and dropped)."""
+        no longer matter in the clock groups the epoch moved; over ``max_instances`` a stream
+        forgets its oldest, and the subscriptions asking about it get a notice once until it
+        recovers.  O(events kept and dropped)."""
         state, program = self.state, self.program
         horizons = program.remembering()
         for event in (*epoch, *published):
             if event.stream in horizons:
                 state.remember(event)
+        limit = self.options.max_instances
         for stream, horizon in horizons.items():
             group = program.groups.find(stream)
             if group in groups:
                 state.forget_before(stream, state.group_clock[group] - horizon)
+            if limit is None:
+                continue
+            over = state.forget_beyond(stream, limit)
+            state.counters.dropped += over
+            if not over:
+                state.forgetting.discard(stream)
+            elif stream not in state.forgetting:
+                state.forgetting.add(stream)
+                asking = {
+                    target
+                    for (_, target), guards in program.dag.guarded.items()
+                    if any(program.edges[g].edge.stream == stream for g in guards)
+                }
+                for subscription in program.users(asking):
+                    state.notices.append(
+                        Notice(
+                            subscription,
+                            f"the engine exceeded {limit} remembered events of {stream}; the "
+                            "oldest are forgotten, so a negation may miss one (one notice until "
+                            "it recovers)",
+                        )
+                    )
 
     def _ranks(self, pending: dict[int, list[tuple[Event, float]]], published: list[Event]) -> None:
         """Run the rounds of ``pending`` (events by rank) in rank order, feeding each round's

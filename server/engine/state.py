@@ -151,6 +151,8 @@ class EngineState:
     notices: list[Notice] = field(default_factory=list)
     capped: set[int | None] = field(default_factory=set)
     """Nodes over their instance limit (None: the whole engine) since their last notice."""
+    forgetting: set[str] = field(default_factory=set)
+    """Streams whose remembered events went over the instance limit since their notice."""
     remembered: dict[str, deque[Event]] = field(default_factory=dict)
     """Per stream an UNLESS edge reads: its events of earlier epochs that still matter, in
     arrival order (:meth:`remember`, :meth:`forget_before`)."""
@@ -180,17 +182,29 @@ class EngineState:
         ``t0`` (one that started earlier behind a later one stays until it is at the front:
         an UNLESS predicate bounds time itself).  O(events dropped × indexed attributes)."""
         kept = self.remembered.get(stream)
-        indexed = [(attr, b) for (s, attr), b in self.recall.items() if s == stream]
         while kept and kept[0].t0 < t0:
-            event = kept.popleft()
-            for attr, buckets in indexed:
+            self._forget_oldest(stream)
+
+    def forget_beyond(self, stream: str, limit: int) -> int:
+        """Drop the oldest remembered events of ``stream`` beyond ``limit``; how many.
+        O(events dropped × indexed attributes)."""
+        over = max(len(self.remembered.get(stream, ())) - limit, 0)
+        for _ in range(over):
+            self._forget_oldest(stream)
+        return over
+
+    def _forget_oldest(self, stream: str) -> None:
+        kept = self.remembered[stream]
+        event = kept.popleft()
+        for (indexed, attr), buckets in self.recall.items():
+            if indexed == stream:
                 value = event.attrs().get(attr)
                 bucket = buckets[value]
                 bucket.popleft()  # the oldest of its bucket, as it was of the stream
                 if not bucket:
                     del buckets[value]
         if not kept:
-            self.remembered.pop(stream, None)
+            del self.remembered[stream]
 
     def new_id(self) -> int:
         """A fresh instance id."""

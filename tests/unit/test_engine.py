@@ -221,3 +221,21 @@ def test_a_query_reading_a_timed_out_match_sees_it_before_the_epoch_that_reveals
     got = sorted((e.stream, e.t0, e.t1) for e in workload.run(events, engine=mode))
     assert got == [("P", 1, 4), ("R", 1, 20)]
     assert sorted((e.stream, e.t0, e.t1) for e in workload.run(events)) == got
+
+
+def test_remembered_events_count_against_the_instance_limit_with_one_notice():
+    """A negation looking back over a long window would remember every event of its stream:
+    over ``max_instances`` the oldest are forgotten, the subscription asking is told once, and
+    the one that does not ask is not."""
+    engine = Engine(EngineOptions(max_instances=3))
+    subscribe(engine, "quiet", "PATTERN SEQ(!(S n), S a) WHERE n.v > 5 WITHIN 1000 PUBLISH Q")
+    subscribe(engine, "plain", "FILTER{v > 100} S")
+    for t in range(1, 8):
+        engine.process([s(t, "a", 9)])
+        assert len(engine.state.remembered["S"]) <= 3
+        engine.check_valid()
+    assert [e.t1 for e in engine.state.remembered["S"]] == [5, 6, 7]
+    notices = engine.notices
+    assert [n.subscription for n in notices] == ["quiet"]
+    assert "remembered events of S" in notices[0].reason
+    assert engine.counters.dropped == 4
