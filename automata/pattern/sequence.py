@@ -236,11 +236,11 @@ class SeqBuilder:
         for ref, typ in self.stored(n):
             left: Term = Attr(Scope.LEFT, ref.key)
             options: list[tuple[Pred, Term]] = [(TRUE, left)]
-            lacks = self.of_stream(self.lacking(var, ref.attr)) if ref.attr else FALSE
             if ref.aggregate == _DIVISOR:
                 continue  # set with its count
             if ref.aggregate == "COUNT":
                 assert ref.attr is not None
+                lacks = self.of_stream(self.lacking(var, ref.attr))
                 more = Arith("+", left, Const(1, AttrType.INT))
                 divisor = _divisor(var, ref.attr).key
                 variants = [
@@ -268,7 +268,9 @@ class SeqBuilder:
                 assert ref.attr is not None
                 event = Attr(Scope.EVENT, ref.attr)
                 beats: Pred = Cmp("<" if ref.aggregate == "MIN" else ">", event, left)
-                if lacks != FALSE:  # the event must have it; the first that has it wins
+                lacking = self.lacking(var, ref.attr)
+                if lacking:  # the event must have it; the first that has it wins
+                    lacks = self.of_stream(lacking)
                     none = Cmp("=", Attr(Scope.LEFT, _counted(var, ref.attr).key), _ZERO)
                     beats = conjoin(Not(lacks), Or((none, beats)))
                 options = [(beats, event), (Not(beats), left)]

@@ -615,11 +615,10 @@ class Engine:
         state, program = self.state, self.program
         for edge_id in guards:
             compiled = program.edges[edge_id]
-            params, stream = compiled.params, compiled.edge.stream
-            key = program.recall_key(edge_id)
+            params, stream, key = compiled.params, compiled.edge.stream, compiled.recall
             past: Iterable[Event] = state.remembered.get(stream, ())
-            if key is not None and (value := seen.get(key[0])) == value:  # not NaN
-                past = state.recalled(stream, key[1], value)
+            if key is not None and (value := seen.get(key.bound)) == value:  # not NaN
+                past = state.recalled(stream, key.attr, value)
             for event in past:
                 state.counters.remembered_checked += 1
                 found = event.attrs()

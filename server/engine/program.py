@@ -81,6 +81,8 @@ class CompiledEdge:
     params: EdgeParams
     build: Build | None = None
     accesses: tuple[InstanceAccess | None, ...] = ()
+    recall: InstanceAccess | None = None
+    """An UNLESS edge's :func:`recall_key`, found once when it is compiled."""
 
 
 @dataclass
@@ -151,6 +153,17 @@ def access_atom(dynamic: Conjunct) -> InstanceAccess | None:
     equal = [a for a in found if a.op == "="]
     best = equal or found
     return best[0] if best else None
+
+
+def recall_key(edge: Edge) -> InstanceAccess | None:
+    """The equality of a binding attribute and an event attribute every conjunct of an
+    UNLESS edge holds, if there is one: the remembered events to try are those with the
+    binding's value."""
+    accesses = {access_atom(c.dynamic) for c in edge.conjuncts}
+    if len(accesses) != 1:
+        return None
+    (access,) = accesses
+    return access if access is not None and access.op == "=" else None
 
 
 UNINDEXED = frozenset({EdgeKind.FILTER, EdgeKind.STAY, EdgeKind.TIMEOUT, EdgeKind.UNLESS})
@@ -353,15 +366,6 @@ class QueryProgram:
         timeout_id = self.dag.nodes[node].timeout
         return None if timeout_id is None else self.edges[timeout_id]
 
-    def recall_key(self, edge_id: int) -> tuple[str, str] | None:
-        """The (binding attribute, event attribute) every conjunct of an UNLESS edge equates,
-        if there is one: the remembered events to try are those with that value."""
-        accesses = set(self.edges[edge_id].accesses)
-        if len(accesses) != 1:
-            return None
-        (access,) = accesses
-        return None if access is None or access.op != "=" else (access.bound, access.attr)
-
     def remembering(self) -> dict[str, float]:
         """Per stream some UNLESS edge reads, how many ticks back its events matter (the
         largest own-duration bound, less one).  O(1), O(UNLESS edges) after a change."""
@@ -432,8 +436,10 @@ class QueryProgram:
         edge = dag_edge.label
         params = EdgeParams(edge_id, edge, self._codegen, self.faults, self.options.small_group)
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
-        if edge.kind in (EdgeKind.FILTER, EdgeKind.UNLESS):
+        if edge.kind is EdgeKind.FILTER:
             compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
+        elif edge.kind is EdgeKind.UNLESS:
+            compiled.recall = recall_key(edge)
         elif edge.kind not in (EdgeKind.STAY, EdgeKind.UNLESS):
             compiled.build = self._codegen.build(edge.map)
         self.edges[edge_id] = compiled
