@@ -69,9 +69,13 @@ def _atoms(draw: st.DrawFn, atoms: list[str]) -> list[str]:
 
 
 @st.composite
-def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
-    """A random pattern the engine runs, as text."""
-    strategy = draw(st.sampled_from(STRATEGIES))
+def compiled_patterns(
+    draw: st.DrawFn, name: str = "P", strategies: tuple[str, ...] = (), windowed: bool = False
+) -> str:
+    """A random pattern the engine runs, as text; ``strategies`` limits the strategy and
+    ``windowed`` draws a window always and no negation after the last component (what
+    the lazy plans run)."""
+    strategy = draw(st.sampled_from(strategies or STRATEGIES))
     count = draw(st.integers(1, 3))
     steps: list[_Step] = []
     components: list[str] = []
@@ -117,8 +121,8 @@ def compiled_patterns(draw: st.DrawFn, name: str = "P") -> str:
             atoms = [f"{var}.v {op} {_value(draw, steps, var)}", f"{var}.k = 'a'"]
             conditions += _atoms(draw, atoms)
         steps.append(_Step(var, stream, kleene))
-    window = draw(st.none() | st.integers(0, 6))
-    if window is not None and draw(st.integers(0, 3)) == 0:
+    window = draw(st.integers(0, 6) if windowed else st.none() | st.integers(0, 6))
+    if window is not None and not windowed and draw(st.integers(0, 3)) == 0:
         components.append(f"!({draw(st.sampled_from(['S', 'T', 'ANY(S, T)', 'ANY(U, T)']))} z)")
         conditions += _atoms(draw, [f"z.v = {_value(draw, steps, 'z')}", "z.k = 'b'"])
     if window is not None:  # negations that look back: before the first, or naming a later one
@@ -198,9 +202,10 @@ def negated_patterns(draw: st.DrawFn, name: str = "P") -> str:
 
 
 @st.composite
-def conjunctions(draw: st.DrawFn, name: str = "P") -> str:
-    """A random AND pattern, as text: up to three components, four with a window."""
-    window = draw(st.none() | st.integers(0, 6))
+def conjunctions(draw: st.DrawFn, name: str = "P", windowed: bool = False) -> str:
+    """A random AND pattern, as text: up to three components, four with a window
+    (``windowed``: always)."""
+    window = draw(st.integers(0, 6) if windowed else st.none() | st.integers(0, 6))
     count = draw(st.integers(1, 3 if window is None else 4))
     variables = "abcd"[:count]
     streams = [draw(st.sampled_from(["S", "S", "T", "ANY(S, T)", "ANY(S, U)"])) for _ in variables]

@@ -89,139 +89,28 @@ def evaluate(
     return _Evaluator(pattern, streams, faults or Faults(), functions).run()
 
 
-class _Evaluator:
-    def __init__(
-        self,
-        pattern: Resolved,
-        streams: Mapping[str, Sequence[Event]],
-        faults: Faults,
-        functions: FunctionRegistry,
-    ) -> None:
+class Judge:
+    """How ``pattern`` judges selections: predicates, negations and the output event.
+
+    The literal evaluator's runs use it, and so do the lazy and recomputing plans
+    (:mod:`cesar.automata.pattern.lazy`), which choose their events in another order
+    but must judge them as the oracle does.
+    """
+
+    def __init__(self, pattern: Resolved, faults: Faults, functions: FunctionRegistry) -> None:
         self.p = pattern
         self.faults = faults
         self.functions = functions
-        self.events = [e for name in sorted(pattern.reads) for e in streams.get(name, ())]
         self.vars = {step.var: n for n, step in enumerate(pattern.steps)}
         self.trailing = any(n.after == len(pattern.steps) - 1 for n in pattern.negations)
 
-    def run(self) -> list[Event]:
-        if self.p.operator == "AND":
-            return self.conjunction()
-        runs: list[_Run] = []
-        pending: list[Selection] = []
-        out: list[Event] = []
-        window = self.p.window if self.p.window is not None else 0
-        for epoch in epochs(self.events):
-            t1 = epoch[0].t1
-            matches: list[Selection] = []
-            runs = self.advance(runs, epoch, matches)
-            if not self.trailing:
-                out.extend(e for m in matches for e in self.emit(m))
-                continue
-            pending.extend(matches)
-            out.extend(e for m in pending if m[0][0].t0 + window <= t1 for e in self.emit(m))
-            pending = [m for m in pending if m[0][0].t0 + window > t1]
-        return out
-
-    # ------------------------------------------------------------- the runs
-
-    def advance(self, runs: list[_Run], epoch: list[Event], matches: list[Selection]) -> list[_Run]:
-        """Every run after ``epoch``; completed selections go to ``matches``."""
-        out: list[_Run] = []
-        for run in runs:
-            visible = [e for e in epoch if e.t0 > run.t1]
-            if not visible:
-                out.append(run)
-                continue
-            if all(self.ignores(run, e) for e in visible):
-                out.append(run)
-            for event in visible:
-                self.moves(run, event, out, matches)
-        for event in epoch:
-            self.select(None, 0, event, out, matches)
-        window = self.p.window
-        if window is None:
-            return out
-        t1 = epoch[0].t1
-        return [run for run in out if t1 - run.t0 < window]
-
-    def growing(self, run: _Run) -> bool:
-        """True if the run is inside a Kleene step (it has begun it and may take more)."""
-        return len(run.selected) == run.at + 1
-
-    def moves(self, run: _Run, event: Event, out: list[_Run], matches: list[Selection]) -> None:
-        """Every move ``run`` makes on ``event``: begin, take, or proceed; each forks a run."""
-        if not self.growing(run):
-            self.select(run, run.at, event, out, matches)
-            return
-        step = self.p.steps[run.at]
-        if event.stream in step.types and self.judge(step.take, run, event, run.at):
-            grown = (*run.selected[:-1], run.selected[-1] + (event,))
-            self.place(_Run(run.at, grown), out, matches)
-        if run.at + 1 < len(self.p.steps) and self.judge(step.close, run, None, run.at):
-            self.select(run, run.at + 1, event, out, matches)
-
-    def select(
-        self,
-        run: _Run | None,
-        at: int,
-        event: Event,
-        out: list[_Run],
-        matches: list[Selection],
-    ) -> None:
-        """Begin step ``at`` with ``event`` if it may."""
-        step = self.p.steps[at]
-        if event.stream not in step.types:
-            return
-        base = _Run(at, ()) if run is None else _Run(at, run.selected)
-        if not self.judge(step.begin, base, event, at):
-            return
-        self.place(_Run(at, (*base.selected, (event,))), out, matches)
-
-    def place(self, run: _Run, out: list[_Run], matches: list[Selection]) -> None:
-        """Keep a run that selected an event; report it if it completes the pattern."""
-        window = self.p.window
-        if window is not None and run.t1 - run.t0 > window:
-            return
-        steps = self.p.steps
-        last = run.at == len(steps) - 1
-        if not steps[run.at].kleene:
-            if last:
-                matches.append(run.selected)
-            else:
-                out.append(_Run(run.at + 1, run.selected))
-            return
-        out.append(run)
-        if last and self.judge(steps[run.at].close, run, None, run.at):
-            matches.append(run.selected)
-
-    def ignores(self, run: _Run, event: Event) -> bool:
-        """True if the run may skip ``event`` under the pattern's strategy."""
-        strategy = self.p.strategy
-        if strategy is Strategy.ANY:
-            return True
-        if strategy is Strategy.STRICT:
-            return False
-        if strategy is Strategy.PARTITION:
-            anchor = run.selected[0][0].attrs()
-            values = event.attrs()
-            return not all(
-                attr in values and values[attr] == anchor[attr] for attr in self.p.partition
-            )
-        step = self.p.steps[run.at]
-        if event.stream not in step.types:
-            return True
-        if self.growing(run):
-            return not self.judge(step.take, run, event, run.at)
-        return not self.judge(step.begin, run, event, run.at)
-
     # ------------------------------------------------------------ judgement
 
-    def judge(self, pred: Pred, run: _Run, event: Event | None, at: int) -> bool:
-        """``pred`` for ``run`` with ``event`` as step ``at``'s current event."""
+    def judge(self, pred: Pred, selected: Selection, event: Event | None, at: int) -> bool:
+        """``pred`` for the events ``selected`` with ``event`` as step ``at``'s current event."""
         if pred == TRUE:
             return True
-        return self.holds(pred, self.values(pred, run.selected, event, at))
+        return self.holds(pred, self.values(pred, selected, event, at))
 
     def values(
         self,
@@ -278,9 +167,10 @@ class _Evaluator:
 
     # -------------------------------------------------------------- matches
 
-    def emit(self, selected: Selection) -> list[Event]:
-        """The output event of a completed selection, or none if a negation or a fault drops it."""
-        if any(self.violated(negation, selected) for negation in self.p.negations):
+    def emit(self, selected: Selection, around: Sequence[Event]) -> list[Event]:
+        """The output event of a completed selection, or none if a negation (an event of
+        ``around`` where it must not be) or a fault drops it."""
+        if any(self.violated(negation, selected, around) for negation in self.p.negations):
             return []
         t0, t1 = selected[0][0].t0, selected[-1][-1].t1
         if self.p.window is not None and self.trailing:
@@ -296,10 +186,11 @@ class _Evaluator:
                 return []
         return [Event.of(self.p.output.name, t0, t1, row)]
 
-    def violated(self, negation: Negation, selected: Selection) -> bool:
-        """True if an event of the negated component lies where it must not, meeting its test."""
+    def violated(self, negation: Negation, selected: Selection, around: Sequence[Event]) -> bool:
+        """True if an event of ``around`` of the negated component lies where it must not,
+        meeting its test."""
         low, high = self.gap(negation.after, selected)
-        for event in self.events:
+        for event in around:
             if event.stream in negation.types and low < event.t0 and event.t1 < high:
                 values = self.values(negation.pred, selected, negated=(negation.var, event))
                 if self.holds(negation.pred, values):
@@ -319,6 +210,131 @@ class _Evaluator:
             return selected[-1][-1].t1, selected[0][0].t0 + window + 1
         return selected[after][-1].t1, selected[after + 1][0].t1
 
+
+class _Evaluator(Judge):
+    def __init__(
+        self,
+        pattern: Resolved,
+        streams: Mapping[str, Sequence[Event]],
+        faults: Faults,
+        functions: FunctionRegistry,
+    ) -> None:
+        super().__init__(pattern, faults, functions)
+        self.events = [e for name in sorted(pattern.reads) for e in streams.get(name, ())]
+
+    def run(self) -> list[Event]:
+        if self.p.operator == "AND":
+            return self.conjunction()
+        runs: list[_Run] = []
+        pending: list[Selection] = []
+        out: list[Event] = []
+        window = self.p.window if self.p.window is not None else 0
+        for epoch in epochs(self.events):
+            t1 = epoch[0].t1
+            matches: list[Selection] = []
+            runs = self.advance(runs, epoch, matches)
+            if not self.trailing:
+                out.extend(e for m in matches for e in self.emit(m, self.events))
+                continue
+            pending.extend(matches)
+            out.extend(
+                e for m in pending if m[0][0].t0 + window <= t1 for e in self.emit(m, self.events)
+            )
+            pending = [m for m in pending if m[0][0].t0 + window > t1]
+        return out
+
+    # ------------------------------------------------------------- the runs
+
+    def advance(self, runs: list[_Run], epoch: list[Event], matches: list[Selection]) -> list[_Run]:
+        """Every run after ``epoch``; completed selections go to ``matches``."""
+        out: list[_Run] = []
+        for run in runs:
+            visible = [e for e in epoch if e.t0 > run.t1]
+            if not visible:
+                out.append(run)
+                continue
+            if all(self.ignores(run, e) for e in visible):
+                out.append(run)
+            for event in visible:
+                self.moves(run, event, out, matches)
+        for event in epoch:
+            self.select(None, 0, event, out, matches)
+        window = self.p.window
+        if window is None:
+            return out
+        t1 = epoch[0].t1
+        return [run for run in out if t1 - run.t0 < window]
+
+    def growing(self, run: _Run) -> bool:
+        """True if the run is inside a Kleene step (it has begun it and may take more)."""
+        return len(run.selected) == run.at + 1
+
+    def moves(self, run: _Run, event: Event, out: list[_Run], matches: list[Selection]) -> None:
+        """Every move ``run`` makes on ``event``: begin, take, or proceed; each forks a run."""
+        if not self.growing(run):
+            self.select(run, run.at, event, out, matches)
+            return
+        step = self.p.steps[run.at]
+        if event.stream in step.types and self.judge(step.take, run.selected, event, run.at):
+            grown = (*run.selected[:-1], run.selected[-1] + (event,))
+            self.place(_Run(run.at, grown), out, matches)
+        if run.at + 1 < len(self.p.steps) and self.judge(step.close, run.selected, None, run.at):
+            self.select(run, run.at + 1, event, out, matches)
+
+    def select(
+        self,
+        run: _Run | None,
+        at: int,
+        event: Event,
+        out: list[_Run],
+        matches: list[Selection],
+    ) -> None:
+        """Begin step ``at`` with ``event`` if it may."""
+        step = self.p.steps[at]
+        if event.stream not in step.types:
+            return
+        base = _Run(at, ()) if run is None else _Run(at, run.selected)
+        if not self.judge(step.begin, base.selected, event, at):
+            return
+        self.place(_Run(at, (*base.selected, (event,))), out, matches)
+
+    def place(self, run: _Run, out: list[_Run], matches: list[Selection]) -> None:
+        """Keep a run that selected an event; report it if it completes the pattern."""
+        window = self.p.window
+        if window is not None and run.t1 - run.t0 > window:
+            return
+        steps = self.p.steps
+        last = run.at == len(steps) - 1
+        if not steps[run.at].kleene:
+            if last:
+                matches.append(run.selected)
+            else:
+                out.append(_Run(run.at + 1, run.selected))
+            return
+        out.append(run)
+        if last and self.judge(steps[run.at].close, run.selected, None, run.at):
+            matches.append(run.selected)
+
+    def ignores(self, run: _Run, event: Event) -> bool:
+        """True if the run may skip ``event`` under the pattern's strategy."""
+        strategy = self.p.strategy
+        if strategy is Strategy.ANY:
+            return True
+        if strategy is Strategy.STRICT:
+            return False
+        if strategy is Strategy.PARTITION:
+            anchor = run.selected[0][0].attrs()
+            values = event.attrs()
+            return not all(
+                attr in values and values[attr] == anchor[attr] for attr in self.p.partition
+            )
+        step = self.p.steps[run.at]
+        if event.stream not in step.types:
+            return True
+        if self.growing(run):
+            return not self.judge(step.take, run.selected, event, run.at)
+        return not self.judge(step.begin, run.selected, event, run.at)
+
     def conjunction(self) -> list[Event]:
         """AND: every assignment of distinct events to the components, in any order."""
         steps: Sequence[Step] = self.p.steps
@@ -335,7 +351,7 @@ class _Evaluator:
             values = self.values(self.p.conjuncts, selected)
             if not self.holds(self.p.conjuncts, values):
                 continue
-            for event in self.emit(selected):
+            for event in self.emit(selected, self.events):
                 out.append(Event(event.stream, t0, t1, event.values))
         return out
 

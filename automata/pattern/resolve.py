@@ -99,6 +99,8 @@ class Resolved:
     schema and ``returns`` the term computing each of its attributes;
     ``partition`` the attributes of the equivalence tests; ``window`` in ticks.
     ``conjuncts`` (AND patterns) is the whole WHERE, judged on a full match.
+    ``keyed``: every stream of every positive component has the ``partition``
+    attributes, so matches never mix partitions (the lazy plans' buffers key on them).
     """
 
     pattern: Pattern
@@ -114,6 +116,7 @@ class Resolved:
     returns: tuple[tuple[str, Term], ...]
     reads: frozenset[str]
     conjuncts: Pred
+    keyed: bool = False
 
 
 def resolve(
@@ -187,6 +190,13 @@ class _Resolver:
             returns,
             frozenset(t for c in self.named for t in c.types),
             where if pattern.operator == "AND" else TRUE,
+            bool(pattern.equivalences)
+            and all(
+                self.schemas[name].type_of(test.attr) is not None
+                for component in positive
+                for name in component.types
+                for test in pattern.equivalences
+            ),
         )
 
     # ------------------------------------------------------------ components

@@ -1,0 +1,419 @@
+"""Lazy and recomputing evaluation of one pattern (lazy chain automata §3–4, §7; recomputation §2).
+
+:class:`LazyRun` runs a pattern under a :class:`~cesar.automata.pattern.plans.Plan`
+other than eager, epoch by epoch, with the matches of the pattern oracle
+(:mod:`cesar.automata.pattern.reference`, whose :class:`Judge` it uses to judge
+every condition, negation and output):
+
+* Every event that passes a component's own conditions (those naming no other
+  component) waits in that component's *buffer* while it may still be part of
+  a match (``clock - t0 < WITHIN``); under ``[k]`` the buffers are kept per key.
+  Events of negated components wait too, and a match is dropped if one lies
+  where it must not (the lazy post-processing of negation, §4.4).
+* CHAIN and TREE: a *partial match* binds some components.  Made, it searches
+  the buffer of the next component (the chain's next, or for a tree the one
+  with the fewest buffered events now) for every event that fits, and, if a
+  later event may still fit, *waits* for that component.  An event meets the
+  partial matches waiting for its components, then starts one if it is of the
+  first component, then joins the buffers.  So every assignment is made once:
+  an event older than a partial match is found in a buffer, a younger one
+  meets it waiting.
+* RECOMPUTE: nothing waits.  An event that may end a match (the last
+  component's) triggers a depth-first search over the buffers in pattern order,
+  Kleene closures enumerated event by event as the oracle's runs grow.
+
+A match is emitted only if its *root* (the earliest ``t1`` of its events)
+lies in ``(since, until]``: a plan started at a switch takes the matches made
+only of later events, the plan it replaces the others (``until``), so none is
+lost or doubled.  Costs are counted (:class:`LazyCounters`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
+from cesar.automata.pattern.ast import Index
+from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
+from cesar.automata.pattern.reference import Judge, Selection
+from cesar.automata.pattern.resolve import Resolved, keys_of
+from cesar.automata.schema import Event, Value
+from cesar.automata.terms import And, Pred, conjoin
+
+Key = tuple[Value, ...] | None
+"""A partition key (the ``[k]`` attributes' values); None for an event lacking one."""
+
+_OWN = (Index.ONLY, Index.FIRST)
+T = TypeVar("T")
+
+
+@dataclass
+class LazyCounters:
+    """Deterministic work counters of a lazy run."""
+
+    partials: int = 0
+    """Partial matches made (CHAIN and TREE), each once."""
+    searched: int = 0
+    """Buffered or waiting candidates looked at."""
+    triggers: int = 0
+    """Events that triggered a recomputation (RECOMPUTE)."""
+    matches: int = 0
+    """Matches emitted."""
+
+
+class Buffer(Generic[T]):
+    """Items (events or partial matches) in arrival order, per partition key when keyed.
+
+    ``candidates(key)`` gives those that may share ``key``: its own and the
+    keyless.  O(1) to add; pruning pops from the front, O(1) per item dropped.
+    """
+
+    def __init__(self, keyed: bool) -> None:
+        self.keyed = keyed
+        self.buckets: dict[Key, deque[tuple[Key, T]]] = {}
+        self.size = 0
+
+    def add(self, key: Key, item: T) -> None:
+        self.buckets.setdefault(key if self.keyed else None, deque()).append((key, item))
+        self.size += 1
+
+    def candidates(self, key: Key) -> Iterator[T]:
+        if not self.keyed or key is None:
+            for bucket in self.buckets.values():
+                yield from (item for _, item in bucket)
+            return
+        for k in (key, None):
+            found = self.buckets.get(k)
+            if found:
+                yield from (item for _, item in found)
+
+    def prune(self, stale: Callable[[T], bool]) -> None:
+        """Drop from the front of each bucket the items ``stale(item)`` says are done."""
+        for key in list(self.buckets):
+            bucket = self.buckets[key]
+            while bucket and stale(bucket[0][1]):
+                bucket.popleft()
+                self.size -= 1
+            if not bucket:
+                del self.buckets[key]
+
+    def __iter__(self) -> Iterator[T]:
+        for bucket in self.buckets.values():
+            yield from (item for _, item in bucket)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+@dataclass(slots=True)
+class Partial:
+    """A partial match of a lazy plan: its event per component (None: unbound)."""
+
+    bound: tuple[Event | None, ...]
+    t0: int
+    t1: int
+    root: int
+    key: Key
+    waits: int = -1
+
+
+@dataclass
+class _Level:
+    """A component's conditions: its own (buffer filter) and those with other components."""
+
+    own: Pred
+    take_own: Pred
+    shared: list[tuple[frozenset[str], Pred]] = field(default_factory=list)
+
+
+class LazyRun:
+    """One pattern under a lazy or recomputing plan, with its buffers and partial matches.
+
+    :meth:`process` consumes one epoch (events of one ``t1``, later than the
+    last) and returns the matches whose root lies in ``(since, until]``.
+    """
+
+    def __init__(
+        self,
+        pattern: Resolved,
+        plan: Plan,
+        since: float = -math.inf,
+        until: float = math.inf,
+        faults: Faults | None = None,
+        functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+    ) -> None:
+        reason = refusal(pattern, plan)
+        if reason is not None or plan.kind is PlanKind.EAGER:
+            raise ValueError(f"plan {plan.spell()} cannot run this pattern: {reason or 'eager'}")
+        assert pattern.window is not None
+        self.pattern, self.plan = pattern, plan
+        self.since, self.until = since, until
+        self.window = pattern.window
+        self.judge = Judge(pattern, faults or Faults(), functions)
+        self.counters = LazyCounters()
+        self.clock = -math.inf
+        steps = pattern.steps
+        self.names = [s.var for s in steps]
+        self.seq = pattern.operator == "SEQ"
+        keyed = pattern.keyed
+        self.buffers: list[Buffer[Event]] = [Buffer(keyed) for _ in steps]
+        self.waiting: list[Buffer[Partial]] = [Buffer(keyed) for _ in steps]
+        self.negated: Buffer[Event] = Buffer(False)
+        self.negated_types = frozenset(t for n in pattern.negations for t in n.types)
+        self.levels = self._levels()
+        if plan.kind is PlanKind.CHAIN:
+            self.first = self.names.index(plan.order[0])
+            self.chain = [self.names.index(v) for v in plan.order]
+        else:
+            self.first = self.names.index(plan.order[0]) if plan.order else 0
+            self.chain = []
+
+    def _levels(self) -> list[_Level]:
+        pattern = self.pattern
+        levels = []
+        for step in pattern.steps:
+            own, take_own = [], []
+            for names, pred in conjuncts(pattern):
+                if names != {step.var} and (names or step is not pattern.steps[0]):
+                    continue
+                indices = {pattern.refs[key].index for key in keys_of(pred)}
+                if indices <= set(_OWN) and pred in _items(step.begin):
+                    own.append(pred)
+                elif indices == {Index.CURRENT}:
+                    take_own.append(pred)
+            levels.append(_Level(conjoin(*own), conjoin(*take_own)))
+        for names, pred in conjuncts(pattern):
+            if len(names) > 1:
+                for var in names:
+                    levels[self.names.index(var)].shared.append((names, pred))
+        return levels
+
+    # ------------------------------------------------------------------ epochs
+
+    @property
+    def live(self) -> int:
+        """Partial matches waiting (CHAIN and TREE)."""
+        return sum(len(w) for w in self.waiting)
+
+    @property
+    def buffered(self) -> int:
+        """Events held in buffers (one per component it may be)."""
+        return sum(len(b) for b in self.buffers) + len(self.negated)
+
+    def events(self) -> list[Event]:
+        """Every buffered event once, in arrival order (what a snapshot keeps)."""
+        seen: dict[int, Event] = {}
+        for buffer in (*self.buffers, self.negated):
+            for event in buffer:
+                seen.setdefault(id(event), event)
+        return sorted(seen.values(), key=lambda e: e.t1)
+
+    def process(self, epoch: Sequence[Event]) -> list[Event]:
+        """Consume one epoch; the matches it completes whose root is in ``(since, until]``."""
+        if not epoch:
+            return []
+        now = epoch[0].t1
+        out: list[Event] = []
+        for event in epoch:
+            places = [n for n in range(len(self.names)) if self._fits(n, event)]
+            if self.plan.kind is PlanKind.RECOMPUTE:
+                if places and places[-1] == len(self.names) - 1:
+                    self.counters.triggers += 1
+                    self._recompute(event, out)
+            elif places:
+                self._meet(event, places, out)
+            key = self._key(event)
+            for n in places:
+                self.buffers[n].add(key, event)
+            if event.stream in self.negated_types:
+                self.negated.add(None, event)
+        self.clock = now
+        self.prune()
+        return out
+
+    def prune(self) -> None:
+        """Drop what no later event can complete: buffered events and partial matches whose
+        start is ``WITHIN`` or more before the clock."""
+        horizon = self.clock - self.window
+        for buffer in (*self.buffers, self.negated):
+            buffer.prune(lambda e: e.t0 <= horizon)
+        for waiting in self.waiting:
+            waiting.prune(lambda p: p.t0 <= horizon)
+
+    def _fits(self, n: int, event: Event) -> bool:
+        """True if ``event`` may be component ``n`` by its own conditions."""
+        step = self.pattern.steps[n]
+        if event.stream not in step.types:
+            return False
+        level = self.levels[n]
+        if self._own(level.own, n, event):
+            return True
+        return step.kleene and self._own(level.take_own, n, event, Index.CURRENT)
+
+    def _own(self, pred: Pred, n: int, event: Event, index: Index = Index.ONLY) -> bool:
+        """``pred``, naming component ``n`` only, for ``event`` as its event."""
+        selected: Selection = tuple(() for _ in range(n))
+        if index is Index.CURRENT:
+            selected = (*selected, (event,))
+        return self.judge.judge(pred, selected, event, n)
+
+    def _key(self, event: Event) -> Key:
+        if not self.pattern.keyed:
+            return None
+        attrs = event.attrs()
+        return tuple(attrs[a] for a in self.pattern.partition)
+
+    # -------------------------------------------------------- chain and tree
+
+    def _meet(self, event: Event, places: list[int], out: list[Event]) -> None:
+        """An event of components ``places``: it meets the partial matches waiting for them,
+        then starts one if it is of the first component."""
+        made: list[Partial] = []
+        key = self._key(event)
+        for n in places:
+            for partial in self.waiting[n].candidates(key):
+                self.counters.searched += 1
+                grown = self._bind(partial, n, event)
+                if grown is not None:
+                    self._expand(grown, made, out)
+        if self.first in places:
+            empty = Partial((None,) * len(self.names), 0, 0, 0, None)
+            start = self._bind(empty, self.first, event)
+            if start is not None:
+                self._expand(start, made, out)
+        for partial in made:
+            self.waiting[partial.waits].add(partial.key, partial)
+
+    def _expand(self, partial: Partial, made: list[Partial], out: list[Event]) -> None:
+        """A new partial match: complete it, or search the next component's buffer and wait."""
+        self.counters.partials += 1
+        unbound = [n for n, e in enumerate(partial.bound) if e is None]
+        if not unbound:
+            self._complete(partial, out)
+            return
+        if self.chain:
+            n = self.chain[len(self.names) - len(unbound)]
+        else:  # the tree's ad hoc order: the fewest buffered events now
+            n = min(unbound, key=lambda m: (len(self.buffers[m]), m))
+        for event in self.buffers[n].candidates(partial.key):
+            self.counters.searched += 1
+            grown = self._bind(partial, n, event)
+            if grown is not None:
+                self._expand(grown, made, out)
+        if not self.seq or all(e is None for e in partial.bound[n + 1 :]):
+            partial.waits = n
+            made.append(partial)
+
+    def _bind(self, partial: Partial, n: int, event: Event) -> Partial | None:
+        """``partial`` with ``event`` as component ``n``, if times, window and the conditions
+        naming ``n`` and bound components allow it."""
+        bound = partial.bound
+        empty = all(e is None for e in bound)
+        if self.seq:
+            before = next((e for e in reversed(bound[:n]) if e is not None), None)
+            after = next((e for e in bound[n + 1 :] if e is not None), None)
+            if (before is not None and event.t0 <= before.t1) or (
+                after is not None and after.t0 <= event.t1
+            ):
+                return None
+        elif any(e is event for e in bound):
+            return None
+        t0 = event.t0 if empty else min(partial.t0, event.t0)
+        t1 = event.t1 if empty else max(partial.t1, event.t1)
+        if t1 - t0 > self.window:
+            return None
+        now = (*bound[:n], event, *bound[n + 1 :])
+        names = {self.names[m] for m, e in enumerate(now) if e is not None}
+        selected: Selection = tuple(() if e is None else (e,) for e in now)
+        for needs, pred in self.levels[n].shared:
+            if needs <= names and not self.judge.holds(pred, self.judge.values(pred, selected)):
+                return None
+        root = event.t1 if empty else min(partial.root, event.t1)
+        key = partial.key if partial.key is not None else self._key(event)
+        return Partial(now, t0, t1, root, key)
+
+    def _complete(self, partial: Partial, out: list[Event]) -> None:
+        if not self.since < partial.root <= self.until:
+            return
+        selected: Selection = tuple((e,) for e in partial.bound if e is not None)
+        for made in self.judge.emit(selected, list(self.negated)):
+            if not self.seq:
+                made = Event(made.stream, partial.t0, partial.t1, made.values)
+            self.counters.matches += 1
+            out.append(made)
+
+    # -------------------------------------------------------------- recompute
+
+    def _recompute(self, trigger: Event, out: list[Event]) -> None:
+        """Every match whose last event is ``trigger``, depth first in pattern order."""
+        self._search(0, (), trigger, trigger.t1, out)
+
+    def _search(
+        self, n: int, selected: Selection, trigger: Event, root: int, out: list[Event]
+    ) -> None:
+        """Begin component ``n`` after ``selected`` (the earlier components' events)."""
+        steps = self.pattern.steps
+        step = steps[n]
+        last = n == len(steps) - 1
+        after = selected[-1][-1].t1 if selected else -math.inf
+        horizon = trigger.t1 - self.window
+        if last and not step.kleene:
+            if trigger.t0 > after and self.judge.judge(step.begin, selected, trigger, n):
+                self._matched((*selected, (trigger,)), min(root, trigger.t1), out)
+            return
+        if last and trigger.t0 > after and self.judge.judge(step.begin, selected, trigger, n):
+            self._close((*selected, (trigger,)), root, out)
+        key = self._key(trigger)
+        for event in self.buffers[n].candidates(key):
+            self.counters.searched += 1
+            if event.t0 <= after or event.t1 >= trigger.t0 or (not selected and event.t0 < horizon):
+                continue
+            if self.judge.judge(step.begin, selected, event, n):
+                grown = (*selected, (event,))
+                if step.kleene:
+                    self._grow(n, grown, trigger, min(root, event.t1), out)
+                else:
+                    self._search(n + 1, grown, trigger, min(root, event.t1), out)
+
+    def _grow(
+        self, n: int, selected: Selection, trigger: Event, root: int, out: list[Event]
+    ) -> None:
+        """Component ``n``'s closure, open in ``selected``: proceed, or take one more event."""
+        step = self.pattern.steps[n]
+        last = n == len(self.pattern.steps) - 1
+        end = selected[-1][-1].t1
+        if last:
+            if trigger.t0 > end and self.judge.judge(step.take, selected, trigger, n):
+                self._close((*selected[:-1], (*selected[-1], trigger)), root, out)
+        elif self.judge.judge(step.close, selected, None, n):
+            self._search(n + 1, selected, trigger, root, out)
+        for event in self.buffers[n].candidates(self._key(trigger)):
+            self.counters.searched += 1
+            if event.t0 <= end or event.t1 >= trigger.t0:
+                continue
+            if self.judge.judge(step.take, selected, event, n):
+                grown = (*selected[:-1], (*selected[-1], event))
+                self._grow(n, grown, trigger, min(root, event.t1), out)
+
+    def _close(self, selected: Selection, root: int, out: list[Event]) -> None:
+        """A last Kleene closure ending with the trigger: a match if it may close."""
+        n = len(self.pattern.steps) - 1
+        if self.judge.judge(self.pattern.steps[n].close, selected, None, n):
+            self._matched(selected, root, out)
+
+    def _matched(self, selected: Selection, root: int, out: list[Event]) -> None:
+        if selected[-1][-1].t1 - selected[0][0].t0 > self.window:
+            return
+        if not self.since < root <= self.until:
+            return
+        for made in self.judge.emit(selected, list(self.negated)):
+            self.counters.matches += 1
+            out.append(made)
+
+
+def _items(pred: Pred) -> tuple[Pred, ...]:
+    return pred.items if isinstance(pred, And) else (pred,)
