@@ -27,6 +27,7 @@ from cesar.automata.parser import parse_query
 from cesar.automata.pattern.ast import Pattern
 from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
+from cesar.automata.pattern.plans import pinned
 from cesar.automata.pattern.resolve import Resolved, resolve
 from cesar.automata.schema import StreamSchema
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, translate
@@ -97,6 +98,10 @@ def compile_pattern(
                 f"stream {pattern.output.name} already exists; PUBLISH under a new name",
                 pattern.pattern.pos,
             )
+        try:
+            pinned(pattern)
+        except ValueError as exc:
+            raise CelSemanticError(str(exc), pattern.pattern.pos) from None
         automata = build_pattern_automata(pattern, schemas, options) if build else ()
     except RecursionError:
         raise CelSemanticError("the pattern nests too deeply", (1, 1)).with_source(text) from None

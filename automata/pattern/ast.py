@@ -132,7 +132,8 @@ class Pattern:
     ``operator`` is ``SEQ`` or ``AND`` (a lone component is a SEQ of one);
     ``where`` holds the predicate over :class:`Ref` leaves, with the
     equivalence tests apart; ``refs`` maps each leaf key used to its ref;
-    ``strategy_vars`` are the variables named in the strategy's brackets.
+    ``strategy_vars`` are the variables named in the strategy's brackets;
+    ``plan`` the evaluation plan the pattern pins (``PLAN chain(c, b, a)``), spelled.
     """
 
     operator: str
@@ -145,4 +146,5 @@ class Pattern:
     window: Term | None
     returns: tuple[ReturnItem, ...] | None
     publish: str | None
+    plan: str | None = None
     pos: Pos = position()

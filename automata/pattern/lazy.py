@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
@@ -121,13 +121,44 @@ class Partial:
     waits: int = -1
 
 
-@dataclass
-class _Level:
-    """A component's conditions: its own (buffer filter) and those with other components."""
+class Fits:
+    """Which components an event may be by their own conditions (those naming no other
+    component; a Kleene closure's first or later event): the buffers' filter, and what
+    the planner counts for its rates."""
 
-    own: Pred
-    take_own: Pred
-    shared: list[tuple[frozenset[str], Pred]] = field(default_factory=list)
+    def __init__(self, pattern: Resolved, judge: Judge) -> None:
+        self.pattern, self.judge = pattern, judge
+        self.own: list[Pred] = []
+        self.take_own: list[Pred] = []
+        for step in pattern.steps:
+            own, take_own = [], []
+            for names, pred in conjuncts(pattern):
+                if names != {step.var} and (names or step is not pattern.steps[0]):
+                    continue
+                indices = {pattern.refs[key].index for key in keys_of(pred)}
+                if indices <= set(_OWN) and pred in _items(step.begin):
+                    own.append(pred)
+                elif indices == {Index.CURRENT}:
+                    take_own.append(pred)
+            self.own.append(conjoin(*own))
+            self.take_own.append(conjoin(*take_own))
+
+    def places(self, event: Event) -> list[int]:
+        """The components ``event`` may be, in pattern order."""
+        return [n for n in range(len(self.own)) if self.fits(n, event)]
+
+    def fits(self, n: int, event: Event) -> bool:
+        """True if ``event`` may be component ``n`` by its own conditions."""
+        step = self.pattern.steps[n]
+        if event.stream not in step.types:
+            return False
+        if self._own(self.own[n], n, event):
+            return True
+        return step.kleene and self._own(self.take_own[n], n, event)
+
+    def _own(self, pred: Pred, n: int, event: Event) -> bool:
+        """``pred``, naming component ``n`` only, for ``event`` as its current event."""
+        return self.judge.judge(pred, tuple(() for _ in range(n)), event, n)
 
 
 class LazyRun:
@@ -164,7 +195,8 @@ class LazyRun:
         self.waiting: list[Buffer[Partial]] = [Buffer(keyed) for _ in steps]
         self.negated: Buffer[Event] = Buffer(False)
         self.negated_types = frozenset(t for n in pattern.negations for t in n.types)
-        self.levels = self._levels()
+        self.fits = Fits(pattern, self.judge)
+        self.shared = self._shared()
         if plan.kind is PlanKind.CHAIN:
             self.first = self.names.index(plan.order[0])
             self.chain = [self.names.index(v) for v in plan.order]
@@ -172,25 +204,14 @@ class LazyRun:
             self.first = self.names.index(plan.order[0]) if plan.order else 0
             self.chain = []
 
-    def _levels(self) -> list[_Level]:
-        pattern = self.pattern
-        levels = []
-        for step in pattern.steps:
-            own, take_own = [], []
-            for names, pred in conjuncts(pattern):
-                if names != {step.var} and (names or step is not pattern.steps[0]):
-                    continue
-                indices = {pattern.refs[key].index for key in keys_of(pred)}
-                if indices <= set(_OWN) and pred in _items(step.begin):
-                    own.append(pred)
-                elif indices == {Index.CURRENT}:
-                    take_own.append(pred)
-            levels.append(_Level(conjoin(*own), conjoin(*take_own)))
-        for names, pred in conjuncts(pattern):
+    def _shared(self) -> list[list[tuple[frozenset[str], Pred]]]:
+        """Per component, the conditions naming it and another component."""
+        shared: list[list[tuple[frozenset[str], Pred]]] = [[] for _ in self.names]
+        for names, pred in conjuncts(self.pattern):
             if len(names) > 1:
                 for var in names:
-                    levels[self.names.index(var)].shared.append((names, pred))
-        return levels
+                    shared[self.names.index(var)].append((names, pred))
+        return shared
 
     # ------------------------------------------------------------------ epochs
 
@@ -212,14 +233,20 @@ class LazyRun:
                 seen.setdefault(id(event), event)
         return sorted(seen.values(), key=lambda e: e.t1)
 
-    def process(self, epoch: Sequence[Event]) -> list[Event]:
-        """Consume one epoch; the matches it completes whose root is in ``(since, until]``."""
+    def process(
+        self, epoch: Sequence[Event], fitting: Mapping[int, list[int]] | None = None
+    ) -> list[Event]:
+        """Consume one epoch; the matches it completes whose root is in ``(since, until]``.
+
+        ``fitting`` gives, by ``id``, each event's :meth:`Fits.places` if the caller
+        knows them already.
+        """
         if not epoch:
             return []
         now = epoch[0].t1
         out: list[Event] = []
         for event in epoch:
-            places = [n for n in range(len(self.names)) if self._fits(n, event)]
+            places = self.fits.places(event) if fitting is None else fitting[id(event)]
             if self.plan.kind is PlanKind.RECOMPUTE:
                 if places and places[-1] == len(self.names) - 1:
                     self.counters.triggers += 1
@@ -243,23 +270,6 @@ class LazyRun:
             buffer.prune(lambda e: e.t0 <= horizon)
         for waiting in self.waiting:
             waiting.prune(lambda p: p.t0 <= horizon)
-
-    def _fits(self, n: int, event: Event) -> bool:
-        """True if ``event`` may be component ``n`` by its own conditions."""
-        step = self.pattern.steps[n]
-        if event.stream not in step.types:
-            return False
-        level = self.levels[n]
-        if self._own(level.own, n, event):
-            return True
-        return step.kleene and self._own(level.take_own, n, event, Index.CURRENT)
-
-    def _own(self, pred: Pred, n: int, event: Event, index: Index = Index.ONLY) -> bool:
-        """``pred``, naming component ``n`` only, for ``event`` as its event."""
-        selected: Selection = tuple(() for _ in range(n))
-        if index is Index.CURRENT:
-            selected = (*selected, (event,))
-        return self.judge.judge(pred, selected, event, n)
 
     def _key(self, event: Event) -> Key:
         if not self.pattern.keyed:
@@ -329,7 +339,7 @@ class LazyRun:
         now = (*bound[:n], event, *bound[n + 1 :])
         names = {self.names[m] for m, e in enumerate(now) if e is not None}
         selected: Selection = tuple(() if e is None else (e,) for e in now)
-        for needs, pred in self.levels[n].shared:
+        for needs, pred in self.shared[n]:
             if needs <= names and not self.judge.holds(pred, self.judge.values(pred, selected)):
                 return None
         root = event.t1 if empty else min(partial.root, event.t1)

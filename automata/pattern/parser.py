@@ -65,6 +65,7 @@ KEYWORDS = {
     "NOT": "NOT",
     "WHERE": "WHERE",
     "WITHIN": "WITHIN",
+    "PLAN": "PLAN",
     "RETURN": "RETURN",
     "PUBLISH": "PUBLISH",
     "AS": "AS",
@@ -73,7 +74,7 @@ KEYWORDS = {
 }
 """The pattern language's reserved words (any case) and the token each gives."""
 STRATEGIES = {strategy.value.upper(): strategy for strategy in Strategy}
-_CLAUSE_ENDS = frozenset({"WHERE", "WITHIN", "RETURN", "PUBLISH"})
+_CLAUSE_ENDS = frozenset({"WHERE", "WITHIN", "PLAN", "RETURN", "PUBLISH"})
 _TOKEN = re.compile(
     rf"""
     (?P<SPACE>\s+|--[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)
@@ -243,6 +244,10 @@ class _Builder(TermBuilder):
                 if isinstance(item, lark.Tree)
             )
         publish = str(clauses["publish"].children[1]) if "publish" in clauses else None
+        plan = None
+        if "plan" in clauses:
+            names = [str(t) for t in clauses["plan"].children if t.type == "NAME"]
+            plan = names[0] + (f"({', '.join(names[1:])})" if len(names) > 1 else "")
         return Pattern(
             operator,
             components,
@@ -254,6 +259,7 @@ class _Builder(TermBuilder):
             window,
             returns,
             publish,
+            plan,
             pos_of(tree),
         )
 

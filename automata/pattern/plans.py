@@ -92,6 +92,17 @@ class Plan:
 EAGER = Plan(PlanKind.EAGER)
 
 
+def pinned(pattern: Resolved) -> Plan | None:
+    """The plan ``pattern`` pins with ``PLAN`` (None: none, or ``auto``); ValueError says
+    what is wrong with it."""
+    if pattern.pattern.plan is None:
+        return None
+    plan = Plan.parse(pattern.pattern.plan)
+    if plan is not None and (reason := refusal(pattern, plan)) is not None:
+        raise ValueError(f"PLAN {plan.spell()} cannot run this pattern: {reason}")
+    return plan
+
+
 def refusal(pattern: Resolved, plan: Plan) -> str | None:
     """Why ``plan`` cannot run ``pattern`` (None: it can)."""
     if plan.kind is PlanKind.EAGER:
@@ -107,8 +118,7 @@ def refusal(pattern: Resolved, plan: Plan) -> str | None:
         return "a negation after the last component waits past the match"
     if any(n.after == -1 for n in pattern.negations):
         return (
-            "a negation before the first component looks back before a plan that takes over "
-            "began"
+            "a negation before the first component looks back before a plan that takes over began"
         )
     kleene = [s.var for s in pattern.steps if s.kleene]
     if plan.kind is PlanKind.RECOMPUTE:

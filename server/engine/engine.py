@@ -54,10 +54,13 @@ from typing import Any
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import ArithmeticFault, Faults
+from cesar.automata.pattern.plans import Plan
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
 from cesar.index.masks import slots_of
 from cesar.server.engine.codegen import ThresholdOf
 from cesar.server.engine.params import Group
+from cesar.server.engine.plans import Planner, plannable
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineCounters, EngineInstance, EngineState, Notice
 
@@ -78,6 +81,7 @@ class Engine:
         self.options = options or EngineOptions()
         self.program = QueryProgram(self.options)
         self.state = EngineState()
+        self.planner = Planner(self, self.program.faults)
 
     @property
     def faults(self) -> Faults:
@@ -96,36 +100,85 @@ class Engine:
 
     @property
     def subscriptions(self) -> list[str]:
-        """Ids of the live subscriptions, oldest first."""
-        return self.program.subscriptions
+        """Ids of the live subscriptions: on the DAG oldest first, then the planned others."""
+        program = self.program
+        return program.subscriptions + [s for s in self.planner.planned if s not in program]
 
     # ------------------------------------------------------------ subscriptions
 
     def subscribe(
-        self, subscription: str, automata: Sequence[Automaton], since: float | None = None
+        self,
+        subscription: str,
+        automata: Sequence[Automaton],
+        since: float | None = None,
+        pattern: Resolved | None = None,
     ) -> None:
         """Add a subscription's automata (producers first) between epochs.
 
         It receives the matches made only of events of epochs after ``since``
         (None: the latest epoch of its clock group, i.e. only later events; a
-        restored subscription passes the one it had).  Raises ValueError for a
-        subscription id or a published stream that exists.
+        restored subscription passes the one it had).  With the ``plans``
+        option a ``pattern`` (the automata's resolved form) that a lazy plan
+        can run, reading only input streams, is planned (:mod:`.plans`).
+        Raises ValueError for a subscription id or a published stream that
+        exists.
         """
-        program, state = self.program, self.state
-        groups = program.groups
-        streams = {s for a in automata for s in (a.name, *a.reads)}
+        program = self.program
+        if subscription in program or subscription in self.planner.planned:
+            raise ValueError(f"subscription {subscription} exists")
         if since is None:
-            since = max(state.group_clock.get(groups.find(s), -math.inf) for s in streams)
+            since = self._clock({s for a in automata for s in (a.name, *a.reads)})
+        reads = {s for a in automata for s in a.reads}
+        for planned in list(self.planner.planned.values()):
+            if planned.pattern.output.name in reads:
+                self.planner.pin_eager(planned.subscription, self._clock(planned.pattern.reads))
+        if (
+            self.options.plans
+            and pattern is not None
+            and not pattern.reads & program.rank.keys()
+            and plannable(pattern)
+        ):
+            program.groups.join(pattern.reads | {pattern.output.name})
+            self.planner.add(subscription, pattern, automata, since)
+        else:
+            self.enter(subscription, automata, since)
+
+    def _clock(self, streams: set[str] | frozenset[str]) -> float:
+        """The latest epoch of the clock groups of ``streams``."""
+        clocks, find = self.state.group_clock, self.program.groups.find
+        return max((clocks.get(find(s), -math.inf) for s in streams), default=-math.inf)
+
+    def enter(self, subscription: str, automata: Sequence[Automaton], since: float) -> None:
+        """Put a subscription's automata on the DAG, matching events after epoch ``since``."""
+        program, groups = self.program, self.program.groups
         change = program.subscribe(subscription, automata, since)
-        state.regroup(groups.join(streams), groups)
+        streams = {s for a in automata for s in (a.name, *a.reads)}
+        self.state.regroup(groups.join(streams), groups)
         self._apply(change)
+
+    def retire(self, subscription: str, until: float | None) -> None:
+        """Keep only a subscription's matches rooted at or before ``until`` (a plan that
+        replaced it takes the others); None: take its automata off the DAG."""
+        if until is None:
+            self._apply(self.program.unsubscribe(subscription))
+        else:
+            self.program.retire(subscription, until)
+
+    def replan(self, subscription: str, plan: Plan) -> bool:
+        """Switch a planned subscription to ``plan`` now (even a pinned one); False while its
+        previous switch finishes.  KeyError if not planned, ValueError for a plan that
+        cannot run it."""
+        planned = self.planner.planned[subscription]
+        clock = self._clock(planned.pattern.reads)
+        return self.planner.switch(subscription, plan, clock, force=True)
 
     def unsubscribe(self, subscription: str) -> None:
         """Remove a subscription; what only it used goes, other subscriptions are untouched.
 
         Its slots leave every instance (an instance left with none goes).
         """
-        self._apply(self.program.unsubscribe(subscription))
+        if not self.planner.remove(subscription):
+            self._apply(self.program.unsubscribe(subscription))
 
     def _apply(self, change: Change) -> None:
         """Bring the run state in line with a changed program."""
@@ -186,6 +239,8 @@ class Engine:
         self._ranks(fed, published)
         if self.program.dag.guarded:
             self._remember(epoch, published, groups)
+        if self.planner.planned:
+            state.counters.matches += self.planner.process(epoch, published)
         return published
 
     def _remember(self, epoch: Sequence[Event], published: list[Event], groups: set[str]) -> None:
@@ -578,10 +633,10 @@ class Engine:
             values = tuple(sorted(binding.items()))
             streams = [slot_stream[slot] for slot in slots_of(ending & ~space.fed)]
             fed = [slot_stream[slot] for slot in slots_of(ending & space.fed)]
-            if new_root <= program.latest_since:  # some slot may have subscribed after its root
-                since = program.since
-                streams = [stream for stream in streams if new_root > since[stream]]
-                fed = [stream for stream in fed if new_root > since[stream]]
+            if new_root <= program.latest_since or program.until:  # some slot may not want it
+                since, until = program.since, program.until
+                streams = [s for s in streams if since[s] < new_root <= until.get(s, math.inf)]
+                fed = [s for s in fed if since[s] < new_root <= until.get(s, math.inf)]
             self.state.counters.matches += len(streams) + len(fed)
             produced, published = out
             published.extend(made_events(streams, t0, t1, values))

@@ -66,6 +66,8 @@ class EngineOptions:
     """Groups of at most this many slots compare their constants one by one."""
     few_leaving: int = 8
     """A node with at most this many leaving ∃-edges finds their groups by key, without FR."""
+    plans: bool = False
+    """Pattern subscriptions a lazy plan can run are planned (:mod:`cesar.server.engine.plans`)."""
     waiting: bool = True
     """Instances wait by threshold where a filter conjunct allows (:mod:`cesar.index.thresholds`);
     off, they stay filed by group (the benchmark's baseline)."""
@@ -192,6 +194,7 @@ class QueryProgram:
         self.edges: dict[int, CompiledEdge] = {}
         self.since: dict[str, float] = {}
         self.latest_since = -math.inf
+        self.until: dict[str, float] = {}
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
         self.read: Counter[str] = Counter()
@@ -208,6 +211,10 @@ class QueryProgram:
     def subscriptions(self) -> list[str]:
         """Ids of the live subscriptions, oldest first."""
         return list(self._subscriptions)
+
+    def __contains__(self, subscription: str) -> bool:
+        """True if ``subscription`` is live.  O(1)."""
+        return subscription in self._subscriptions
 
     def subscribe(self, subscription: str, automata: Sequence[Automaton], since: float) -> Change:
         """Add a subscription's automata (producers first), matching events after epoch ``since``.
@@ -265,6 +272,12 @@ class QueryProgram:
         change.rebound = {node for node in touched if self._update_bound(node)}
         return change
 
+    def retire(self, subscription: str, until: float) -> None:
+        """Keep only the matches of a subscription rooted at or before epoch ``until`` (a plan
+        that replaced it takes the others); its internal streams run on, feeding it.
+        KeyError for an unknown subscription."""
+        self.until[self._subscriptions[subscription].streams[-1]] = until
+
     def unsubscribe(self, subscription: str) -> Change:
         """Remove a subscription; returns what the run state must revisit.
 
@@ -299,6 +312,7 @@ class QueryProgram:
                     freed[node] = freed.get(node, 0) | bit
             deleted.extend(dead_nodes)
             del self.since[stream]
+            self.until.pop(stream, None)
             del self.rank[stream]
             del self.slot_of[stream]
             for read in reads:

@@ -1,0 +1,251 @@
+"""The engine's planner: live rates, a plan per pattern subscription, switches that lose nothing.
+
+A pattern subscription that a lazy plan can run (:func:`~cesar.automata.pattern.plans.refusal`)
+is *planned*: :class:`Planner` keeps, per component, the rate of the events that
+pass the component's own conditions (exponentially decayed over ``16 × WITHIN``
+ticks: one predicate test per event of its streams, always on), and every
+``WITHIN`` ticks weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
+It switches when the best costs less than ``1 / HYSTERESIS`` of the current
+plan's cost, the rates have been watched for a decay time, and the previous
+switch has finished.  A subscription may pin its plan (``PLAN chain(c, b, a)``
+in the pattern); a pinned plan never changes.
+
+The eager plan is the subscription's automaton on the shared DAG; the others
+are :class:`~cesar.automata.pattern.lazy.LazyRun` s.  A switch at epoch ``E``
+(the subscription's clock) starts the new plan taking the matches whose
+earliest event is after ``E`` and lets the old one finish the rest: it
+keeps only matches rooted at or before ``E`` and goes once ``E + WITHIN`` has
+passed, when no such match can complete.  So a match that straddles the
+switch is neither lost nor doubled.
+
+A planned subscription's output is published, not fed to other subscriptions:
+a subscription that reads it pins it eager first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cesar.automata.automaton import Automaton
+from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
+from cesar.automata.pattern.lazy import Fits, LazyRun
+from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, cost, pinned, refusal
+from cesar.automata.pattern.reference import Judge
+from cesar.automata.pattern.resolve import Resolved
+from cesar.automata.schema import Event
+
+HYSTERESIS = 1.5
+"""A plan must cost less than the current one by this factor to replace it."""
+DECAY_WINDOWS = 16
+"""Rates decay with a time constant of this many windows."""
+
+
+def plannable(pattern: Resolved) -> bool:
+    """True if some plan other than eager can run ``pattern``."""
+    names = tuple(s.var for s in pattern.steps)
+    return any(
+        refusal(pattern, plan) is None
+        for plan in (Plan(PlanKind.RECOMPUTE), Plan(PlanKind.CHAIN, names))
+    )
+
+
+@dataclass
+class Rates:
+    """Per component, the decayed count of the events that fit it; O(1) per event."""
+
+    tau: float
+    counts: list[float]
+    last: list[float]
+    since: float = math.inf
+
+    def add(self, n: int, t: int) -> None:
+        self.since = min(self.since, t)
+        self.counts[n] = self.counts[n] * math.exp(-(t - self.last[n]) / self.tau) + 1.0
+        self.last[n] = t
+
+    def at(self, t: float) -> list[float]:
+        """Events per tick per component at time ``t``."""
+        return [
+            c * math.exp(-(t - last) / self.tau) / self.tau
+            for c, last in zip(self.counts, self.last, strict=True)
+        ]
+
+
+@dataclass
+class Planned:
+    """A planned subscription: its pattern, automata, plan, lazy runs and the DAG's share.
+
+    ``runs``: lazy runs, the current one last when the plan is not eager;
+    ``dag``: (since, until) of its automata on the DAG, None when not there.
+    """
+
+    subscription: str
+    pattern: Resolved
+    automata: tuple[Automaton, ...]
+    plan: Plan
+    pinned: bool
+    rates: Rates
+    fits: Fits
+    runs: list[LazyRun] = field(default_factory=list)
+    dag: tuple[float, float] | None = None
+    why: str = "not weighed yet: no rates"
+    next_check: float = -math.inf
+
+    @property
+    def window(self) -> int:
+        assert self.pattern.window is not None
+        return self.pattern.window
+
+    @property
+    def retiring(self) -> bool:
+        """True while a plan it left still finishes its matches."""
+        if self.plan.kind is PlanKind.EAGER:
+            return bool(self.runs)
+        return len(self.runs) > 1 or self.dag is not None
+
+
+class Planner:
+    """The planned subscriptions of one engine; the engine calls it around each epoch.
+
+    The DAG side goes through ``dag`` (the engine), which subscribes automata
+    with a ``since`` and retires them with an ``until``.
+    """
+
+    def __init__(self, dag: Dag, faults: Faults) -> None:
+        self.dag = dag
+        self.faults = faults
+        self.planned: dict[str, Planned] = {}
+        self.switches = 0
+
+    def add(
+        self, subscription: str, pattern: Resolved, automata: Sequence[Automaton], since: float
+    ) -> None:
+        """Plan a new subscription (its pin, or eager until rates are known)."""
+        pin = pinned(pattern)
+        steps = len(pattern.steps)
+        rates = Rates(DECAY_WINDOWS * max(pattern.window or 1, 1), [0.0] * steps, [0.0] * steps)
+        fits = Fits(pattern, Judge(pattern, self.faults, DEFAULT_FUNCTIONS))
+        planned = Planned(
+            subscription, pattern, tuple(automata), pin or EAGER, pin is not None, rates, fits
+        )
+        if pin is not None:
+            planned.why = "pinned by the pattern's PLAN"
+        self.planned[subscription] = planned
+        self._start(planned, planned.plan, since)
+
+    def remove(self, subscription: str) -> bool:
+        """Forget a planned subscription (and take its automata off the DAG); False if not one."""
+        planned = self.planned.pop(subscription, None)
+        if planned is None:
+            return False
+        if planned.dag is not None:
+            self.dag.retire(subscription, None)
+        return True
+
+    def pin_eager(self, subscription: str, clock: float) -> None:
+        """Another subscription reads this one: make it eager for good."""
+        planned = self.planned[subscription]
+        planned.pinned = True
+        planned.why = "eager: another subscription reads its output"
+        if planned.plan.kind is not PlanKind.EAGER:
+            self.switch(subscription, EAGER, clock, force=True)
+
+    def switch(self, subscription: str, plan: Plan, clock: float, force: bool = False) -> bool:
+        """Switch to ``plan`` after epoch ``clock``; False (nothing done) while a previous
+        switch finishes, or for a plan that cannot run the pattern (ValueError)."""
+        planned = self.planned[subscription]
+        reason = refusal(planned.pattern, plan)
+        if reason is not None:
+            raise ValueError(f"plan {plan.spell()}: {reason}")
+        if planned.retiring or plan == planned.plan or (planned.pinned and not force):
+            return False
+        if planned.plan.kind is PlanKind.EAGER:
+            assert planned.dag is not None
+            planned.dag = (planned.dag[0], clock)
+            self.dag.retire(subscription, clock)
+        else:
+            planned.runs[-1].until = clock
+        planned.plan = plan
+        self._start(planned, plan, clock)
+        self.switches += 1
+        return True
+
+    def _start(self, planned: Planned, plan: Plan, since: float) -> None:
+        if plan.kind is PlanKind.EAGER:
+            planned.dag = (since, math.inf)
+            self.dag.enter(planned.subscription, planned.automata, since)
+        else:
+            planned.runs.append(LazyRun(planned.pattern, plan, since=since, faults=self.faults))
+
+    def process(self, epoch: Sequence[Event], published: list[Event]) -> int:
+        """One epoch for every planned subscription that reads it: rates, lazy runs,
+        retirements, re-plans.  Returns the matches published."""
+        now = epoch[0].t1
+        made = len(published)
+        for planned in self.planned.values():
+            mine = [e for e in epoch if e.stream in planned.pattern.reads]
+            if not mine:
+                continue
+            places = {id(e): planned.fits.places(e) for e in mine}
+            for event in mine:
+                for n in places[id(event)]:
+                    planned.rates.add(n, now)
+            for run in planned.runs:
+                published.extend(run.process(mine, places))
+            self._retire(planned, now)
+            if not planned.pinned and now >= planned.next_check:
+                planned.next_check = now + planned.window
+                self._replan(planned, now)
+        return len(published) - made
+
+    def _retire(self, planned: Planned, now: int) -> None:
+        window = planned.window
+        planned.runs = [r for r in planned.runs if now <= r.until + window]
+        if planned.dag is not None and now > planned.dag[1] + window:
+            planned.dag = None
+            self.dag.retire(planned.subscription, None)
+
+    def _replan(self, planned: Planned, now: int) -> None:
+        """Weigh the plans; switch past the hysteresis (module docstring)."""
+        if now - planned.rates.since < planned.rates.tau / 2:
+            return
+        names = [s.var for s in planned.pattern.steps]
+        rates = dict(zip(names, planned.rates.at(now), strict=True))
+        best, best_cost = choose(planned.pattern, rates)
+        current = cost(planned.pattern, planned.plan, rates)
+        planned.why = (
+            f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
+            f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())})"
+        )
+        if best_cost * HYSTERESIS < current:
+            self.switch(planned.subscription, best, now)
+
+    def describe(self, subscription: str) -> str | None:
+        """The plan a subscription runs and why (None: not planned)."""
+        planned = self.planned.get(subscription)
+        if planned is None:
+            return None
+        return f"plan {planned.plan.spell()}: {planned.why}"
+
+    def held(self) -> Iterable[tuple[str, int, int]]:
+        """Per planned subscription with lazy runs: partial matches waiting, events buffered."""
+        for planned in self.planned.values():
+            if planned.runs:
+                yield (
+                    planned.subscription,
+                    sum(r.live for r in planned.runs),
+                    sum(r.buffered for r in planned.runs),
+                )
+
+
+class Dag(Protocol):
+    """What the planner asks of the engine's DAG (the engine is one)."""
+
+    def enter(self, subscription: str, automata: Sequence[Automaton], since: float) -> None:
+        """Subscribe the automata, taking the matches rooted after ``since``."""
+
+    def retire(self, subscription: str, until: float | None) -> None:
+        """Keep only the matches rooted at or before ``until``; None: unsubscribe."""

@@ -1,0 +1,83 @@
+"""The engine's planner (server/engine/plans.py) against the pattern oracle.
+
+Random patterns a lazy plan can run, several subscriptions at once on an engine
+with ``plans`` on: forced switches between every plan — eager on the shared DAG
+included — at random epochs give the oracle's output multiset (a match that
+straddles a switch is neither lost nor doubled), and so does the planner left
+to itself on streams whose rates it weighs.
+"""
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cesar.automata.pattern.construct import build_pattern_automata
+from cesar.automata.pattern.parser import parse_pattern
+from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, refusal
+from cesar.automata.pattern.reference import evaluate
+from cesar.automata.pattern.resolve import resolve
+from cesar.automata.schema import epochs
+from cesar.server.engine.engine import Engine, EngineOptions
+from tests.pattern_strategies import SCHEMAS, compiled_patterns, conjunctions, pattern_streams
+
+SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+
+
+def lazy_patterns(name):
+    return compiled_patterns(name, ("skip_till_any_match",), windowed=True) | conjunctions(
+        name, windowed=True
+    )
+
+
+def choices(pattern):
+    names = tuple(step.var for step in pattern.steps)
+    drawn = [
+        EAGER,
+        Plan(PlanKind.RECOMPUTE),
+        Plan(PlanKind.CHAIN, names),
+        Plan(PlanKind.CHAIN, names[::-1]),
+        Plan(PlanKind.TREE),
+    ]
+    return [plan for plan in drawn if refusal(pattern, plan) is None]
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(
+    texts=st.lists(st.sampled_from("PQR"), min_size=1, max_size=3, unique=True).flatmap(
+        lambda names: st.tuples(*(lazy_patterns(n) for n in names))
+    ),
+    streams=pattern_streams(),
+    data=st.data(),
+)
+def test_forced_switches_at_random_epochs_give_the_oracles_matches(texts, streams, data):
+    engine = Engine(EngineOptions(plans=True))
+    want: Counter = Counter()
+    planned = []
+    for text in texts:
+        pattern = resolve(parse_pattern(text), SCHEMAS)
+        engine.subscribe(
+            pattern.output.name, build_pattern_automata(pattern, SCHEMAS), None, pattern
+        )
+        want.update(evaluate(pattern, streams))
+        if pattern.output.name in engine.planner.planned:
+            planned.append((pattern.output.name, choices(pattern)))
+    events = [e for stream in streams.values() for e in stream]
+    got: Counter = Counter()
+    for epoch in epochs(events):
+        for name, plans in planned:
+            if data.draw(st.integers(0, 2)) == 0:
+                engine.replan(name, data.draw(st.sampled_from(plans)))
+        got.update(engine.process(epoch))
+        engine.check_valid()
+    assert got == want
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(text=lazy_patterns("P"), streams=pattern_streams())
+def test_the_planner_left_to_itself_gives_the_oracles_matches(text, streams):
+    pattern = resolve(parse_pattern(text), SCHEMAS)
+    engine = Engine(EngineOptions(plans=True))
+    engine.subscribe("P", build_pattern_automata(pattern, SCHEMAS), None, pattern)
+    events = [e for stream in streams.values() for e in stream]
+    assert Counter(engine.run(events)) == Counter(evaluate(pattern, streams))
