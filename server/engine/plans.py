@@ -14,8 +14,8 @@ The eager plan is the subscription's automaton on the shared DAG; the others
 are :class:`~cesar.automata.pattern.lazy.LazyRun` s.  A switch at epoch ``E``
 (the subscription's clock) starts the new plan taking the matches whose
 earliest event is after ``E`` and lets the old one finish the rest: it
-keeps only matches rooted at or before ``E`` and goes once ``E + WITHIN`` has
-passed, when no such match can complete.  So a match that straddles the
+keeps only matches rooted at or before ``E`` and goes after the epoch at or past
+``E + WITHIN``: no such match can complete later.  So a match that straddles the
 switch is neither lost nor doubled.
 
 A planned subscription's output is published, not fed to other subscriptions:
@@ -203,8 +203,8 @@ class Planner:
 
     def _retire(self, planned: Planned, now: int) -> None:
         window = planned.window
-        planned.runs = [r for r in planned.runs if now <= r.until + window]
-        if planned.dag is not None and now > planned.dag[1] + window:
+        planned.runs = [r for r in planned.runs if now < r.until + window]
+        if planned.dag is not None and now >= planned.dag[1] + window:
             planned.dag = None
             self.dag.retire(planned.subscription, None)
 

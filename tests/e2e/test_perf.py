@@ -271,3 +271,16 @@ def test_patternbench_smoke_query3_shared_and_alone_agree_and_windows_grow(tmp_p
     assert [r["window_min"] for r in windows] == [2, 4]
     assert all(r["naive_agrees"] for r in windows)
     assert windows[0]["live_instances_peak"] < windows[1]["live_instances_peak"]
+
+
+def test_planbench_smoke_every_plan_agrees_and_the_lazy_ones_hold_less(tmp_path):
+    summary = smoke_json("cesar.perf.planbench", tmp_path / "plans.json", 300)
+    assert summary["outputs_agree"] is True
+    records = summary["records"]
+    rare = [r for r in records if r["benchmark"] == "rare"]
+    assert all(r["alerts"] > 0 for r in rare)
+    assert all(summary[f"rare_{s}_partials_eager_vs_lazy"] > 5 for s in ("seq3", "seq4", "and3"))
+    pinned = [r for r in rare if r["plan"].startswith("plan chain")]
+    assert len(pinned) == 4 and all("pinned" in r["plan"] for r in pinned)
+    recompute = [r for r in records if r["benchmark"] == "any_window" and r["engine"] == "plans"]
+    assert all(r["live_partials_mean"] == 0 < r["buffered_mean"] for r in recompute)

@@ -1,0 +1,78 @@
+"""Plans as data and their cost model (automata/pattern/plans.py), and the engine's switch rules
+(server/engine/plans.py) on hand-checked streams."""
+
+import pytest
+
+from cesar.automata.compiler import compile_query
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, refusal
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.server.engine.engine import Engine, EngineOptions
+
+SCHEMAS = {n: parse_stream_spec(f"{n}(k:string,x:int)") for n in "ABC"}
+SEQ3 = (
+    "PATTERN SEQ(A a, B b, C c) WHERE skip_till_any_match(a, b, c) {{ b.x > a.x }} "
+    "WITHIN 9 {} PUBLISH P"
+)
+
+
+def pattern(text):
+    return compile_query(text, SCHEMAS).pattern
+
+
+def test_plans_parse_and_spell():
+    assert Plan.parse("chain(c, a, b)") == Plan(PlanKind.CHAIN, ("c", "a", "b"))
+    assert Plan.parse("RECOMPUTE") == Plan(PlanKind.RECOMPUTE)
+    assert Plan.parse("auto") is None
+    with pytest.raises(ValueError, match="expected a plan: auto, eager, chain, tree, recompute"):
+        Plan.parse("fast")
+    with pytest.raises(ValueError, match="expected '\\)'"):
+        Plan.parse("chain(a, b")
+
+
+def test_what_a_lazy_plan_refuses():
+    next_match = pattern(SEQ3.format("").replace("any_match", "next_match"))
+    assert "only skip_till_any_match" in refusal(next_match, Plan(PlanKind.TREE))
+    plain = pattern(SEQ3.format(""))
+    assert (
+        refusal(plain, Plan(PlanKind.CHAIN, ("a", "b")))
+        == "a chain orders every component once: a, b, c"
+    )
+    assert refusal(plain, Plan(PlanKind.RECOMPUTE)) is None
+    unbounded = pattern(SEQ3.format("").replace("WITHIN 9 ", ""))
+    assert (
+        refusal(unbounded, Plan(PlanKind.RECOMPUTE)) == "without WITHIN the buffers would never end"
+    )
+    assert refusal(unbounded, EAGER) is None
+
+
+def test_a_pinned_plan_that_cannot_run_is_a_semantic_error_with_its_position():
+    with pytest.raises(CelSemanticError, match="line 1, column 1: PLAN chain\\(a, b\\) cannot run"):
+        compile_query(SEQ3.format("PLAN chain(a, b)"), SCHEMAS)
+    assert compile_query(SEQ3.format("PLAN chain(c, b, a)"), SCHEMAS).pattern.pattern.plan == (
+        "chain(c, b, a)"
+    )
+
+
+def test_the_cost_model_takes_the_rarest_first():
+    plain = pattern(SEQ3.format(""))
+    best, _ = choose(plain, {"a": 1.0, "b": 1.0, "c": 0.01})
+    assert best.kind in (PlanKind.CHAIN, PlanKind.RECOMPUTE)
+    assert best.kind is PlanKind.RECOMPUTE or best.order[0] == "c"
+    assert choose(plain, {"a": 0.01, "b": 1.0, "c": 1.0})[0] == EAGER
+
+
+def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_later():
+    text = "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) { b.x > a.x } WITHIN 3 PUBLISH P"
+    compiled = compile_query(text, SCHEMAS)
+    engine = Engine(EngineOptions(plans=True))
+    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    engine.process([Event.of("A", 5, 5, {"k": "w", "x": 1})])
+    assert engine.replan("P", Plan(PlanKind.RECOMPUTE))
+    assert not engine.replan("P", Plan(PlanKind.CHAIN, ("b", "a")))  # the eager one still finishes
+    assert engine.process([Event.of("B", 8, 8, {"k": "w", "x": 2})]) == [
+        Event.of("P", 5, 8, {"a_k": "w", "a_x": 1, "b_k": "w", "b_x": 2})
+    ]
+    assert "P" not in engine.program  # gone once its window passed
+    assert engine.replan("P", Plan(PlanKind.CHAIN, ("b", "a")))
+    engine.check_valid()
