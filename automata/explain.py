@@ -14,6 +14,7 @@ from cesar.automata.automaton import Automaton, format_automaton
 from cesar.automata.compiler import CompiledQuery
 from cesar.automata.normal import const_of
 from cesar.automata.partition import partition_keys, pinned_key
+from cesar.automata.pattern.plans import plan_line
 from cesar.automata.pattern.resolve import Resolved, format_resolved
 from cesar.automata.schema import StreamSchema, Value
 from cesar.automata.terms import to_cel
@@ -47,6 +48,7 @@ def explain(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -> str
     lines = [
         f"publishes: {compiled.output.spec()}",
         f"placement: {placement_line(keys, pins)}",
+        *([f"plan: {plan_line(compiled.pattern)}"] if compiled.pattern is not None else []),
         *_source(compiled, 1),
         "automata ($1.x: the instance's binding; a bare name: the incoming event; "
         "DUR: instance and event together; DUR($2): the event alone):",
@@ -93,7 +95,10 @@ def explain_data(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -
         **(
             {"algebra": format_algebra(compiled.algebra, 0)}
             if compiled.algebra is not None
-            else {"pattern": format_resolved(_pattern(compiled))}
+            else {
+                "pattern": format_resolved(_pattern(compiled)),
+                "plan": plan_line(_pattern(compiled)),
+            }
         ),
         "automata": [_automaton_data(automaton) for automaton in compiled.automata],
     }

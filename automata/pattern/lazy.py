@@ -30,6 +30,7 @@ lost or doubled.  Costs are counted (:class:`LazyCounters`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,7 +43,7 @@ from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
 from cesar.automata.pattern.reference import Judge, Selection
 from cesar.automata.pattern.resolve import Resolved, keys_of
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import And, Pred, conjoin
+from cesar.automata.terms import TRUE, And, Pred, conjoin
 
 Key = tuple[Value, ...] | None
 """A partition key (the ``[k]`` attributes' values); None for an event lacking one."""
@@ -78,7 +79,11 @@ class Buffer(Generic[T]):
         self.size = 0
 
     def add(self, key: Key, item: T) -> None:
-        self.buckets.setdefault(key if self.keyed else None, deque()).append((key, item))
+        home = key if self.keyed else None
+        bucket = self.buckets.get(home)
+        if bucket is None:
+            bucket = self.buckets[home] = deque()
+        bucket.append((key, item))
         self.size += 1
 
     def candidates(self, key: Key) -> Iterator[T]:
@@ -100,6 +105,26 @@ class Buffer(Generic[T]):
                 self.size -= 1
             if not bucket:
                 del self.buckets[key]
+
+    def shed(self, count: int) -> int:
+        """Drop up to ``count`` items, the oldest bucket fronts first; how many went."""
+        dropped = 0
+        while dropped < count and self.buckets:
+            key = min(self.buckets, key=lambda k: _arrival(self.buckets[k][0][1]))
+            bucket = self.buckets[key]
+            bucket.popleft()
+            dropped += 1
+            if not bucket:
+                del self.buckets[key]
+        self.size -= dropped
+        return dropped
+
+    def check_valid(self) -> None:
+        """Assert the size and that every item sits in its key's bucket."""
+        assert self.size == sum(len(b) for b in self.buckets.values())
+        for home, bucket in self.buckets.items():
+            assert bucket, "an empty bucket is dropped"
+            assert all((key if self.keyed else None) == home for key, _ in bucket)
 
     def __iter__(self) -> Iterator[T]:
         for bucket in self.buckets.values():
@@ -142,10 +167,20 @@ class Fits:
                     take_own.append(pred)
             self.own.append(conjoin(*own))
             self.take_own.append(conjoin(*take_own))
+        self.by_stream: dict[str, list[tuple[int, bool]]] = {}
+        """Per stream, the components of that type and whether they take any such event."""
+        for n, step in enumerate(pattern.steps):
+            free = self.own[n] == TRUE or (step.kleene and self.take_own[n] == TRUE)
+            for name in step.types:
+                self.by_stream.setdefault(name, []).append((n, free))
 
     def places(self, event: Event) -> list[int]:
         """The components ``event`` may be, in pattern order."""
-        return [n for n in range(len(self.own)) if self.fits(n, event)]
+        out = []
+        for n, free in self.by_stream.get(event.stream, ()):
+            if free or self.fits(n, event):
+                out.append(n)
+        return out
 
     def fits(self, n: int, event: Event) -> bool:
         """True if ``event`` may be component ``n`` by its own conditions."""
@@ -187,8 +222,10 @@ class LazyRun:
         self.judge = Judge(pattern, faults or Faults(), functions)
         self.counters = LazyCounters()
         self.clock = -math.inf
+        self.next_prune = -math.inf
         steps = pattern.steps
         self.names = [s.var for s in steps]
+        self.last = len(steps) - 1
         self.seq = pattern.operator == "SEQ"
         keyed = pattern.keyed
         self.buffers: list[Buffer[Event]] = [Buffer(keyed) for _ in steps]
@@ -247,43 +284,80 @@ class LazyRun:
         out: list[Event] = []
         for event in epoch:
             places = self.fits.places(event) if fitting is None else fitting[id(event)]
-            if self.plan.kind is PlanKind.RECOMPUTE:
-                if places and places[-1] == len(self.names) - 1:
-                    self.counters.triggers += 1
-                    self._recompute(event, out)
-            elif places:
-                self._meet(event, places, out)
+            if self.plan.kind is PlanKind.RECOMPUTE and places and places[-1] == self.last:
+                self.counters.triggers += 1
+                self._recompute(event, out)
             key = self._key(event)
+            if (
+                places
+                and self.plan.kind is not PlanKind.RECOMPUTE
+                and (self.first in places or any(self.waiting[n].size for n in places))
+            ):
+                self._meet(event, key, places, out)
             for n in places:
                 self.buffers[n].add(key, event)
             if event.stream in self.negated_types:
                 self.negated.add(None, event)
         self.clock = now
-        self.prune()
+        if now >= self.next_prune:
+            self.prune()
         return out
 
     def prune(self) -> None:
         """Drop what no later event can complete: buffered events and partial matches whose
-        start is ``WITHIN`` or more before the clock."""
+        start is ``WITHIN`` or more before the clock.  Called every quarter window (what is
+        kept longer fails the window test), so a buffer holds 1.25 windows at most."""
+        self.next_prune = self.clock + self.window // 4 + 1
         horizon = self.clock - self.window
         for buffer in (*self.buffers, self.negated):
             buffer.prune(lambda e: e.t0 <= horizon)
         for waiting in self.waiting:
             waiting.prune(lambda p: p.t0 <= horizon)
 
+    def shed(self, limit: int) -> int:
+        """Drop the oldest partial matches, then the oldest buffered events, until at most
+        ``limit`` of them are held; how many went."""
+        dropped = 0
+        helds: list[Buffer[Partial] | Buffer[Event]] = [*self.waiting, *self.buffers, self.negated]
+        for held in helds:
+            excess = self.live + self.buffered - limit
+            if excess <= 0:
+                break
+            dropped += held.shed(excess)
+        return dropped
+
+    def check_valid(self) -> None:
+        """Assert every invariant of the buffers and the waiting partial matches."""
+        for n, buffer in enumerate(self.buffers):
+            buffer.check_valid()
+            assert all(e.stream in self.pattern.steps[n].types for e in buffer)
+        self.negated.check_valid()
+        for n, waiting in enumerate(self.waiting):
+            waiting.check_valid()
+            for partial in waiting:
+                events = [e for e in partial.bound if e is not None]
+                assert partial.waits == n and partial.bound[n] is None and events
+                assert partial.t0 == min(e.t0 for e in events)
+                assert partial.t1 == max(e.t1 for e in events)
+                assert partial.root == min(e.t1 for e in events)
+                assert not self.seq or all(a.t1 < b.t0 for a, b in itertools.pairwise(events))
+
     def _key(self, event: Event) -> Key:
         if not self.pattern.keyed:
             return None
+        partition = self.pattern.partition
+        if len(partition) == 1:
+            attr = partition[0]
+            return next((v,) for name, v in event.values if name == attr)
         attrs = event.attrs()
-        return tuple(attrs[a] for a in self.pattern.partition)
+        return tuple(attrs[a] for a in partition)
 
     # -------------------------------------------------------- chain and tree
 
-    def _meet(self, event: Event, places: list[int], out: list[Event]) -> None:
-        """An event of components ``places``: it meets the partial matches waiting for them,
-        then starts one if it is of the first component."""
+    def _meet(self, event: Event, key: Key, places: list[int], out: list[Event]) -> None:
+        """An event of components ``places`` (its key ``key``): it meets the partial matches
+        waiting for them, then starts one if it is of the first component."""
         made: list[Partial] = []
-        key = self._key(event)
         for n in places:
             for partial in self.waiting[n].candidates(key):
                 self.counters.searched += 1
@@ -423,6 +497,11 @@ class LazyRun:
         for made in self.judge.emit(selected, list(self.negated)):
             self.counters.matches += 1
             out.append(made)
+
+
+def _arrival(item: object) -> int:
+    """When a buffered event or a waiting partial match came (its latest event's end)."""
+    return item.t1 if isinstance(item, Event | Partial) else 0
 
 
 def _items(pred: Pred) -> tuple[Pred, ...]:

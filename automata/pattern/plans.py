@@ -148,6 +148,47 @@ def conjuncts(pattern: Resolved) -> list[tuple[frozenset[str], Pred]]:
     return out
 
 
+def plan_line(pattern: Resolved) -> str:
+    """How ``pattern`` will be evaluated, for ``cesar explain``: its pin, the plans the
+    planner weighs, or why only eager runs it."""
+    try:
+        pin = pinned(pattern)
+    except ValueError as exc:
+        return str(exc)
+    if pin is not None:
+        return f"{pin.spell()}, pinned by PLAN"
+    names = tuple(s.var for s in pattern.steps)
+    lazy = [
+        plan.spell()
+        for plan in (Plan(PlanKind.RECOMPUTE), Plan(PlanKind.CHAIN, names), Plan(PlanKind.TREE))
+        if refusal(pattern, plan) is None
+    ]
+    if not lazy:
+        why = refusal(pattern, Plan(PlanKind.RECOMPUTE)) or refusal(
+            pattern, Plan(PlanKind.CHAIN, names)
+        )
+        return f"eager: {why}"
+    first = initial(pattern).spell()
+    weighed = ", ".join(
+        [
+            "eager",
+            *(["recompute"] if "recompute" in lazy else []),
+            *(["chain in any order"] if len(lazy) > 1 else []),
+        ]
+    )
+    return (
+        f"{first} until the rates are known, then the cheapest of {weighed} by live rates, "
+        "re-weighed every window; PLAN pins one"
+    )
+
+
+def initial(pattern: Resolved) -> Plan:
+    """The plan a subscription starts with while the rates are unknown: a tree (each partial
+    match takes next the component with the fewest buffered events), else eager."""
+    tree = Plan(PlanKind.TREE)
+    return tree if len(pattern.steps) > 1 and refusal(pattern, tree) is None else EAGER
+
+
 # ----------------------------------------------------------------- the cost model
 
 

@@ -103,6 +103,10 @@ class Judge:
         self.functions = functions
         self.vars = {step.var: n for n, step in enumerate(pattern.steps)}
         self.trailing = any(n.after == len(pattern.steps) - 1 for n in pattern.negations)
+        self.keys: dict[Term | Pred, list[str]] = {}
+        """The reference keys each judged term or predicate reads, found once."""
+        self.positive: dict[Pred, bool] = {}
+        """Whether each judged predicate holds no NOT, found once."""
 
     # ------------------------------------------------------------ judgement
 
@@ -126,7 +130,10 @@ class Judge:
         ``negated`` a negated variable's candidate event.
         """
         out: dict[str, Value] = {}
-        for key in keys_of(node):
+        keys = self.keys.get(node)
+        if keys is None:
+            keys = self.keys[node] = keys_of(node)
+        for key in keys:
             value = self.value(self.p.refs[key], selected, event, at, negated)
             if value is not None:
                 out[key] = value
@@ -162,8 +169,15 @@ class Judge:
         return _aggregate(ref.aggregate, found)
 
     def holds(self, pred: Pred, values: Mapping[str, Value]) -> bool:
+        """``pred`` over ``values`` (its references' values, as :meth:`values` gives them)."""
         env = Env({Scope.EVENT: values}, 0)
-        return holds(_absent_true(pred, values), env, self.faults, self.functions)
+        keys = self.keys.get(pred)
+        positive = self.positive.get(pred)
+        if positive is None:
+            positive = self.positive[pred] = _positive(pred)
+        if keys is None or len(keys) != len(values) or not positive:
+            pred = _absent_true(pred, values)  # some value is absent, or NOT is to push down
+        return holds(pred, env, self.faults, self.functions)
 
     # -------------------------------------------------------------- matches
 
@@ -377,6 +391,16 @@ def _aggregate(function: str, values: list[Value]) -> Value | None:
     for value in values[1:]:
         total = arith("+", total, value)
     return arith("/", total, len(values)) if function == "AVG" else total
+
+
+def _positive(pred: Pred) -> bool:
+    """True if ``pred`` holds no NOT (then :func:`_absent_true` leaves it as it is when no
+    value is absent)."""
+    if isinstance(pred, Not):
+        return False
+    if isinstance(pred, And | Or):
+        return all(_positive(item) for item in pred.items)
+    return True
 
 
 def _absent_true(pred: Pred, values: Mapping[str, Value]) -> Pred:

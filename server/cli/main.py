@@ -30,7 +30,8 @@ COMMANDS = "cesar.commands"
 """The entry point group of commands defined above the server: ``f(subparsers)`` adds one."""
 ENGINE_HELP = (
     "engine: merged DAG with FR/AN/AI indices; nomerge: no state merging; "
-    "naive: one automaton per query with the FR index only; automaton: one automaton per query, "
+    "naive: one automaton per query with the FR index only; planned: the engine choosing each "
+    "pattern's evaluation plan (lazy, recompute); automaton: one automaton per query, "
     "no indices; reference: the algebra, literally (slow)"
 )
 
@@ -172,7 +173,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         subscribe_ms = []
         for query in program.queries:
             tick = time.perf_counter()
-            engine.subscribe(query.name, query.automata)
+            engine.subscribe(query.name, query.automata, None, query.pattern)
             subscribe_ms.append((time.perf_counter() - tick) * 1000)
         tick = time.perf_counter()
         matches = len(engine.run(events))

@@ -81,7 +81,7 @@ class Engine:
         self.options = options or EngineOptions()
         self.program = QueryProgram(self.options)
         self.state = EngineState()
-        self.planner = Planner(self, self.program.faults)
+        self.planner = Planner(self, self.program.faults, self.options.max_instances)
 
     @property
     def faults(self) -> Faults:
@@ -226,8 +226,10 @@ class Engine:
         published: list[Event] = []
         self._overdue(t1, groups, published)
         pending: dict[int, list[tuple[Event, float]]] = {}
+        read = self.program.read
         for event in epoch:
-            pending.setdefault(rank.get(event.stream, 0), []).append((event, t1))
+            if event.stream in read:  # no automaton on the DAG reads the others
+                pending.setdefault(rank.get(event.stream, 0), []).append((event, t1))
         self._ranks(pending, published)
         for stream in streams:
             clock[stream] = t1
@@ -239,8 +241,14 @@ class Engine:
         self._ranks(fed, published)
         if self.program.dag.guarded:
             self._remember(epoch, published, groups)
-        if self.planner.planned:
-            state.counters.matches += self.planner.process(epoch, published)
+        planner = self.planner
+        if planner.planned:
+            state.counters.matches += planner.process(epoch, published)
+            if planner.dropped or planner.notices:
+                state.counters.dropped += planner.dropped
+                planner.dropped = 0
+                state.notices.extend(Notice(s, reason) for s, reason in planner.notices)
+                planner.notices.clear()
         return published
 
     def _remember(self, epoch: Sequence[Event], published: list[Event], groups: set[str]) -> None:
@@ -793,6 +801,7 @@ class Engine:
         program, state = self.program, self.state
         program.check_valid()
         state.check_valid()
+        self.planner.check_valid(program.__contains__)
         for node, index in state.live.items():
             assert program.dag.nodes[node].filter is not None
             groups = program.filter_groups(node)

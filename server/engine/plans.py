@@ -3,8 +3,10 @@
 A pattern subscription that a lazy plan can run (:func:`~cesar.automata.pattern.plans.refusal`)
 is *planned*: :class:`Planner` keeps, per component, the rate of the events that
 pass the component's own conditions (exponentially decayed over ``16 × WITHIN``
-ticks: one predicate test per event of its streams, always on), and every
-``WITHIN`` ticks weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
+ticks: one predicate test per event of its streams, always on).  It starts a
+subscription on a lazy tree (which orders each partial match by the buffers:
+the paper's answer to unknown frequencies) or, where none can run, eager; every
+``WITHIN`` ticks it weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
 It switches when the best costs less than ``1 / HYSTERESIS`` of the current
 plan's cost, the rates have been watched for a decay time, and the previous
 switch has finished.  A subscription may pin its plan (``PLAN chain(c, b, a)``
@@ -25,17 +27,26 @@ a subscription that reads it pins it eager first.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
 from cesar.automata.pattern.lazy import Fits, LazyRun
-from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, cost, pinned, refusal
+from cesar.automata.pattern.plans import (
+    EAGER,
+    Plan,
+    PlanKind,
+    choose,
+    cost,
+    initial,
+    pinned,
+    refusal,
+)
 from cesar.automata.pattern.reference import Judge
 from cesar.automata.pattern.resolve import Resolved
-from cesar.automata.schema import Event
+from cesar.automata.schema import Event, epochs
 
 HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it."""
@@ -54,24 +65,32 @@ def plannable(pattern: Resolved) -> bool:
 
 @dataclass
 class Rates:
-    """Per component, the decayed count of the events that fit it; O(1) per event."""
+    """Per component, the decayed count of the events that fit it.
+
+    Events are counted as they come (O(1) each) and folded into the decayed
+    counts when the rates are read, as if they had come then.
+    """
 
     tau: float
     counts: list[float]
-    last: list[float]
+    last: float = -math.inf
     since: float = math.inf
+    pending: list[int] = field(default_factory=list)
 
     def add(self, n: int, t: int) -> None:
-        self.since = min(self.since, t)
-        self.counts[n] = self.counts[n] * math.exp(-(t - self.last[n]) / self.tau) + 1.0
-        self.last[n] = t
+        """An event fitting component ``n`` at time ``t``."""
+        if not self.pending:
+            self.pending = [0] * len(self.counts)
+            self.since = min(self.since, t)
+        self.pending[n] += 1
 
     def at(self, t: float) -> list[float]:
         """Events per tick per component at time ``t``."""
-        return [
-            c * math.exp(-(t - last) / self.tau) / self.tau
-            for c, last in zip(self.counts, self.last, strict=True)
-        ]
+        decay = math.exp(-(t - self.last) / self.tau) if self.last > -math.inf else 0.0
+        pending = self.pending or [0] * len(self.counts)
+        self.counts = [c * decay + p for c, p in zip(self.counts, pending, strict=True)]
+        self.last, self.pending = t, [0] * len(self.counts)
+        return [c / self.tau for c in self.counts]
 
 
 @dataclass
@@ -85,6 +104,7 @@ class Planned:
     subscription: str
     pattern: Resolved
     automata: tuple[Automaton, ...]
+    since: float
     plan: Plan
     pinned: bool
     rates: Rates
@@ -114,11 +134,17 @@ class Planner:
     with a ``since`` and retires them with an ``until``.
     """
 
-    def __init__(self, dag: Dag, faults: Faults) -> None:
+    def __init__(self, dag: Dag, faults: Faults, limit: int | None = None) -> None:
         self.dag = dag
         self.faults = faults
+        self.limit = limit
         self.planned: dict[str, Planned] = {}
         self.switches = 0
+        self.dropped = 0
+        self.notices: list[tuple[str, str]] = []
+        self.over: set[str] = set()
+        self.saved: dict[str, SavedPlanned] = {}
+        """Saved states (:meth:`save`) waiting for their subscriptions to come back."""
 
     def add(
         self, subscription: str, pattern: Resolved, automata: Sequence[Automaton], since: float
@@ -126,15 +152,22 @@ class Planner:
         """Plan a new subscription (its pin, or eager until rates are known)."""
         pin = pinned(pattern)
         steps = len(pattern.steps)
-        rates = Rates(DECAY_WINDOWS * max(pattern.window or 1, 1), [0.0] * steps, [0.0] * steps)
+        rates = Rates(DECAY_WINDOWS * max(pattern.window or 1, 1), [0.0] * steps)
         fits = Fits(pattern, Judge(pattern, self.faults, DEFAULT_FUNCTIONS))
+        plan = pin or initial(pattern)
         planned = Planned(
-            subscription, pattern, tuple(automata), pin or EAGER, pin is not None, rates, fits
+            subscription, pattern, tuple(automata), since, plan, pin is not None, rates, fits
         )
         if pin is not None:
             planned.why = "pinned by the pattern's PLAN"
+        elif plan.kind is PlanKind.TREE:
+            planned.why = "rates not known yet: a tree takes next the fewest buffered events"
         self.planned[subscription] = planned
-        self._start(planned, planned.plan, since)
+        saved = self.saved.pop(subscription, None)
+        if saved is None:
+            self._start(planned, planned.plan, since)
+        else:
+            self._load(planned, saved)
 
     def remove(self, subscription: str) -> bool:
         """Forget a planned subscription (and take its automata off the DAG); False if not one."""
@@ -190,16 +223,38 @@ class Planner:
             if not mine:
                 continue
             places = {id(e): planned.fits.places(e) for e in mine}
-            for event in mine:
-                for n in places[id(event)]:
-                    planned.rates.add(n, now)
+            add = planned.rates.add
+            for found in places.values():
+                for n in found:
+                    add(n, now)
             for run in planned.runs:
                 published.extend(run.process(mine, places))
+            if self.limit is not None:
+                self._limit(planned)
             self._retire(planned, now)
             if not planned.pinned and now >= planned.next_check:
                 planned.next_check = now + planned.window
                 self._replan(planned, now)
         return len(published) - made
+
+    def _limit(self, planned: Planned) -> None:
+        """Hold a subscription's lazy runs to ``limit`` partial matches and buffered events
+        each, the oldest dropped; one notice per episode over it."""
+        assert self.limit is not None
+        over = sum(run.shed(self.limit) for run in planned.runs)
+        self.dropped += over
+        if not over:
+            self.over.discard(planned.subscription)
+        elif planned.subscription not in self.over:
+            self.over.add(planned.subscription)
+            self.notices.append(
+                (
+                    planned.subscription,
+                    f"its {planned.plan.spell()} plan exceeded {self.limit} partial matches and "
+                    "buffered events; the oldest are dropped, so a match may be missed (one "
+                    "notice until it recovers)",
+                )
+            )
 
     def _retire(self, planned: Planned, now: int) -> None:
         window = planned.window
@@ -223,6 +278,69 @@ class Planner:
         if best_cost * HYSTERESIS < current:
             self.switch(planned.subscription, best, now)
 
+    def save(self) -> dict[str, SavedPlanned]:
+        """Every planned subscription's state as plain data: plan, rates, its DAG share, and
+        each lazy run's plan, root bounds, clock and buffered events."""
+        out: dict[str, SavedPlanned] = {}
+        for name, planned in self.planned.items():
+            rates = planned.rates
+            out[name] = {
+                "plan": planned.plan.spell(),
+                "pinned": planned.pinned,
+                "why": planned.why,
+                "next_check": planned.next_check,
+                "rates": [rates.counts, rates.last, rates.since, rates.pending],
+                "dag": None if planned.dag is None else list(planned.dag),
+                "runs": [
+                    [
+                        run.plan.spell(),
+                        run.since,
+                        run.until,
+                        run.clock,
+                        [(e.stream, e.t0, e.t1, e.values) for e in run.events()],
+                    ]
+                    for run in planned.runs
+                ],
+            }
+        return out
+
+    def _load(self, planned: Planned, saved: SavedPlanned) -> None:
+        """Give a subscription planned again its saved state (its DAG instances come back
+        with the engine's); a lazy run is rebuilt by running its buffered events again."""
+        plan = Plan.parse(saved["plan"])
+        planned.plan = EAGER if plan is None else plan
+        planned.pinned, planned.why = saved["pinned"], saved["why"]
+        planned.next_check = saved["next_check"]
+        counts, last, since, pending = saved["rates"]
+        planned.rates.counts, planned.rates.last = list(counts), last
+        planned.rates.since, planned.rates.pending = since, list(pending)
+        if saved["dag"] is not None:
+            planned.dag = (saved["dag"][0], saved["dag"][1])
+            self.dag.enter(planned.subscription, planned.automata, planned.dag[0])
+            if planned.dag[1] != math.inf:
+                self.dag.retire(planned.subscription, planned.dag[1])
+        for spelled, since, until, clock, events in saved["runs"]:
+            run_plan = Plan.parse(spelled)
+            assert run_plan is not None
+            run = LazyRun(planned.pattern, run_plan, since, until, self.faults)
+            for epoch in epochs(Event(*fields) for fields in events):
+                run.process(epoch)
+            run.clock = clock
+            run.prune()
+            planned.runs.append(run)
+
+    def check_valid(self, on_dag: Callable[[str], bool]) -> None:
+        """Assert the planner's invariants; ``on_dag`` says if a subscription is on the DAG."""
+        for name, planned in self.planned.items():
+            assert (planned.dag is not None) == on_dag(name), name
+            lazy = planned.plan.kind is not PlanKind.EAGER
+            assert not lazy or (planned.runs and planned.runs[-1].until == math.inf), name
+            assert not lazy or planned.runs[-1].plan == planned.plan, name
+            assert lazy or (planned.dag is not None and planned.dag[1] == math.inf), name
+            assert all(run.until < math.inf for run in planned.runs[: -1 if lazy else None])
+            for run in planned.runs:
+                run.check_valid()
+
     def describe(self, subscription: str) -> str | None:
         """The plan a subscription runs and why (None: not planned)."""
         planned = self.planned.get(subscription)
@@ -239,6 +357,10 @@ class Planner:
                     sum(r.live for r in planned.runs),
                     sum(r.buffered for r in planned.runs),
                 )
+
+
+SavedPlanned = dict[str, Any]
+"""A planned subscription's state as plain data (:meth:`Planner.save`)."""
 
 
 class Dag(Protocol):

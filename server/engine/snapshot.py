@@ -45,6 +45,7 @@ from cesar.automata.schema import Event, Value
 from cesar.index.masks import slots_of
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.params import Group
+from cesar.server.engine.plans import SavedPlanned
 from cesar.server.engine.state import EngineCounters, EngineInstance
 
 Member = tuple[str, int, int]
@@ -73,7 +74,8 @@ class RunSnapshot:
     of each slot its instances hold — an instance shared by many subscriptions
     is saved as its mask, not as one member per subscription; ``remembered``:
     per stream, the events its UNLESS edges still ask about, as (t0, t1,
-    attribute items).
+    attribute items); ``plans``: per planned subscription, its planner state
+    (:meth:`~cesar.server.engine.plans.Planner.save`), since too.
     """
 
     since: dict[str, float]
@@ -87,6 +89,7 @@ class RunSnapshot:
     capped: list[Member | None]
     nodes: dict[int, dict[int, Member]]
     remembered: dict[str, list[SavedEvent]]
+    plans: dict[str, SavedPlanned]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, tuples, strings, numbers) for a serializer."""
@@ -99,9 +102,14 @@ class RunSnapshot:
         Data saved before ``nodes`` (each instance's members spelled out) or before
         ``remembered`` is read too.
         """
-        later = ("nodes", "remembered")
+        later = ("nodes", "remembered", "plans")
         values = {f.name: data[f.name] for f in fields(cls) if f.name not in later}
-        return cls(**values, nodes=data.get("nodes", {}), remembered=data.get("remembered", {}))
+        return cls(
+            **values,
+            nodes=data.get("nodes", {}),
+            remembered=data.get("remembered", {}),
+            plans=data.get("plans", {}),
+        )
 
     def spelled_out(self) -> RunSnapshot:
         """This run state in the earlier shape: no ``nodes``, each instance's members listed
@@ -110,6 +118,7 @@ class RunSnapshot:
         data["instances"] = [(*i[:4], self.members(i)) for i in self.instances]
         del data["nodes"]
         del data["remembered"]
+        del data["plans"]
         return RunSnapshot.from_data(data)
 
     def members(self, instance: SavedInstance | OldInstance) -> tuple[Member, ...]:
@@ -134,6 +143,8 @@ def capture(engine: Engine) -> RunSnapshot:
         owner[footprint.space, slot] = (subscription, index, positions)
         if index == 0:
             since[subscription] = program.since[footprint.name]
+    for subscription, planned in engine.planner.planned.items():
+        since[subscription] = planned.since  # its DAG share may have a later one
 
     def members(node: int, mask: int) -> dict[int, Member]:
         space = program.dag.nodes[node].space
@@ -173,13 +184,16 @@ def capture(engine: Engine) -> RunSnapshot:
             stream: [(e.t0, e.t1, e.values) for e in events]
             for stream, events in state.remembered.items()
         },
+        plans=engine.planner.save(),
     )
 
 
 def prepare(engine: Engine, snapshot: RunSnapshot) -> None:
-    """Join a fresh engine's clock groups as they were; call before subscribing again."""
+    """Join a fresh engine's clock groups as they were, and hold its planned subscriptions'
+    states for their subscribing again; call before subscribing again."""
     for group in snapshot.groups:
         engine.program.groups.join(group)
+    engine.planner.saved = dict(snapshot.plans)
 
 
 def restore(engine: Engine, snapshot: RunSnapshot) -> None:

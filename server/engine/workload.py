@@ -37,11 +37,13 @@ ENGINE_MODES: dict[str, EngineOptions | None] = {
     "engine": EngineOptions(),
     "nomerge": EngineOptions(merge=False),
     "naive": EngineOptions(merge=False, indices=False),
+    "planned": EngineOptions(plans=True),
     "automaton": None,
     "reference": None,
 }
-"""The evaluators of ``cesar run`` and ``cesar bench``, best first: the multi-query engine's
-options, or None for one automaton per query and for the reference evaluator."""
+"""The evaluators of ``cesar run`` and ``cesar bench``: the multi-query engine's options (the
+optimisations on, then off one by one, then with pattern plans), or None for one automaton
+per query and for the reference evaluator."""
 
 
 class WorkloadError(ValueError):
@@ -133,9 +135,10 @@ class Workload:
         literally), ``"automaton"`` (one automaton per query, Algorithm 1),
         ``"engine"`` (the merged DAG with FR/AN/AI indices), ``"nomerge"`` and
         ``"naive"`` (the engine without state merging, and also without the AN
-        and AI indices).  All give the same multiset.  ``progress`` is told how
-        many of ``events`` are done, now and then (the automata and the engine:
-        every 1,024 events; the reference: after each query).
+        and AI indices), ``"planned"`` (the engine choosing each pattern's evaluation
+        plan, :mod:`cesar.server.engine.plans`).  All give the same multiset.
+        ``progress`` is told how many of ``events`` are done, now and then (the
+        automata and the engine: every 1,024 events; the reference: after each query).
         """
         feed: Iterable[Event] = events if progress is None else _counted(events, progress)
         if engine == "automaton":
@@ -145,7 +148,7 @@ class Workload:
         if options is not None:
             multi = Engine(options)
             for query in self.queries:
-                multi.subscribe(query.name, query.automata)
+                multi.subscribe(query.name, query.automata, None, query.pattern)
             matches = multi.run(feed)
             if faults is not None:
                 faults.arithmetic += multi.faults.arithmetic

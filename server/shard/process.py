@@ -133,7 +133,7 @@ class ShardState:
             lane = self.lanes[request.lane] = Lane(Engine(self.options))
             if saved is not None:
                 prepare(lane.engine, saved[0])
-        lane.engine.subscribe(request.subscription, query.automata, since)
+        lane.engine.subscribe(request.subscription, query.automata, since, query.pattern)
         lane.streams[query.name] = request.subscription
         self.output[request.subscription] = (request.lane, query.name)
 
@@ -442,6 +442,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     state = ShardState(
         EngineOptions(
+            plans=True,
             max_instances_per_node=args.max_instances_per_node or None,
             max_instances=args.max_instances or None,
         ),

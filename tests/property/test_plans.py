@@ -3,10 +3,12 @@
 Random patterns a lazy plan can run, several subscriptions at once on an engine
 with ``plans`` on: forced switches between every plan — eager on the shared DAG
 included — at random epochs give the oracle's output multiset (a match that
-straddles a switch is neither lost nor doubled), and so does the planner left
-to itself on streams whose rates it weighs.
+straddles a switch is neither lost nor doubled), so does the planner left to
+itself on streams whose rates it weighs, and so does an engine restored from a
+snapshot mid-stream.
 """
 
+import pickle
 from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +21,7 @@ from cesar.automata.pattern.reference import evaluate
 from cesar.automata.pattern.resolve import resolve
 from cesar.automata.schema import epochs
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from tests.pattern_strategies import SCHEMAS, compiled_patterns, conjunctions, pattern_streams
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -81,3 +84,44 @@ def test_the_planner_left_to_itself_gives_the_oracles_matches(text, streams):
     engine.subscribe("P", build_pattern_automata(pattern, SCHEMAS), None, pattern)
     events = [e for stream in streams.values() for e in stream]
     assert Counter(engine.run(events)) == Counter(evaluate(pattern, streams))
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(
+    texts=st.tuples(lazy_patterns("P"), lazy_patterns("Q")),
+    streams=pattern_streams(),
+    data=st.data(),
+)
+def test_a_restored_planner_runs_on_as_if_never_stopped(texts, streams, data):
+    """Capture between two epochs (lazy runs mid-window, a plan retiring after a forced
+    switch, rates), rebuild from the texts, restore: the oracle's matches in all."""
+    patterns = [resolve(parse_pattern(text), SCHEMAS) for text in texts]
+
+    def subscribed(saved=None):
+        engine = Engine(EngineOptions(plans=True))
+        if saved is not None:
+            prepare(engine, saved)
+        for pattern in patterns:
+            name = pattern.output.name
+            since = None if saved is None else saved.since[name]
+            engine.subscribe(name, build_pattern_automata(pattern, SCHEMAS), since, pattern)
+        if saved is not None:
+            restore(engine, saved)
+        return engine
+
+    engine = subscribed()
+    parts = epochs([e for stream in streams.values() for e in stream])
+    cut = data.draw(st.integers(0, len(parts)))
+    got: Counter = Counter()
+    for number, epoch in enumerate(parts):
+        if number == cut:
+            saved = RunSnapshot.from_data(pickle.loads(pickle.dumps(capture(engine).to_data())))
+            engine = subscribed(saved)
+            engine.check_valid()
+        for pattern in patterns:
+            name = pattern.output.name
+            if name in engine.planner.planned and data.draw(st.integers(0, 3)) == 0:
+                engine.replan(name, data.draw(st.sampled_from(choices(pattern))))
+        got.update(engine.process(epoch))
+    want = Counter(e for pattern in patterns for e in evaluate(pattern, streams))
+    assert got == want

@@ -5,7 +5,7 @@ import pytest
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.errors import CelSemanticError
-from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, refusal
+from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, plan_line, refusal
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.server.engine.engine import Engine, EngineOptions
 
@@ -63,10 +63,14 @@ def test_the_cost_model_takes_the_rarest_first():
 
 
 def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_later():
-    text = "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) { b.x > a.x } WITHIN 3 PUBLISH P"
+    text = (
+        "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) { b.x > a.x } WITHIN 3 "
+        "PLAN eager PUBLISH P"
+    )
     compiled = compile_query(text, SCHEMAS)
     engine = Engine(EngineOptions(plans=True))
     engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    assert "P" in engine.program
     engine.process([Event.of("A", 5, 5, {"k": "w", "x": 1})])
     assert engine.replan("P", Plan(PlanKind.RECOMPUTE))
     assert not engine.replan("P", Plan(PlanKind.CHAIN, ("b", "a")))  # the eager one still finishes
@@ -76,3 +80,14 @@ def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_l
     assert "P" not in engine.program  # gone once its window passed
     assert engine.replan("P", Plan(PlanKind.CHAIN, ("b", "a")))
     engine.check_valid()
+
+
+def test_a_subscription_starts_on_a_tree_and_explain_says_so():
+    compiled = compile_query(SEQ3.format(""), SCHEMAS)
+    engine = Engine(EngineOptions(plans=True))
+    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    assert engine.planner.describe("P") == (
+        "plan tree: rates not known yet: a tree takes next the fewest buffered events"
+    )
+    assert "P" not in engine.program and engine.subscriptions == ["P"]
+    assert plan_line(compiled.pattern).startswith("tree until the rates are known")
