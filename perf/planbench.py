@@ -13,6 +13,9 @@ events, and counts only if both give the same alerts:
 
       python -m cesar.perf.planbench --ticks 20000
 
+* ``stocks_rare``: the same on one-minute quotes: ``SEQ(Stock a, Stock b, Stock c)``
+  under ``[Name]``, a rise then a fall on a volume above the 99th percentile (``c``
+  100× rarer than ``a`` and ``b``), eager against ``PLAN chain(c, b, a)`` and the planner;
 * ``any_window``: skip-till-any-match Kleene closures of rising quotes then a
   lower one (the patterns benchmark's family) over growing windows on
   one-minute quotes, eager against ``PLAN recompute``: mean and peak memory
@@ -177,6 +180,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         quotes = minute_events(args.data, args.events)
     stocks = {"Stock": STOCK}
+    volumes = sorted(int(e.attrs()["Volume"]) for e in quotes)
+    loud = volumes[len(volumes) * 99 // 100]
+    shape = (
+        "PATTERN SEQ(Stock a, Stock b, Stock c) WHERE skip_till_any_match(a, b, c) { [Name] AND "
+        f"b.Price > a.Price AND c.Price < b.Price AND c.Volume > {loud} }} WITHIN 20 MIN "
+        "{plan} PUBLISH Loud"
+    )
+    eager = keep(run(shape.replace("{plan}", ""), stocks, quotes, False), benchmark="stocks_rare")
+    lazy = keep(
+        run(shape.replace("{plan}", "PLAN chain(c, b, a)"), stocks, quotes, True),
+        benchmark="stocks_rare",
+    )
+    auto = keep(run(shape.replace("{plan}", ""), stocks, quotes, True), benchmark="stocks_rare")
+    agree &= eager["digest"] == lazy["digest"] == auto["digest"]
+    summary["stocks_rare_volume_over"] = loud
+    summary["stocks_rare_partials_eager_vs_lazy"] = ratio(
+        eager["partial_matches_made"], lazy["partial_matches_made"]
+    )
+    summary["stocks_rare_events_per_s_lazy_vs_eager"] = ratio(
+        lazy["events_per_s"], eager["events_per_s"]
+    )
+    summary["stocks_rare_events_per_s_planner_vs_eager"] = ratio(
+        auto["events_per_s"], eager["events_per_s"]
+    )
     for window in args.windows:
         text = any_window(window)
         pinned = text.replace(" PUBLISH", " PLAN recompute PUBLISH")

@@ -343,14 +343,7 @@ class LazyRun:
                 assert not self.seq or all(a.t1 < b.t0 for a, b in itertools.pairwise(events))
 
     def _key(self, event: Event) -> Key:
-        if not self.pattern.keyed:
-            return None
-        partition = self.pattern.partition
-        if len(partition) == 1:
-            attr = partition[0]
-            return next((v,) for name, v in event.values if name == attr)
-        attrs = event.attrs()
-        return tuple(attrs[a] for a in partition)
+        return key_of(self.pattern, event)
 
     # -------------------------------------------------------- chain and tree
 
@@ -497,6 +490,18 @@ class LazyRun:
         for made in self.judge.emit(selected, list(self.negated)):
             self.counters.matches += 1
             out.append(made)
+
+
+def key_of(pattern: Resolved, event: Event) -> Key:
+    """The partition key of an event of a ``keyed`` pattern (None: not keyed)."""
+    if not pattern.keyed:
+        return None
+    partition = pattern.partition
+    if len(partition) == 1:
+        attr = partition[0]
+        return next((v,) for name, v in event.values if name == attr)
+    attrs = event.attrs()
+    return tuple(attrs[a] for a in partition)
 
 
 def _arrival(item: object) -> int:

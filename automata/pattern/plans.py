@@ -207,10 +207,11 @@ def _held(pattern: Resolved, names: Sequence[str], rates: Mapping[str, float]) -
     return held / math.factorial(len(names)) if pattern.operator == "SEQ" else held
 
 
-def cost(pattern: Resolved, plan: Plan, rates: Mapping[str, float]) -> float:
+def cost(pattern: Resolved, plan: Plan, rates: Mapping[str, float], keys: int = 1) -> float:
     """Expected partial-match work per tick of ``plan`` (events per tick per component in
-    ``rates``): each stored partial match meets the events of the component it waits for;
-    recompute enumerates every prefix once per trigger.
+    ``rates``, spread over ``keys`` partition keys that never mix): each stored partial match
+    meets the events of the component it waits for; recompute enumerates every prefix once
+    per trigger.
 
     >>> from cesar.automata.pattern.parser import parse_pattern
     >>> from cesar.automata.pattern.resolve import resolve
@@ -222,6 +223,8 @@ def cost(pattern: Resolved, plan: Plan, rates: Mapping[str, float]) -> float:
     >>> round(cost(p, EAGER, rates), 2), round(cost(p, chain, rates), 2)
     (11.5, 0.61)
     """
+    if keys > 1:
+        return keys * cost(pattern, plan, {v: r / keys for v, r in rates.items()})
     names = [s.var for s in pattern.steps]
     if plan.kind is PlanKind.RECOMPUTE:
         prefixes = sum(_held(pattern, names[: i + 1], rates) for i in range(len(names) - 1))
@@ -258,12 +261,12 @@ def candidates(pattern: Resolved, rates: Mapping[str, float]) -> list[Plan]:
     return plans
 
 
-def choose(pattern: Resolved, rates: Mapping[str, float]) -> tuple[Plan, float]:
-    """The cheapest plan for ``pattern`` under ``rates`` and its cost (ties: the first of
-    :func:`candidates`, eager before lazy)."""
-    best, best_cost = EAGER, cost(pattern, EAGER, rates)
+def choose(pattern: Resolved, rates: Mapping[str, float], keys: int = 1) -> tuple[Plan, float]:
+    """The cheapest plan for ``pattern`` under ``rates`` over ``keys`` partition keys, and its
+    cost (ties: the first of :func:`candidates`, eager before lazy)."""
+    best, best_cost = EAGER, cost(pattern, EAGER, rates, keys)
     for plan in candidates(pattern, rates)[1:]:
-        value = cost(pattern, plan, rates)
+        value = cost(pattern, plan, rates, keys)
         if value < best_cost:
             best, best_cost = plan, value
     return best, best_cost

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
-from cesar.automata.pattern.lazy import Fits, LazyRun
+from cesar.automata.pattern.lazy import Fits, Key, LazyRun, key_of
 from cesar.automata.pattern.plans import (
     EAGER,
     Plan,
@@ -76,6 +76,7 @@ class Rates:
     last: float = -math.inf
     since: float = math.inf
     pending: list[int] = field(default_factory=list)
+    keys: dict[Key, float] = field(default_factory=dict)
 
     def add(self, n: int, t: int) -> None:
         """An event fitting component ``n`` at time ``t``."""
@@ -83,6 +84,15 @@ class Rates:
             self.pending = [0] * len(self.counts)
             self.since = min(self.since, t)
         self.pending[n] += 1
+
+    def key(self, key: Key, t: int) -> None:
+        """An event of partition key ``key`` at time ``t``."""
+        self.keys[key] = t
+
+    def spread(self, t: float) -> int:
+        """The partition keys seen within a decay time before ``t`` (at least 1)."""
+        self.keys = {k: last for k, last in self.keys.items() if t - last < self.tau}
+        return max(len(self.keys), 1)
 
     def at(self, t: float) -> list[float]:
         """Events per tick per component at time ``t``."""
@@ -227,6 +237,10 @@ class Planner:
             for found in places.values():
                 for n in found:
                     add(n, now)
+            if planned.pattern.keyed:
+                for event in mine:
+                    if places[id(event)]:
+                        planned.rates.key(key_of(planned.pattern, event), now)
             for run in planned.runs:
                 published.extend(run.process(mine, places))
             if self.limit is not None:
@@ -269,11 +283,13 @@ class Planner:
             return
         names = [s.var for s in planned.pattern.steps]
         rates = dict(zip(names, planned.rates.at(now), strict=True))
-        best, best_cost = choose(planned.pattern, rates)
-        current = cost(planned.pattern, planned.plan, rates)
+        keys = planned.rates.spread(now)
+        best, best_cost = choose(planned.pattern, rates, keys)
+        current = cost(planned.pattern, planned.plan, rates, keys)
         planned.why = (
             f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
-            f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())})"
+            f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())}; "
+            f"{keys} key{'s' if keys > 1 else ''})"
         )
         if best_cost * HYSTERESIS < current:
             self.switch(planned.subscription, best, now)
@@ -290,6 +306,7 @@ class Planner:
                 "why": planned.why,
                 "next_check": planned.next_check,
                 "rates": [rates.counts, rates.last, rates.since, rates.pending],
+                "keys": [[list(k) if k is not None else None, t] for k, t in rates.keys.items()],
                 "dag": None if planned.dag is None else list(planned.dag),
                 "runs": [
                     [
@@ -314,6 +331,9 @@ class Planner:
         counts, last, since, pending = saved["rates"]
         planned.rates.counts, planned.rates.last = list(counts), last
         planned.rates.since, planned.rates.pending = since, list(pending)
+        planned.rates.keys = {
+            (tuple(k) if k is not None else None): t for k, t in saved.get("keys", [])
+        }
         if saved["dag"] is not None:
             planned.dag = (saved["dag"][0], saved["dag"][1])
             self.dag.enter(planned.subscription, planned.automata, planned.dag[0])
@@ -347,6 +367,18 @@ class Planner:
         if planned is None:
             return None
         return f"plan {planned.plan.spell()}: {planned.why}"
+
+    def figures(self) -> dict[str, int]:
+        """Counts for the shard's stats: subscriptions planned, of them on a lazy plan,
+        switches so far, partial matches waiting and events buffered by lazy runs."""
+        held = list(self.held())
+        return {
+            "planned": len(self.planned),
+            "planned_lazy": sum(p.plan.kind is not PlanKind.EAGER for p in self.planned.values()),
+            "plan_switches": self.switches,
+            "lazy_partials": sum(waiting for _, waiting, _ in held),
+            "lazy_buffered": sum(buffered for _, _, buffered in held),
+        }
 
     def held(self) -> Iterable[tuple[str, int, int]]:
         """Per planned subscription with lazy runs: partial matches waiting, events buffered."""

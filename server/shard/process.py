@@ -241,7 +241,8 @@ class ShardState:
 
     def counters(self) -> dict[str, int]:
         """Engine counters summed over lanes, plus live instances, nodes, subscriptions, lanes,
-        and the queries installed from their shape's template (bound) or built in full."""
+        the queries installed from their shape's template (bound) or built in full, and the
+        planner's figures (planned pattern subscriptions, switches, lazy runs' holdings)."""
         total: dict[str, int] = {
             "lanes": len(self.lanes),
             "instances": 0,
@@ -259,6 +260,8 @@ class ShardState:
             total["instances"] += len(engine.state.instances)
             total["subscriptions"] += len(engine.subscriptions)
             total["nodes"] += len(engine.program.dag.nodes)
+            for name, value in engine.planner.figures().items():
+                total[name] = total.get(name, 0) + value
             total["arithmetic_faults"] = (
                 total.get("arithmetic_faults", 0) + engine.faults.arithmetic
             )

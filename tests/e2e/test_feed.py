@@ -168,12 +168,12 @@ def test_the_demo_prints_every_alert_as_cesar_run_does() -> None:
         [str(CESAR), "demo", "--pause", "0.1"], capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "352 alerts; cesar run on the same quotes: 352 (identical)" in result.stderr
+    assert "388 alerts; cesar run on the same quotes: 388 (identical)" in result.stderr
     steps = [line.split(":")[1].split()[0] for line in result.stderr.splitlines()]
     assert steps[:3] == ["2340", "starting", "server"], result.stderr
     assert "subscribed examples/queries/drops.cel as s2" in result.stderr
     assert "cesar demo: starting the Spark feed" in result.stderr
-    assert len(result.stdout.splitlines()) == 352
+    assert len(result.stdout.splitlines()) == 388
 
 
 def _free_port() -> int:

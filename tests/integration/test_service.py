@@ -441,3 +441,31 @@ def test_an_and_pattern_pairs_simultaneous_quotes_through_the_server(server: Ser
     assert sum(expected.values()) == 11
     alerts = collect(conn, 11, _resume_all([sub]))
     assert Counter(alert_line(a) for a in alerts) == expected
+
+
+def test_patterns_planned_by_the_shards_give_cesar_runs_alerts(server: Server) -> None:
+    """A pattern pinned to a lazy chain and one left to the planner (it starts on a tree) run
+    on the shards beside the DAG: their alerts are ``cesar run``'s (eager), and the shards'
+    stats count them planned and lazy."""
+    conn = server.connect()
+    texts = [
+        (
+            name,
+            "PATTERN SEQ(Stock a, Stock b, Stock c) WHERE skip_till_any_match(a, b, c) { [Name] "
+            "AND b.Price > a.Price AND c.Price < b.Price AND c.Volume > 400000 } WITHIN 20 MIN "
+            f"{plan} PUBLISH {name}",
+        )
+        for name, plan in (("LoudPinned", "PLAN chain(c, b, a)"), ("LoudPlanned", ""))
+    ]
+    subs = [subscribe(conn, text) for _, text in texts]
+    assert all(sub.placement.key_attribute == "Name" for sub in subs)
+    events = sample_events()
+    publish(conn, events)
+    expected = normalized(expected_lines(texts, events))
+    assert sum(expected.values()) > 20
+    alerts = collect(conn, sum(expected.values()), _resume_all(subs))
+    assert Counter(alert_line(a) for a in alerts) == expected
+    stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+    planned = sum(shard.counters["planned"] for shard in stats.shards)
+    lazy = sum(shard.counters["planned_lazy"] for shard in stats.shards)
+    assert planned >= 2 and lazy == planned  # a pin and a tree, on every shard holding them
