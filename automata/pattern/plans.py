@@ -237,11 +237,12 @@ def cost(pattern: Resolved, plan: Plan, rates: Mapping[str, float], keys: int = 
 
 
 def order_of(pattern: Resolved, plan: Plan, rates: Mapping[str, float]) -> tuple[str, ...]:
-    """The component order a chain follows, or a tree is expected to (rarest next)."""
+    """The component order a chain follows, or a tree is expected to: its first component
+    (the pattern's first unless it names one), then the rarest next."""
     if plan.kind is PlanKind.CHAIN:
         return plan.order
     names = [s.var for s in pattern.steps]
-    first = plan.order[0] if plan.order else min(names, key=lambda v: rates[v])
+    first = plan.order[0] if plan.order else names[0]
     rest = sorted((v for v in names if v != first), key=lambda v: (rates[v], names.index(v)))
     return (first, *rest)
 

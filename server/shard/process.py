@@ -267,6 +267,16 @@ class ShardState:
             )
         return total
 
+    def plans(self) -> dict[str, str]:
+        """Per planned pattern subscription, the plan it runs now and why."""
+        out: dict[str, str] = {}
+        for lane in self.lanes.values():
+            for subscription in lane.engine.planner.planned:
+                described = lane.engine.planner.describe(subscription)
+                assert described is not None
+                out[subscription] = described
+        return out
+
 
 class ShardServicer(shard_pb2_grpc.ShardServicer):
     """The internal service.  The front serializes its calls; the lock keeps out any other.
@@ -333,7 +343,9 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Stats(
         self, request: cesar_pb2.StatsRequest, context: grpc.ServicerContext
     ) -> cesar_pb2.ShardStats:
-        return cesar_pb2.ShardStats(shard=self.index, counters=self.counters())
+        with self.lock:
+            plans = self.state.plans()
+        return cesar_pb2.ShardStats(shard=self.index, counters=self.counters(), plans=plans)
 
     def Snapshot(
         self, request: shard_pb2.SnapshotRequest, context: grpc.ServicerContext
