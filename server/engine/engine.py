@@ -164,6 +164,10 @@ class Engine:
         else:
             self.program.retire(subscription, until)
 
+    def sharers(self, subscription: str) -> int:
+        """How many automata on the DAG share a subscription's final node (0: not on it)."""
+        return self.program.sharers(subscription)
+
     def replan(self, subscription: str, plan: Plan) -> bool:
         """Switch a planned subscription to ``plan`` now (even a pinned one); False while its
         previous switch finishes.  KeyError if not planned, ValueError for a plan that

@@ -8,9 +8,10 @@ subscription on a lazy tree (which orders each partial match by the buffers:
 the paper's answer to unknown frequencies) or, where none can run, eager; every
 ``WITHIN`` ticks it weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
 It switches when the best costs less than ``1 / HYSTERESIS`` of the current
-plan's cost, the rates have been watched for a decay time, and the previous
-switch has finished.  A subscription may pin its plan (``PLAN chain(c, b, a)``
-in the pattern); a pinned plan never changes.
+plan's cost (eager's divided among the automata sharing its path on the DAG:
+leaving saves only this subscription's share), the rates have been watched for
+half a decay time, and the previous switch has finished.  A subscription may pin
+its plan (``PLAN chain(c, b, a)`` in the pattern); a pinned plan never changes.
 
 The eager plan is the subscription's automaton on the shared DAG; the others
 are :class:`~cesar.automata.pattern.lazy.LazyRun` s.  A switch at epoch ``E``
@@ -286,10 +287,14 @@ class Planner:
         keys = planned.rates.spread(now)
         best, best_cost = choose(planned.pattern, rates, keys)
         current = cost(planned.pattern, planned.plan, rates, keys)
+        sharers = self.dag.sharers(planned.subscription) if planned.plan == EAGER else 0
+        if sharers > 1:  # leaving the DAG saves only this subscription's share of its work
+            current /= sharers
         planned.why = (
             f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
             f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())}; "
-            f"{keys} key{'s' if keys > 1 else ''})"
+            f"{keys} key{'s' if keys > 1 else ''}"
+            f"{f'; eager shared by {sharers} on the DAG' if sharers > 1 else ''})"
         )
         if best_cost * HYSTERESIS < current:
             self.switch(planned.subscription, best, now)
@@ -403,3 +408,6 @@ class Dag(Protocol):
 
     def retire(self, subscription: str, until: float | None) -> None:
         """Keep only the matches rooted at or before ``until``; None: unsubscribe."""
+
+    def sharers(self, subscription: str) -> int:
+        """How many automata share the subscription's path on the DAG (0: not on it)."""

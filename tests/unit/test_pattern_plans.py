@@ -91,3 +91,28 @@ def test_a_subscription_starts_on_a_tree_and_explain_says_so():
     )
     assert "P" not in engine.program and engine.subscriptions == ["P"]
     assert plan_line(compiled.pattern).startswith("tree until the rates are known")
+
+
+def test_eager_shared_on_the_dag_costs_each_subscription_its_share():
+    """Ten identical eager subscriptions share one path on the DAG: the planner leaves them
+    there where one alone would go lazy."""
+    text = SEQ3.format("")
+    rates = [("A", 0.9), ("B", 0.9), ("C", 0.05)]
+
+    def planned(copies):
+        engine = Engine(EngineOptions(plans=True))
+        for n in range(copies):
+            compiled = compile_query(text.replace("PUBLISH P", f"PUBLISH P{n}"), SCHEMAS)
+            engine.subscribe(f"P{n}", compiled.automata, None, compiled.pattern)
+            engine.replan(f"P{n}", EAGER)
+        for t in range(1, 400):
+            epoch = [
+                Event.of(s, t, t, {"k": "w", "x": (t * 7 + i) % 10})
+                for i, (s, r) in enumerate(rates)
+                if (t * (i + 3)) % round(1 / r) == 0
+            ]
+            engine.process(epoch)
+        return {engine.planner.planned[f"P{n}"].plan.kind for n in range(copies)}
+
+    assert planned(1) != {PlanKind.EAGER}
+    assert planned(10) == {PlanKind.EAGER}
