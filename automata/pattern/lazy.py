@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -167,6 +167,8 @@ class Fits:
                     take_own.append(pred)
             self.own.append(conjoin(*own))
             self.take_own.append(conjoin(*take_own))
+        self.negated = frozenset(t for n in pattern.negations for t in n.types)
+        """The streams of negated components."""
         self.by_stream: dict[str, list[tuple[int, bool]]] = {}
         """Per stream, the components of that type and whether they take any such event."""
         for n, step in enumerate(pattern.steps):
@@ -313,6 +315,13 @@ class LazyRun:
             buffer.prune(lambda e: e.t0 <= horizon)
         for waiting in self.waiting:
             waiting.prune(lambda p: p.t0 <= horizon)
+
+    def seed(self, past: Iterable[Event]) -> None:
+        """Give a run starting at a switch the negated events of earlier epochs a negation
+        before the first component may still find."""
+        for event in past:
+            if event.stream in self.negated_types:
+                self.negated.add(None, event)
 
     def shed(self, limit: int) -> int:
         """Drop the oldest partial matches, then the oldest buffered events, until at most

@@ -17,8 +17,7 @@ A pattern can be evaluated in more than one order, all giving the same matches:
 
 Only patterns whose matches depend on no event outside them can change order:
 skip till any match, a window (buffers end with it), no negation after the
-last component (it waits past the match) or before the first (it looks back
-before a plan that takes over at a switch began).  :func:`refusal`
+last component (it waits past the match).  :func:`refusal`
 says why a plan cannot run a pattern.  The cost model (:func:`cost`) counts
 expected partial-match work per tick from per-component event rates; the
 planner (:func:`choose`) takes the cheapest, with hysteresis left to the
@@ -116,10 +115,6 @@ def refusal(pattern: Resolved, plan: Plan) -> str | None:
         return "without WITHIN the buffers would never end"
     if any(n.after == len(pattern.steps) - 1 for n in pattern.negations):
         return "a negation after the last component waits past the match"
-    if any(n.after == -1 for n in pattern.negations):
-        return (
-            "a negation before the first component looks back before a plan that takes over began"
-        )
     kleene = [s.var for s in pattern.steps if s.kleene]
     if plan.kind is PlanKind.RECOMPUTE:
         if pattern.operator == "AND":

@@ -164,6 +164,11 @@ class Engine:
         else:
             self.program.retire(subscription, until)
 
+    def remember_past(self, events: Iterable[Event]) -> None:
+        """Remember events of earlier epochs for the UNLESS edges of automata just entered
+        (:meth:`EngineState.remember_past`)."""
+        self.state.remember_past(events)
+
     def sharers(self, subscription: str) -> int:
         """How many automata on the DAG share a subscription's final node (0: not on it)."""
         return self.program.sharers(subscription)

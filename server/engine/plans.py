@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
-from cesar.automata.pattern.lazy import Fits, Key, LazyRun, key_of
+from cesar.automata.pattern.lazy import Buffer, Fits, Key, LazyRun, key_of
 from cesar.automata.pattern.plans import (
     EAGER,
     Plan,
@@ -122,6 +122,9 @@ class Planned:
     fits: Fits
     runs: list[LazyRun] = field(default_factory=list)
     dag: tuple[float, float] | None = None
+    history: Buffer[Event] | None = None
+    """For a negation before the first component: the negated events of the last window, which
+    a plan starting at a switch needs (it looks back before its start)."""
     why: str = "not weighed yet: no rates"
     next_check: float = -math.inf
 
@@ -173,6 +176,8 @@ class Planner:
             planned.why = "pinned by the pattern's PLAN"
         elif plan.kind is PlanKind.TREE:
             planned.why = "rates not known yet: a tree takes next the fewest buffered events"
+        if any(n.after == -1 for n in pattern.negations):
+            planned.history = Buffer(False)
         self.planned[subscription] = planned
         saved = self.saved.pop(subscription, None)
         if saved is None:
@@ -218,11 +223,16 @@ class Planner:
         return True
 
     def _start(self, planned: Planned, plan: Plan, since: float) -> None:
+        past = list(planned.history) if planned.history is not None else []
         if plan.kind is PlanKind.EAGER:
             planned.dag = (since, math.inf)
             self.dag.enter(planned.subscription, planned.automata, since)
+            if past:
+                self.dag.remember_past(past)
         else:
-            planned.runs.append(LazyRun(planned.pattern, plan, since=since, faults=self.faults))
+            run = LazyRun(planned.pattern, plan, since=since, faults=self.faults)
+            run.seed(past)
+            planned.runs.append(run)
 
     def process(self, epoch: Sequence[Event], published: list[Event]) -> int:
         """One epoch for every planned subscription that reads it: rates, lazy runs,
@@ -244,6 +254,8 @@ class Planner:
                         planned.rates.key(key_of(planned.pattern, event), now)
             for run in planned.runs:
                 published.extend(run.process(mine, places))
+            if planned.history is not None:
+                self._recall(planned, mine, now)
             if self.limit is not None:
                 self._limit(planned)
             self._retire(planned, now)
@@ -251,6 +263,16 @@ class Planner:
                 planned.next_check = now + planned.window
                 self._replan(planned, now)
         return len(published) - made
+
+    def _recall(self, planned: Planned, events: Sequence[Event], now: int) -> None:
+        """Keep the negated events of the last window (a negation before the first component)."""
+        assert planned.history is not None
+        negated = planned.fits.negated
+        for event in events:
+            if event.stream in negated:
+                planned.history.add(None, event)
+        horizon = now - planned.window
+        planned.history.prune(lambda e: e.t0 <= horizon)
 
     def _limit(self, planned: Planned) -> None:
         """Hold a subscription's lazy runs to ``limit`` partial matches and buffered events
@@ -313,6 +335,7 @@ class Planner:
                 "rates": [rates.counts, rates.last, rates.since, rates.pending],
                 "keys": [[list(k) if k is not None else None, t] for k, t in rates.keys.items()],
                 "dag": None if planned.dag is None else list(planned.dag),
+                "history": [(e.stream, e.t0, e.t1, e.values) for e in planned.history or ()],
                 "runs": [
                     [
                         run.plan.spell(),
@@ -339,6 +362,9 @@ class Planner:
         planned.rates.keys = {
             (tuple(k) if k is not None else None): t for k, t in saved.get("keys", [])
         }
+        if planned.history is not None:
+            for fields in saved.get("history", []):
+                planned.history.add(None, Event(*fields))
         if saved["dag"] is not None:
             planned.dag = (saved["dag"][0], saved["dag"][1])
             self.dag.enter(planned.subscription, planned.automata, planned.dag[0])
@@ -411,3 +437,6 @@ class Dag(Protocol):
 
     def sharers(self, subscription: str) -> int:
         """How many automata share the subscription's path on the DAG (0: not on it)."""
+
+    def remember_past(self, events: Iterable[Event]) -> None:
+        """Remember events of earlier epochs for the UNLESS edges of automata just entered."""

@@ -167,6 +167,23 @@ class EngineState:
             if stream == event.stream:
                 buckets.setdefault(event.attrs().get(attr), deque()).append(event)
 
+    def remember_past(self, events: Iterable[Event]) -> None:
+        """Add events of earlier epochs to those remembered (a plan that looked back switched
+        to the DAG): each stream's remembered events stay in arrival order, an event equal to
+        one kept is kept once (an UNLESS edge asks only whether one exists), and the recall
+        index is rebuilt for the streams touched.  O(events remembered of those streams)."""
+        by_stream: dict[str, list[Event]] = {}
+        for event in events:
+            by_stream.setdefault(event.stream, []).append(event)
+        for stream, past in by_stream.items():
+            merged = sorted({*self.remembered.get(stream, ()), *past}, key=lambda e: e.t1)
+            self.remembered[stream] = deque(merged)
+            for (name, attr), buckets in self.recall.items():
+                if name == stream:
+                    buckets.clear()
+                    for event in merged:
+                        buckets.setdefault(event.attrs().get(attr), deque()).append(event)
+
     def recalled(self, stream: str, attr: str, value: Value | None) -> Iterable[Event]:
         """The remembered events of ``stream`` whose ``attr`` is ``value``; the index is built
         the first time it is asked for.  O(1), O(events remembered) the first time."""

@@ -116,3 +116,31 @@ def test_eager_shared_on_the_dag_costs_each_subscription_its_share():
 
     assert planned(1) != {PlanKind.EAGER}
     assert planned(10) == {PlanKind.EAGER}
+
+
+@pytest.mark.parametrize(
+    "plans",
+    [
+        ["recompute", "chain(a)"],  # lazy to lazy: the new run gets the old one's
+        ["eager", "recompute"],  # eager to lazy: the planner's history
+        ["recompute", "eager"],  # lazy to eager: remembered by the DAG
+    ],
+)
+def test_a_negation_before_the_first_component_looks_back_across_a_switch(plans):
+    """``A`` at 10 forbids a match of ``A`` at 11 (within 1 before it, of the same ``x``)
+    though another plan saw it."""
+    text = (
+        "PATTERN SEQ(!(A y), A a) WHERE skip_till_any_match(a) { y.x = a.x } WITHIN 1 "
+        f"PLAN {plans[0]} PUBLISH P"
+    )
+    compiled = compile_query(text, SCHEMAS)
+    engine = Engine(EngineOptions(plans=True))
+    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    first = engine.process([Event.of("A", 10, 10, {"k": "w", "x": 5})])
+    assert engine.replan("P", Plan.parse(plans[1]))
+    assert engine.process([Event.of("A", 11, 11, {"k": "w", "x": 5})]) == []
+    assert engine.process([Event.of("A", 13, 13, {"k": "w", "x": 5})]) == [
+        Event.of("P", 13, 13, {"a_k": "w", "a_x": 5})
+    ]
+    assert first == [Event.of("P", 10, 10, {"a_k": "w", "a_x": 5})]
+    engine.check_valid()
