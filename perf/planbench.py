@@ -41,6 +41,7 @@ from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, StreamSchema, Value, epochs, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.patternbench import STOCK, any_window
+from cesar.perf.plot import plans_figure
 from cesar.perf.quotes import minute_events
 from cesar.perf.report import engine_figures
 from cesar.server.engine.engine import Engine, EngineOptions
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, nargs="*", default=[2, 4, 6, 8])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the summary here")
+    parser.add_argument("--plot", type=Path, help="also draw the figures here (PNG)")
     parser.add_argument("--smoke", action="store_true", help="a small run (CI)")
     args = parser.parse_args(argv)
     tune_collector()
@@ -243,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     if args.json:
         args.json.write_text(text)
+    if args.plot:
+        plans_figure(summary, args.plot)
     return 0 if agree else 1
 
 

@@ -88,3 +88,56 @@ def loadtest_figure(result: dict[str, Any], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def plans_figure(summary: dict[str, Any], path: Path) -> None:
+    """Three panels of a ``cesar.perf.planbench`` summary: partial matches and events/s with
+    a rare type (eager, pinned lazy chain, planner), memory by window (eager's live partial
+    matches, recompute's buffered events), events/s of each plan on the drifting stream."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = summary["records"]
+    figure, (rare, memory, drift) = plt.subplots(1, 3, figsize=(15, 4.5))
+    shapes = [r for r in records if r["benchmark"] in ("rare", "stocks_rare")]
+    labels = sorted({r.get("shape", "stocks") for r in shapes}, key=str)
+    kinds = ("eager", "lazy (pinned)", "planner")
+    for offset, kind in enumerate(kinds):
+        values = []
+        for label in labels:
+            mine = [r for r in shapes if r.get("shape", "stocks") == label]
+            values.append(mine[offset]["events_per_s"])
+        rare.bar([i + offset * 0.27 for i in range(len(labels))], values, 0.27, label=kind)
+    rare.set_xticks([i + 0.27 for i in range(len(labels))], labels, fontsize=7)
+    rare.set_yscale("log")
+    rare.set_title("one type 100x rarer: events/s (log)")
+    windows = [r for r in records if r["benchmark"] == "any_window"]
+    eager = [r for r in windows if r["engine"] == "eager"]
+    again = [r for r in windows if r["engine"] == "plans"]
+    memory.plot(
+        [r["window_min"] for r in eager],
+        [r["live_partials_peak"] for r in eager],
+        marker="o",
+        label="eager: live partial matches (peak)",
+    )
+    memory.plot(
+        [r["window_min"] for r in again],
+        [r["buffered_peak"] for r in again],
+        marker="o",
+        label="recompute: buffered events (peak)",
+    )
+    memory.set_xlabel("window (minutes)")
+    memory.set_title("skip till any match Kleene: memory by window")
+    plans = [r for r in records if r["benchmark"] == "drift"]
+    drift.bar([r["fixed"] for r in plans], [r["events_per_s"] for r in plans])
+    drift.set_title("frequencies change midway: events/s")
+    drift.tick_params(axis="x", labelsize=7, rotation=20)
+    for axes in (rare, memory):
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=7)
+    figure.suptitle("cesar evaluation plans (perf/planbench.py)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
