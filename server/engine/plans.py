@@ -153,6 +153,8 @@ class Planner:
         self.faults = faults
         self.limit = limit
         self.planned: dict[str, Planned] = {}
+        self.readers: dict[str, dict[str, Planned]] = {}
+        """Per stream, the planned subscriptions reading it."""
         self.switches = 0
         self.dropped = 0
         self.notices: list[tuple[str, str]] = []
@@ -179,6 +181,8 @@ class Planner:
         if any(n.after == -1 for n in pattern.negations):
             planned.history = Buffer(False)
         self.planned[subscription] = planned
+        for stream in pattern.reads:
+            self.readers.setdefault(stream, {})[subscription] = planned
         saved = self.saved.pop(subscription, None)
         if saved is None:
             self._start(planned, planned.plan, since)
@@ -190,6 +194,11 @@ class Planner:
         planned = self.planned.pop(subscription, None)
         if planned is None:
             return False
+        for stream in planned.pattern.reads:
+            readers = self.readers[stream]
+            del readers[subscription]
+            if not readers:
+                del self.readers[stream]
         if planned.dag is not None:
             self.dag.retire(subscription, None)
         return True
@@ -239,10 +248,16 @@ class Planner:
         retirements, re-plans.  Returns the matches published."""
         now = epoch[0].t1
         made = len(published)
-        for planned in self.planned.values():
-            mine = [e for e in epoch if e.stream in planned.pattern.reads]
-            if not mine:
-                continue
+        by_stream: dict[str, list[Event]] = {}
+        for event in epoch:
+            if event.stream in self.readers:
+                by_stream.setdefault(event.stream, []).append(event)
+        reading: dict[str, Planned] = {}
+        for stream in by_stream:
+            reading.update(self.readers[stream])
+        for planned in reading.values():
+            reads = planned.pattern.reads
+            mine = [e for s, events in by_stream.items() if s in reads for e in events]
             places = {id(e): planned.fits.places(e) for e in mine}
             add = planned.rates.add
             for found in places.values():
@@ -382,6 +397,8 @@ class Planner:
 
     def check_valid(self, on_dag: Callable[[str], bool]) -> None:
         """Assert the planner's invariants; ``on_dag`` says if a subscription is on the DAG."""
+        pairs = {(s, n) for s, readers in self.readers.items() for n in readers}
+        assert pairs == {(s, n) for n, p in self.planned.items() for s in p.pattern.reads}
         for name, planned in self.planned.items():
             assert (planned.dag is not None) == on_dag(name), name
             lazy = planned.plan.kind is not PlanKind.EAGER
