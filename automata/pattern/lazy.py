@@ -35,15 +35,16 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
+from cesar.automata.algebra import Assign
+from cesar.automata.evaluate import DEFAULT_FUNCTIONS, ArithmeticFault, Faults, FunctionRegistry
 from cesar.automata.pattern.ast import Index
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
 from cesar.automata.pattern.reference import Judge, Selection
 from cesar.automata.pattern.resolve import Resolved, keys_of
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import TRUE, And, Pred, conjoin
+from cesar.automata.terms import TRUE, And, Cmp, Pred, conjoin
 
 Key = tuple[Value, ...] | None
 """A partition key (the ``[k]`` attributes' values); None for an event lacking one."""
@@ -64,6 +65,74 @@ class LazyCounters:
     """Events that triggered a recomputation (RECOMPUTE)."""
     matches: int = 0
     """Matches emitted."""
+
+
+Test = Callable[[Mapping[str, Value], Mapping[str, Value], int, int], bool]
+Build = Callable[[Mapping[str, Value], Mapping[str, Value], int, int], dict[str, Value]]
+_EMPTY: Mapping[str, Value] = {}
+
+
+class Compiler(Protocol):
+    """Generated code for predicates and attribute maps (the engine's ``Codegen``): functions
+    of ``(binding, event attributes, DUR, own DUR)`` with :mod:`cesar.automata.evaluate`'s
+    semantics."""
+
+    def conjunct(self, atoms: tuple[Cmp, ...]) -> Test:
+        """Every atom holds (one that faults is false, and counted)."""
+
+    def build(self, assigns: Sequence[Assign]) -> Build:
+        """The map's values; raises ArithmeticFault."""
+
+
+class FastJudge(Judge):
+    """The oracle's :class:`Judge` running generated code where it may: a condition made of
+    comparisons with every value present (an absent one makes its atom true: the oracle's
+    rule, interpreted), and the output row.  Same verdicts, a fraction of the time."""
+
+    def __init__(
+        self,
+        pattern: Resolved,
+        faults: Faults,
+        functions: FunctionRegistry,
+        compiler: Compiler,
+    ) -> None:
+        super().__init__(pattern, faults, functions)
+        self.compiler = compiler
+        self.tests: dict[Pred, Test | None] = {}
+        types = dict(pattern.output.attributes)
+        assigns = tuple(Assign(name, term, types[name]) for name, term in pattern.returns)
+        self.row = compiler.build(assigns)
+        self.row_refs = [
+            (key, pattern.refs[key])
+            for key in dict.fromkeys(key for _, term in pattern.returns for key in keys_of(term))
+        ]
+
+    def holds(self, pred: Pred, values: Mapping[str, Value]) -> bool:
+        if pred not in self.tests:
+            atoms = pred.items if isinstance(pred, And) else (pred,)
+            cmps = tuple(a for a in atoms if isinstance(a, Cmp))
+            self.tests[pred] = self.compiler.conjunct(cmps) if len(cmps) == len(atoms) else None
+        test = self.tests[pred]
+        keys = self.keys.get(pred)
+        if test is not None and keys is not None and len(keys) == len(values):
+            return test(_EMPTY, values, 0, 0)
+        return super().holds(pred, values)
+
+    def emit(self, selected: Selection, around: Sequence[Event]) -> list[Event]:
+        if self.p.negations or self.trailing:
+            return super().emit(selected, around)
+        values = {}
+        for key, ref in self.row_refs:
+            value = self.value(ref, selected, None, -1, None)
+            if value is None:
+                return super().emit(selected, around)
+            values[key] = value
+        try:
+            row = self.row(_EMPTY, values, 0, 0)
+        except ArithmeticFault:
+            self.faults.arithmetic += 1
+            return []
+        return [Event.of(self.p.output.name, selected[0][0].t0, selected[-1][-1].t1, row)]
 
 
 class Buffer(Generic[T]):
@@ -213,6 +282,7 @@ class LazyRun:
         until: float = math.inf,
         faults: Faults | None = None,
         functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+        compiler: Compiler | None = None,
     ) -> None:
         reason = refusal(pattern, plan)
         if reason is not None or plan.kind is PlanKind.EAGER:
@@ -221,7 +291,12 @@ class LazyRun:
         self.pattern, self.plan = pattern, plan
         self.since, self.until = since, until
         self.window = pattern.window
-        self.judge = Judge(pattern, faults or Faults(), functions)
+        faults = faults or Faults()
+        self.judge = (
+            Judge(pattern, faults, functions)
+            if compiler is None
+            else FastJudge(pattern, faults, functions, compiler)
+        )
         self.counters = LazyCounters()
         self.clock = -math.inf
         self.next_prune = -math.inf

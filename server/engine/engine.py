@@ -81,7 +81,9 @@ class Engine:
         self.options = options or EngineOptions()
         self.program = QueryProgram(self.options)
         self.state = EngineState()
-        self.planner = Planner(self, self.program.faults, self.options.max_instances)
+        self.planner = Planner(
+            self, self.program.faults, self.program.codegen, self.options.max_instances
+        )
 
     @property
     def faults(self) -> Faults:

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
-from cesar.automata.pattern.lazy import Buffer, Fits, Key, LazyRun, key_of
+from cesar.automata.pattern.lazy import Buffer, Compiler, Fits, Key, LazyRun, key_of
 from cesar.automata.pattern.plans import (
     EAGER,
     Plan,
@@ -53,6 +53,8 @@ HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it."""
 DECAY_WINDOWS = 16
 """Rates decay with a time constant of this many windows."""
+KEY_SAMPLE = 8
+"""The partition keys of one epoch in this many are counted (how many keys share the events)."""
 
 
 def plannable(pattern: Resolved) -> bool:
@@ -148,14 +150,18 @@ class Planner:
     with a ``since`` and retires them with an ``until``.
     """
 
-    def __init__(self, dag: Dag, faults: Faults, limit: int | None = None) -> None:
+    def __init__(
+        self, dag: Dag, faults: Faults, compiler: Compiler, limit: int | None = None
+    ) -> None:
         self.dag = dag
         self.faults = faults
+        self.compiler = compiler
         self.limit = limit
         self.planned: dict[str, Planned] = {}
         self.readers: dict[str, dict[str, Planned]] = {}
         """Per stream, the planned subscriptions reading it."""
         self.switches = 0
+        self.epochs = 0
         self.dropped = 0
         self.notices: list[tuple[str, str]] = []
         self.over: set[str] = set()
@@ -239,7 +245,9 @@ class Planner:
             if past:
                 self.dag.remember_past(past)
         else:
-            run = LazyRun(planned.pattern, plan, since=since, faults=self.faults)
+            run = LazyRun(
+                planned.pattern, plan, since=since, faults=self.faults, compiler=self.compiler
+            )
             run.seed(past)
             planned.runs.append(run)
 
@@ -248,6 +256,7 @@ class Planner:
         retirements, re-plans.  Returns the matches published."""
         now = epoch[0].t1
         made = len(published)
+        self.epochs += 1
         by_stream: dict[str, list[Event]] = {}
         for event in epoch:
             if event.stream in self.readers:
@@ -263,7 +272,7 @@ class Planner:
             for found in places.values():
                 for n in found:
                     add(n, now)
-            if planned.pattern.keyed:
+            if planned.pattern.keyed and not self.epochs % KEY_SAMPLE:
                 for event in mine:
                     if places[id(event)]:
                         planned.rates.key(key_of(planned.pattern, event), now)
@@ -388,7 +397,9 @@ class Planner:
         for spelled, since, until, clock, events in saved["runs"]:
             run_plan = Plan.parse(spelled)
             assert run_plan is not None
-            run = LazyRun(planned.pattern, run_plan, since, until, self.faults)
+            run = LazyRun(
+                planned.pattern, run_plan, since, until, self.faults, compiler=self.compiler
+            )
             for epoch in epochs(Event(*fields) for fields in events):
                 run.process(epoch)
             run.clock = clock

@@ -208,6 +208,11 @@ class QueryProgram:
         self._codegen = Codegen(self.faults, options.functions)
 
     @property
+    def codegen(self) -> Codegen:
+        """The generated-code cache of the program's edges (the planner's lazy runs use it)."""
+        return self._codegen
+
+    @property
     def subscriptions(self) -> list[str]:
         """Ids of the live subscriptions, oldest first."""
         return list(self._subscriptions)

@@ -4,7 +4,8 @@ Random patterns the plans run — SEQ of singletons and Kleene closures under
 skip till any match, with negations before and between components, ANY,
 equivalence tests and a window; AND patterns — over random streams with
 durations and simultaneous events: every plan that can run a pattern (a chain
-in a random order, a tree, recompute) gives the oracle's output multiset; and
+in a random order, a tree, recompute), judging through the oracle's code or the
+engine's generated code, gives the oracle's output multiset; and
 so does a succession of plans switched at random epochs, each new one taking
 the matches made only of later events (given the negated events of the last
 window) and the one it replaces the rest until its window has passed.
@@ -22,6 +23,7 @@ from cesar.automata.pattern.plans import Plan, PlanKind, refusal
 from cesar.automata.pattern.reference import evaluate
 from cesar.automata.pattern.resolve import resolve
 from cesar.automata.schema import epochs
+from cesar.server.engine.codegen import Codegen
 from tests.pattern_strategies import SCHEMAS, compiled_patterns, conjunctions, pattern_streams
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -50,10 +52,11 @@ def test_every_plan_gives_the_oracles_matches(text, streams, data):
     want = Counter(evaluate(pattern, streams))
     events = [e for stream in streams.values() for e in stream]
     for plan in data.draw(plans(pattern)):
-        run = LazyRun(pattern, plan)
-        got = Counter(e for epoch in epochs(events) for e in run.process(epoch))
-        assert got == want, plan.spell()
-        assert run.counters.matches == sum(want.values())
+        for compiler in (None, Codegen()):  # the oracle's judge, then generated code
+            run = LazyRun(pattern, plan, compiler=compiler)
+            got = Counter(e for epoch in epochs(events) for e in run.process(epoch))
+            assert got == want, plan.spell()
+            assert run.counters.matches == sum(want.values())
 
 
 @settings(max_examples=150, **SETTINGS)
