@@ -82,7 +82,11 @@ class Engine:
         self.program = QueryProgram(self.options)
         self.state = EngineState()
         self.planner = Planner(
-            self, self.program.faults, self.program.codegen, self.options.max_instances
+            self,
+            self.program.faults,
+            self.program.codegen,
+            self.options.functions,
+            self.options.max_instances,
         )
 
     @property
@@ -160,7 +164,7 @@ class Engine:
 
     def retire(self, subscription: str, until: float | None) -> None:
         """Keep only a subscription's matches rooted at or before ``until`` (a plan that
-        replaced it takes the others); None: take its automata off the DAG."""
+        replaced it takes the others; inf: all again); None: take its automata off the DAG."""
         if until is None:
             self._apply(self.program.unsubscribe(subscription))
         else:
@@ -176,9 +180,9 @@ class Engine:
         return self.program.sharers(subscription)
 
     def replan(self, subscription: str, plan: Plan) -> bool:
-        """Switch a planned subscription to ``plan`` now (even a pinned one); False while its
-        previous switch finishes.  KeyError if not planned, ValueError for a plan that
-        cannot run it."""
+        """Switch a planned subscription to ``plan`` now (even a pinned one, even while a
+        previous switch finishes); False if it runs already.  KeyError if not planned,
+        ValueError for a plan that cannot run it."""
         planned = self.planner.planned[subscription]
         clock = self._clock(planned.pattern.reads)
         return self.planner.switch(subscription, plan, clock, force=True)

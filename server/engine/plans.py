@@ -33,8 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cesar.automata.automaton import Automaton
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
-from cesar.automata.pattern.lazy import Buffer, Compiler, Fits, Key, LazyRun, key_of
+from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
+from cesar.automata.pattern.lazy import (
+    Buffer,
+    Compiler,
+    FastJudge,
+    Fits,
+    Key,
+    LazyRun,
+    key_of,
+)
 from cesar.automata.pattern.plans import (
     EAGER,
     Plan,
@@ -45,7 +53,6 @@ from cesar.automata.pattern.plans import (
     pinned,
     refusal,
 )
-from cesar.automata.pattern.reference import Judge
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, epochs
 
@@ -151,11 +158,17 @@ class Planner:
     """
 
     def __init__(
-        self, dag: Dag, faults: Faults, compiler: Compiler, limit: int | None = None
+        self,
+        dag: Dag,
+        faults: Faults,
+        compiler: Compiler,
+        functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+        limit: int | None = None,
     ) -> None:
         self.dag = dag
         self.faults = faults
         self.compiler = compiler
+        self.functions = functions
         self.limit = limit
         self.planned: dict[str, Planned] = {}
         self.readers: dict[str, dict[str, Planned]] = {}
@@ -171,11 +184,11 @@ class Planner:
     def add(
         self, subscription: str, pattern: Resolved, automata: Sequence[Automaton], since: float
     ) -> None:
-        """Plan a new subscription (its pin, or eager until rates are known)."""
+        """Plan a new subscription: its pin, or :func:`~cesar.automata.pattern.plans.initial`."""
         pin = pinned(pattern)
         steps = len(pattern.steps)
         rates = Rates(DECAY_WINDOWS * max(pattern.window or 1, 1), [0.0] * steps)
-        fits = Fits(pattern, Judge(pattern, self.faults, DEFAULT_FUNCTIONS))
+        fits = Fits(pattern, FastJudge(pattern, self.faults, self.functions, self.compiler))
         plan = pin or initial(pattern)
         planned = Planned(
             subscription, pattern, tuple(automata), since, plan, pin is not None, rates, fits
@@ -218,13 +231,18 @@ class Planner:
             self.switch(subscription, EAGER, clock, force=True)
 
     def switch(self, subscription: str, plan: Plan, clock: float, force: bool = False) -> bool:
-        """Switch to ``plan`` after epoch ``clock``; False (nothing done) while a previous
-        switch finishes, or for a plan that cannot run the pattern (ValueError)."""
+        """Switch to ``plan`` after epoch ``clock``; False (nothing done) if it runs already,
+        or unless ``force``d if pinned or while a previous switch finishes.  ValueError for
+        a plan that cannot run the pattern.
+
+        Back to eager while its DAG automata still finish: they take every match again,
+        and the lazy runs started since they retired go (what they made completed once).
+        """
         planned = self.planned[subscription]
         reason = refusal(planned.pattern, plan)
         if reason is not None:
             raise ValueError(f"plan {plan.spell()}: {reason}")
-        if planned.retiring or plan == planned.plan or (planned.pinned and not force):
+        if plan == planned.plan or (not force and (planned.pinned or planned.retiring)):
             return False
         if planned.plan.kind is PlanKind.EAGER:
             assert planned.dag is not None
@@ -233,7 +251,13 @@ class Planner:
         else:
             planned.runs[-1].until = clock
         planned.plan = plan
-        self._start(planned, plan, clock)
+        if plan.kind is PlanKind.EAGER and planned.dag is not None:
+            since = planned.dag[0]
+            planned.runs = [run for run in planned.runs if run.until <= since]
+            planned.dag = (since, math.inf)
+            self.dag.retire(subscription, math.inf)
+        else:
+            self._start(planned, plan, clock)
         self.switches += 1
         return True
 
@@ -245,11 +269,14 @@ class Planner:
             if past:
                 self.dag.remember_past(past)
         else:
-            run = LazyRun(
-                planned.pattern, plan, since=since, faults=self.faults, compiler=self.compiler
-            )
+            run = self._run(planned, plan, since, math.inf)
             run.seed(past)
             planned.runs.append(run)
+
+    def _run(self, planned: Planned, plan: Plan, since: float, until: float) -> LazyRun:
+        return LazyRun(
+            planned.pattern, plan, since, until, self.faults, self.functions, self.compiler
+        )
 
     def process(self, epoch: Sequence[Event], published: list[Event]) -> int:
         """One epoch for every planned subscription that reads it: rates, lazy runs,
@@ -397,9 +424,7 @@ class Planner:
         for spelled, since, until, clock, events in saved["runs"]:
             run_plan = Plan.parse(spelled)
             assert run_plan is not None
-            run = LazyRun(
-                planned.pattern, run_plan, since, until, self.faults, compiler=self.compiler
-            )
+            run = self._run(planned, run_plan, since, until)
             for epoch in epochs(Event(*fields) for fields in events):
                 run.process(epoch)
             run.clock = clock
@@ -461,7 +486,8 @@ class Dag(Protocol):
         """Subscribe the automata, taking the matches rooted after ``since``."""
 
     def retire(self, subscription: str, until: float | None) -> None:
-        """Keep only the matches rooted at or before ``until``; None: unsubscribe."""
+        """Keep only the matches rooted at or before ``until`` (inf: all again); None:
+        unsubscribe."""
 
     def sharers(self, subscription: str) -> int:
         """How many automata share the subscription's path on the DAG (0: not on it)."""

@@ -279,9 +279,13 @@ class QueryProgram:
 
     def retire(self, subscription: str, until: float) -> None:
         """Keep only the matches of a subscription rooted at or before epoch ``until`` (a plan
-        that replaced it takes the others); its internal streams run on, feeding it.
-        KeyError for an unknown subscription."""
-        self.until[self._subscriptions[subscription].streams[-1]] = until
+        that replaced it takes the others; inf: all again); its internal streams run on,
+        feeding it.  KeyError for an unknown subscription."""
+        stream = self._subscriptions[subscription].streams[-1]
+        if until == math.inf:
+            self.until.pop(stream, None)
+        else:
+            self.until[stream] = until
 
     def unsubscribe(self, subscription: str) -> Change:
         """Remove a subscription; returns what the run state must revisit.

@@ -73,12 +73,39 @@ def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_l
     assert "P" in engine.program
     engine.process([Event.of("A", 5, 5, {"k": "w", "x": 1})])
     assert engine.replan("P", Plan(PlanKind.RECOMPUTE))
-    assert not engine.replan("P", Plan(PlanKind.CHAIN, ("b", "a")))  # the eager one still finishes
+    chain = Plan(PlanKind.CHAIN, ("b", "a"))
+    planned = engine.planner.planned["P"]
+    planned.pinned = False  # as if the planner chose: it waits for the eager one to finish
+    assert planned.retiring and not engine.planner.switch("P", chain, 5)
     assert engine.process([Event.of("B", 8, 8, {"k": "w", "x": 2})]) == [
         Event.of("P", 5, 8, {"a_k": "w", "a_x": 1, "b_k": "w", "b_x": 2})
     ]
-    assert "P" not in engine.program  # gone once its window passed
+    assert "P" not in engine.program and not planned.retiring  # gone once its window passed
+    assert engine.planner.switch("P", chain, 8)
+    engine.check_valid()
+
+
+@pytest.mark.parametrize("back", ["eager", "recompute"])
+def test_switching_back_while_the_old_plan_finishes_loses_and_doubles_nothing(back):
+    """eager → chain → (eager: the DAG, still finishing, takes all again; or recompute)
+    within one window: the match straddling both switches comes once."""
+    text = (
+        "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) { b.x > a.x } WITHIN 3 "
+        "PLAN eager PUBLISH P"
+    )
+    compiled = compile_query(text, SCHEMAS)
+    engine = Engine(EngineOptions(plans=True))
+    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    got = engine.process([Event.of("A", 5, 5, {"k": "w", "x": 1})])
     assert engine.replan("P", Plan(PlanKind.CHAIN, ("b", "a")))
+    got += engine.process([Event.of("A", 6, 6, {"k": "w", "x": 1})])
+    assert engine.replan("P", Plan.parse(back))
+    engine.check_valid()
+    got += engine.process([Event.of("B", 8, 8, {"k": "w", "x": 2})])
+    assert sorted(got, key=lambda e: e.t0) == [
+        Event.of("P", 5, 8, {"a_k": "w", "a_x": 1, "b_k": "w", "b_x": 2}),
+        Event.of("P", 6, 8, {"a_k": "w", "a_x": 1, "b_k": "w", "b_x": 2}),
+    ]
     engine.check_valid()
 
 
