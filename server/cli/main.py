@@ -30,9 +30,9 @@ COMMANDS = "cesar.commands"
 """The entry point group of commands defined above the server: ``f(subparsers)`` adds one."""
 ENGINE_HELP = (
     "engine: merged DAG with FR/AN/AI indices; nomerge: no state merging; "
-    "naive: one automaton per query with the FR index only; planned: the engine choosing each "
-    "pattern's evaluation plan (lazy, recompute); automaton: one automaton per query, "
-    "no indices; reference: the algebra, literally (slow)"
+    "naive: one automaton per query with the FR index only; planned: engine, each pattern "
+    "on its cheapest plan; automaton: one automaton per query, no indices; reference: the "
+    "algebra, literally (slow)"
 )
 
 
