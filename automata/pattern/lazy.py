@@ -41,7 +41,7 @@ from cesar.automata.algebra import Assign
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, ArithmeticFault, Faults, FunctionRegistry
 from cesar.automata.pattern.ast import Index
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
-from cesar.automata.pattern.reference import Judge, Selection
+from cesar.automata.pattern.reference import Judge, Selection, without_not
 from cesar.automata.pattern.resolve import Resolved, keys_of
 from cesar.automata.schema import Event, Value
 from cesar.automata.terms import TRUE, And, Cmp, Pred, conjoin
@@ -107,12 +107,16 @@ class FastJudge(Judge):
             for key in dict.fromkeys(key for _, term in pattern.returns for key in keys_of(term))
         ]
 
-    def holds(self, pred: Pred, values: Mapping[str, Value]) -> bool:
+    def test(self, pred: Pred) -> Test | None:
+        """``pred`` as generated code if it is made of comparisons (None: it is not)."""
         if pred not in self.tests:
             atoms = pred.items if isinstance(pred, And) else (pred,)
             cmps = tuple(a for a in atoms if isinstance(a, Cmp))
             self.tests[pred] = self.compiler.conjunct(cmps) if len(cmps) == len(atoms) else None
-        test = self.tests[pred]
+        return self.tests[pred]
+
+    def holds(self, pred: Pred, values: Mapping[str, Value]) -> bool:
+        test = self.test(pred)
         keys = self.keys.get(pred)
         if test is not None and keys is not None and len(keys) == len(values):
             return test(_EMPTY, values, 0, 0)
@@ -203,6 +207,17 @@ class Buffer(Generic[T]):
         return self.size
 
 
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """A condition naming several components: their names, the predicate, what it reads
+    (reference key, component, attribute) and its generated code if it may run as is."""
+
+    names: frozenset[str]
+    pred: Pred
+    reads: list[tuple[str, int, str]]
+    test: Test | None
+
+
 @dataclass(slots=True)
 class Partial:
     """A partial match of a lazy plan: its event per component (None: unbound)."""
@@ -258,13 +273,22 @@ class Fits:
         step = self.pattern.steps[n]
         if event.stream not in step.types:
             return False
-        if self._own(self.own[n], n, event):
+        if self._own(self.own[n], event):
             return True
-        return step.kleene and self._own(self.take_own[n], n, event)
+        return step.kleene and self._own(self.take_own[n], event)
 
-    def _own(self, pred: Pred, n: int, event: Event) -> bool:
-        """``pred``, naming component ``n`` only, for ``event`` as its current event."""
-        return self.judge.judge(pred, tuple(() for _ in range(n)), event, n)
+    def _own(self, pred: Pred, event: Event) -> bool:
+        """``pred``, naming one component's current event only, for ``event``."""
+        keys = self.judge.keys.get(pred)
+        if keys is None:
+            keys = self.judge.keys[pred] = keys_of(pred)
+        refs = self.pattern.refs
+        values = {}
+        for key in keys:
+            value = _value_of(event, refs[key].attr or "")
+            if value is not None:
+                values[key] = value
+        return self.judge.holds(pred, values)
 
 
 class LazyRun:
@@ -318,13 +342,25 @@ class LazyRun:
             self.first = self.names.index(plan.order[0]) if plan.order else 0
             self.chain = []
 
-    def _shared(self) -> list[list[tuple[frozenset[str], Pred]]]:
-        """Per component, the conditions naming it and another component."""
-        shared: list[list[tuple[frozenset[str], Pred]]] = [[] for _ in self.names]
+    def _shared(self) -> list[list[_Shared]]:
+        """Per component, the conditions naming it and another component (single events
+        only: the chain and tree plans)."""
+        shared: list[list[_Shared]] = [[] for _ in self.names]
+        judge = self.judge
         for names, pred in conjuncts(self.pattern):
             if len(names) > 1:
+                keys = judge.keys[pred] = keys_of(pred)
+                refs = [self.pattern.refs[key] for key in keys]
+                reads = [
+                    (key, self.names.index(ref.var), ref.attr or "")
+                    for key, ref in zip(keys, refs, strict=True)
+                ]
+                test = judge.test(pred) if isinstance(judge, FastJudge) else None
+                if test is not None and not without_not(pred):
+                    test = None
+                entry = _Shared(names, pred, reads, test)
                 for var in names:
-                    shared[self.names.index(var)].append((names, pred))
+                    shared[self.names.index(var)].append(entry)
         return shared
 
     # ------------------------------------------------------------------ epochs
@@ -489,9 +525,19 @@ class LazyRun:
             return None
         now = (*bound[:n], event, *bound[n + 1 :])
         names = {self.names[m] for m, e in enumerate(now) if e is not None}
-        selected: Selection = tuple(() if e is None else (e,) for e in now)
-        for needs, pred in self.shared[n]:
-            if needs <= names and not self.judge.holds(pred, self.judge.values(pred, selected)):
+        for condition in self.shared[n]:
+            if not condition.names <= names:
+                continue
+            values = {}
+            for name, m, attr in condition.reads:
+                value = _value_of(now[m], attr)
+                if value is not None:
+                    values[name] = value
+            test = condition.test
+            if test is not None and len(values) == len(condition.reads):
+                if not test(_EMPTY, values, 0, 0):
+                    return None
+            elif not self.judge.holds(condition.pred, values):
                 return None
         root = event.t1 if empty else min(partial.root, event.t1)
         key = partial.key if partial.key is not None else self._key(event)
@@ -574,6 +620,15 @@ class LazyRun:
         for made in self.judge.emit(selected, list(self.negated)):
             self.counters.matches += 1
             out.append(made)
+
+
+def _value_of(event: Event | None, attr: str) -> Value | None:
+    """An attribute of an event (None: it has none of that name)."""
+    assert event is not None
+    for name, value in event.values:
+        if name == attr:
+            return value
+    return None
 
 
 def key_of(pattern: Resolved, event: Event) -> Key:

@@ -105,7 +105,7 @@ class Judge:
         self.trailing = any(n.after == len(pattern.steps) - 1 for n in pattern.negations)
         self.keys: dict[Term | Pred, list[str]] = {}
         """The reference keys each judged term or predicate reads, found once."""
-        self.positive: dict[Pred, bool] = {}
+        self.plain: dict[Pred, bool] = {}
         """Whether each judged predicate holds no NOT, found once."""
 
     # ------------------------------------------------------------ judgement
@@ -172,10 +172,10 @@ class Judge:
         """``pred`` over ``values`` (its references' values, as :meth:`values` gives them)."""
         env = Env({Scope.EVENT: values}, 0)
         keys = self.keys.get(pred)
-        positive = self.positive.get(pred)
-        if positive is None:
-            positive = self.positive[pred] = _positive(pred)
-        if keys is None or len(keys) != len(values) or not positive:
+        plain = self.plain.get(pred)
+        if plain is None:
+            plain = self.plain[pred] = without_not(pred)
+        if keys is None or len(keys) != len(values) or not plain:
             pred = _absent_true(pred, values)  # some value is absent, or NOT is to push down
         return holds(pred, env, self.faults, self.functions)
 
@@ -393,13 +393,13 @@ def _aggregate(function: str, values: list[Value]) -> Value | None:
     return arith("/", total, len(values)) if function == "AVG" else total
 
 
-def _positive(pred: Pred) -> bool:
+def without_not(pred: Pred) -> bool:
     """True if ``pred`` holds no NOT (then :func:`_absent_true` leaves it as it is when no
     value is absent)."""
     if isinstance(pred, Not):
         return False
     if isinstance(pred, And | Or):
-        return all(_positive(item) for item in pred.items)
+        return all(without_not(item) for item in pred.items)
     return True
 
 
