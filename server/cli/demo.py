@@ -32,7 +32,13 @@ from cesar.server.wire.eventfile import drop_file, event_json, input_line, read_
 from cesar.v1 import cesar_pb2 as pb
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
-QUERIES = ("rising.cel", "drops.cel", "drop_after_rise.cel", "rise_then_drop.sase")
+QUERIES = (
+    "rising.cel",
+    "drops.cel",
+    "drop_after_rise.cel",
+    "rise_then_drop.sase",
+    "loud_fall.sase",
+)
 CESAR = Path(sys.executable).with_name("cesar")
 
 
