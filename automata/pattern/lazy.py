@@ -2,12 +2,14 @@
 
 :class:`LazyRun` runs a pattern under a :class:`~cesar.automata.pattern.plans.Plan`
 other than eager, epoch by epoch, with the matches of the pattern oracle
-(:mod:`cesar.automata.pattern.reference`, whose :class:`Judge` it uses to judge
-every condition, negation and output):
+(:mod:`cesar.automata.pattern.reference`, whose ``Judge`` it uses to judge
+every condition, negation and output — through the engine's generated code where
+that gives the same verdict, :mod:`cesar.automata.pattern.judging`):
 
 * Every event that passes a component's own conditions (those naming no other
   component) waits in that component's *buffer* while it may still be part of
-  a match (``clock - t0 < WITHIN``); under ``[k]`` the buffers are kept per key.
+  a match (``clock - t0 < WITHIN``); under ``[k]`` the buffers are kept per key
+  (:mod:`cesar.automata.pattern.buffers`).
   Events of negated components wait too, and a match is dropped if one lies
   where it must not (the lazy post-processing of negation, §4.4).
 * CHAIN and TREE: a *partial match* binds some components.  Made, it searches
@@ -32,25 +34,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
 
-from cesar.automata.algebra import Assign
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, ArithmeticFault, Faults, FunctionRegistry
-from cesar.automata.pattern.ast import Index
+from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
+from cesar.automata.pattern.buffers import Buffer, Key, key_of, value_of
+from cesar.automata.pattern.judging import EMPTY, Compiler, FastJudge, Fits, Test
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
 from cesar.automata.pattern.reference import Judge, Selection, without_not
 from cesar.automata.pattern.resolve import Resolved, keys_of
-from cesar.automata.schema import Event, Value
-from cesar.automata.terms import TRUE, And, Cmp, Pred, conjoin
-
-Key = tuple[Value, ...] | None
-"""A partition key (the ``[k]`` attributes' values); None for an event lacking one."""
-
-_OWN = (Index.ONLY, Index.FIRST)
-T = TypeVar("T")
+from cesar.automata.schema import Event
+from cesar.automata.terms import Pred
 
 
 @dataclass
@@ -65,146 +59,6 @@ class LazyCounters:
     """Events that triggered a recomputation (RECOMPUTE)."""
     matches: int = 0
     """Matches emitted."""
-
-
-Test = Callable[[Mapping[str, Value], Mapping[str, Value], int, int], bool]
-Build = Callable[[Mapping[str, Value], Mapping[str, Value], int, int], dict[str, Value]]
-_EMPTY: Mapping[str, Value] = {}
-
-
-class Compiler(Protocol):
-    """Generated code for predicates and attribute maps (the engine's ``Codegen``): functions
-    of ``(binding, event attributes, DUR, own DUR)`` with :mod:`cesar.automata.evaluate`'s
-    semantics."""
-
-    def conjunct(self, atoms: tuple[Cmp, ...]) -> Test:
-        """Every atom holds (one that faults is false, and counted)."""
-
-    def build(self, assigns: Sequence[Assign]) -> Build:
-        """The map's values; raises ArithmeticFault."""
-
-
-class FastJudge(Judge):
-    """The oracle's :class:`Judge` running generated code where it may: a condition made of
-    comparisons with every value present (an absent one makes its atom true: the oracle's
-    rule, interpreted), and the output row.  Same verdicts, a fraction of the time."""
-
-    def __init__(
-        self,
-        pattern: Resolved,
-        faults: Faults,
-        functions: FunctionRegistry,
-        compiler: Compiler,
-    ) -> None:
-        super().__init__(pattern, faults, functions)
-        self.compiler = compiler
-        self.tests: dict[Pred, Test | None] = {}
-        types = dict(pattern.output.attributes)
-        assigns = tuple(Assign(name, term, types[name]) for name, term in pattern.returns)
-        self.row = compiler.build(assigns)
-        self.row_refs = [
-            (key, pattern.refs[key])
-            for key in dict.fromkeys(key for _, term in pattern.returns for key in keys_of(term))
-        ]
-
-    def test(self, pred: Pred) -> Test | None:
-        """``pred`` as generated code if it is made of comparisons (None: it is not)."""
-        if pred not in self.tests:
-            atoms = pred.items if isinstance(pred, And) else (pred,)
-            cmps = tuple(a for a in atoms if isinstance(a, Cmp))
-            self.tests[pred] = self.compiler.conjunct(cmps) if len(cmps) == len(atoms) else None
-        return self.tests[pred]
-
-    def holds(self, pred: Pred, values: Mapping[str, Value]) -> bool:
-        test = self.test(pred)
-        keys = self.keys.get(pred)
-        if test is not None and keys is not None and len(keys) == len(values):
-            return test(_EMPTY, values, 0, 0)
-        return super().holds(pred, values)
-
-    def emit(self, selected: Selection, around: Sequence[Event]) -> list[Event]:
-        if self.p.negations or self.trailing:
-            return super().emit(selected, around)
-        values = {}
-        for key, ref in self.row_refs:
-            value = self.value(ref, selected, None, -1, None)
-            if value is None:
-                return super().emit(selected, around)
-            values[key] = value
-        try:
-            row = self.row(_EMPTY, values, 0, 0)
-        except ArithmeticFault:
-            self.faults.arithmetic += 1
-            return []
-        return [Event.of(self.p.output.name, selected[0][0].t0, selected[-1][-1].t1, row)]
-
-
-class Buffer(Generic[T]):
-    """Items (events or partial matches) in arrival order, per partition key when keyed.
-
-    ``candidates(key)`` gives those that may share ``key``: its own and the
-    keyless.  O(1) to add; pruning pops from the front, O(1) per item dropped.
-    """
-
-    def __init__(self, keyed: bool) -> None:
-        self.keyed = keyed
-        self.buckets: dict[Key, deque[tuple[Key, T]]] = {}
-        self.size = 0
-
-    def add(self, key: Key, item: T) -> None:
-        home = key if self.keyed else None
-        bucket = self.buckets.get(home)
-        if bucket is None:
-            bucket = self.buckets[home] = deque()
-        bucket.append((key, item))
-        self.size += 1
-
-    def candidates(self, key: Key) -> Iterator[T]:
-        if not self.keyed or key is None:
-            for bucket in self.buckets.values():
-                yield from (item for _, item in bucket)
-            return
-        for k in (key, None):
-            found = self.buckets.get(k)
-            if found:
-                yield from (item for _, item in found)
-
-    def prune(self, stale: Callable[[T], bool]) -> None:
-        """Drop from the front of each bucket the items ``stale(item)`` says are done."""
-        for key in list(self.buckets):
-            bucket = self.buckets[key]
-            while bucket and stale(bucket[0][1]):
-                bucket.popleft()
-                self.size -= 1
-            if not bucket:
-                del self.buckets[key]
-
-    def shed(self, count: int) -> int:
-        """Drop up to ``count`` items, the oldest bucket fronts first; how many went."""
-        dropped = 0
-        while dropped < count and self.buckets:
-            key = min(self.buckets, key=lambda k: _arrival(self.buckets[k][0][1]))
-            bucket = self.buckets[key]
-            bucket.popleft()
-            dropped += 1
-            if not bucket:
-                del self.buckets[key]
-        self.size -= dropped
-        return dropped
-
-    def check_valid(self) -> None:
-        """Assert the size and that every item sits in its key's bucket."""
-        assert self.size == sum(len(b) for b in self.buckets.values())
-        for home, bucket in self.buckets.items():
-            assert bucket, "an empty bucket is dropped"
-            assert all((key if self.keyed else None) == home for key, _ in bucket)
-
-    def __iter__(self) -> Iterator[T]:
-        for bucket in self.buckets.values():
-            yield from (item for _, item in bucket)
-
-    def __len__(self) -> int:
-        return self.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,67 +82,6 @@ class Partial:
     root: int
     key: Key
     waits: int = -1
-
-
-class Fits:
-    """Which components an event may be by their own conditions (those naming no other
-    component; a Kleene closure's first or later event): the buffers' filter, and what
-    the planner counts for its rates."""
-
-    def __init__(self, pattern: Resolved, judge: Judge) -> None:
-        self.pattern, self.judge = pattern, judge
-        self.own: list[Pred] = []
-        self.take_own: list[Pred] = []
-        for step in pattern.steps:
-            own, take_own = [], []
-            for names, pred in conjuncts(pattern):
-                if names != {step.var} and (names or step is not pattern.steps[0]):
-                    continue
-                indices = {pattern.refs[key].index for key in keys_of(pred)}
-                if indices <= set(_OWN) and pred in _items(step.begin):
-                    own.append(pred)
-                elif indices == {Index.CURRENT}:
-                    take_own.append(pred)
-            self.own.append(conjoin(*own))
-            self.take_own.append(conjoin(*take_own))
-        self.negated = frozenset(t for n in pattern.negations for t in n.types)
-        """The streams of negated components."""
-        self.by_stream: dict[str, list[tuple[int, bool]]] = {}
-        """Per stream, the components of that type and whether they take any such event."""
-        for n, step in enumerate(pattern.steps):
-            free = self.own[n] == TRUE or (step.kleene and self.take_own[n] == TRUE)
-            for name in step.types:
-                self.by_stream.setdefault(name, []).append((n, free))
-
-    def places(self, event: Event) -> list[int]:
-        """The components ``event`` may be, in pattern order."""
-        out = []
-        for n, free in self.by_stream.get(event.stream, ()):
-            if free or self.fits(n, event):
-                out.append(n)
-        return out
-
-    def fits(self, n: int, event: Event) -> bool:
-        """True if ``event`` may be component ``n`` by its own conditions."""
-        step = self.pattern.steps[n]
-        if event.stream not in step.types:
-            return False
-        if self._own(self.own[n], event):
-            return True
-        return step.kleene and self._own(self.take_own[n], event)
-
-    def _own(self, pred: Pred, event: Event) -> bool:
-        """``pred``, naming one component's current event only, for ``event``."""
-        keys = self.judge.keys.get(pred)
-        if keys is None:
-            keys = self.judge.keys[pred] = keys_of(pred)
-        refs = self.pattern.refs
-        values = {}
-        for key in keys:
-            value = _value_of(event, refs[key].attr or "")
-            if value is not None:
-                values[key] = value
-        return self.judge.holds(pred, values)
 
 
 class LazyRun:
@@ -530,12 +323,12 @@ class LazyRun:
                 continue
             values = {}
             for name, m, attr in condition.reads:
-                value = _value_of(now[m], attr)
+                value = value_of(now[m], attr)
                 if value is not None:
                     values[name] = value
             test = condition.test
             if test is not None and len(values) == len(condition.reads):
-                if not test(_EMPTY, values, 0, 0):
+                if not test(EMPTY, values, 0, 0):
                     return None
             elif not self.judge.holds(condition.pred, values):
                 return None
@@ -620,33 +413,3 @@ class LazyRun:
         for made in self.judge.emit(selected, list(self.negated)):
             self.counters.matches += 1
             out.append(made)
-
-
-def _value_of(event: Event | None, attr: str) -> Value | None:
-    """An attribute of an event (None: it has none of that name)."""
-    assert event is not None
-    for name, value in event.values:
-        if name == attr:
-            return value
-    return None
-
-
-def key_of(pattern: Resolved, event: Event) -> Key:
-    """The partition key of an event of a ``keyed`` pattern (None: not keyed)."""
-    if not pattern.keyed:
-        return None
-    partition = pattern.partition
-    if len(partition) == 1:
-        attr = partition[0]
-        return next((v,) for name, v in event.values if name == attr)
-    attrs = event.attrs()
-    return tuple(attrs[a] for a in partition)
-
-
-def _arrival(item: object) -> int:
-    """When a buffered event or a waiting partial match came (its latest event's end)."""
-    return item.t1 if isinstance(item, Event | Partial) else 0
-
-
-def _items(pred: Pred) -> tuple[Pred, ...]:
-    return pred.items if isinstance(pred, And) else (pred,)

@@ -34,15 +34,9 @@ from typing import Any, Protocol
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
-from cesar.automata.pattern.lazy import (
-    Buffer,
-    Compiler,
-    FastJudge,
-    Fits,
-    Key,
-    LazyRun,
-    key_of,
-)
+from cesar.automata.pattern.buffers import Buffer, Key, key_of
+from cesar.automata.pattern.judging import Compiler, FastJudge, Fits
+from cesar.automata.pattern.lazy import LazyRun
 from cesar.automata.pattern.plans import (
     EAGER,
     Plan,
