@@ -66,13 +66,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cesar.automata.schema import Event, epochs, parse_stream_spec
-from cesar.examples import STOCKS_SAMPLE
-from cesar.perf.quotes import minute_events
+from cesar.perf.quotes import STOCK_SPEC, quote_events
 from cesar.perf.report import engine_figures, subscribed
 from cesar.server.host.collector import tune_collector
-from cesar.server.wire.eventfile import read_events
 
-STOCK = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)[min]")
+STOCK = parse_stream_spec(STOCK_SPEC)
 
 
 def query3(rng: random.Random, name: str) -> str:
@@ -181,12 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.smoke:
         args.data, args.queries, args.guarded, args.windows = None, 20, 20, [2, 4]
         args.events = min(args.events, 3_000)
-    if args.data is None:
-        with open(STOCKS_SAMPLE) as handle:
-            events = read_events(handle, str(STOCKS_SAMPLE), {"Stock": STOCK}).events
-        events = events[: args.events]
-    else:
-        events = minute_events(args.data, args.events)
+    events = quote_events(args.data, args.events)
     rng = random.Random(args.seed)
     counts = sorted({1, args.queries})
     records: list[dict[str, object]] = []

@@ -39,14 +39,12 @@ from typing import Any
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, StreamSchema, Value, epochs, parse_stream_spec
-from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.patternbench import STOCK, any_window
 from cesar.perf.plot import plans_figure
-from cesar.perf.quotes import minute_events
+from cesar.perf.quotes import quote_events
 from cesar.perf.report import engine_figures
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.host.collector import tune_collector
-from cesar.server.wire.eventfile import read_events
 
 SAMPLE = 8
 """Memory (live partial matches, buffered events) is sampled every this many epochs."""
@@ -175,12 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary[f"rare_{name}_events_per_s_planner_vs_eager"] = ratio(
             auto["events_per_s"], eager["events_per_s"]
         )
-    if args.data is None:
-        with open(STOCKS_SAMPLE) as handle:
-            quotes = read_events(handle, str(STOCKS_SAMPLE), {"Stock": STOCK}).events
-        quotes = quotes[: args.events]
-    else:
-        quotes = minute_events(args.data, args.events)
+    quotes = quote_events(args.data, args.events)
     stocks = {"Stock": STOCK}
     volumes = sorted(int(e.attrs()["Volume"]) for e in quotes)
     loud = volumes[len(volumes) * 99 // 100]

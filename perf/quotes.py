@@ -13,7 +13,12 @@ import random
 from datetime import datetime
 from pathlib import Path
 
-from cesar.automata.schema import Event, Value
+from cesar.automata.schema import Event, Value, parse_stream_spec
+from cesar.examples import STOCKS_SAMPLE
+from cesar.server.wire.eventfile import read_events
+
+STOCK_SPEC = "Stock(Name:string,Price:float,Volume:int)[min]"
+"""The schema of the quotes."""
 
 
 def minute_events(path: Path, limit: int | None = None) -> list[Event]:
@@ -33,6 +38,16 @@ def minute_events(path: Path, limit: int | None = None) -> list[Event]:
             if limit is not None and len(out) == limit:
                 break
     return out
+
+
+def quote_events(path: Path | None, limit: int) -> list[Event]:
+    """At most ``limit`` quotes: the file's bars (:func:`minute_events`), or without a file
+    the bundled sample's (the same ``Stock`` events)."""
+    if path is not None:
+        return minute_events(path, limit)
+    schema = parse_stream_spec(STOCK_SPEC)
+    with open(STOCKS_SAMPLE) as handle:
+        return read_events(handle, str(STOCKS_SAMPLE), {"Stock": schema}).events[:limit]
 
 
 def walk_events(count: int, names: int = 100, seed: int = 1) -> list[Event]:

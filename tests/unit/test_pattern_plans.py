@@ -62,25 +62,33 @@ def test_the_cost_model_takes_the_rarest_first():
     assert choose(plain, {"a": 0.01, "b": 1.0, "c": 1.0})[0] == EAGER
 
 
-def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_later():
-    text = (
-        "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) { b.x > a.x } WITHIN 3 "
-        "PLAN eager PUBLISH P"
-    )
+A_THEN_B = (
+    "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) { b.x > a.x } WITHIN 3 "
+    "PLAN eager PUBLISH P"
+)
+
+
+def planned(text):
+    """An engine planning ``text``, subscribed as ``P``."""
     compiled = compile_query(text, SCHEMAS)
     engine = Engine(EngineOptions(plans=True))
     engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    return engine
+
+
+def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_later():
+    engine = planned(A_THEN_B)
     assert "P" in engine.program
     engine.process([Event.of("A", 5, 5, {"k": "w", "x": 1})])
     assert engine.replan("P", Plan(PlanKind.RECOMPUTE))
     chain = Plan(PlanKind.CHAIN, ("b", "a"))
-    planned = engine.planner.planned["P"]
-    planned.pinned = False  # as if the planner chose: it waits for the eager one to finish
-    assert planned.retiring and not engine.planner.switch("P", chain, 5)
+    subscription = engine.planner.planned["P"]
+    subscription.pinned = False  # as if the planner chose: it waits for the eager one
+    assert subscription.retiring and not engine.planner.switch("P", chain, 5)
     assert engine.process([Event.of("B", 8, 8, {"k": "w", "x": 2})]) == [
         Event.of("P", 5, 8, {"a_k": "w", "a_x": 1, "b_k": "w", "b_x": 2})
     ]
-    assert "P" not in engine.program and not planned.retiring  # gone once its window passed
+    assert "P" not in engine.program and not subscription.retiring  # gone after its window
     assert engine.planner.switch("P", chain, 8)
     engine.check_valid()
 
@@ -89,13 +97,7 @@ def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_l
 def test_switching_back_while_the_old_plan_finishes_loses_and_doubles_nothing(back):
     """eager → chain → (eager: the DAG, still finishing, takes all again; or recompute)
     within one window: the match straddling both switches comes once."""
-    text = (
-        "PATTERN SEQ(A a, B b) WHERE skip_till_any_match(a, b) { b.x > a.x } WITHIN 3 "
-        "PLAN eager PUBLISH P"
-    )
-    compiled = compile_query(text, SCHEMAS)
-    engine = Engine(EngineOptions(plans=True))
-    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    engine = planned(A_THEN_B)
     got = engine.process([Event.of("A", 5, 5, {"k": "w", "x": 1})])
     assert engine.replan("P", Plan(PlanKind.CHAIN, ("b", "a")))
     got += engine.process([Event.of("A", 6, 6, {"k": "w", "x": 1})])
@@ -110,14 +112,13 @@ def test_switching_back_while_the_old_plan_finishes_loses_and_doubles_nothing(ba
 
 
 def test_a_subscription_starts_on_a_tree_and_explain_says_so():
-    compiled = compile_query(SEQ3.format(""), SCHEMAS)
-    engine = Engine(EngineOptions(plans=True))
-    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    engine = planned(SEQ3.format(""))
     assert engine.planner.describe("P") == (
         "plan tree: rates not known yet: a tree takes next the fewest buffered events"
     )
     assert "P" not in engine.program and engine.subscriptions == ["P"]
-    assert plan_line(compiled.pattern).startswith("tree until the rates are known")
+    pattern = engine.planner.planned["P"].pattern
+    assert plan_line(pattern).startswith("tree until the rates are known")
 
 
 def test_eager_shared_on_the_dag_costs_each_subscription_its_share():
@@ -126,7 +127,7 @@ def test_eager_shared_on_the_dag_costs_each_subscription_its_share():
     text = SEQ3.format("")
     rates = [("A", 0.9), ("B", 0.9), ("C", 0.05)]
 
-    def planned(copies):
+    def kinds(copies):
         engine = Engine(EngineOptions(plans=True))
         for n in range(copies):
             compiled = compile_query(text.replace("PUBLISH P", f"PUBLISH P{n}"), SCHEMAS)
@@ -141,8 +142,8 @@ def test_eager_shared_on_the_dag_costs_each_subscription_its_share():
             engine.process(epoch)
         return {engine.planner.planned[f"P{n}"].plan.kind for n in range(copies)}
 
-    assert planned(1) != {PlanKind.EAGER}
-    assert planned(10) == {PlanKind.EAGER}
+    assert kinds(1) != {PlanKind.EAGER}
+    assert kinds(10) == {PlanKind.EAGER}
 
 
 @pytest.mark.parametrize(
@@ -160,9 +161,7 @@ def test_a_negation_before_the_first_component_looks_back_across_a_switch(plans)
         "PATTERN SEQ(!(A y), A a) WHERE skip_till_any_match(a) { y.x = a.x } WITHIN 1 "
         f"PLAN {plans[0]} PUBLISH P"
     )
-    compiled = compile_query(text, SCHEMAS)
-    engine = Engine(EngineOptions(plans=True))
-    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    engine = planned(text)
     first = engine.process([Event.of("A", 10, 10, {"k": "w", "x": 5})])
     assert engine.replan("P", Plan.parse(plans[1]))
     assert engine.process([Event.of("A", 11, 11, {"k": "w", "x": 5})]) == []
