@@ -9,7 +9,8 @@ the paper's answer to unknown frequencies) or, where none can run, eager; every
 ``WITHIN`` ticks it weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
 It switches when the best costs less than ``1 / HYSTERESIS`` of the current
 plan's cost (eager's divided among the automata sharing its path on the DAG:
-leaving saves only this subscription's share), the rates have been watched for
+leaving saves only this subscription's share) and the saving is worth
+``MATERIAL`` of the events every plan looks at, the rates have been watched for
 half a decay time, and the previous switch has finished.  A subscription may pin
 its plan (``PLAN chain(c, b, a)`` in the pattern); a pinned plan never changes.
 
@@ -51,7 +52,9 @@ from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, epochs
 
 HYSTERESIS = 1.5
-"""A plan must cost less than the current one by this factor to replace it."""
+"""A plan must cost less than the current one by this factor to replace it ..."""
+MATERIAL = 0.1
+"""... and save partial-match work worth this share of the events every plan looks at."""
 DECAY_WINDOWS = 16
 """Rates decay with a time constant of this many windows."""
 KEY_SAMPLE = 8
@@ -363,7 +366,8 @@ class Planner:
             f"{keys} key{'s' if keys > 1 else ''}"
             f"{f'; eager shared by {sharers} on the DAG' if sharers > 1 else ''})"
         )
-        if best_cost * HYSTERESIS < current:
+        touched = sum(rates.values())  # the look at each event every plan takes
+        if best_cost * HYSTERESIS < current and current - best_cost > MATERIAL * touched:
             self.switch(planned.subscription, best, now)
 
     def save(self) -> dict[str, SavedPlanned]:
