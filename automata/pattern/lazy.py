@@ -70,6 +70,8 @@ class _Shared:
     pred: Pred
     reads: list[tuple[str, int, str]]
     test: Test | None
+    judged: list[int]
+    """How many assignments it judged, and how many it let through: its selectivity."""
 
 
 @dataclass(slots=True)
@@ -151,7 +153,7 @@ class LazyRun:
                 test = judge.test(pred) if isinstance(judge, FastJudge) else None
                 if test is not None and not without_not(pred):
                     test = None
-                entry = _Shared(names, pred, reads, test)
+                entry = _Shared(names, pred, reads, test, [0, 0])
                 for var in names:
                     shared[self.names.index(var)].append(entry)
         return shared
@@ -219,6 +221,14 @@ class LazyRun:
             buffer.prune(lambda e: e.t0 <= horizon)
         for waiting in self.waiting:
             waiting.prune(lambda p: p.t0 <= horizon)
+
+    def judged(self) -> dict[Pred, tuple[int, int]]:
+        """Per condition between components: assignments judged, and let through."""
+        out: dict[Pred, tuple[int, int]] = {}
+        for conditions in self.shared:
+            for condition in conditions:
+                out[condition.pred] = (condition.judged[0], condition.judged[1])
+        return out
 
     def seed(self, past: Iterable[Event]) -> None:
         """Give a run starting at a switch the negated events of earlier epochs a negation
@@ -327,11 +337,14 @@ class LazyRun:
                 if value is not None:
                     values[name] = value
             test = condition.test
+            judged = condition.judged
+            judged[0] += 1
             if test is not None and len(values) == len(condition.reads):
                 if not test(EMPTY, values, 0, 0):
                     return None
             elif not self.judge.holds(condition.pred, values):
                 return None
+            judged[1] += 1
         root = event.t1 if empty else min(partial.root, event.t1)
         key = partial.key if partial.key is not None else self._key(event)
         return Partial(now, t0, t1, root, key)

@@ -3,7 +3,9 @@
 A pattern subscription that a lazy plan can run (:func:`~cesar.automata.pattern.plans.refusal`)
 is *planned*: :class:`Planner` keeps, per component, the rate of the events that
 pass the component's own conditions (exponentially decayed over ``16 × WITHIN``
-ticks: one predicate test per event of its streams, always on).  It starts a
+ticks: one predicate test per event of its streams, always on), the partition
+keys sharing them, and the selectivity of each condition between components as
+the lazy runs judge it.  It starts a
 subscription on a lazy tree (which orders each partial match by the buffers:
 the paper's answer to unknown frequencies) or, where none can run, eager; every
 ``WITHIN`` ticks it weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
@@ -43,6 +45,7 @@ from cesar.automata.pattern.plans import (
     Plan,
     PlanKind,
     choose,
+    conjuncts,
     cost,
     initial,
     pinned,
@@ -50,6 +53,7 @@ from cesar.automata.pattern.plans import (
 )
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, epochs
+from cesar.automata.terms import Pred
 
 HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it ..."""
@@ -57,6 +61,8 @@ MATERIAL = 0.1
 """... and save partial-match work worth this share of the events every plan looks at."""
 DECAY_WINDOWS = 16
 """Rates decay with a time constant of this many windows."""
+JUDGED = 30
+"""A condition's selectivity counts once the lazy runs judged this many assignments with it."""
 KEY_SAMPLE = 8
 """The partition keys of one epoch in this many are counted (how many keys share the events)."""
 
@@ -133,6 +139,9 @@ class Planned:
     a plan starting at a switch needs (it looks back before its start)."""
     why: str = "not weighed yet: no rates"
     next_check: float = -math.inf
+    selectivity: dict[Pred, float] = field(default_factory=dict)
+    """Per condition between components, the share of assignments it let through in the
+    lazy runs (kept across plans; where it judged ``JUDGED`` or more)."""
 
     @property
     def window(self) -> int:
@@ -355,8 +364,18 @@ class Planner:
         names = [s.var for s in planned.pattern.steps]
         rates = dict(zip(names, planned.rates.at(now), strict=True))
         keys = planned.rates.spread(now)
-        best, best_cost = choose(planned.pattern, rates, keys)
-        current = cost(planned.pattern, planned.plan, rates, keys)
+        judged: dict[Pred, list[int]] = {}
+        for run in planned.runs:
+            for pred, (tried, kept) in run.judged().items():
+                both = judged.setdefault(pred, [0, 0])
+                both[0] += tried
+                both[1] += kept
+        for pred, (tried, kept) in judged.items():
+            if tried >= JUDGED:
+                planned.selectivity[pred] = kept / tried
+        chosen = planned.selectivity
+        best, best_cost = choose(planned.pattern, rates, keys, chosen)
+        current = cost(planned.pattern, planned.plan, rates, keys, chosen)
         sharers = self.dag.sharers(planned.subscription) if planned.plan == EAGER else 0
         if sharers > 1:  # leaving the DAG saves only this subscription's share of its work
             current /= sharers
@@ -364,6 +383,8 @@ class Planner:
             f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
             f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())}; "
             f"{keys} key{'s' if keys > 1 else ''}"
+            f"{f'; {len(chosen)} selectivit' if chosen else ''}"
+            f"{('y' if len(chosen) == 1 else 'ies') + ' measured' if chosen else ''}"
             f"{f'; eager shared by {sharers} on the DAG' if sharers > 1 else ''})"
         )
         touched = sum(rates.values())  # the look at each event every plan takes
@@ -384,6 +405,11 @@ class Planner:
                 "rates": [rates.counts, rates.last, rates.since, rates.pending],
                 "keys": [[list(k) if k is not None else None, t] for k, t in rates.keys.items()],
                 "dag": None if planned.dag is None else list(planned.dag),
+                "selectivity": [
+                    [n, planned.selectivity[pred]]
+                    for n, (_, pred) in enumerate(conjuncts(planned.pattern))
+                    if pred in planned.selectivity
+                ],
                 "history": [(e.stream, e.t0, e.t1, e.values) for e in planned.history or ()],
                 "runs": [
                     [
@@ -411,6 +437,9 @@ class Planner:
         planned.rates.keys = {
             (tuple(k) if k is not None else None): t for k, t in saved.get("keys", [])
         }
+        between = conjuncts(planned.pattern)
+        for n, share in saved.get("selectivity", []):
+            planned.selectivity[between[n][1]] = share
         if planned.history is not None:
             for fields in saved.get("history", []):
                 planned.history.add(None, Event(*fields))
