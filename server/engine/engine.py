@@ -134,10 +134,10 @@ class Engine:
             raise ValueError(f"subscription {subscription} exists")
         if since is None:
             since = self._clock({s for a in automata for s in (a.name, *a.reads)})
-        reads = {s for a in automata for s in a.reads}
-        for planned in list(self.planner.planned.values()):
-            if planned.pattern.output.name in reads:
-                self.planner.pin_eager(planned.subscription, self._clock(planned.pattern.reads))
+        planner = self.planner
+        for stream in {s for a in automata for s in a.reads} & planner.publishers.keys():
+            producer = planner.planned[planner.publishers[stream]]
+            planner.pin_eager(producer.subscription, self._clock(producer.pattern.reads))
         if (
             self.options.plans
             and pattern is not None

@@ -179,6 +179,8 @@ class Planner:
         self.planned: dict[str, Planned] = {}
         self.readers: dict[str, dict[str, Planned]] = {}
         """Per stream, the planned subscriptions reading it."""
+        self.publishers: dict[str, str] = {}
+        """Per stream a planned subscription publishes, that subscription."""
         self.switches = 0
         self.epochs = 0
         self.dropped = 0
@@ -208,6 +210,7 @@ class Planner:
         self.planned[subscription] = planned
         for stream in pattern.reads:
             self.readers.setdefault(stream, {})[subscription] = planned
+        self.publishers[pattern.output.name] = subscription
         saved = self.saved.pop(subscription, None)
         if saved is None:
             self._start(planned, planned.plan, since)
@@ -224,6 +227,7 @@ class Planner:
             del readers[subscription]
             if not readers:
                 del self.readers[stream]
+        del self.publishers[planned.pattern.output.name]
         if planned.dag is not None:
             self.dag.retire(subscription, None)
         return True
@@ -462,6 +466,7 @@ class Planner:
         """Assert the planner's invariants; ``on_dag`` says if a subscription is on the DAG."""
         pairs = {(s, n) for s, readers in self.readers.items() for n in readers}
         assert pairs == {(s, n) for n, p in self.planned.items() for s in p.pattern.reads}
+        assert self.publishers == {p.pattern.output.name: n for n, p in self.planned.items()}
         for name, planned in self.planned.items():
             assert (planned.dag is not None) == on_dag(name), name
             lazy = planned.plan.kind is not PlanKind.EAGER

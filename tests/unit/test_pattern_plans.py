@@ -1,6 +1,8 @@
 """Plans as data and their cost model (automata/pattern/plans.py), and the engine's switch rules
 (server/engine/plans.py) on hand-checked streams."""
 
+from collections import Counter
+
 import pytest
 
 from cesar.automata.compiler import compile_query
@@ -18,6 +20,7 @@ from cesar.automata.pattern.plans import (
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.automata.terms import to_cel
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.workload import Workload
 
 SCHEMAS = {n: parse_stream_spec(f"{n}(k:string,x:int)") for n in "ABC"}
 SEQ3 = (
@@ -207,3 +210,28 @@ def test_the_planner_measures_selectivities_in_its_lazy_runs():
     ((pred, share),) = subscription.selectivity.items()
     assert to_cel(pred) == "b.x > a.x" and 0.2 < share < 0.8
     assert "1 selectivity measured" in subscription.why
+
+
+def test_a_query_reading_a_planned_pattern_makes_it_eager_and_gets_its_matches():
+    """Lazy matches are published, not fed to readers: a reader pins its producer eager (on
+    the DAG, which feeds it), and every query gives what the reference gives."""
+    workload = Workload.build(
+        SCHEMAS.values(),
+        [
+            ("P", SEQ3.format("")),
+            ("Q", "FILTER{b_x > 3} P PUBLISH Q"),
+        ],
+    )
+    events = [
+        Event.of(s, t, t, {"k": "w", "x": (t * 7 + n) % 10})
+        for t in range(1, 60)
+        for n, s in enumerate("ABC")
+    ]
+    got = workload.run(events, engine="planned")
+    assert Counter(got) == Counter(workload.run(events)) and any(e.stream == "Q" for e in got)
+    engine = Engine(EngineOptions(plans=True))
+    for query in workload.queries:
+        engine.subscribe(query.name, query.automata, None, query.pattern)
+    assert engine.planner.describe("P") == (
+        "plan eager: eager: another subscription reads its output"
+    )
