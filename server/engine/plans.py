@@ -63,6 +63,8 @@ DECAY_WINDOWS = 16
 """Rates decay with a time constant of this many windows."""
 JUDGED = 30
 """A condition's selectivity counts once the lazy runs judged this many assignments with it."""
+BUDGET_EVERY = 64
+"""The lazy runs' common budget is enforced every this many epochs."""
 KEY_SAMPLE = 8
 """The partition keys of one epoch in this many are counted (how many keys share the events)."""
 
@@ -186,6 +188,9 @@ class Planner:
         self.dropped = 0
         self.notices: list[tuple[str, str]] = []
         self.over: set[str] = set()
+        """Subscriptions whose lazy runs shed since their notice (an episode)."""
+        self.shedding: set[str] = set()
+        """Subscriptions whose lazy runs shed since the last budget check."""
         self.saved: dict[str, SavedPlanned] = {}
         """Saved states (:meth:`save`) waiting for their subscriptions to come back."""
 
@@ -323,6 +328,8 @@ class Planner:
             if not planned.pinned and now >= planned.next_check:
                 planned.next_check = now + planned.window
                 self._replan(planned, now)
+        if self.limit is not None and not self.epochs % BUDGET_EVERY:
+            self._budget()
         return len(published) - made
 
     def _recall(self, planned: Planned, events: Sequence[Event], now: int) -> None:
@@ -339,18 +346,44 @@ class Planner:
         """Hold a subscription's lazy runs to ``limit`` partial matches and buffered events
         each, the oldest dropped; one notice per episode over it."""
         assert self.limit is not None
-        over = sum(run.shed(self.limit) for run in planned.runs)
-        self.dropped += over
-        if not over:
-            self.over.discard(planned.subscription)
-        elif planned.subscription not in self.over:
+        dropped = sum(run.shed(self.limit) for run in planned.runs)
+        self._dropped(planned, dropped, f"exceeded {self.limit}")
+
+    def _budget(self) -> None:
+        """Hold all lazy runs together to ``limit`` partial matches and buffered events (as
+        the DAG's instances are): the largest holders shed their oldest first, so one
+        client's window of years does not starve the others.  O(planned subscriptions)."""
+        assert self.limit is not None
+        held = [
+            (sum(run.live + run.buffered for run in p.runs), p)
+            for p in self.planned.values()
+            if p.runs
+        ]
+        total = sum(size for size, _ in held)
+        for size, planned in sorted(held, key=lambda pair: -pair[0]):
+            if total <= self.limit:
+                break
+            keep = max(size - (total - self.limit), 0) // len(planned.runs)
+            dropped = sum(run.shed(keep) for run in planned.runs)
+            total -= dropped
+            self._dropped(planned, dropped, f"with the other lazy plans exceeded {self.limit}")
+        self.over &= self.shedding  # an episode ends after a whole period without shedding
+        self.shedding = set()
+
+    def _dropped(self, planned: Planned, count: int, reason: str) -> None:
+        """Count what a subscription's lazy runs shed; notify it once per episode."""
+        if not count:
+            return
+        self.dropped += count
+        self.shedding.add(planned.subscription)
+        if planned.subscription not in self.over:
             self.over.add(planned.subscription)
             self.notices.append(
                 (
                     planned.subscription,
-                    f"its {planned.plan.spell()} plan exceeded {self.limit} partial matches and "
-                    "buffered events; the oldest are dropped, so a match may be missed (one "
-                    "notice until it recovers)",
+                    f"its {planned.plan.spell()} plan {reason} partial matches and buffered "
+                    "events; the oldest are dropped, so a match may be missed (one notice "
+                    "until it recovers)",
                 )
             )
 

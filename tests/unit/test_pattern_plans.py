@@ -235,3 +235,23 @@ def test_a_query_reading_a_planned_pattern_makes_it_eager_and_gets_its_matches()
     assert engine.planner.describe("P") == (
         "plan eager: eager: another subscription reads its output"
     )
+
+
+def test_lazy_runs_share_the_instance_limit_and_the_largest_sheds_first():
+    """Two lazy subscriptions under max_instances = 200: a window of years buffers every
+    event, a short one little; every 64 epochs the lazy runs are held to 200 together, the
+    large one shedding, and only it is told (once)."""
+    engine = Engine(EngineOptions(plans=True, max_instances=200))
+    for name, window in (("Long", 100_000), ("Short", 3)):
+        text = SEQ3.format("PLAN chain(c, b, a)").replace("WITHIN 9", f"WITHIN {window}")
+        compiled = compile_query(text.replace("PUBLISH P", f"PUBLISH {name}"), SCHEMAS)
+        engine.subscribe(name, compiled.automata, None, compiled.pattern)
+    for t in range(1, 257):
+        engine.process([Event.of(s, t, t, {"k": "w", "x": t % 10}) for s in "AB"])
+        held = dict((name, live + buffered) for name, live, buffered in engine.planner.held())
+        assert held["Long"] <= 200  # one run's limit, every epoch
+        if t % 64 == 0:
+            assert sum(held.values()) <= 200
+    assert [n.subscription for n in engine.notices] == ["Long"]
+    assert engine.counters.dropped > 0
+    engine.check_valid()
