@@ -51,6 +51,7 @@ PATTERN_TOKENS = [
     "a[a.LEN].Price", "avg(a[..i-1].Price)", "sum(a[].Volume)", "max(a[].Price)", "a.LEN",
     "b.Price", "b.Name", ">", "=", "<", "80%", "*", "1", "1e999", "'IBM'", "‘x’", "WITHIN",
     "1 HOUR", "0", "RETURN", "AS", "PUBLISH", "P", "/*", "*/", "--", "\n", "..", "i-1",
+    "PLAN", "chain", "tree", "recompute", "eager", "auto", "chain(b, a)", "tree(a)",
 ]  # fmt: skip
 patterns = st.lists(st.sampled_from(PATTERN_TOKENS), max_size=30).map(
     lambda tokens: "PATTERN " + " ".join(tokens)
