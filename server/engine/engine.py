@@ -144,7 +144,8 @@ class Engine:
             and not pattern.reads & program.rank.keys()
             and plannable(pattern)
         ):
-            program.groups.join(pattern.reads | {pattern.output.name})
+            streams = pattern.reads | {pattern.output.name}
+            self.state.regroup(program.groups.join(streams), program.groups)
             self.planner.add(subscription, pattern, automata, since)
         else:
             self.enter(subscription, automata, since)
@@ -817,6 +818,8 @@ class Engine:
         program.check_valid()
         state.check_valid()
         self.planner.check_valid(program.__contains__)
+        find = program.groups.find
+        assert all(find(group) == group for group in (*state.group_clock, *state.expiry))
         for node, index in state.live.items():
             assert program.dag.nodes[node].filter is not None
             groups = program.filter_groups(node)

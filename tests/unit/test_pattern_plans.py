@@ -255,3 +255,19 @@ def test_lazy_runs_share_the_instance_limit_and_the_largest_sheds_first():
     assert [n.subscription for n in engine.notices] == ["Long"]
     assert engine.counters.dropped > 0
     engine.check_valid()
+
+
+def test_a_planned_pattern_joins_the_clock_groups_it_reads():
+    """A and B kept apart, each with its clock; the planned SEQ(A, B) joins them, and the
+    joined group keeps the later clock (a subscription after it starts there)."""
+    engine = Engine(EngineOptions(plans=True))
+    for name in "AB":
+        compiled = compile_query(f"FILTER{{x > 0}} {name} PUBLISH F{name}", SCHEMAS)
+        engine.subscribe(f"F{name}", compiled.automata)
+    engine.process([Event.of("A", 5, 5, {"k": "w", "x": 1})])
+    engine.process([Event.of("B", 3, 3, {"k": "w", "x": 1})])
+    compiled = compile_query(A_THEN_B.replace("PLAN eager", "PLAN tree"), SCHEMAS)
+    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    engine.check_valid()
+    assert engine.planner.planned["P"].runs[-1].since == 5
+    assert engine.state.group_clock[engine.program.groups.find("B")] == 5
