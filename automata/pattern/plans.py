@@ -193,39 +193,22 @@ def _size(rate: float, window: int, kleene: bool) -> float:
     return 2.0 ** min(events, 60.0) - 1.0 if kleene else events
 
 
-def _held(
-    pattern: Resolved,
-    names: Sequence[str],
-    rates: Mapping[str, float],
-    selectivity: Mapping[Pred, float],
-) -> float:
+def _held(pattern: Resolved, names: Sequence[str], rates: Mapping[str, float]) -> float:
     """Expected partial matches binding ``names``: choices per component, in pattern order
-    for a SEQ (a share ``1/m!`` of the assignments), times the measured selectivity of each
-    condition between them (taken as independent; 1 where none is known)."""
+    for a SEQ (a share ``1/m!`` of the assignments)."""
     assert pattern.window is not None
     kleene = {s.var: s.kleene for s in pattern.steps}
     held = math.prod(_size(rates[v], pattern.window, kleene[v]) for v in names)
-    if selectivity:
-        bound = set(names)
-        for between, pred in conjuncts(pattern):
-            if len(between) > 1 and between <= bound:
-                held *= selectivity.get(pred, 1.0)
     return held / math.factorial(len(names)) if pattern.operator == "SEQ" else held
 
 
-def cost(
-    pattern: Resolved,
-    plan: Plan,
-    rates: Mapping[str, float],
-    keys: int = 1,
-    selectivity: Mapping[Pred, float] | None = None,
-) -> float:
+def cost(pattern: Resolved, plan: Plan, rates: Mapping[str, float], keys: int = 1) -> float:
     """Expected partial-match work per tick of ``plan`` (events per tick per component in
-    ``rates``, spread over ``keys`` partition keys that never mix; ``selectivity``: the share
-    of assignments each condition between components lets through, where measured): each
-    stored partial match meets the events of the component it waits for; recompute
-    enumerates every prefix once per trigger.  The look at each event every plan takes is
-    left out.
+    ``rates``, spread over ``keys`` partition keys that never mix): each stored partial match
+    meets the events of the component it waits for; recompute enumerates every prefix once
+    per trigger.  The look at each event every plan takes is left out, and so are the
+    conditions between components (all plans judge them; perf/RESULTS.md says why their
+    measured selectivities are not weighed).
 
     >>> from cesar.automata.pattern.parser import parse_pattern
     >>> from cesar.automata.pattern.resolve import resolve
@@ -237,20 +220,16 @@ def cost(
     >>> round(cost(p, EAGER, rates), 2), round(cost(p, chain, rates), 2)
     (11.5, 0.61)
     """
-    selectivity = selectivity or {}
     if keys > 1:
-        per_key = {v: r / keys for v, r in rates.items()}
-        return keys * cost(pattern, plan, per_key, 1, selectivity)
+        return keys * cost(pattern, plan, {v: r / keys for v, r in rates.items()})
     names = [s.var for s in pattern.steps]
     if plan.kind is PlanKind.RECOMPUTE:
-        prefixes = sum(
-            _held(pattern, names[: i + 1], rates, selectivity) for i in range(len(names) - 1)
-        )
+        prefixes = sum(_held(pattern, names[: i + 1], rates) for i in range(len(names) - 1))
         return rates[names[-1]] * (1.0 + prefixes)
     order = list(names if plan.kind is PlanKind.EAGER else order_of(pattern, plan, rates))
     work = rates[order[0]]
     for i in range(len(order) - 1):
-        work += _held(pattern, order[: i + 1], rates, selectivity) * rates[order[i + 1]]
+        work += _held(pattern, order[: i + 1], rates) * rates[order[i + 1]]
     return work
 
 
@@ -280,17 +259,12 @@ def candidates(pattern: Resolved, rates: Mapping[str, float]) -> list[Plan]:
     return plans
 
 
-def choose(
-    pattern: Resolved,
-    rates: Mapping[str, float],
-    keys: int = 1,
-    selectivity: Mapping[Pred, float] | None = None,
-) -> tuple[Plan, float]:
+def choose(pattern: Resolved, rates: Mapping[str, float], keys: int = 1) -> tuple[Plan, float]:
     """The cheapest plan for ``pattern`` by :func:`cost`, and its cost (ties: the first of
     :func:`candidates`, eager before lazy)."""
-    best, best_cost = EAGER, cost(pattern, EAGER, rates, keys, selectivity)
+    best, best_cost = EAGER, cost(pattern, EAGER, rates, keys)
     for plan in candidates(pattern, rates)[1:]:
-        value = cost(pattern, plan, rates, keys, selectivity)
+        value = cost(pattern, plan, rates, keys)
         if value < best_cost:
             best, best_cost = plan, value
     return best, best_cost

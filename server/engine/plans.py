@@ -5,7 +5,7 @@ is *planned*: :class:`Planner` keeps, per component, the rate of the events that
 pass the component's own conditions (exponentially decayed over ``16 × WITHIN``
 ticks: one predicate test per event of its streams, always on), the partition
 keys sharing them, and the selectivity of each condition between components as
-the lazy runs judge it.  It starts a
+the lazy runs judge it (shown, not weighed).  It starts a
 subscription on a lazy tree (which orders each partial match by the buffers:
 the paper's answer to unknown frequencies) or, where none can run, eager; every
 ``WITHIN`` ticks it weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
@@ -53,7 +53,7 @@ from cesar.automata.pattern.plans import (
 )
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, epochs
-from cesar.automata.terms import Pred
+from cesar.automata.terms import Pred, to_cel
 
 HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it ..."""
@@ -143,7 +143,8 @@ class Planned:
     next_check: float = -math.inf
     selectivity: dict[Pred, float] = field(default_factory=dict)
     """Per condition between components, the share of assignments it let through in the
-    lazy runs (kept across plans; where it judged ``JUDGED`` or more)."""
+    lazy runs (kept across plans; where it judged ``JUDGED`` or more): shown in ``why``,
+    not weighed (:func:`~cesar.automata.pattern.plans.cost`)."""
 
     @property
     def window(self) -> int:
@@ -410,18 +411,17 @@ class Planner:
         for pred, (tried, kept) in judged.items():
             if tried >= JUDGED:
                 planned.selectivity[pred] = kept / tried
-        chosen = planned.selectivity
-        best, best_cost = choose(planned.pattern, rates, keys, chosen)
-        current = cost(planned.pattern, planned.plan, rates, keys, chosen)
+        measured = planned.selectivity
+        best, best_cost = choose(planned.pattern, rates, keys)
+        current = cost(planned.pattern, planned.plan, rates, keys)
         sharers = self.dag.sharers(planned.subscription) if planned.plan == EAGER else 0
         if sharers > 1:  # leaving the DAG saves only this subscription's share of its work
             current /= sharers
+        shares = "".join(f"; {to_cel(pred)} passes {p:.2g}" for pred, p in measured.items())
         planned.why = (
             f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
             f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())}; "
-            f"{keys} key{'s' if keys > 1 else ''}"
-            f"{f'; {len(chosen)} selectivit' if chosen else ''}"
-            f"{('y' if len(chosen) == 1 else 'ies') + ' measured' if chosen else ''}"
+            f"{keys} key{'s' if keys > 1 else ''}{shares}"
             f"{f'; eager shared by {sharers} on the DAG' if sharers > 1 else ''})"
         )
         touched = sum(rates.values())  # the look at each event every plan takes

@@ -12,8 +12,6 @@ from cesar.automata.pattern.plans import (
     Plan,
     PlanKind,
     choose,
-    conjuncts,
-    cost,
     plan_line,
     refusal,
 )
@@ -185,31 +183,16 @@ def test_a_negation_before_the_first_component_looks_back_across_a_switch(plans)
     engine.check_valid()
 
 
-def test_a_selective_condition_moves_the_chain_to_the_pair_it_filters():
-    """Equal rates: eager; with c.x > b.x letting 1 assignment in 1,000 through, the chain
-    binds b and c first (the pair is rare), then a."""
-    text = SEQ3.format("").replace("b.x > a.x", "b.x > a.x AND c.x > b.x")
-    pattern = compile_query(text, SCHEMAS).pattern
-    between = [pred for names, pred in conjuncts(pattern) if len(names) > 1]
-    rates = {"a": 1.0, "b": 1.0, "c": 1.0}
-    assert choose(pattern, rates)[0] == EAGER
-    assert choose(pattern, rates, 1, {between[1]: 0.001})[0] == Plan(
-        PlanKind.CHAIN, ("b", "c", "a")
-    )
-    measured = cost(pattern, EAGER, rates, 1, {between[0]: 0.001})
-    assert measured < cost(pattern, EAGER, rates) / 5
-
-
 def test_the_planner_measures_selectivities_in_its_lazy_runs():
     """It starts on a tree; the tree judges b.x > a.x; once the rates are known the planner
-    keeps the share let through and weighs the plans with it."""
+    keeps the share let through and shows it."""
     engine = planned(SEQ3.format(""))
     for t in range(1, 200):
         engine.process([Event.of(s, t, t, {"k": "w", "x": (t * 7) % 10}) for s in "ABC"])
     subscription = engine.planner.planned["P"]
     ((pred, share),) = subscription.selectivity.items()
     assert to_cel(pred) == "b.x > a.x" and 0.2 < share < 0.8
-    assert "1 selectivity measured" in subscription.why
+    assert f"b.x > a.x passes {share:.2g}" in subscription.why
 
 
 def test_a_query_reading_a_planned_pattern_makes_it_eager_and_gets_its_matches():
