@@ -172,8 +172,8 @@ def plan_line(pattern: Resolved) -> str:
         ]
     )
     return (
-        f"{first} until the rates are known, then the cheapest of {weighed} by live rates, "
-        "re-weighed every window; PLAN pins one"
+        f"{first} until the rates are known (eager beside subscriptions of its template), "
+        f"then the cheapest of {weighed} by live rates, re-weighed every window; PLAN pins one"
     )
 
 
@@ -259,10 +259,13 @@ def candidates(pattern: Resolved, rates: Mapping[str, float]) -> list[Plan]:
     return plans
 
 
-def choose(pattern: Resolved, rates: Mapping[str, float], keys: int = 1) -> tuple[Plan, float]:
+def choose(
+    pattern: Resolved, rates: Mapping[str, float], keys: int = 1, sharing: int = 1
+) -> tuple[Plan, float]:
     """The cheapest plan for ``pattern`` by :func:`cost`, and its cost (ties: the first of
-    :func:`candidates`, eager before lazy)."""
-    best, best_cost = EAGER, cost(pattern, EAGER, rates, keys)
+    :func:`candidates`, eager before lazy); eager's cost is divided among the ``sharing``
+    subscriptions whose automata the DAG merges into one (a lazy run is one's own)."""
+    best, best_cost = EAGER, cost(pattern, EAGER, rates, keys) / max(sharing, 1)
     for plan in candidates(pattern, rates)[1:]:
         value = cost(pattern, plan, rates, keys)
         if value < best_cost:

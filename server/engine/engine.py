@@ -176,10 +176,6 @@ class Engine:
         (:meth:`EngineState.remember_past`)."""
         self.state.remember_past(events)
 
-    def sharers(self, subscription: str) -> int:
-        """How many automata on the DAG share a subscription's final node (0: not on it)."""
-        return self.program.sharers(subscription)
-
     def replan(self, subscription: str, plan: Plan) -> bool:
         """Switch a planned subscription to ``plan`` now (even a pinned one, even while a
         previous switch finishes); False if it runs already.  KeyError if not planned,

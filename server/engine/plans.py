@@ -7,11 +7,13 @@ ticks: one predicate test per event of its streams, always on), the partition
 keys sharing them, and the selectivity of each condition between components as
 the lazy runs judge it (shown, not weighed).  It starts a
 subscription on a lazy tree (which orders each partial match by the buffers:
-the paper's answer to unknown frequencies) or, where none can run, eager; every
-``WITHIN`` ticks it weighs the plans by :func:`~cesar.automata.pattern.plans.cost`.
+the paper's answer to unknown frequencies) — or eager, where no lazy plan can
+run it or where subscriptions of the same template share the DAG already; every
+``WITHIN`` ticks (``CHECK`` at least) it weighs the plans by
+:func:`~cesar.automata.pattern.plans.cost`.
 It switches when the best costs less than ``1 / HYSTERESIS`` of the current
-plan's cost (eager's divided among the automata sharing its path on the DAG:
-leaving saves only this subscription's share) and the saving is worth
+plan's cost (eager's divided among the planned subscriptions of its template,
+which the DAG merges: leaving saves only this subscription's share) and the saving is worth
 ``MATERIAL`` of the events every plan looks at, the rates have been watched for
 half a decay time, and the previous switch has finished.  A subscription may pin
 its plan (``PLAN chain(c, b, a)`` in the pattern); a pinned plan never changes.
@@ -31,11 +33,12 @@ a subscription that reads it pins it eager first.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from cesar.automata.automaton import Automaton
+from cesar.automata.automaton import Automaton, Edge
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
 from cesar.automata.pattern.buffers import Buffer, Key, key_of
 from cesar.automata.pattern.judging import Compiler, FastJudge, Fits
@@ -53,6 +56,7 @@ from cesar.automata.pattern.plans import (
 )
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, epochs
+from cesar.automata.template import template
 from cesar.automata.terms import Pred, to_cel
 
 HYSTERESIS = 1.5
@@ -63,6 +67,11 @@ DECAY_WINDOWS = 16
 """Rates decay with a time constant of this many windows."""
 JUDGED = 30
 """A condition's selectivity counts once the lazy runs judged this many assignments with it."""
+CHECK = 16
+"""The plans are weighed every window, and at most every this many ticks."""
+CROWD = 8
+"""An eager subscription among this many of its template stays eager: its share of the
+DAG's work is too small to leave, so its rates are not measured (one test per event saved)."""
 BUDGET_EVERY = 64
 """The lazy runs' common budget is enforced every this many epochs."""
 KEY_SAMPLE = 8
@@ -134,6 +143,9 @@ class Planned:
     pinned: bool
     rates: Rates
     fits: Fits
+    template: int
+    """Its automata's edges up to constants, by number (:attr:`Planner.shapes`): equal for
+    subscriptions the DAG merges."""
     runs: list[LazyRun] = field(default_factory=list)
     dag: tuple[float, float] | None = None
     history: Buffer[Event] | None = None
@@ -141,6 +153,8 @@ class Planned:
     a plan starting at a switch needs (it looks back before its start)."""
     why: str = "not weighed yet: no rates"
     next_check: float = -math.inf
+    idle: bool = False
+    """Pinned, or eager among ``CROWD`` or more of its template: not measured, not weighed."""
     selectivity: dict[Pred, float] = field(default_factory=dict)
     """Per condition between components, the share of assignments it let through in the
     lazy runs (kept across plans; where it judged ``JUDGED`` or more): shown in ``why``,
@@ -181,9 +195,18 @@ class Planner:
         self.limit = limit
         self.planned: dict[str, Planned] = {}
         self.readers: dict[str, dict[str, Planned]] = {}
-        """Per stream, the planned subscriptions reading it."""
+        """Per stream, the planned subscriptions reading it that an epoch has work for (a
+        lazy run, a negation history, rates to measure); an idle eager one is left out."""
         self.publishers: dict[str, str] = {}
         """Per stream a planned subscription publishes, that subscription."""
+        self.shapes: dict[tuple[Edge, ...], int] = {}
+        """Each template seen, numbered (a subscription's edges up to constants; hashing one
+        is deep, so it is done once, when it subscribes)."""
+        self.templates: Counter[int] = Counter()
+        """Planned subscriptions per template (:attr:`Planned.template`): eager's cost is
+        shared among them, and one joining others starts eager beside them."""
+        self.members: dict[int, dict[str, Planned]] = {}
+        """Per template, its planned subscriptions."""
         self.switches = 0
         self.epochs = 0
         self.dropped = 0
@@ -203,40 +226,87 @@ class Planner:
         steps = len(pattern.steps)
         rates = Rates(DECAY_WINDOWS * max(pattern.window or 1, 1), [0.0] * steps)
         fits = Fits(pattern, FastJudge(pattern, self.faults, self.functions, self.compiler))
-        plan = pin or initial(pattern)
+        edges = tuple(template(edge)[0] for automaton in automata for edge in automaton.edges)
+        shape = self.shapes.setdefault(edges, len(self.shapes))
+        siblings = self.templates[shape]
+        plan = pin or (EAGER if siblings else initial(pattern))
         planned = Planned(
-            subscription, pattern, tuple(automata), since, plan, pin is not None, rates, fits
+            subscription,
+            pattern,
+            tuple(automata),
+            since,
+            plan,
+            pin is not None,
+            rates,
+            fits,
+            shape,
         )
         if pin is not None:
             planned.why = "pinned by the pattern's PLAN"
+        elif siblings:
+            planned.why = f"rates not known yet: eager shares the DAG with {siblings} like it"
         elif plan.kind is PlanKind.TREE:
             planned.why = "rates not known yet: a tree takes next the fewest buffered events"
         if any(n.after == -1 for n in pattern.negations):
             planned.history = Buffer(False)
         self.planned[subscription] = planned
-        for stream in pattern.reads:
-            self.readers.setdefault(stream, {})[subscription] = planned
         self.publishers[pattern.output.name] = subscription
         saved = self.saved.pop(subscription, None)
         if saved is None:
             self._start(planned, planned.plan, since)
         else:
             self._load(planned, saved)
+        self._join(planned, +1)
 
     def remove(self, subscription: str) -> bool:
         """Forget a planned subscription (and take its automata off the DAG); False if not one."""
         planned = self.planned.pop(subscription, None)
         if planned is None:
             return False
-        for stream in planned.pattern.reads:
-            readers = self.readers[stream]
-            del readers[subscription]
-            if not readers:
-                del self.readers[stream]
+        self._join(planned, -1)
         del self.publishers[planned.pattern.output.name]
         if planned.dag is not None:
             self.dag.retire(subscription, None)
         return True
+
+    def _join(self, planned: Planned, step: int) -> None:
+        """Count a subscription in (+1) or out (-1) of its template; refresh the template's
+        subscriptions when it crosses ``CROWD`` (they start or stop being measured)."""
+        shape = planned.template
+        members = self.members.setdefault(shape, {})
+        before = self.templates[shape]
+        self.templates[shape] += step
+        if step > 0:
+            members[planned.subscription] = planned
+        else:
+            del members[planned.subscription]
+            self._refresh(planned, False)
+            if not self.templates[shape]:
+                del self.templates[shape]
+                del self.members[shape]
+        crossed = (before >= CROWD) != (self.templates[shape] >= CROWD)
+        for member in members.values() if crossed else (planned,) if step > 0 else ():
+            self._refresh(member)
+
+    def _refresh(self, planned: Planned, present: bool = True) -> None:
+        """Put a subscription among the readers of its streams if an epoch has work for it
+        (a lazy run, a negation history, or rates to measure), or take it out."""
+        idle = planned.pinned or (
+            planned.plan == EAGER and self.templates[planned.template] >= CROWD
+        )
+        if idle != planned.idle:  # measuring again: the old rates are stale
+            planned.idle = idle
+            planned.rates = Rates(planned.rates.tau, [0.0] * len(planned.rates.counts))
+        active = present and (not idle or bool(planned.runs) or planned.history is not None)
+        name = planned.subscription
+        for stream in planned.pattern.reads:
+            readers = self.readers.get(stream)
+            if active:
+                self.readers.setdefault(stream, {})[name] = planned
+            elif readers is not None and name in readers:
+                del readers[name]
+                if not readers:
+                    del self.readers[stream]
 
     def pin_eager(self, subscription: str, clock: float) -> None:
         """Another subscription reads this one: make it eager for good."""
@@ -245,6 +315,7 @@ class Planner:
         planned.why = "eager: another subscription reads its output"
         if planned.plan.kind is not PlanKind.EAGER:
             self.switch(subscription, EAGER, clock, force=True)
+        self._refresh(planned)
 
     def switch(self, subscription: str, plan: Plan, clock: float, force: bool = False) -> bool:
         """Switch to ``plan`` after epoch ``clock``; False (nothing done) if it runs already,
@@ -275,6 +346,7 @@ class Planner:
         else:
             self._start(planned, plan, clock)
         self.switches += 1
+        self._refresh(planned)
         return True
 
     def _start(self, planned: Planned, plan: Plan, since: float) -> None:
@@ -307,9 +379,13 @@ class Planner:
         reading: dict[str, Planned] = {}
         for stream in by_stream:
             reading.update(self.readers[stream])
-        for planned in reading.values():
+        for planned in list(reading.values()):
             reads = planned.pattern.reads
             mine = [e for s, events in by_stream.items() if s in reads for e in events]
+            if planned.idle and not planned.runs:  # a negation history only: eager stays
+                if planned.history is not None:
+                    self._recall(planned, mine, now)
+                continue
             places = {id(e): planned.fits.places(e) for e in mine}
             add = planned.rates.add
             for found in places.values():
@@ -326,8 +402,8 @@ class Planner:
             if self.limit is not None:
                 self._limit(planned)
             self._retire(planned, now)
-            if not planned.pinned and now >= planned.next_check:
-                planned.next_check = now + planned.window
+            if not planned.idle and now >= planned.next_check:
+                planned.next_check = now + max(planned.window, CHECK)
                 self._replan(planned, now)
         if self.limit is not None and not self.epochs % BUDGET_EVERY:
             self._budget()
@@ -390,7 +466,10 @@ class Planner:
 
     def _retire(self, planned: Planned, now: int) -> None:
         window = planned.window
-        planned.runs = [r for r in planned.runs if now < r.until + window]
+        kept = [r for r in planned.runs if now < r.until + window]
+        if len(kept) < len(planned.runs):
+            planned.runs = kept
+            self._refresh(planned)
         if planned.dag is not None and now >= planned.dag[1] + window:
             planned.dag = None
             self.dag.retire(planned.subscription, None)
@@ -412,17 +491,17 @@ class Planner:
             if tried >= JUDGED:
                 planned.selectivity[pred] = kept / tried
         measured = planned.selectivity
-        best, best_cost = choose(planned.pattern, rates, keys)
         current = cost(planned.pattern, planned.plan, rates, keys)
-        sharers = self.dag.sharers(planned.subscription) if planned.plan == EAGER else 0
-        if sharers > 1:  # leaving the DAG saves only this subscription's share of its work
-            current /= sharers
+        sharing = self.templates[planned.template]
+        best, best_cost = choose(planned.pattern, rates, keys, sharing)
+        if planned.plan == EAGER:  # leaving the DAG saves only this subscription's share
+            current /= sharing
         shares = "".join(f"; {to_cel(pred)} passes {p:.2g}" for pred, p in measured.items())
         planned.why = (
             f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
             f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())}; "
             f"{keys} key{'s' if keys > 1 else ''}{shares}"
-            f"{f'; eager shared by {sharers} on the DAG' if sharers > 1 else ''})"
+            f"{f'; eager shared by {sharing} on the DAG' if sharing > 1 else ''})"
         )
         touched = sum(rates.values())  # the look at each event every plan takes
         if best_cost * HYSTERESIS < current and current - best_cost > MATERIAL * touched:
@@ -498,8 +577,16 @@ class Planner:
     def check_valid(self, on_dag: Callable[[str], bool]) -> None:
         """Assert the planner's invariants; ``on_dag`` says if a subscription is on the DAG."""
         pairs = {(s, n) for s, readers in self.readers.items() for n in readers}
-        assert pairs == {(s, n) for n, p in self.planned.items() for s in p.pattern.reads}
+        busy = {
+            n: p for n, p in self.planned.items() if not p.idle or p.runs or p.history is not None
+        }
+        assert pairs == {(s, n) for n, p in busy.items() for s in p.pattern.reads}
+        for name, planned in self.planned.items():
+            crowded = self.templates[planned.template] >= CROWD
+            assert planned.idle == (planned.pinned or (planned.plan == EAGER and crowded)), name
+            assert self.members[planned.template][name] is planned
         assert self.publishers == {p.pattern.output.name: n for n, p in self.planned.items()}
+        assert self.templates == Counter(p.template for p in self.planned.values())
         for name, planned in self.planned.items():
             assert (planned.dag is not None) == on_dag(name), name
             lazy = planned.plan.kind is not PlanKind.EAGER
@@ -553,9 +640,6 @@ class Dag(Protocol):
     def retire(self, subscription: str, until: float | None) -> None:
         """Keep only the matches rooted at or before ``until`` (inf: all again); None:
         unsubscribe."""
-
-    def sharers(self, subscription: str) -> int:
-        """How many automata share the subscription's path on the DAG (0: not on it)."""
 
     def remember_past(self, events: Iterable[Event]) -> None:
         """Remember events of earlier epochs for the UNLESS edges of automata just entered."""

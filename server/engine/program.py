@@ -359,14 +359,6 @@ class QueryProgram:
             )
         ]
 
-    def sharers(self, subscription: str) -> int:
-        """How many automata end where a subscription's last one does (its final node's
-        slots): the work of its shared path is theirs too.  0 if it is not here."""
-        record = self._subscriptions.get(subscription)
-        if record is None:
-            return 0
-        return self.final.get(record.footprints[-1].final, 0).bit_count()
-
     def placement(self, subscription: str, index: int) -> tuple[Footprint, int] | None:
         """The footprint and slot of a subscription's ``index``-th automaton (None: not here)."""
         record = self._subscriptions.get(subscription)

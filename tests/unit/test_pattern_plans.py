@@ -133,16 +133,22 @@ def test_a_subscription_starts_on_a_tree_and_explain_says_so():
 
 
 def test_eager_shared_on_the_dag_costs_each_subscription_its_share():
-    """Ten identical eager subscriptions share one path on the DAG: the planner leaves them
-    there where one alone would go lazy."""
+    """Ten subscriptions of one template share one path on the DAG: the planner starts the
+    later ones there and leaves them all there, where one alone would go lazy."""
     text = SEQ3.format("")
     rates = [("A", 0.9), ("B", 0.9), ("C", 0.05)]
 
     def kinds(copies):
         engine = Engine(EngineOptions(plans=True))
         for n in range(copies):
-            compiled = compile_query(text.replace("PUBLISH P", f"PUBLISH P{n}"), SCHEMAS)
+            shifted = text.replace("PUBLISH P", f"PUBLISH P{n}").replace(
+                "b.x > a.x",
+                f"b.x > a.x AND a.x >= {n % 3}",  # constants of their own
+            )
+            compiled = compile_query(shifted, SCHEMAS)
             engine.subscribe(f"P{n}", compiled.automata, None, compiled.pattern)
+            if n:
+                assert engine.planner.planned[f"P{n}"].plan == EAGER  # beside the first
             engine.replan(f"P{n}", EAGER)
         for t in range(1, 400):
             epoch = [
@@ -254,3 +260,19 @@ def test_a_planned_pattern_joins_the_clock_groups_it_reads():
     engine.check_valid()
     assert engine.planner.planned["P"].runs[-1].since == 5
     assert engine.state.group_clock[engine.program.groups.find("B")] == 5
+
+
+def test_eager_subscriptions_crowding_a_template_are_not_measured():
+    """Of ten subscriptions of one template the first starts on a tree, the nine after it
+    eager beside each other on the DAG, where they stay unmeasured (no test per event); when
+    fewer than CROWD are left they are measured again."""
+    engine = Engine(EngineOptions(plans=True))
+    for n in range(10):
+        text = SEQ3.format("").replace("PUBLISH P", f"PUBLISH P{n}")
+        compiled = compile_query(text.replace("a.x", f"a.x + {n}"), SCHEMAS)
+        engine.subscribe(f"P{n}", compiled.automata, None, compiled.pattern)
+    assert set(engine.planner.readers["A"]) == {"P0"}  # the tree; the eager nine are idle
+    for n in range(7, 10):
+        engine.unsubscribe(f"P{n}")
+    assert set(engine.planner.readers["A"]) == {f"P{n}" for n in range(7)}
+    engine.check_valid()
