@@ -20,6 +20,9 @@ events, and counts only if both give the same alerts:
   lower one (the patterns benchmark's family) over growing windows on
   one-minute quotes, eager against ``PLAN recompute``: mean and peak memory
   (live partial matches against buffered events) and events/s;
+* ``crowd``: the patterns benchmark's AND family (``--crowd`` subscriptions of one
+  template, their own constants) on the quotes, planned or not: the planner keeps them on
+  the DAG beside each other, at the DAG's speed;
 * ``drift``: the ``rare`` SEQ where ``C`` is rare for the first half and ``A``
   for the second: every fixed plan against the planner left to itself.
 
@@ -33,13 +36,14 @@ import json
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, StreamSchema, Value, epochs, parse_stream_spec
-from cesar.perf.patternbench import STOCK, any_window
+from cesar.perf.patternbench import STOCK, any_window, together
 from cesar.perf.plot import plans_figure
 from cesar.perf.quotes import quote_events
 from cesar.perf.report import engine_figures
@@ -120,6 +124,25 @@ def run(
     return record
 
 
+def crowd(texts: Sequence[str], events: Sequence[Event], plans: bool) -> dict[str, Any]:
+    """Many subscriptions of one template on a fresh engine: events/s, alerts, their plans."""
+    engine = Engine(EngineOptions(plans=plans))
+    for number, text in enumerate(texts):
+        compiled = compile_query(text, {"Stock": STOCK}, f"q{number}")
+        engine.subscribe(compiled.name, compiled.automata, None, compiled.pattern)
+    tick = time.perf_counter()
+    outputs = [e for epoch in epochs(events) for e in engine.process(epoch)]
+    seconds = time.perf_counter() - tick
+    record = engine_figures(
+        "plans" if plans else "eager", engine, len(texts), events, outputs, seconds
+    )
+    plans_now = Counter(p.plan.kind.value for p in engine.planner.planned.values())
+    record.update(
+        plans_now=dict(plans_now), idle=sum(p.idle for p in engine.planner.planned.values())
+    )
+    return record
+
+
 def ratio(fast: Any, slow: Any) -> float | None:
     ok = isinstance(fast, float | int) and isinstance(slow, float | int) and slow
     return round(fast / slow, 2) if ok else None
@@ -131,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="one-minute quotes CSV (default: the sample)")
     parser.add_argument("--events", type=int, default=5_000, help="quotes read (any_window)")
     parser.add_argument("--windows", type=int, nargs="*", default=[2, 4, 6, 8])
+    parser.add_argument(
+        "--crowd", type=int, default=1_000, help="AND subscriptions of one template"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the summary here")
     parser.add_argument("--plot", type=Path, help="also draw the figures here (PNG)")
@@ -139,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune_collector()
     if args.smoke:
         args.ticks, args.events, args.windows, args.data = 1_500, 1_000, [2, 4], None
+        args.crowd = 20
     records: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"records": records}
     agree = True
@@ -212,6 +239,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary[f"any_window_{window}_events_per_s_recompute_vs_eager"] = ratio(
             again["events_per_s"], eager["events_per_s"]
         )
+    rng = random.Random(args.seed)
+    family = [together(rng, f"together_{n}") for n in range(args.crowd)]
+    alone = keep(crowd(family, quotes, False), benchmark="crowd")
+    crowded = keep(crowd(family, quotes, True), benchmark="crowd")
+    agree &= alone["digest"] == crowded["digest"]
+    summary["crowd_events_per_s_planned_vs_not"] = ratio(
+        crowded["events_per_s"], alone["events_per_s"]
+    )
     half = args.ticks // 2
     drift = synthetic(half, rates, args.seed) + synthetic(
         half, {"A": 0.009, "B": 0.9, "C": 0.9, "D": 0.0009}, args.seed + 1, start=half

@@ -284,3 +284,5 @@ def test_planbench_smoke_every_plan_agrees_and_the_lazy_ones_hold_less(tmp_path)
     assert len(pinned) == 4 and all(r["plan"].startswith("plan chain") for r in pinned)
     recompute = [r for r in records if r["benchmark"] == "any_window" and r["engine"] == "plans"]
     assert all(r["live_partials_mean"] == 0 < r["buffered_mean"] for r in recompute)
+    crowd = [r for r in records if r["benchmark"] == "crowd"]
+    assert crowd[1]["plans_now"] == {"eager": 20} and crowd[1]["idle"] == 20
