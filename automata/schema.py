@@ -237,6 +237,13 @@ class Event:
         """The attribute values as a new dict."""
         return dict(self.values)
 
+    def value(self, attr: str) -> Value | None:
+        """One attribute's value (None: the event has none of that name).  O(attributes)."""
+        for name, value in self.values:
+            if name == attr:
+                return value
+        return None
+
     @property
     def duration(self) -> int:
         """DUR: the number of ticks the event spans, ``t1 - t0 + 1``."""

@@ -213,6 +213,12 @@ def conjoin(*preds: Pred) -> Pred:
     return items[0] if len(items) == 1 else And(tuple(items))
 
 
+def conjuncts_of(pred: Pred) -> tuple[Pred, ...]:
+    """The conjuncts of ``pred``: its items if it is an AND, else ``pred`` alone (the inverse
+    of :func:`conjoin` on a flat conjunction)."""
+    return pred.items if isinstance(pred, And) else (pred,)
+
+
 # ---------------------------------------------------------------- traversal
 
 Leaf = Const | Attr | Dur | EventDur | DurLit | Param

@@ -97,15 +97,6 @@ class Buffer(Generic[T]):
         return self.size
 
 
-def value_of(event: Event | None, attr: str) -> Value | None:
-    """An attribute of an event (None: it has none of that name)."""
-    assert event is not None
-    for name, value in event.values:
-        if name == attr:
-            return value
-    return None
-
-
 def key_of(pattern: Resolved, event: Event) -> Key:
     """The partition key of an event of a ``keyed`` pattern (None: not keyed)."""
     if not pattern.keyed:
@@ -113,6 +104,8 @@ def key_of(pattern: Resolved, event: Event) -> Key:
     partition = pattern.partition
     if len(partition) == 1:
         attr = partition[0]
-        return next((v,) for name, v in event.values if name == attr)
+        value = event.value(attr)
+        assert value is not None  # keyed: every stream of the pattern has it
+        return (value,)
     attrs = event.attrs()
     return tuple(attrs[a] for a in partition)

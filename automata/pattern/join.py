@@ -33,7 +33,7 @@ from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.drafts import Binding, Draft, any_of
 from cesar.automata.pattern.resolve import keys_of, rewrite
 from cesar.automata.pattern.sequence import SeqBuilder
-from cesar.automata.terms import TRUE, And, Attr, Cmp, Pred, Scope, Truth, conjoin
+from cesar.automata.terms import TRUE, Attr, Cmp, Pred, Scope, Truth, conjoin, conjuncts_of
 
 MAX_COMPONENTS = 8
 """The most components an AND the engine runs may have (255 waiting nodes)."""
@@ -49,8 +49,7 @@ class JoinBuilder(SeqBuilder):
         sets = sorted(range(1, full), key=lambda s: (s.bit_count(), s))
         node_of = {0: 0, **{s: n for n, s in enumerate(sets, 1)}, full: len(sets) + 1}
         where = self.p.conjuncts
-        items: tuple[Pred, ...] = where.items if isinstance(where, And) else (where,)
-        conjuncts = [c for c in items if not (isinstance(c, Truth) and c.value)]
+        conjuncts = [c for c in conjuncts_of(where) if not (isinstance(c, Truth) and c.value)]
         order = {step.var: n for n, step in enumerate(steps)}
         named = [sum(1 << order[self.p.refs[k].var] for k in set(keys_of(c))) for c in conjuncts]
         for bound in [0, *sets]:

@@ -14,12 +14,11 @@ from typing import Protocol
 from cesar.automata.algebra import Assign
 from cesar.automata.evaluate import ArithmeticFault, Faults, FunctionRegistry
 from cesar.automata.pattern.ast import Index
-from cesar.automata.pattern.buffers import value_of
 from cesar.automata.pattern.plans import conjuncts
 from cesar.automata.pattern.reference import Judge, Selection
 from cesar.automata.pattern.resolve import Resolved, keys_of
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import TRUE, And, Cmp, Pred, conjoin
+from cesar.automata.terms import TRUE, Cmp, Pred, conjoin, conjuncts_of
 
 _OWN = (Index.ONLY, Index.FIRST)
 EMPTY: Mapping[str, Value] = {}
@@ -67,7 +66,7 @@ class FastJudge(Judge):
     def test(self, pred: Pred) -> Test | None:
         """``pred`` as generated code if it is made of comparisons (None: it is not)."""
         if pred not in self.tests:
-            atoms = pred.items if isinstance(pred, And) else (pred,)
+            atoms = conjuncts_of(pred)
             cmps = tuple(a for a in atoms if isinstance(a, Cmp))
             self.tests[pred] = self.compiler.conjunct(cmps) if len(cmps) == len(atoms) else None
         return self.tests[pred]
@@ -105,13 +104,14 @@ class Fits:
         self.pattern, self.judge = pattern, judge
         self.own: list[Pred] = []
         self.take_own: list[Pred] = []
+        between = conjuncts(pattern)
         for step in pattern.steps:
             own, take_own = [], []
-            for names, pred in conjuncts(pattern):
+            for names, pred in between:
                 if names != {step.var} and (names or step is not pattern.steps[0]):
                     continue
                 indices = {pattern.refs[key].index for key in keys_of(pred)}
-                if indices <= set(_OWN) and pred in _items(step.begin):
+                if indices <= set(_OWN) and pred in conjuncts_of(step.begin):
                     own.append(pred)
                 elif indices == {Index.CURRENT}:
                     take_own.append(pred)
@@ -151,11 +151,7 @@ class Fits:
         refs = self.pattern.refs
         values = {}
         for key in keys:
-            value = value_of(event, refs[key].attr or "")
+            value = event.value(refs[key].attr or "")
             if value is not None:
                 values[key] = value
         return self.judge.holds(pred, values)
-
-
-def _items(pred: Pred) -> tuple[Pred, ...]:
-    return pred.items if isinstance(pred, And) else (pred,)

@@ -38,10 +38,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
-from cesar.automata.pattern.buffers import Buffer, Key, key_of, value_of
+from cesar.automata.pattern.buffers import Buffer, Key, key_of
 from cesar.automata.pattern.judging import EMPTY, Compiler, FastJudge, Fits, Test
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
-from cesar.automata.pattern.reference import Judge, Selection, without_not
+from cesar.automata.pattern.reference import Judge, Selection
 from cesar.automata.pattern.resolve import Resolved, keys_of
 from cesar.automata.schema import Event
 from cesar.automata.terms import Pred
@@ -127,7 +127,6 @@ class LazyRun:
         self.buffers: list[Buffer[Event]] = [Buffer(keyed) for _ in steps]
         self.waiting: list[Buffer[Partial]] = [Buffer(keyed) for _ in steps]
         self.negated: Buffer[Event] = Buffer(False)
-        self.negated_types = frozenset(t for n in pattern.negations for t in n.types)
         self.fits = Fits(pattern, self.judge)
         self.shared = self._shared()
         if plan.kind is PlanKind.CHAIN:
@@ -151,8 +150,6 @@ class LazyRun:
                     for key, ref in zip(keys, refs, strict=True)
                 ]
                 test = judge.test(pred) if isinstance(judge, FastJudge) else None
-                if test is not None and not without_not(pred):
-                    test = None
                 entry = _Shared(names, pred, reads, test, [0, 0])
                 for var in names:
                     shared[self.names.index(var)].append(entry)
@@ -204,7 +201,7 @@ class LazyRun:
                 self._meet(event, key, places, out)
             for n in places:
                 self.buffers[n].add(key, event)
-            if event.stream in self.negated_types:
+            if event.stream in self.fits.negated:
                 self.negated.add(None, event)
         self.clock = now
         if now >= self.next_prune:
@@ -234,7 +231,7 @@ class LazyRun:
         """Give a run starting at a switch the negated events of earlier epochs a negation
         before the first component may still find."""
         for event in past:
-            if event.stream in self.negated_types:
+            if event.stream in self.fits.negated:
                 self.negated.add(None, event)
 
     def shed(self, limit: int) -> int:
@@ -333,7 +330,9 @@ class LazyRun:
                 continue
             values = {}
             for name, m, attr in condition.reads:
-                value = value_of(now[m], attr)
+                bound_event = now[m]
+                assert bound_event is not None  # every component it names is bound
+                value = bound_event.value(attr)
                 if value is not None:
                     values[name] = value
             test = condition.test

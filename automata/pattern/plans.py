@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from cesar.automata.pattern.ast import Strategy
 from cesar.automata.pattern.resolve import Resolved, keys_of
-from cesar.automata.terms import And, Pred, Truth
+from cesar.automata.terms import Pred, Truth, conjuncts_of
 
 MAX_ORDERS = 5
 """Above this many components the chain order is by ascending rate, not by trying all."""
@@ -135,7 +135,7 @@ def conjuncts(pattern: Resolved) -> list[tuple[frozenset[str], Pred]]:
     out: list[tuple[frozenset[str], Pred]] = []
     for step in pattern.steps:
         for pred in (step.begin, step.take, step.close):
-            for item in pred.items if isinstance(pred, And) else (pred,):
+            for item in conjuncts_of(pred):
                 if isinstance(item, Truth) and item.value:
                     continue
                 names = frozenset(pattern.refs[key].var for key in keys_of(item))

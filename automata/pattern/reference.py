@@ -372,10 +372,7 @@ class _Evaluator(Judge):
 
 def _attr(event: Event, attr: str | None) -> Value | None:
     assert attr is not None
-    for name, value in event.values:
-        if name == attr:
-            return value
-    return None
+    return event.value(attr)
 
 
 def _aggregate(function: str, values: list[Value]) -> Value | None:

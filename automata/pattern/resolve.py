@@ -31,7 +31,6 @@ from cesar.automata.pattern.ast import Component, Index, Pattern, Ref, Strategy
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit, check_name
 from cesar.automata.terms import (
     TRUE,
-    And,
     Attr,
     Cmp,
     Const,
@@ -43,6 +42,7 @@ from cesar.automata.terms import (
     Term,
     Truth,
     conjoin,
+    conjuncts_of,
     map_leaves,
     map_pred,
     map_term,
@@ -356,7 +356,7 @@ class _Resolver:
         take: dict[str, list[Pred]] = {_var(c): [] for c in positive}
         close: dict[str, list[Pred]] = {_var(c): [] for c in positive}
         negated: dict[str, list[Pred]] = {}
-        conjuncts = where.items if isinstance(where, And) else (where,)
+        conjuncts = conjuncts_of(where)
         first = positive[0].var or ""
         for conjunct in conjuncts:
             if isinstance(conjunct, Truth) and conjunct.value:
