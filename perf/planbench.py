@@ -84,12 +84,16 @@ def synthetic(ticks: int, rates: dict[str, float], seed: int, start: int = 0) ->
 
 
 def run(
-    text: str, schemas: dict[str, StreamSchema], events: Sequence[Event], plans: bool
+    texts: Sequence[str], schemas: dict[str, StreamSchema], events: Sequence[Event], plans: bool
 ) -> dict[str, Any]:
-    """One pattern on a fresh engine (``plans`` on or off) over ``events``: its figures."""
+    """Patterns on a fresh engine (``plans`` on or off) over ``events``: their figures (the
+    plan and why: the first's)."""
     engine = Engine(EngineOptions(plans=plans))
-    compiled = compile_query(text, schemas, "P")
-    engine.subscribe(compiled.name, compiled.automata, None, compiled.pattern)
+    names = []
+    for number, text in enumerate(texts):
+        compiled = compile_query(text, schemas, f"q{number}")
+        engine.subscribe(compiled.name, compiled.automata, None, compiled.pattern)
+        names.append(compiled.name)
     parts = epochs(events)
     outputs: list[Event] = []
     live_sum = live_peak = held_sum = held_peak = 0
@@ -107,38 +111,21 @@ def run(
         held_sum += held
         held_peak = max(held_peak, held)
     seconds = time.perf_counter() - tick
-    record = engine_figures("plans" if plans else "eager", engine, 1, events, outputs, seconds)
-    planned = engine.planner.planned.get(compiled.name)
-    partials = engine.counters.spawned
-    if planned is not None:
-        partials += sum(r.counters.partials for r in planned.runs)
+    record = engine_figures(
+        "plans" if plans else "eager", engine, len(texts), events, outputs, seconds
+    )
+    planned = engine.planner.planned.values()
     record.update(
-        plan=engine.planner.describe(compiled.name) or "eager (not planned)",
+        plan=engine.planner.describe(names[0]) or "eager (not planned)",
+        plans_now=dict(Counter(p.plan.kind.value for p in planned)),
+        idle=sum(p.idle for p in planned),
         switches=engine.planner.switches,
-        partial_matches_made=partials,
+        partial_matches_made=engine.counters.spawned
+        + sum(r.counters.partials for p in planned for r in p.runs),
         live_partials_mean=round(live_sum / max(len(parts) // SAMPLE, 1), 1),
         live_partials_peak=live_peak,
         buffered_mean=round(held_sum / max(len(parts) // SAMPLE, 1), 1),
         buffered_peak=held_peak,
-    )
-    return record
-
-
-def crowd(texts: Sequence[str], events: Sequence[Event], plans: bool) -> dict[str, Any]:
-    """Many subscriptions of one template on a fresh engine: events/s, alerts, their plans."""
-    engine = Engine(EngineOptions(plans=plans))
-    for number, text in enumerate(texts):
-        compiled = compile_query(text, {"Stock": STOCK}, f"q{number}")
-        engine.subscribe(compiled.name, compiled.automata, None, compiled.pattern)
-    tick = time.perf_counter()
-    outputs = [e for epoch in epochs(events) for e in engine.process(epoch)]
-    seconds = time.perf_counter() - tick
-    record = engine_figures(
-        "plans" if plans else "eager", engine, len(texts), events, outputs, seconds
-    )
-    plans_now = Counter(p.plan.kind.value for p in engine.planner.planned.values())
-    record.update(
-        plans_now=dict(plans_now), idle=sum(p.idle for p in engine.planner.planned.values())
     )
     return record
 
@@ -180,15 +167,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     stream = synthetic(args.ticks, rates, args.seed)
     for name, shape in RARE.items():
         eager = keep(
-            run(shape.replace("{plan}", ""), TYPES, stream, False), benchmark="rare", shape=name
+            run([shape.replace("{plan}", "")], TYPES, stream, False), benchmark="rare", shape=name
         )
         lazy = keep(
-            run(shape.replace("{plan}", f"PLAN {LAZY[name]}"), TYPES, stream, True),
+            run([shape.replace("{plan}", f"PLAN {LAZY[name]}")], TYPES, stream, True),
             benchmark="rare",
             shape=name,
         )
         auto = keep(
-            run(shape.replace("{plan}", ""), TYPES, stream, True), benchmark="rare", shape=name
+            run([shape.replace("{plan}", "")], TYPES, stream, True), benchmark="rare", shape=name
         )
         agree &= eager["digest"] == lazy["digest"] == auto["digest"]
         summary[f"rare_{name}_partials_eager_vs_lazy"] = ratio(
@@ -209,12 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"b.Price > a.Price AND c.Price < b.Price AND c.Volume > {loud} }} WITHIN 20 MIN "
         "{plan} PUBLISH Loud"
     )
-    eager = keep(run(shape.replace("{plan}", ""), stocks, quotes, False), benchmark="stocks_rare")
+    eager = keep(run([shape.replace("{plan}", "")], stocks, quotes, False), benchmark="stocks_rare")
     lazy = keep(
-        run(shape.replace("{plan}", "PLAN chain(c, b, a)"), stocks, quotes, True),
+        run([shape.replace("{plan}", "PLAN chain(c, b, a)")], stocks, quotes, True),
         benchmark="stocks_rare",
     )
-    auto = keep(run(shape.replace("{plan}", ""), stocks, quotes, True), benchmark="stocks_rare")
+    auto = keep(run([shape.replace("{plan}", "")], stocks, quotes, True), benchmark="stocks_rare")
     agree &= eager["digest"] == lazy["digest"] == auto["digest"]
     summary["stocks_rare_volume_over"] = loud
     summary["stocks_rare_partials_eager_vs_lazy"] = ratio(
@@ -229,8 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for window in args.windows:
         text = any_window(window)
         pinned = text.replace(" PUBLISH", " PLAN recompute PUBLISH")
-        eager = keep(run(text, stocks, quotes, False), benchmark="any_window", window_min=window)
-        again = keep(run(pinned, stocks, quotes, True), benchmark="any_window", window_min=window)
+        eager = keep(run([text], stocks, quotes, False), benchmark="any_window", window_min=window)
+        again = keep(run([pinned], stocks, quotes, True), benchmark="any_window", window_min=window)
         agree &= eager["digest"] == again["digest"]
         summary[f"any_window_{window}_memory_eager_live_vs_recompute_buffered"] = [
             eager["live_partials_mean"],
@@ -241,8 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     rng = random.Random(args.seed)
     family = [together(rng, f"together_{n}") for n in range(args.crowd)]
-    alone = keep(crowd(family, quotes, False), benchmark="crowd")
-    crowded = keep(crowd(family, quotes, True), benchmark="crowd")
+    alone = keep(run(family, stocks, quotes, False), benchmark="crowd")
+    crowded = keep(run(family, stocks, quotes, True), benchmark="crowd")
     agree &= alone["digest"] == crowded["digest"]
     summary["crowd_events_per_s_planned_vs_not"] = ratio(
         crowded["events_per_s"], alone["events_per_s"]
@@ -255,13 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     fixed = {}
     for plan in ("", "PLAN chain(c, b, a)", "PLAN chain(a, b, c)", "PLAN recompute"):
         record = keep(
-            run(shape.replace("{plan}", plan), TYPES, drift, bool(plan)),
+            run([shape.replace("{plan}", plan)], TYPES, drift, bool(plan)),
             benchmark="drift",
             fixed=plan or "eager",
         )
         fixed[plan or "eager"] = record
     planner = keep(
-        run(shape.replace("{plan}", ""), TYPES, drift, True), benchmark="drift", fixed="auto"
+        run([shape.replace("{plan}", "")], TYPES, drift, True), benchmark="drift", fixed="auto"
     )
     agree &= len({r["digest"] for r in (*fixed.values(), planner)}) == 1
     best = max(fixed.values(), key=lambda r: r["events_per_s"] or 0)

@@ -189,10 +189,10 @@ class LazyRun:
         out: list[Event] = []
         for event in epoch:
             places = self.fits.places(event) if fitting is None else fitting[id(event)]
+            key = self._key(event)
             if self.plan.kind is PlanKind.RECOMPUTE and places and places[-1] == self.last:
                 self.counters.triggers += 1
-                self._recompute(event, out)
-            key = self._key(event)
+                self._search(0, (), event, key, event.t1, out)
             if (
                 places
                 and self.plan.kind is not PlanKind.RECOMPUTE
@@ -360,14 +360,12 @@ class LazyRun:
 
     # -------------------------------------------------------------- recompute
 
-    def _recompute(self, trigger: Event, out: list[Event]) -> None:
-        """Every match whose last event is ``trigger``, depth first in pattern order."""
-        self._search(0, (), trigger, trigger.t1, out)
-
     def _search(
-        self, n: int, selected: Selection, trigger: Event, root: int, out: list[Event]
+        self, n: int, selected: Selection, trigger: Event, key: Key, root: int, out: list[Event]
     ) -> None:
-        """Begin component ``n`` after ``selected`` (the earlier components' events)."""
+        """Begin component ``n`` after ``selected`` (the earlier components' events) in a
+        match whose last event is ``trigger`` (of partition key ``key``): RECOMPUTE's search,
+        depth first in pattern order."""
         steps = self.pattern.steps
         step = steps[n]
         last = n == len(steps) - 1
@@ -379,7 +377,6 @@ class LazyRun:
             return
         if last and trigger.t0 > after and self.judge.judge(step.begin, selected, trigger, n):
             self._close((*selected, (trigger,)), root, out)
-        key = self._key(trigger)
         for event in self.buffers[n].candidates(key):
             self.counters.searched += 1
             if event.t0 <= after or event.t1 >= trigger.t0 or (not selected and event.t0 < horizon):
@@ -387,12 +384,12 @@ class LazyRun:
             if self.judge.judge(step.begin, selected, event, n):
                 grown = (*selected, (event,))
                 if step.kleene:
-                    self._grow(n, grown, trigger, min(root, event.t1), out)
+                    self._grow(n, grown, trigger, key, min(root, event.t1), out)
                 else:
-                    self._search(n + 1, grown, trigger, min(root, event.t1), out)
+                    self._search(n + 1, grown, trigger, key, min(root, event.t1), out)
 
     def _grow(
-        self, n: int, selected: Selection, trigger: Event, root: int, out: list[Event]
+        self, n: int, selected: Selection, trigger: Event, key: Key, root: int, out: list[Event]
     ) -> None:
         """Component ``n``'s closure, open in ``selected``: proceed, or take one more event."""
         step = self.pattern.steps[n]
@@ -402,14 +399,14 @@ class LazyRun:
             if trigger.t0 > end and self.judge.judge(step.take, selected, trigger, n):
                 self._close((*selected[:-1], (*selected[-1], trigger)), root, out)
         elif self.judge.judge(step.close, selected, None, n):
-            self._search(n + 1, selected, trigger, root, out)
-        for event in self.buffers[n].candidates(self._key(trigger)):
+            self._search(n + 1, selected, trigger, key, root, out)
+        for event in self.buffers[n].candidates(key):
             self.counters.searched += 1
             if event.t0 <= end or event.t1 >= trigger.t0:
                 continue
             if self.judge.judge(step.take, selected, event, n):
                 grown = (*selected[:-1], (*selected[-1], event))
-                self._grow(n, grown, trigger, min(root, event.t1), out)
+                self._grow(n, grown, trigger, key, min(root, event.t1), out)
 
     def _close(self, selected: Selection, root: int, out: list[Event]) -> None:
         """A last Kleene closure ending with the trigger: a match if it may close."""
