@@ -32,8 +32,8 @@ a subscription that reads it pins it eager first.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -200,13 +200,12 @@ class Planner:
         self.publishers: dict[str, str] = {}
         """Per stream a planned subscription publishes, that subscription."""
         self.shapes: dict[tuple[Edge, ...], int] = {}
-        """Each template seen, numbered (a subscription's edges up to constants; hashing one
-        is deep, so it is done once, when it subscribes)."""
-        self.templates: Counter[int] = Counter()
-        """Planned subscriptions per template (:attr:`Planned.template`): eager's cost is
-        shared among them, and one joining others starts eager beside them."""
+        """Each template of a planned subscription, numbered (a subscription's edges up to
+        constants; hashing one is deep, so it is done when it subscribes and leaves)."""
+        self.numbers = itertools.count()
         self.members: dict[int, dict[str, Planned]] = {}
-        """Per template, its planned subscriptions."""
+        """Per template (:attr:`Planned.template`), its planned subscriptions: eager's cost
+        is shared among them, and one joining others starts eager beside them."""
         self.switches = 0
         self.epochs = 0
         self.dropped = 0
@@ -226,9 +225,11 @@ class Planner:
         steps = len(pattern.steps)
         rates = Rates(DECAY_WINDOWS * max(pattern.window or 1, 1), [0.0] * steps)
         fits = Fits(pattern, FastJudge(pattern, self.faults, self.functions, self.compiler))
-        edges = tuple(template(edge)[0] for automaton in automata for edge in automaton.edges)
-        shape = self.shapes.setdefault(edges, len(self.shapes))
-        siblings = self.templates[shape]
+        edges = _edges(automata)
+        shape = self.shapes.get(edges)
+        if shape is None:
+            shape = self.shapes[edges] = next(self.numbers)
+        siblings = self._siblings(shape)
         plan = pin or (EAGER if siblings else initial(pattern))
         planned = Planned(
             subscription,
@@ -274,25 +275,28 @@ class Planner:
         subscriptions when it crosses ``CROWD`` (they start or stop being measured)."""
         shape = planned.template
         members = self.members.setdefault(shape, {})
-        before = self.templates[shape]
-        self.templates[shape] += step
+        before = len(members)
         if step > 0:
             members[planned.subscription] = planned
         else:
             del members[planned.subscription]
             self._refresh(planned, False)
-            if not self.templates[shape]:
-                del self.templates[shape]
+            if not members:
                 del self.members[shape]
-        crossed = (before >= CROWD) != (self.templates[shape] >= CROWD)
+                del self.shapes[_edges(planned.automata)]
+        crossed = (before >= CROWD) != (len(members) >= CROWD)
         for member in members.values() if crossed else (planned,) if step > 0 else ():
             self._refresh(member)
+
+    def _siblings(self, shape: int) -> int:
+        """How many planned subscriptions have template ``shape``."""
+        return len(self.members.get(shape, ()))
 
     def _refresh(self, planned: Planned, present: bool = True) -> None:
         """Put a subscription among the readers of its streams if an epoch has work for it
         (a lazy run, a negation history, or rates to measure), or take it out."""
         idle = planned.pinned or (
-            planned.plan == EAGER and self.templates[planned.template] >= CROWD
+            planned.plan == EAGER and self._siblings(planned.template) >= CROWD
         )
         if idle != planned.idle:  # measuring again: the old rates are stale
             planned.idle = idle
@@ -492,7 +496,7 @@ class Planner:
                 planned.selectivity[pred] = kept / tried
         measured = planned.selectivity
         current = cost(planned.pattern, planned.plan, rates, keys)
-        sharing = self.templates[planned.template]
+        sharing = self._siblings(planned.template)
         best, best_cost = choose(planned.pattern, rates, keys, sharing)
         if planned.plan == EAGER:  # leaving the DAG saves only this subscription's share
             current /= sharing
@@ -582,11 +586,12 @@ class Planner:
         }
         assert pairs == {(s, n) for n, p in busy.items() for s in p.pattern.reads}
         for name, planned in self.planned.items():
-            crowded = self.templates[planned.template] >= CROWD
+            crowded = self._siblings(planned.template) >= CROWD
             assert planned.idle == (planned.pinned or (planned.plan == EAGER and crowded)), name
             assert self.members[planned.template][name] is planned
         assert self.publishers == {p.pattern.output.name: n for n, p in self.planned.items()}
-        assert self.templates == Counter(p.template for p in self.planned.values())
+        assert sum(len(m) for m in self.members.values()) == len(self.planned)
+        assert set(self.shapes.values()) == set(self.members)
         for name, planned in self.planned.items():
             assert (planned.dag is not None) == on_dag(name), name
             lazy = planned.plan.kind is not PlanKind.EAGER
@@ -643,3 +648,8 @@ class Dag(Protocol):
 
     def remember_past(self, events: Iterable[Event]) -> None:
         """Remember events of earlier epochs for the UNLESS edges of automata just entered."""
+
+
+def _edges(automata: Sequence[Automaton]) -> tuple[Edge, ...]:
+    """The automata's edges up to constants: equal for subscriptions the DAG merges."""
+    return tuple(template(edge)[0] for automaton in automata for edge in automaton.edges)

@@ -276,3 +276,6 @@ def test_eager_subscriptions_crowding_a_template_are_not_measured():
         engine.unsubscribe(f"P{n}")
     assert set(engine.planner.readers["A"]) == {f"P{n}" for n in range(7)}
     engine.check_valid()
+    for n in range(7):
+        engine.unsubscribe(f"P{n}")
+    assert not engine.planner.shapes and not engine.planner.readers  # nothing kept for them
