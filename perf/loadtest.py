@@ -66,16 +66,17 @@ from typing import Any
 import grpc
 from rich.progress import Progress
 
-from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.compiler import CompiledQuery
 from cesar.automata.schema import Event
+from cesar.automata.shape import QueryCache
 from cesar.perf.loadwork import TEMPLATES, Query, Workload, input_schema
 from cesar.perf.plot import loadtest_figure
 from cesar.perf.report import machine, now
 from cesar.server.cli.progress import progress_bar
 from cesar.server.engine.workload import Workload as Queries
-from cesar.server.wire.algebra_proto import compile_algebra
 from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import to_event, trusted_event
+from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import cesar_pb2 as pb
 
 CESAR = Path(sys.executable).with_name("cesar")
@@ -503,11 +504,11 @@ class Run:
         schemas = {schema.name: schema}
         compiled: list[CompiledQuery] = []
         by_stream: dict[str, str] = {}
+        cache = QueryCache()
         for sub_id, query in self.stable.items():
-            if query.algebra is not None:
-                compiled.append(compile_algebra(query.algebra, schemas, query.name))
-            else:
-                compiled.append(compile_query(query.text, schemas, query.name))
+            text = "" if query.algebra is not None else query.text
+            parsed = parse_source(Source(text, query.algebra))
+            compiled.append(compile_source(parsed, schemas, query.name, cache))
             by_stream[compiled[-1].name] = sub_id
         expected: dict[str, Counter[AlertKey]] = {}
         for event in Queries(schemas, compiled).run(self.events, engine="engine"):

@@ -262,7 +262,7 @@ def _streams(conn: Any, args: argparse.Namespace) -> int:
 
 
 def _subscribe(conn: Any, args: argparse.Namespace) -> int:
-    from cesar.server.front.front import MAX_SUBSCRIBE_BATCH
+    from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
     from cesar.v1 import cesar_pb2 as pb
 
     texts = [

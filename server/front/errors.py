@@ -39,3 +39,7 @@ class OutOfRange(FrontError):
 
 class Unavailable(FrontError):
     code = "UNAVAILABLE"
+
+
+class DeadlineExceeded(FrontError):
+    code = "DEADLINE_EXCEEDED"

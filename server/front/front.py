@@ -1,17 +1,23 @@
 """The front: the server's operations, in one sequential history (docs/architecture.md).
 
 :class:`Front` is the server's domain logic without gRPC: the servicers in
-:mod:`cesar.server.front.service` translate messages and call it.  It
-orchestrates named parts:
+:mod:`cesar.server.front.service` translate messages and call it.  It holds
+the lock and calls its parts in order:
 
 * the catalog (:mod:`cesar.server.front.catalog`), the SQLite store of streams,
   subscriptions, the event log and alerts;
 * the :class:`~cesar.server.front.registry.Registry`, its in-memory mirror:
-  streams, live subscriptions, routes, interest and tallies;
-* :func:`~cesar.server.front.placement.place`, the policy that picks a new
-  subscription's lane and shard;
+  streams, live subscriptions, routes, interest, tallies and alert seqs;
+* subscribing (:mod:`cesar.server.front.subscribing`): check, parse, compile,
+  place and register, everything validated before it is stored;
+* admission (:mod:`cesar.server.front.admission`): which events of a batch are
+  taken and why the others are refused;
 * the :class:`~cesar.server.front.epochs.EpochGate`, which holds each shard's
   events until their epoch closes, so shards see whole epochs in order;
+* the ordered commit (:mod:`cesar.server.front.commits`), which logs applied
+  batches in number order with their alerts;
+* start-up (:mod:`cesar.server.front.startup`): the catalog, the latest
+  checkpoint and the log replayed;
 * the shards, reached through :class:`~cesar.server.shard.pool.ShardPool`, and
   the alert streams (:mod:`cesar.server.front.alerts`).
 
@@ -20,8 +26,8 @@ so the event log, the subscriptions' positions in it and the alerts' seqs
 form one sequential history — the one replayed on start.  Publishing is
 pipelined: a batch is validated, numbered and sent to the shards under the
 lock (:meth:`Front.begin`), the shards apply it with the lock free (each
-shard takes its calls in order), and a committer thread logs the batches in
-number order with their alerts and seqs, acknowledging each (:class:`Ticket`).
+shard takes its calls in order), and the committer logs the batches in number
+order, acknowledging each (:class:`~cesar.server.front.commits.Ticket`).
 So the front checks and routes the next batch while the shards apply this
 one, and the history is the same as if they had run one at a time.  Listen streams
 (:mod:`cesar.server.front.alerts`) read committed alerts from their own SQLite
@@ -31,50 +37,30 @@ connections and never block that path.
 from __future__ import annotations
 
 import logging
-import queue
 import sqlite3
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from google.protobuf.message import DecodeError
 
 from cesar.automata.automaton import format_dot
-from cesar.automata.compiler import CompiledQuery, compile_pattern, compile_query
+from cesar.automata.compiler import compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.explain import explain
 from cesar.automata.partition import partition_keys
-from cesar.automata.pattern.ast import Pattern
-from cesar.automata.pattern.parser import is_pattern, parse_pattern
-from cesar.automata.schema import (
-    Event,
-    EventError,
-    SchemaError,
-    StreamSchema,
-    check_name,
-    parse_stream_spec,
-)
-from cesar.automata.shape import QueryCache, Shape, shape_of
+from cesar.automata.schema import Event, SchemaError, check_name, parse_stream_spec
+from cesar.automata.shape import QueryCache
 from cesar.server.front import limits
+from cesar.server.front.admission import Admission
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
-from cesar.server.front.catalog import (
-    RESTORE,
-    Catalog,
-    CatalogError,
-    StreamRow,
-    SubscriptionRow,
-)
+from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
+from cesar.server.front.commits import Commits, Ticket
 from cesar.server.front.epochs import Arrival, EpochGate, Pending
 from cesar.server.front.errors import (
-    AlreadyExists,
     FailedPrecondition,
     FrontError,
     InvalidArgument,
@@ -85,107 +71,25 @@ from cesar.server.front.errors import (
 )
 from cesar.server.front.pieces import Row, event_of, lane_table, rows_of
 from cesar.server.front.pieces import destinations as piece_destinations
-from cesar.server.front.placement import pinned_shard, place
-from cesar.server.front.registry import Live, Registry, describe_stream
-from cesar.server.host.metrics import Histogram
-from cesar.server.host.rss import rss_bytes
-from cesar.server.shard.pool import Applying, ShardFailure, ShardPool
-from cesar.server.wire.algebra_proto import (
-    AlgebraMessageError,
-    compile_algebra,
-    to_algebra,
+from cesar.server.front.registry import Live, Registry
+from cesar.server.front.startup import load
+from cesar.server.front.subscribing import (
+    Admitted,
+    SubscribeItem,
+    admit,
+    check_batch,
+    check_deadline,
+    install_batches,
+    prepare_all,
 )
-from cesar.server.wire.arrowevents import Checked
-from cesar.server.wire.arrowevents import check as check_arrow
-from cesar.server.wire.arrowevents import decode as decode_arrow
+from cesar.server.host.rss import rss_bytes
+from cesar.server.shard.pool import Applying, ShardPool
 from cesar.server.wire.arrowevents import encode as encode_arrow
-from cesar.server.wire.arrowevents import read as read_arrow
-from cesar.server.wire.convert import from_event, rejection, to_event, trusted_event
+from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
 
 log = logging.getLogger("cesar.front")
-
-MAX_KEY_BYTES = 200
-MAX_SUBSCRIBE_BATCH = 10_000
-
-
-class ReplayError(RuntimeError):
-    """The catalog cannot be replayed with this server's configuration."""
-
-
-@dataclass(frozen=True)
-class SubscribeItem:
-    """One subscription to register: CEL ``text`` or an ``algebra`` message, and its name."""
-
-    text: str = ""
-    name: str = ""
-    algebra: pb.Algebra | None = None
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A checked item, its shape (CEL) or its syntax tree (a pattern), its compiled form when
-    compiled early, and the PUBLISH name of its CEL query or pattern, if it has one."""
-
-    item: SubscribeItem
-    shape: Shape | None
-    query: CompiledQuery | None
-    publish: str | None
-    pattern: Pattern | None = None
-
-
-class Ticket:
-    """A batch begun: applied by the shards, then logged by the committer thread.
-
-    :meth:`result` waits for it: the acknowledgement, or the ShardFailure that
-    stopped it.
-    """
-
-    def __init__(
-        self,
-        number: int,
-        key: str,
-        accepted: int,
-        payload: bytes,
-        shard: int | None,
-        response: pb.PublishResponse,
-        refused: Counter[tuple[str, str]] | None = None,
-    ) -> None:
-        self.number = number
-        self.refused = refused or Counter()
-        """Its rejections by field and kind (late, ahead, invalid)."""
-        self.key = key
-        self.accepted = accepted
-        """How many of its events were accepted."""
-        self.payload = payload
-        self.shard = shard
-        self.response = response
-        self.applying: Applying | None = None
-        self.error: ShardFailure | None = None
-        self._finished = threading.Event()
-        self.began = time.monotonic()
-
-    @classmethod
-    def done(cls, response: pb.PublishResponse) -> Ticket:
-        """A ticket finished already (a duplicate batch)."""
-        ticket = cls(response.batch, "", 0, b"", None, response)
-        ticket.finish()
-        return ticket
-
-    def finish(self) -> None:
-        self._finished.set()
-
-    def fail(self, error: ShardFailure) -> None:
-        self.error = error
-        self._finished.set()
-
-    def result(self) -> pb.PublishResponse:
-        """The acknowledgement, once the batch is logged; raises its ShardFailure."""
-        self._finished.wait()
-        if self.error is not None:
-            raise self.error
-        return self.response
 
 
 class Front:
@@ -204,32 +108,24 @@ class Front:
         self.lock = threading.Lock()
         self.closing = False
         self.counters: Counter[str] = Counter()
-        self.rejections: Counter[tuple[str, str]] = Counter()
-        """Events rejected, by field and kind (:meth:`_accept`)."""
-        self.batch_seconds = Histogram()
-        """Per batch, from its request to its acknowledgement (validated, applied, logged)."""
         self.listeners = Listeners(catalog.path, self.counters)
         self.registry = Registry(shards.count)
         self.gate = EpochGate(shards.count, self.registry.groups)
-        self.batches = 0
-        self.committed = 0
-        """Batches are numbered in order under the lock, applied by the shards with the lock
-        free, and logged in order: ``committed`` is the last logged; ``turn`` wakes those
-        waiting for theirs; ``inflight`` holds the idempotency keys of batches not logged yet."""
-        self.turn = threading.Condition(self.lock)
-        self.inflight: set[str] = set()
-        self.commits: queue.SimpleQueue[Ticket] = queue.SimpleQueue()
-        threading.Thread(target=self._committer, daemon=True, name="committer").start()
-        self.listens: Counter[str] = Counter()
-        self.newest: dict[str, int] = {}
         self.max_time_jump = max_time_jump
+        self.admission = Admission(self.registry, self.gate, max_time_jump)
+        self.batches = 0
+        """Batches are numbered in order under the lock; ``batches`` is the last begun."""
+        self.commits = Commits(
+            self.lock, catalog, shards, self.listeners, self.counters, lambda: self.registry
+        )
+        self.listens: Counter[str] = Counter()
         self.queries = QueryCache()
 
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
         """Load the catalog and the latest usable checkpoint, install every subscription and
-        replay the event log after the checkpoint.
+        replay the event log after the checkpoint (:func:`~cesar.server.front.startup.load`).
 
         Raises :class:`~cesar.server.front.catalog.CatalogError` for a catalog that
         cannot be read, naming the batch where the event log breaks, and
@@ -237,118 +133,9 @@ class Front:
         can be used and the log before them is compacted.
         """
         try:
-            self._load()
+            load(self)
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{self.catalog.path} cannot be read ({exc}): {RESTORE}") from None
-
-    def _load(self) -> None:
-        started = time.monotonic()
-        for stream in self.catalog.streams():
-            if not stream.subscription:
-                self.registry.add_stream(stream)
-        shares = self.catalog.shares()
-        chosen = self.checkpoints.choose()
-        start = 0 if chosen is None else chosen[0]
-        log_rows = iter(self.catalog.batches(after=start))
-        joins = iter(self.catalog.clock_joins())
-        join = next(joins, None)
-        replayed = start
-
-        def replay_to(position: int | None) -> None:
-            """Replay the log up to batch ``position`` (None: all), joining clock groups
-            at the positions where they were joined."""
-            nonlocal replayed, join
-            while True:
-                while join is not None and join[0] <= replayed:
-                    self.registry.groups.join(join[1])
-                    join = next(joins, None)
-                if position is not None and replayed >= position:
-                    return
-                row = next(log_rows, None)
-                if row is None:
-                    return
-                self._replay(*row)
-                replayed = row[0]
-
-        restored: list[tuple[Live, CompiledQuery]] = []
-        resumed = chosen is None
-        for sub in self.catalog.subscriptions():
-            if not resumed and sub.position >= start:
-                replay_to(start)  # the clock joins up to the checkpoint
-                self._install(restored)
-                restored = []
-                self._resume(chosen)
-                resumed = True
-            if replayed < sub.position:
-                self._install(restored)
-                restored = []
-            replay_to(sub.position)
-            restored.append(self._restore(sub))
-        self._install(restored)
-        if not resumed:
-            replay_to(start)
-            self._resume(chosen)
-        self.registry.shares = {s: c for s, c in shares.items() if s in self.registry.streams}
-        replay_to(None)
-        self.batches = self.committed = self.catalog.batch_count()
-        self.inflight.clear()
-        self.listeners.notify(self.catalog.last_alert_id())
-        log.info(
-            "catalog loaded",
-            extra={
-                "streams": len(self.registry.streams),
-                "subscriptions": len(self.registry.live),
-                "checkpoint": start,
-                "batches_replayed": self.batches - start,
-                "seconds": round(time.monotonic() - started, 3),
-            },
-        )
-
-    def _resume(self, chosen: tuple[int, dict[str, Any]] | None) -> None:
-        """With the subscriptions a checkpoint holds installed: restore its run state in the
-        shards and the front's gate and stream times."""
-        if chosen is None:
-            return
-        position, state = chosen
-        self.gate.restore(state["gate"])
-        self.newest = dict(state["newest"])
-        instances = self.shards.resume()
-        log.info("checkpoint restored", extra={"position": position, "instances": instances})
-
-    def _restore(self, row: SubscriptionRow) -> tuple[Live, CompiledQuery]:
-        """Compile and register a stored subscription; the caller installs it on the shards."""
-        query = self._compile_source(row.query, row.algebra, row.name or row.id)
-        count = self.shards.count
-        key = row.key_attribute or None
-        live = Live(
-            replace(row, shard=row.shard % count), query.reads, pinned_shard(query, key, count)
-        )
-        self.registry.register(live, query)
-        self.registry.groups.join(live.clock_streams)
-        return live, query
-
-    def _replay(self, number: int, payload: bytes) -> None:
-        try:
-            batch = pb.PublishRequest.FromString(payload)
-        except DecodeError as exc:
-            raise CatalogError(
-                f"batch {number} of the event log cannot be read ({exc}): {RESTORE}"
-            ) from None
-        shard = batch.shard if batch.HasField("shard") else None
-        if shard is not None and batch.shards != self.shards.count:
-            raise ReplayError(
-                f"the event log holds batches the feed routed for {batch.shards} shards; "
-                f"start the server with --shards {batch.shards}"
-            )
-        if batch.arrow_events:  # a routed piece, logged as accepted
-            assert shard is not None
-            table = read_arrow(batch.arrow_events)
-            arrivals = self._piece_arrivals(table, shard)
-        else:
-            arrivals = self._arrivals([trusted_event(e) for e in batch.events], shard)
-        for item, _ in arrivals:
-            self._saw(item.stream, item.t1)
-        self._advance(arrivals, batch.watermark or None, shard).result()
 
     # ---------------------------------------------------------------- streams
 
@@ -360,7 +147,7 @@ class Front:
             raise InvalidArgument(f"stream spec: {exc}") from None
         with self.lock:
             self._check_open()
-            self._check_free(client, schema.name)
+            self.registry.check_free(client, schema.name)
             defined = sum(
                 1
                 for r in self.registry.streams.values()
@@ -373,15 +160,6 @@ class Front:
             self.registry.add_stream(row)
         log.info("stream defined", extra={"stream": row.name, "owner": client.name})
         return row
-
-    def _check_free(self, client: Client, name: str) -> None:
-        """AlreadyExists if ``name`` is taken; who holds it only if the caller may see it."""
-        taken = self.registry.streams.get(name)
-        if taken is None:
-            return
-        if self.registry.may_read(client, taken):
-            raise AlreadyExists(f"stream {name} exists ({describe_stream(taken)})")
-        raise AlreadyExists(f"stream {name} exists (another client's)")
 
     def stream_rows(self, client: Client, after: str = "") -> list[tuple[StreamRow, list[str]]]:
         """The streams ``client`` may use named after ``after``, by name, with their readers."""
@@ -450,26 +228,11 @@ class Front:
                     "they must remove them before the stream stops being shared with them"
                 )
             self.catalog.set_shares(stream, wanted)
-            if wanted:
-                self.registry.shares[stream] = set(wanted)
-            else:
-                self.registry.shares.pop(stream, None)
+            self.registry.share(stream, wanted)
         log.info("stream shared", extra={"stream": stream, "readers": wanted})
         return row, wanted
 
     # ---------------------------------------------------------- subscriptions
-
-    def _compile_source(self, text: str, algebra: bytes, name: str) -> CompiledQuery:
-        """Compile a stored subscription — CEL ``text``, or a serialized Algebra message when
-        ``algebra`` is not empty — against every stream."""
-        try:
-            if is_pattern(text):
-                return compile_query(text, self.registry.schemas, name)
-            if not algebra:
-                return self.queries.compile(shape_of(text), self.registry.schemas, name)
-            return compile_algebra(pb.Algebra.FromString(algebra), self.registry.schemas, name)
-        except (CelError, AlgebraMessageError) as exc:
-            raise InvalidArgument(str(exc)) from None
 
     def explain(self, client: Client, text: str, dot: bool) -> tuple[str, str, str | None]:
         """(explain text, DOT or "", key attribute or None) for a query of ``client``'s."""
@@ -487,197 +250,99 @@ class Front:
         )
 
     def subscribe(
-        self, client: Client, text: str, name: str = "", algebra: pb.Algebra | None = None
+        self,
+        client: Client,
+        text: str,
+        name: str = "",
+        algebra: pb.Algebra | None = None,
+        deadline: float | None = None,
     ) -> SubscriptionRow:
         """Compile, place, store and install a subscription (CEL ``text`` or ``algebra``)."""
-        (result,) = self.subscribe_many(client, [SubscribeItem(text, name, algebra)])
+        item = SubscribeItem(text, name, algebra)
+        (result,) = self.subscribe_many(client, [item], deadline)
         if isinstance(result, FrontError):
             raise result
         return result
 
     def subscribe_many(
-        self, client: Client, items: Sequence[SubscribeItem]
+        self, client: Client, items: Sequence[SubscribeItem], deadline: float | None = None
     ) -> list[SubscriptionRow | FrontError]:
         """Register ``items`` in order; each succeeds or fails on its own (its error returned).
 
-        Queries are parsed and compiled before the lock is taken, against the
+        Queries are parsed and compiled before the lock is taken
+        (:func:`~cesar.server.front.subscribing.prepare_all`), against the
         streams defined then and, for an unnamed query, under the id it will
         most likely get (the next ids in order); it is compiled again under the
         lock only if a stream it reads changed meanwhile or another batch took
-        its id.  The admitted ones are stored in one transaction and installed
-        with one call per shard.  Cost: one SQLite commit and one round trip per
-        shard for the whole batch.
+        its id.  Once the client's ``deadline`` (monotonic) has passed, nothing
+        of the batch is registered (DeadlineExceeded).  The admitted ones are
+        stored in one transaction and installed with one call per shard.  Cost:
+        one SQLite commit and one round trip per shard for the whole batch.
         """
-        if not 1 <= len(items) <= MAX_SUBSCRIBE_BATCH:
-            raise InvalidArgument(
-                f"a batch holds 1 to {MAX_SUBSCRIBE_BATCH} subscriptions, not {len(items)}"
-            )
+        check_batch(items)
         with self.lock:
             schemas = self.registry.readable(client)
-            number = self.catalog.next_subscription_number()
-        prepared: list[Prepared | FrontError] = []
-        for item in items:
-            checked = self._prepare(client, item, schemas, f"s{number}")
-            number += not isinstance(checked, FrontError)
-            prepared.append(checked)
+            first = self.catalog.next_subscription_number()
+        prepared = prepare_all(client, items, schemas, first, self.queries, deadline)
         results: list[SubscriptionRow | FrontError] = []
-        admitted: list[tuple[Live, CompiledQuery]] = []
+        admitted: list[Admitted] = []
         with self.lock:
             self._check_open()
             number = self.catalog.next_subscription_number()
+            registry = self.registry
             try:  # all or nothing: what was registered goes if anything unforeseen fails
                 for ready in prepared:
                     if isinstance(ready, FrontError):
                         results.append(ready)
                         continue
                     try:
-                        live, query = self._admit(client, ready, f"s{number}", schemas)
+                        one = admit(
+                            client,
+                            ready,
+                            f"s{number}",
+                            schemas,
+                            registry,
+                            self.queries,
+                            self.batches,
+                            self.counters,
+                        )
                     except FrontError as exc:
                         results.append(exc)
                         continue
                     number += 1
-                    admitted.append((live, query))
-                    results.append(live.row)
-                groups = self.registry.groups
+                    admitted.append(one)
+                    results.append(one.live.row)
+                groups = registry.groups
                 joins = [
-                    (self.batches, sorted(live.clock_streams))
-                    for live, _ in admitted
-                    if len({groups.find(s) for s in live.clock_streams}) > 1
+                    (self.batches, sorted(one.live.clock_streams))
+                    for one in admitted
+                    if len({groups.find(s) for s in one.live.clock_streams}) > 1
                 ]
+                check_deadline(deadline)
                 if admitted:
-                    streams = self.registry.streams
-                    rows = [(live.row, streams[live.row.stream]) for live, _ in admitted]
+                    streams = registry.streams
+                    rows = [(one.live.row, streams[one.live.row.stream]) for one in admitted]
                     self.catalog.add_subscriptions(rows, joins)
             except BaseException:
-                for live, _ in reversed(admitted):
-                    self.registry.unregister(live)
+                for one in reversed(admitted):
+                    registry.unregister(one.live)
                 raise
             for _position, joined in joins:
                 groups.join(joined)
             if admitted:
-                self._install(admitted)
+                self.shards.install(install_batches(admitted, self.shards.count))
                 self.counters["subscribes"] += len(admitted)
-        for live, _ in admitted:
+        for one in admitted:
             log.info(
                 "subscribed",
                 extra={
-                    "subscription": live.row.id,
+                    "subscription": one.live.row.id,
                     "owner": client.name,
-                    "key": live.key,
-                    "shard": live.row.shard,
+                    "key": one.live.key,
+                    "shard": one.live.row.shard,
                 },
             )
         return results
-
-    def _prepare(
-        self,
-        client: Client,
-        item: SubscribeItem,
-        schemas: Mapping[str, StreamSchema],
-        likely_id: str,
-    ) -> Prepared | FrontError:
-        """Check, parse and compile one item (named ``likely_id`` if unnamed), without the lock."""
-        if bool(item.text) == (item.algebra is not None):
-            return InvalidArgument("give exactly one of query (CEL text) and algebra")
-        size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
-        size += len(item.name.encode())
-        if size > client.limits.max_query_bytes:
-            return ResourceExhausted(
-                f"query and name are {size} bytes; the limit for {client.name} is "
-                f"{client.limits.max_query_bytes}"
-            )
-        if item.name:
-            try:
-                check_name(item.name, "name")
-            except SchemaError as exc:
-                return InvalidArgument(str(exc))
-        try:
-            if item.algebra is not None:
-                prepared = Prepared(item, None, None, None)
-            elif is_pattern(item.text):
-                tree = parse_pattern(item.text)
-                prepared = Prepared(item, None, None, tree.publish, tree)
-            else:
-                shape = shape_of(item.text)
-                prepared = Prepared(item, shape, None, shape.publish)
-        except CelError as exc:
-            return InvalidArgument(str(exc))
-        try:
-            query = self._compile_prepared(prepared, item.name or likely_id, schemas)
-        except FrontError:
-            return prepared  # it may read a stream defined meanwhile: compiled again under the lock
-        return replace(prepared, query=query)
-
-    def _compile_prepared(
-        self, prepared: Prepared, name: str, schemas: Mapping[str, StreamSchema]
-    ) -> CompiledQuery:
-        item = prepared.item
-        try:
-            if prepared.shape is not None:
-                return self.queries.compile(prepared.shape, schemas, name)
-            if item.algebra is None:
-                return compile_pattern(item.text, schemas, name, parsed=prepared.pattern)
-            return compile_algebra(item.algebra, schemas, name)
-        except (CelError, AlgebraMessageError) as exc:
-            raise InvalidArgument(str(exc)) from None
-
-    def _admit(
-        self,
-        client: Client,
-        prepared: Prepared,
-        sub_id: str,
-        schemas: Mapping[str, StreamSchema],
-    ) -> tuple[Live, CompiledQuery]:
-        """Check limits and names, place and register one subscription (under the lock)."""
-        owned = self.registry.owned[client.name]
-        if owned >= client.limits.max_subscriptions:
-            raise ResourceExhausted(f"{client.name} holds {owned} subscriptions, the limit")
-        item = prepared.item
-        stream = prepared.publish or item.name or sub_id
-        self._check_free(client, stream)
-        query = prepared.query
-        registry = self.registry
-        if (
-            query is None
-            or query.name != stream
-            or any(registry.schema_for(client, s) is not schemas[s] for s in query.reads)
-        ):
-            self.counters["compiled_under_lock"] += 1
-            query = self._compile_prepared(prepared, item.name or sub_id, registry.readable(client))
-        key, shard = place(query, self.registry)
-        row = SubscriptionRow(
-            id=sub_id,
-            owner=client.name,
-            query=item.text,
-            name=item.name or sub_id,
-            stream=query.name,
-            output_spec=query.output.spec(),
-            key_attribute=key or "",
-            shard=shard,
-            created_ms=int(time.time() * 1000),
-            position=self.batches,
-            last_seq=0,
-            algebra=b"" if item.algebra is None else item.algebra.SerializeToString(),
-        )
-        live = Live(row, query.reads, pinned_shard(query, key, self.shards.count))
-        self.registry.register(live, query)
-        return live, query
-
-    def _install(self, admitted: Sequence[tuple[Live, CompiledQuery]]) -> None:
-        """Install registered subscriptions on their shards: one call per shard, in order."""
-        batches = [shard_pb2.InstallBatch() for _ in range(self.shards.count)]
-        for live, query in admitted:
-            request = shard_pb2.InstallRequest(
-                lane=live.lane,
-                subscription=live.row.id,
-                name=query.name,
-                stream_specs=[self.registry.schemas[s].spec() for s in sorted(query.reads)],
-                algebra=None if query.algebra is None else to_algebra(query.algebra),
-                shape_text=query.text,
-            )
-            for target in live.shards(self.shards.count):
-                batches[target].subscriptions.append(request)
-        self.shards.install(batches)
 
     def unsubscribe(self, client: Client, sub_id: str) -> None:
         """Remove one of ``client``'s subscriptions."""
@@ -751,8 +416,8 @@ class Front:
                 f"{len(request.events)} events in one request; the limit is "
                 f"{limits.MAX_PUBLISH_EVENTS}: send smaller batches"
             )
-        if len(request.idempotency_key.encode()) > MAX_KEY_BYTES:
-            raise InvalidArgument(f"idempotency_key is longer than {MAX_KEY_BYTES} bytes")
+        if len(request.idempotency_key.encode()) > limits.MAX_KEY_BYTES:
+            raise InvalidArgument(f"idempotency_key is longer than {limits.MAX_KEY_BYTES} bytes")
         key = _scoped(client, request.idempotency_key)
         shard = request.shard if request.HasField("shard") else None
         if shard is not None and not client.may("feed"):
@@ -767,14 +432,14 @@ class Front:
             self._check_open()
             inputs = dict(self.registry.inputs)
         if piece:
-            checked = self._check_piece(request, inputs)
+            checked = Admission.check_piece(request, inputs)
         else:  # the registry's streams are read a key at a time, not copied: one per subscription
-            incoming = list(self._incoming(request, inputs, self.registry.streams))
+            incoming = list(Admission.incoming(request, inputs, self.registry.streams))
         with self.lock:
             self._check_open()
             if key:
-                while key in self.inflight:
-                    self._wait_turn()
+                while key in self.commits.inflight:
+                    self.commits.wait_turn()
                 found = self.catalog.find_batch(key)
                 if found is not None:
                     self.counters["duplicate_batches"] += 1
@@ -783,12 +448,12 @@ class Front:
                     )
             if piece:
                 assert shard is not None
-                response, table, refused = self._accept_piece(request, checked, shard)
-                arrivals = self._piece_arrivals(table, shard)
+                response, table, refused = self.admission.accept_piece(request, checked, shard)
+                arrivals = self.piece_arrivals(table, shard)
                 logged = pb.PublishRequest(arrow_events=encode_arrow(table.drop_columns("index")))
             else:
-                response, accepted, refused = self._accept(request, incoming, shard)
-                arrivals = self._arrivals(accepted, shard)
+                response, accepted, refused = self.admission.accept(request, incoming, shard)
+                arrivals = self.arrivals(accepted, shard)
                 logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
             if shard is not None:
@@ -800,296 +465,27 @@ class Front:
             ticket = Ticket(number, key, len(arrivals), payload, shard, response, refused)
             if self.checkpoints.due(number):
                 # the snapshots must hold exactly the batches up to this one: nothing in flight
-                while self.committed < number - 1:
-                    self._wait_turn()
-                alerts = self._advance(arrivals, request.watermark or None, shard).result()
-                self._commit(ticket, alerts)
+                self.commits.drain(number)
+                alerts = self.advance(arrivals, request.watermark or None, shard).result()
+                self.commits.commit(ticket, alerts)
                 self.checkpoints.take(
-                    number, {"gate": self.gate.to_data(), "newest": dict(self.newest)}
+                    number, {"gate": self.gate.to_data(), "newest": self.admission.to_data()}
                 )
             else:
-                ticket.applying = self._advance(arrivals, request.watermark or None, shard)
-                if key:
-                    self.inflight.add(key)
+                ticket.applying = self.advance(arrivals, request.watermark or None, shard)
                 self.commits.put(ticket)
         return ticket
 
-    def _committer(self) -> None:
-        """Log the batches in flight, in order, as their shards finish applying them."""
-        while True:
-            ticket = self.commits.get()
-            assert ticket.applying is not None
-            try:
-                alerts = ticket.applying.result()  # the lock is free: the next batch goes on
-            except ShardFailure as exc:
-                with self.lock:
-                    self.turn.notify_all()
-                ticket.fail(exc)
-                continue
-            with self.lock:
-                if self.shards.failed is not None:  # an earlier batch failed: none after commits
-                    ticket.fail(ShardFailure(self.shards.failed))
-                    continue
-                try:
-                    self._commit(ticket, alerts)
-                except ShardFailure as exc:
-                    ticket.fail(exc)
-
-    def _wait_turn(self) -> None:
-        """Wait (holding the lock) until a batch in flight commits; ShardFailure if the shards
-        failed meanwhile (no batch after the failure may commit)."""
-        if self.shards.failed is not None:
-            raise ShardFailure(self.shards.failed)
-        self.turn.wait()
-        if self.shards.failed is not None:
-            raise ShardFailure(self.shards.failed)
-
-    def _accept(
-        self,
-        request: pb.PublishRequest,
-        incoming: list[tuple[Event | EventError, int | None]],
-        shard: int | None,
-    ) -> tuple[pb.PublishResponse, list[Event], Counter[tuple[str, str]]]:
-        """Sort and check a batch's decoded events; the response (rejections), the accepted
-        events in (t1, arrival) order, and the rejections by field and kind (late: behind its
-        shard's settled epochs; ahead: beyond the time jump; invalid: not fit for its stream)."""
-        response = pb.PublishResponse()
-        refused: Counter[tuple[str, str]] = Counter()
-        valid: list[tuple[int, int, int, Event]] = []
-        for index, (item, arrival) in enumerate(incoming):
-            if isinstance(item, EventError):
-                response.rejected.append(rejection(index, item))
-                refused[response.rejected[-1].field, "invalid"] += 1
-            else:
-                valid.append((item.t1, index if arrival is None else arrival, index, item))
-        valid.sort(key=lambda item: (item[0], item[1]))
-        accepted: list[Event] = []
-        now = time.time()
-        limits: dict[str, int | None] = {}
-        aheads = [self._too_far_ahead(event, now, limits) for *_, event in valid]
-        if request.watermark:
-            fine: dict[str, int] = {}
-            for (t1, *_, event), ahead in zip(valid, aheads, strict=True):
-                if ahead is None:
-                    fine[event.stream] = max(fine.get(event.stream, t1), t1)
-            self._check_watermark(request.watermark, fine, now)
-        for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
-            if ahead is not None:
-                response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
-                refused["t1", "ahead"] += 1
-                continue
-            settled = self.gate.settled(t1, event.stream, shard)
-            if settled is not None:
-                reason = _late_reason(t1, settled, shard)
-                response.rejected.append(pb.Rejection(index=index, field="t1", reason=reason))
-                refused["t1", "late"] += 1
-                continue
-            accepted.append(event)
-            self._saw(event.stream, event.t1)
-        response.rejected.sort(key=lambda r: r.index)
-        return response, accepted, refused
-
-    def _check_piece(
-        self, request: pb.PublishRequest, inputs: Mapping[str, StreamSchema]
-    ) -> Checked:
-        """A routed piece's rows checked at once (:func:`~cesar.server.wire.arrowevents.check`)."""
-        try:
-            return check_arrow(read_arrow(request.arrow_events, limits.MAX_PUBLISH_EVENTS), inputs)
-        except EventError as exc:
-            raise InvalidArgument(f"arrow_events: {exc.reason}") from None
-
-    def _accept_piece(
-        self, request: pb.PublishRequest, checked: Checked, shard: int
-    ) -> tuple[pb.PublishResponse, pa.Table, Counter[tuple[str, str]]]:
-        """:meth:`_accept` for a routed piece, in Arrow: the response, the accepted rows in
-        (t1, arrival) order, and the rejections by field and kind.
-
-        Python runs once per stream and once per rejected row, never per accepted row.
-        """
-        response = pb.PublishResponse()
-        refused: Counter[tuple[str, str]] = Counter()
-        failed: list[tuple[int, pb.Rejection, str]] = [
-            (index, rejection(index, error), "invalid") for index, error in checked.errors
-        ]
-        table = checked.table
-        table = table.take(pc.sort_indices(table, [("t1", "ascending"), ("arrival", "ascending")]))
-        streams = table.column("stream")
-        t1s = table.column("t1").to_numpy()
-        index = table.column("index").to_numpy()
-        now = time.time()
-        keep = np.ones(table.num_rows, bool)
-        fine: dict[str, int] = {}
-        late: list[tuple[str, np.ndarray]] = []
-        for name in pc.unique(streams).to_pylist():
-            mine = np.asarray(pc.equal(streams, name).to_numpy(zero_copy_only=False), bool)
-            limit = self._time_limit(name, now)
-            ahead = np.zeros_like(mine)
-            if limit is not None:
-                ahead = mine & (t1s > limit)
-                for i in np.flatnonzero(ahead).tolist():
-                    reason = self._ahead_reason(int(t1s[i]), limit)
-                    failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "ahead"))
-            ok = mine & ~ahead
-            if ok.any():
-                fine[name] = int(t1s[ok].max())
-            late.append((name, ok))
-            keep &= ~ahead
-        if request.watermark:
-            self._check_watermark(request.watermark, fine, now)
-        for name, ok in late:
-            bound = self.gate.routed_bound(name, shard)
-            behind = np.zeros_like(ok)
-            if bound is not None:
-                behind = ok & (t1s <= bound)
-                for i in np.flatnonzero(behind).tolist():
-                    reason = _late_reason(int(t1s[i]), bound, shard)
-                    failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "late"))
-            keep &= ~behind
-            accepted = ok & ~behind
-            if accepted.any():
-                self._saw(name, int(t1s[accepted].max()))
-        for i, message, kind in sorted(failed, key=lambda item: item[0]):
-            message.index = i
-            response.rejected.append(message)
-            refused[message.field, kind] += 1
-        return response, table.filter(pa.array(keep)), refused
-
-    def _arrivals(self, accepted: list[Event], shard: int | None) -> list[Arrival]:
+    def arrivals(self, accepted: list[Event], shard: int | None) -> list[Arrival]:
         """The accepted events with the (shard, lane) pairs each goes to."""
         return [(event, self.registry.destinations(event, shard)) for event in accepted]
 
-    def _piece_arrivals(self, table: pa.Table, shard: int) -> list[Arrival]:
+    def piece_arrivals(self, table: pa.Table, shard: int) -> list[Arrival]:
         """A routed piece's accepted rows with the lanes of ``shard`` each goes to."""
         lanes = piece_destinations(table, self.registry.routing, shard)
         return list(zip(rows_of(table), lanes, strict=True))
 
-    def _commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:
-        """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
-        ticket.  A commit that fails leaves the shards ahead of the log: the front stops
-        taking batches (ShardFailure) until it is reloaded."""
-        try:
-            rows, touched = self._sequence(alerts)
-            self.catalog.commit_batch(
-                ticket.number, ticket.key, ticket.accepted, ticket.payload, rows, touched
-            )
-        except Exception as exc:
-            self.shards.failed = f"batch {ticket.number} was applied but not logged ({exc})"
-            self.turn.notify_all()
-            raise ShardFailure(self.shards.failed) from exc
-        self.committed = ticket.number
-        self.inflight.discard(ticket.key)
-        self.turn.notify_all()
-        self.counters["events_accepted"] += ticket.accepted
-        self.counters["events_rejected"] += len(ticket.response.rejected)
-        self.rejections.update(ticket.refused)
-        self.batch_seconds.observe(time.monotonic() - ticket.began)
-        self.counters["alerts"] += len(rows)
-        self.counters["batches"] += 1
-        if ticket.shard is not None:
-            self.counters["routed_batches"] += 1
-        if rows:
-            self.listeners.notify(self.catalog.last_alert_id())
-        ticket.finish()
-
-    def _saw(self, stream: str, t1: int) -> None:
-        """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
-        self.newest[stream] = max(self.newest.get(stream, t1), t1)
-
-    def _check_watermark(self, watermark: int, fine: Mapping[str, int], now: float) -> None:
-        """InvalidArgument if ``watermark`` is beyond every stream's time bound.
-
-        A watermark closes epochs of every stream; one far in the future would
-        make every later event late, as a wrong timestamp would.  It may be at
-        most ``max_time_jump`` ahead of some input stream's newest event (this
-        request's included: ``fine``, the newest ``t1`` per stream of its events in
-        time) or, for a stream in a real time unit, of the clock.
-        """
-        latest = [
-            limit
-            for name in self.registry.inputs
-            if (limit := self._time_limit(name, now)) is not None
-        ]
-        latest += [t1 + self._bound(stream) for stream, t1 in fine.items()]
-        if latest and watermark > max(latest):
-            raise InvalidArgument(
-                f"watermark {watermark} is more than {self.max_time_jump} s ahead of every "
-                f"stream's newest event and the clock (at most {max(latest)}): a wrong "
-                "timestamp or unit? (cesar serve --max-time-jump)"
-            )
-
-    def _bound(self, stream: str) -> int:
-        """``max_time_jump`` in ``stream``'s unit (ticks for the abstract tick)."""
-        seconds = self.registry.inputs[stream].unit.seconds
-        return self.max_time_jump if seconds is None else int(self.max_time_jump / seconds)
-
-    def _time_limit(self, stream: str, now: float) -> int | None:
-        """The latest ``t1`` ``stream`` accepts now (None: no event and no clock yet)."""
-        seconds = self.registry.inputs[stream].unit.seconds
-        marks = [self.newest[stream]] if stream in self.newest else []
-        if seconds is not None:
-            marks.append(int(now / seconds))
-        return max(marks) + self._bound(stream) if marks else None
-
-    def _too_far_ahead(self, event: Event, now: float, limits: dict[str, int | None]) -> str | None:
-        """Why ``event`` is refused as too far in the future, or None.
-
-        Its ``t1`` may be at most ``max_time_jump`` seconds ahead of the newest
-        event of its stream and, for a stream in a real time unit, of the wall
-        clock — so one mistaken timestamp (2^63-1, or milliseconds in a ``[min]``
-        stream) cannot make every later event late.  For the abstract tick the
-        bound is that many ticks past the stream's newest event.
-        """
-        stream = event.stream
-        if stream in limits:
-            limit = limits[stream]
-        else:
-            limit = limits[stream] = self._time_limit(stream, now)
-        if limit is None or event.t1 <= limit:
-            return None
-        return self._ahead_reason(event.t1, limit)
-
-    def _ahead_reason(self, t1: int, limit: int) -> str:
-        return (
-            f"t1 = {t1} jumps more than {self.max_time_jump} s ahead of the stream's newest "
-            f"event and the clock (at most t1 = {limit} in its unit): a wrong "
-            "timestamp or unit? (cesar serve --max-time-jump)"
-        )
-
-    @staticmethod
-    def _incoming(
-        request: pb.PublishRequest,
-        inputs: Mapping[str, StreamSchema],
-        streams: Mapping[str, StreamRow],
-    ) -> Iterator[tuple[Event | EventError, int | None]]:
-        """The request's events (then its Arrow rows), each validated or its error, with arrival.
-
-        ``inputs`` are the input streams' schemas, ``streams`` every stream by name: one a
-        subscription publishes is written by it alone.
-        """
-        for message in request.events:
-            row = streams.get(message.stream)
-            producer = None if row is None else row.subscription
-            if producer:
-                error = EventError(
-                    None,
-                    "stream",
-                    f"{message.stream} is published by subscription {producer}; "
-                    "only it writes there",
-                )
-                yield error, None
-                continue
-            try:
-                yield from_event(message, inputs), None
-            except EventError as exc:
-                yield exc, None
-        if request.arrow_events:
-            room = limits.MAX_PUBLISH_EVENTS - len(request.events)
-            try:
-                yield from decode_arrow(request.arrow_events, inputs, room)
-            except EventError as exc:
-                raise InvalidArgument(f"arrow_events: {exc.reason}") from None
-
-    def _advance(
+    def advance(
         self, arrivals: list[Arrival], watermark: int | None, shard: int | None
     ) -> Applying:
         """Pass ``arrivals`` (in (t1, arrival) order) through the epoch gate; send the shards
@@ -1112,23 +508,6 @@ class Front:
                 else:
                     group.events.extend(to_event(event_of(item.event)) for item in items)
         return self.shards.apply_later(requests)
-
-    def _sequence(
-        self, alerts: list[shard_pb2.ShardAlert]
-    ) -> tuple[list[tuple[str, int, str, bytes]], dict[str, int]]:
-        rows = []
-        touched: dict[str, int] = {}
-        for alert in alerts:
-            sub = alert.subscription
-            if sub not in self.registry.live:
-                continue  # removed while the batch was being applied
-            seq = self.registry.last_seq[sub] + 1
-            self.registry.last_seq[sub] = touched[sub] = seq
-            message = pb.Alert(subscription=sub, seq=seq, notice=alert.notice)
-            if alert.HasField("event"):
-                message.event.CopyFrom(alert.event)
-            rows.append((sub, seq, self.registry.live[sub].row.owner, message.SerializeToString()))
-        return rows, touched
 
     # ------------------------------------------------------------------ listen
 
@@ -1204,7 +583,7 @@ class Front:
             self.shards.failed = None
             self.registry = Registry(self.shards.count)
             self.gate = EpochGate(self.shards.count, self.registry.groups)
-            self.newest = {}
+            self.admission = Admission(self.registry, self.gate, self.max_time_jump)
             self.start()
 
     def stop_intake(self) -> None:
@@ -1217,12 +596,6 @@ class Front:
         self.stop_intake()
         with self.lock:
             self.catalog.close()
-
-
-def _late_reason(t1: int, settled: int, shard: int | None) -> str:
-    """Why an event at ``t1`` is late: epochs up to ``settled`` are being processed."""
-    where = "" if shard is None else f" on shard {shard}"
-    return f"late: t1 = {t1}, but events up to t1 = {settled} are already being processed{where}"
 
 
 def _scoped(client: Client, key: str) -> str:

@@ -26,6 +26,17 @@ MAX_ALERTS_PER_EPOCH = 1_000
 
 MAX_PUBLISH_EVENTS = 100_000
 """Events plus Arrow rows in one Publish or PublishBatch request."""
+MAX_REQUEST_BYTES = 64 << 20
+"""Bytes of one request as the server reads it: a gRPC message after gRPC's decompression,
+and an Arrow piece's buffers after Arrow's (counted from its headers, before decompressing)."""
 
 MAX_TIME_JUMP_SECONDS = 86_400
-"""How far ahead an event's t1 may be of its stream's newest event and of the wall clock."""
+"""How far ahead an event's t1 may be of its stream's newest event."""
+MAX_CLOCK_SKEW_SECONDS = 300
+"""How far ahead of the wall clock an event's t1 may be, on a stream in a real time unit."""
+MAX_BATCH_COMPILE_SECONDS = 60
+"""Seconds one SubscribeBatch may spend compiling before it is stopped, nothing registered."""
+MAX_KEY_BYTES = 200
+"""Bytes of one publish idempotency key."""
+MAX_SUBSCRIBE_BATCH = 10_000
+"""Subscriptions in one SubscribeBatch request."""

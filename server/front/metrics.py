@@ -73,12 +73,12 @@ def collect(front: Front) -> list[Metric]:
         labels=["field", "kind"],
     )
     with front.lock:
-        counted = sorted(front.rejections.items())
+        counted = sorted(front.commits.rejections.items())
     for (field, kind), count in counted:
         rejected.add_metric([field, kind], count)
     out.append(rejected)
     out.append(
-        front.batch_seconds.family(
+        front.commits.batch_seconds.family(
             "cesar_front_batch_seconds", "a published batch from request to acknowledgement"
         )
     )

@@ -31,9 +31,14 @@ from cesar.index.static import ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
+from cesar.server.front.errors import AlreadyExists
 from cesar.server.wire.algebra_proto import to_predicate
 from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
 from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
+
+AlertRow = tuple[str, int, str, bytes]
+"""An alert as the catalog logs it: subscription, seq, owner, serialized Alert."""
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,8 @@ def describe_stream(row: StreamRow) -> str:
 class Registry:
     """Streams, live subscriptions, routes and tallies; see the module docstring.
 
-    Methods: :meth:`add_stream`, :meth:`register`, :meth:`unregister`,
-    :meth:`destinations`, :meth:`interest`, :meth:`check_valid`.
+    Methods: :meth:`add_stream`, :meth:`register`, :meth:`unregister`, :meth:`share`,
+    :meth:`sequence`, :meth:`destinations`, :meth:`interest`, :meth:`check_valid`.
     """
 
     def __init__(self, shards: int) -> None:
@@ -165,6 +170,43 @@ class Registry:
     def remove_stream(self, name: str) -> None:
         """Forget an input stream."""
         del self.streams[name], self.schemas[name], self.inputs[name]
+
+    def check_free(self, client: Client, name: str) -> None:
+        """AlreadyExists if stream ``name`` is taken; who holds it only if ``client`` may see it."""
+        taken = self.streams.get(name)
+        if taken is None:
+            return
+        if self.may_read(client, taken):
+            raise AlreadyExists(f"stream {name} exists ({describe_stream(taken)})")
+        raise AlreadyExists(f"stream {name} exists (another client's)")
+
+    def share(self, stream: str, readers: Collection[str]) -> None:
+        """Let exactly ``readers`` read the published ``stream`` (none: its owner alone)."""
+        if readers:
+            self.shares[stream] = set(readers)
+        else:
+            self.shares.pop(stream, None)
+
+    def sequence(
+        self, alerts: Sequence[shard_pb2.ShardAlert]
+    ) -> tuple[list[AlertRow], dict[str, int]]:
+        """Number a batch's alerts in order, each after its subscription's last seq; the rows
+        to log and each touched subscription's new last seq.  Alerts of subscriptions removed
+        while the batch was applied are left out."""
+        rows: list[AlertRow] = []
+        touched: dict[str, int] = {}
+        for alert in alerts:
+            sub = alert.subscription
+            live = self.live.get(sub)
+            if live is None:
+                continue
+            seq = self.last_seq[sub] + 1
+            self.last_seq[sub] = touched[sub] = seq
+            message = pb.Alert(subscription=sub, seq=seq, notice=alert.notice)
+            if alert.HasField("event"):
+                message.event.CopyFrom(alert.event)
+            rows.append((sub, seq, live.row.owner, message.SerializeToString()))
+        return rows, touched
 
     def may_read(self, client: Client, row: StreamRow) -> bool:
         """Whether ``client`` may use the stream (:func:`may_read`)."""

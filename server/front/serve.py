@@ -39,10 +39,11 @@ from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError
 from cesar.server.front.checkpoints import NoCheckpoint, SnapshotPolicy
 from cesar.server.front.errors import AlreadyExists
-from cesar.server.front.front import Front, ReplayError
+from cesar.server.front.front import Front
 from cesar.server.front.metrics import collect
 from cesar.server.front.repair import RepairError, drop_events
 from cesar.server.front.service import CesarServicer, add_to_server
+from cesar.server.front.startup import ReplayError
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.metrics import serve_metrics

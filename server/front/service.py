@@ -19,8 +19,10 @@ from google.protobuf.message import DecodeError
 
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
+from cesar.server.front.commits import Ticket
 from cesar.server.front.errors import FrontError
-from cesar.server.front.front import Front, SubscribeItem, Ticket
+from cesar.server.front.front import Front
+from cesar.server.front.subscribing import SubscribeItem
 from cesar.server.shard.pool import ShardFailure
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc

@@ -35,10 +35,8 @@ from typing import Any
 
 import grpc
 
-from cesar.automata.compiler import CompiledQuery, compile_query
-from cesar.automata.pattern.parser import is_pattern
 from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
-from cesar.automata.shape import QueryCache, shape_of
+from cesar.automata.shape import QueryCache
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.host import snapshots
@@ -49,10 +47,10 @@ from cesar.server.host.rss import rss_bytes
 from cesar.server.host.snapshots import SnapshotError
 from cesar.server.host.tls import server_credentials
 from cesar.server.shard.metrics import collect
-from cesar.server.wire.algebra_proto import compile_algebra
 from cesar.server.wire.arrowevents import lane_table_events
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
+from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
 log = logging.getLogger("cesar.shard")
@@ -107,18 +105,9 @@ class ShardState:
         """Build and subscribe a query in its lane, from the algebra the front compiled (or,
         for a CEL query of a shape seen before, from its shape's template)."""
         schemas = {s.name: s for s in map(self._schema, request.stream_specs)}
-
-        def build() -> CompiledQuery:
-            return compile_algebra(request.algebra, schemas, request.name)
-
-        if is_pattern(request.shape_text):
-            query = compile_query(request.shape_text, schemas, request.name)
-        elif request.shape_text:
-            query = self.queries.compile(
-                shape_of(request.shape_text), schemas, request.name, full=build
-            )
-        else:
-            query = build()
+        algebra = request.algebra if request.HasField("algebra") else None
+        parsed = parse_source(Source(request.shape_text, algebra))
+        query = compile_source(parsed, schemas, request.name, self.queries)
         saved = self.loaded.get(request.lane) if self.loaded is not None else None
         since = None
         if self.loaded is not None:

@@ -22,6 +22,7 @@ stream), logged as they are, and reach the shard's lanes as Arrow, where
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -59,32 +60,103 @@ def encode(table: pa.Table) -> bytes:
     return data
 
 
-def read(data: bytes, max_rows: int | None = None) -> pa.Table:
+def read(data: bytes, max_rows: int | None = None, max_bytes: int | None = None) -> pa.Table:
     """The table in an Arrow IPC stream, every buffer checked.
 
     Raises :class:`EventError` (field ``arrow_events``) when the bytes are not
-    an Arrow IPC stream or hold more than ``max_rows`` rows (counted batch by
-    batch, so no more than one record batch past the limit is ever decompressed).
+    an Arrow IPC stream (dictionary batches are refused: no column needs one),
+    hold more than ``max_rows`` rows, or more than ``max_bytes`` bytes once
+    decompressed.  Both are counted from each record batch's header before its
+    body is decompressed (:func:`batch_bytes`), so a compressed request never
+    grows past the limits in memory.
     """
+    rows = 0
+    size = 0
     try:
-        reader = pa.ipc.open_stream(data)
+        messages = pa.ipc.MessageReader.open_stream(data)
+        first = next(iter(messages), None)
+        if first is None or first.type != "schema":
+            raise EventError(None, "arrow_events", "not an Arrow IPC stream: no schema first")
+        schema = pa.ipc.read_schema(first)
         batches = []
-        rows = 0
-        for batch in reader:
+        for message in messages:
+            if message.type != "record batch":
+                raise EventError(None, "arrow_events", f"a {message.type} message is not accepted")
+            size += batch_bytes(message.metadata, message.body)
+            if max_bytes is not None and size > max_bytes:
+                raise EventError(
+                    None,
+                    "arrow_events",
+                    f"more than {max_bytes} bytes once decompressed (max_request_bytes): "
+                    "send smaller batches",
+                )
+            batch = pa.ipc.read_record_batch(message, schema)
             rows += batch.num_rows
             if max_rows is not None and rows > max_rows:
                 raise EventError(None, "arrow_events", f"more than {max_rows} rows in one request")
             batch.validate(full=True)  # every offset and string checked before any value is read
             batches.append(batch)
-        table = pa.Table.from_batches(batches, schema=reader.schema)
+        table = pa.Table.from_batches(batches, schema=schema)
         table = table.rename_columns(table.column_names)  # names are decoded lazily: now
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise EventError(None, "arrow_events", f"not an Arrow IPC stream: {exc}") from None
     return table
 
 
+def batch_bytes(metadata: pa.Buffer, body: pa.Buffer | None) -> int:
+    """The bytes a record batch's buffers take once decompressed, read from its header.
+
+    ``metadata`` is the IPC message's flatbuffer (Message → RecordBatch → its
+    buffers, each an offset and a length into ``body``); a compressed body
+    starts each buffer with its decompressed length (an int64, -1 when the
+    buffer was left uncompressed).  Raises EventError for a header that does
+    not hold together.  Cost: O(buffers).
+    """
+    meta = metadata.to_pybytes()
+    try:
+        header = _field(meta, struct.unpack_from("<I", meta, 0)[0], 2)
+        if header is None:
+            raise ValueError("no header")
+        batch = header + struct.unpack_from("<I", meta, header)[0]
+        where = _field(meta, batch, 2)
+        compressed = _field(meta, batch, 3) is not None
+        if where is None:
+            return 0
+        vector = where + struct.unpack_from("<I", meta, where)[0]
+        total = 0
+        for i in range(struct.unpack_from("<I", meta, vector)[0]):
+            offset, length = struct.unpack_from("<qq", meta, vector + 4 + 16 * i)
+            if offset < 0 or length < 0 or body is None or offset + length > body.size:
+                raise ValueError(f"buffer {i} lies outside the body")
+            if compressed and length >= 8:
+                raw = struct.unpack_from("<q", body, offset)[0]
+                total += length - 8 if raw == -1 else raw
+            else:
+                total += length
+    except (struct.error, ValueError) as exc:
+        raise EventError(
+            None, "arrow_events", f"a record batch header is damaged ({exc})"
+        ) from None
+    return total
+
+
+def _field(meta: bytes, table: int, number: int) -> int | None:
+    """Where field ``number`` of the flatbuffer table at ``table`` lies (None: absent)."""
+    vtable = table - struct.unpack_from("<i", meta, table)[0]
+    if not 0 <= vtable < len(meta):
+        raise ValueError("a table's vtable lies outside the header")
+    slot = 4 + 2 * number
+    if slot >= struct.unpack_from("<H", meta, vtable)[0]:
+        return None
+    offset = struct.unpack_from("<H", meta, vtable + slot)[0]
+    return table + offset if offset else None
+
+
 def decode(
-    data: bytes, schemas: Mapping[str, StreamSchema], max_rows: int | None = None
+    data: bytes,
+    schemas: Mapping[str, StreamSchema],
+    max_rows: int | None = None,
+    max_bytes: int | None = None,
 ) -> Iterator[tuple[Event | EventError, int | None]]:
     """Each row of an Arrow IPC stream as a validated event (or its error), with its arrival.
 
@@ -94,7 +166,7 @@ def decode(
     Raises :class:`EventError` (field ``arrow_events``) as :func:`read` does, and
     when the table lacks the ``stream``, ``t0`` and ``t1`` columns.
     """
-    table = read(data, max_rows)
+    table = read(data, max_rows, max_bytes)
     columns = _with_times(table)
     by_stream: dict[str, list[tuple[str, str]]] = {}
     for name in columns:

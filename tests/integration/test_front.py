@@ -26,7 +26,8 @@ from cesar.server.front.auth import Client, Clients, Limits
 from cesar.server.front.catalog import Catalog, SubscriptionRow
 from cesar.server.front.checkpoints import SnapshotPolicy
 from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
-from cesar.server.front.front import Front, SubscribeItem
+from cesar.server.front.front import Front
+from cesar.server.front.subscribing import SubscribeItem
 from cesar.server.shard.pool import ShardPool
 from cesar.server.wire.arrowevents import column, encode
 from cesar.server.wire.client import alerts

@@ -1,0 +1,291 @@
+"""Admission: which events of a batch the front takes, and why it refuses the others.
+
+An event is refused when it does not fit its stream (invalid), when its
+``t1`` jumps too far ahead (ahead: :meth:`Admission.time_limit`), or when its
+shard's epochs up to ``t1`` are already being processed (late: the
+:class:`~cesar.server.front.epochs.EpochGate` says so).  A watermark beyond
+every stream's time bound refuses the whole batch.
+
+The time bound keeps one mistaken timestamp (2^63-1, milliseconds in a
+``[min]`` stream) from making every later event of every client late.  An
+event's ``t1`` may be at most ``max_time_jump`` seconds (ticks for the
+abstract tick) past the newest event of its stream, and — for a stream in a
+real time unit — at most :data:`~cesar.server.front.limits.MAX_CLOCK_SKEW_SECONDS`
+past the wall clock, whichever is later.  The first event of a stream in the
+abstract tick has no newest event and no clock to measure from: it may be at most
+``max_time_jump`` ticks past the newest event of any stream in that unit, or
+past tick 0.
+
+:class:`Admission` owns ``newest`` (per stream, the newest accepted ``t1``),
+saved in checkpoints (:meth:`to_data`, :meth:`restore`).  It does no I/O and
+holds no lock: the front calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cesar.automata.schema import Event, EventError, StreamSchema
+from cesar.server.front import limits
+from cesar.server.front.catalog import StreamRow
+from cesar.server.front.epochs import EpochGate
+from cesar.server.front.errors import InvalidArgument
+from cesar.server.front.registry import Registry
+from cesar.server.wire.arrowevents import Checked
+from cesar.server.wire.arrowevents import check as check_arrow
+from cesar.server.wire.arrowevents import decode as decode_arrow
+from cesar.server.wire.arrowevents import read as read_arrow
+from cesar.server.wire.convert import from_event, rejection
+from cesar.v1 import cesar_pb2 as pb
+
+Refused = Counter[tuple[str, str]]
+"""Rejections by field and kind (late, ahead, invalid)."""
+
+
+class Admission:
+    """The admission checks of one front; see the module docstring."""
+
+    def __init__(self, registry: Registry, gate: EpochGate, max_time_jump: int) -> None:
+        self.registry = registry
+        self.gate = gate
+        self.max_time_jump = max_time_jump
+        self.newest: dict[str, int] = {}
+        """Per input stream, the newest accepted (or replayed) ``t1``."""
+
+    def to_data(self) -> dict[str, int]:
+        """``newest``, for a checkpoint."""
+        return dict(self.newest)
+
+    def restore(self, data: Mapping[str, int]) -> None:
+        """Take ``newest`` from a checkpoint."""
+        self.newest = dict(data)
+
+    def saw(self, stream: str, t1: int) -> None:
+        """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
+        self.newest[stream] = max(self.newest.get(stream, t1), t1)
+
+    @staticmethod
+    def incoming(
+        request: pb.PublishRequest,
+        inputs: Mapping[str, StreamSchema],
+        streams: Mapping[str, StreamRow],
+    ) -> Iterator[tuple[Event | EventError, int | None]]:
+        """The request's events (then its Arrow rows), each validated or its error, with arrival.
+
+        ``inputs`` are the input streams' schemas, ``streams`` every stream by name: one a
+        subscription publishes is written by it alone.  Runs without the lock.
+        """
+        for message in request.events:
+            row = streams.get(message.stream)
+            producer = None if row is None else row.subscription
+            if producer:
+                error = EventError(
+                    None,
+                    "stream",
+                    f"{message.stream} is published by subscription {producer}; "
+                    "only it writes there",
+                )
+                yield error, None
+                continue
+            try:
+                yield from_event(message, inputs), None
+            except EventError as exc:
+                yield exc, None
+        if request.arrow_events:
+            room = limits.MAX_PUBLISH_EVENTS - len(request.events)
+            try:
+                yield from decode_arrow(
+                    request.arrow_events, inputs, room, limits.MAX_REQUEST_BYTES
+                )
+            except EventError as exc:
+                raise InvalidArgument(f"arrow_events: {exc.reason}") from None
+
+    @staticmethod
+    def check_piece(request: pb.PublishRequest, inputs: Mapping[str, StreamSchema]) -> Checked:
+        """A routed piece's rows checked at once (:func:`~cesar.server.wire.arrowevents.check`);
+        runs without the lock."""
+        try:
+            table = read_arrow(
+                request.arrow_events, limits.MAX_PUBLISH_EVENTS, limits.MAX_REQUEST_BYTES
+            )
+            return check_arrow(table, inputs)
+        except EventError as exc:
+            raise InvalidArgument(f"arrow_events: {exc.reason}") from None
+
+    def accept(
+        self,
+        request: pb.PublishRequest,
+        incoming: list[tuple[Event | EventError, int | None]],
+        shard: int | None,
+    ) -> tuple[pb.PublishResponse, list[Event], Refused]:
+        """Sort and check a batch's decoded events; the response (rejections), the accepted
+        events in (t1, arrival) order, and the rejections by field and kind."""
+        response = pb.PublishResponse()
+        refused: Refused = Counter()
+        valid: list[tuple[int, int, int, Event]] = []
+        for index, (item, arrival) in enumerate(incoming):
+            if isinstance(item, EventError):
+                response.rejected.append(rejection(index, item))
+                refused[_label(response.rejected[-1].field), "invalid"] += 1
+            else:
+                valid.append((item.t1, index if arrival is None else arrival, index, item))
+        valid.sort(key=lambda item: (item[0], item[1]))
+        accepted: list[Event] = []
+        now = time.time()
+        bounds: dict[str, int] = {}
+        aheads = [self._too_far_ahead(event, now, bounds) for *_, event in valid]
+        if request.watermark:
+            fine: dict[str, int] = {}
+            for (t1, *_, event), ahead in zip(valid, aheads, strict=True):
+                if ahead is None:
+                    fine[event.stream] = max(fine.get(event.stream, t1), t1)
+            self.check_watermark(request.watermark, fine, now)
+        for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
+            if ahead is not None:
+                response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
+                refused["t1", "ahead"] += 1
+                continue
+            settled = self.gate.settled(t1, event.stream, shard)
+            if settled is not None:
+                reason = late_reason(t1, settled, shard)
+                response.rejected.append(pb.Rejection(index=index, field="t1", reason=reason))
+                refused["t1", "late"] += 1
+                continue
+            accepted.append(event)
+            self.saw(event.stream, event.t1)
+        response.rejected.sort(key=lambda r: r.index)
+        return response, accepted, refused
+
+    def accept_piece(
+        self, request: pb.PublishRequest, checked: Checked, shard: int
+    ) -> tuple[pb.PublishResponse, pa.Table, Refused]:
+        """:meth:`accept` for a routed piece, in Arrow: the response, the accepted rows in
+        (t1, arrival) order, and the rejections by field and kind.
+
+        Python runs once per stream and once per rejected row, never per accepted row.
+        """
+        response = pb.PublishResponse()
+        refused: Refused = Counter()
+        failed: list[tuple[int, pb.Rejection, str]] = [
+            (index, rejection(index, error), "invalid") for index, error in checked.errors
+        ]
+        table = checked.table
+        table = table.take(pc.sort_indices(table, [("t1", "ascending"), ("arrival", "ascending")]))
+        streams = table.column("stream")
+        t1s = table.column("t1").to_numpy()
+        index = table.column("index").to_numpy()
+        now = time.time()
+        keep = np.ones(table.num_rows, bool)
+        fine: dict[str, int] = {}
+        late: list[tuple[str, np.ndarray]] = []
+        for name in pc.unique(streams).to_pylist():
+            mine = np.asarray(pc.equal(streams, name).to_numpy(zero_copy_only=False), bool)
+            limit = self.time_limit(name, now)
+            ahead = mine & (t1s > limit)
+            for i in np.flatnonzero(ahead).tolist():
+                reason = self.ahead_reason(int(t1s[i]), limit)
+                failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "ahead"))
+            ok = mine & ~ahead
+            if ok.any():
+                fine[name] = int(t1s[ok].max())
+            late.append((name, ok))
+            keep &= ~ahead
+        if request.watermark:
+            self.check_watermark(request.watermark, fine, now)
+        for name, ok in late:
+            bound = self.gate.routed_bound(name, shard)
+            behind = np.zeros_like(ok)
+            if bound is not None:
+                behind = ok & (t1s <= bound)
+                for i in np.flatnonzero(behind).tolist():
+                    reason = late_reason(int(t1s[i]), bound, shard)
+                    failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "late"))
+            keep &= ~behind
+            accepted = ok & ~behind
+            if accepted.any():
+                self.saw(name, int(t1s[accepted].max()))
+        for i, message, kind in sorted(failed, key=lambda item: item[0]):
+            message.index = i
+            response.rejected.append(message)
+            refused[_label(message.field), kind] += 1
+        return response, table.filter(pa.array(keep)), refused
+
+    def check_watermark(self, watermark: int, fine: Mapping[str, int], now: float) -> None:
+        """InvalidArgument if ``watermark`` is beyond every stream's time bound.
+
+        A watermark closes epochs of every stream; one far in the future would
+        make every later event late, as a wrong timestamp would.  It may be at
+        most as far ahead as :meth:`time_limit` lets some input stream's events
+        be, this request's events included (``fine``: the newest ``t1`` per
+        stream of its events in time).
+        """
+        latest = [self.time_limit(name, now) for name in self.registry.inputs]
+        latest += [t1 + self._bound(stream) for stream, t1 in fine.items()]
+        if latest and watermark > max(latest):
+            raise InvalidArgument(
+                f"watermark {watermark} is more than {self.max_time_jump} s ahead of every "
+                f"stream's newest event and the clock (at most {max(latest)}): a wrong "
+                "timestamp or unit? (cesar serve --max-time-jump)"
+            )
+
+    def _bound(self, stream: str) -> int:
+        """``max_time_jump`` in ``stream``'s unit (ticks for the abstract tick)."""
+        seconds = self.registry.inputs[stream].unit.seconds
+        return self.max_time_jump if seconds is None else int(self.max_time_jump / seconds)
+
+    def time_limit(self, stream: str, now: float) -> int:
+        """The latest ``t1`` ``stream`` accepts now (see the module docstring)."""
+        unit = self.registry.inputs[stream].unit
+        marks = []
+        if stream in self.newest:
+            marks.append(self.newest[stream] + self._bound(stream))
+        if unit.seconds is not None:
+            marks.append(int((now + limits.MAX_CLOCK_SKEW_SECONDS) / unit.seconds))
+        elif stream not in self.newest:
+            same = [
+                t1
+                for name, t1 in self.newest.items()
+                if name in self.registry.inputs and self.registry.inputs[name].unit == unit
+            ]
+            marks.append(max(same, default=0) + self._bound(stream))
+        return max(marks)
+
+    def _too_far_ahead(self, event: Event, now: float, bounds: dict[str, int]) -> str | None:
+        """Why ``event`` is refused as too far in the future (:meth:`time_limit`), or None."""
+        stream = event.stream
+        if stream in bounds:
+            limit = bounds[stream]
+        else:
+            limit = bounds[stream] = self.time_limit(stream, now)
+        if event.t1 <= limit:
+            return None
+        return self.ahead_reason(event.t1, limit)
+
+    def ahead_reason(self, t1: int, limit: int) -> str:
+        return (
+            f"t1 = {t1} jumps more than {self.max_time_jump} s ahead of the stream's newest "
+            f"event, or more than {limits.MAX_CLOCK_SKEW_SECONDS} s ahead of the clock (at "
+            f"most t1 = {limit} in its unit): a wrong timestamp or unit? "
+            "(cesar serve --max-time-jump)"
+        )
+
+
+def late_reason(t1: int, settled: int, shard: int | None) -> str:
+    """Why an event at ``t1`` is late: epochs up to ``settled`` are being processed."""
+    where = "" if shard is None else f" on shard {shard}"
+    return f"late: t1 = {t1}, but events up to t1 = {settled} are already being processed{where}"
+
+
+FIELDS = frozenset({"stream", "t0", "t1", "attributes"})
+"""The field labels rejections are counted under: a closed set, whatever a client names."""
+
+
+def _label(field: str) -> str:
+    """The counted label of a rejected field: an attribute's name becomes ``attributes``."""
+    return field if field in FIELDS else "attributes"

@@ -1,0 +1,190 @@
+"""The ordered commit: batches applied by the shards are logged in number order.
+
+Publishing is pipelined (docs/architecture.md): the front numbers a batch and
+sends its epochs to the shards under its lock, then takes the next one while
+the shards apply it.  :class:`Commits` logs the applied batches — with their
+alerts, numbered per subscription by the registry — strictly in number
+order, on its own thread, and finishes each one's :class:`Ticket`.  So the
+event log, the alerts' seqs and the acknowledgements form the history one
+batch at a time would have made.  A commit that fails leaves the shards
+ahead of the log: the pool is marked failed and no later batch commits until
+the front is reloaded.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from cesar.server.front.alerts import Listeners
+from cesar.server.front.catalog import Catalog
+from cesar.server.front.registry import Registry
+from cesar.server.host.metrics import Histogram
+from cesar.server.shard.pool import Applying, ShardFailure, ShardPool
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
+
+
+class Ticket:
+    """A batch begun: applied by the shards, then logged by the committer thread.
+
+    :meth:`result` waits for it: the acknowledgement, or the ShardFailure that
+    stopped it.
+    """
+
+    def __init__(
+        self,
+        number: int,
+        key: str,
+        accepted: int,
+        payload: bytes,
+        shard: int | None,
+        response: pb.PublishResponse,
+        refused: Counter[tuple[str, str]] | None = None,
+    ) -> None:
+        self.number = number
+        self.refused = refused or Counter()
+        """Its rejections by field and kind (late, ahead, invalid)."""
+        self.key = key
+        self.accepted = accepted
+        """How many of its events were accepted."""
+        self.payload = payload
+        self.shard = shard
+        self.response = response
+        self.applying: Applying | None = None
+        self.error: ShardFailure | None = None
+        self._finished = threading.Event()
+        self.began = time.monotonic()
+
+    @classmethod
+    def done(cls, response: pb.PublishResponse) -> Ticket:
+        """A ticket finished already (a duplicate batch)."""
+        ticket = cls(response.batch, "", 0, b"", None, response)
+        ticket.finish()
+        return ticket
+
+    def finish(self) -> None:
+        self._finished.set()
+
+    def fail(self, error: ShardFailure) -> None:
+        self.error = error
+        self._finished.set()
+
+    def result(self) -> pb.PublishResponse:
+        """The acknowledgement, once the batch is logged; raises its ShardFailure."""
+        self._finished.wait()
+        if self.error is not None:
+            raise self.error
+        return self.response
+
+
+class Commits:
+    """Logs applied batches in number order; see the module docstring.
+
+    ``lock`` is the front's: :meth:`commit` and :meth:`wait_turn` run under it.
+    ``registry`` gives the front's current registry (it is rebuilt on reload).
+    """
+
+    def __init__(
+        self,
+        lock: threading.Lock,
+        catalog: Catalog,
+        shards: ShardPool,
+        listeners: Listeners,
+        counters: Counter[str],
+        registry: Callable[[], Registry],
+    ) -> None:
+        self.catalog = catalog
+        self.shards = shards
+        self.listeners = listeners
+        self.counters = counters
+        self.registry = registry
+        self.lock = lock
+        self.turn = threading.Condition(lock)
+        """Notified whenever a batch commits or the shards fail."""
+        self.committed = 0
+        """The number of the last batch logged."""
+        self.inflight: set[str] = set()
+        """The idempotency keys of batches begun and not logged yet."""
+        self.rejections: Counter[tuple[str, str]] = Counter()
+        """Events rejected, by field and kind."""
+        self.batch_seconds = Histogram()
+        """Per batch, from its request to its acknowledgement (validated, applied, logged)."""
+        self._queue: queue.SimpleQueue[Ticket] = queue.SimpleQueue()
+        threading.Thread(target=self._run, daemon=True, name="committer").start()
+
+    def reset(self, committed: int) -> None:
+        """After a (re)load: everything up to batch ``committed`` is logged, nothing in flight."""
+        self.committed = committed
+        self.inflight.clear()
+
+    def put(self, ticket: Ticket) -> None:
+        """Hand a batch sent to the shards to the committer (under the lock)."""
+        if ticket.key:
+            self.inflight.add(ticket.key)
+        self._queue.put(ticket)
+
+    def _run(self) -> None:
+        """Log the batches in flight, in order, as their shards finish applying them."""
+        while True:
+            ticket = self._queue.get()
+            assert ticket.applying is not None
+            try:
+                alerts = ticket.applying.result()  # the lock is free: the next batch goes on
+            except ShardFailure as exc:
+                with self.lock:
+                    self.turn.notify_all()
+                ticket.fail(exc)
+                continue
+            with self.lock:
+                if self.shards.failed is not None:  # an earlier batch failed: none after commits
+                    ticket.fail(ShardFailure(self.shards.failed))
+                    continue
+                try:
+                    self.commit(ticket, alerts)
+                except ShardFailure as exc:
+                    ticket.fail(exc)
+
+    def commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:
+        """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
+        ticket; ShardFailure if it cannot be logged."""
+        try:
+            rows, touched = self.registry().sequence(alerts)
+            self.catalog.commit_batch(
+                ticket.number, ticket.key, ticket.accepted, ticket.payload, rows, touched
+            )
+        except Exception as exc:
+            self.shards.failed = f"batch {ticket.number} was applied but not logged ({exc})"
+            self.turn.notify_all()
+            raise ShardFailure(self.shards.failed) from exc
+        self.committed = ticket.number
+        self.inflight.discard(ticket.key)
+        self.turn.notify_all()
+        self.counters["events_accepted"] += ticket.accepted
+        self.counters["events_rejected"] += len(ticket.response.rejected)
+        self.rejections.update(ticket.refused)
+        self.batch_seconds.observe(time.monotonic() - ticket.began)
+        self.counters["alerts"] += len(rows)
+        self.counters["batches"] += 1
+        if ticket.shard is not None:
+            self.counters["routed_batches"] += 1
+        if rows:
+            self.listeners.notify(self.catalog.last_alert_id())
+        ticket.finish()
+
+    def wait_turn(self) -> None:
+        """Wait (holding the lock) until a batch in flight commits; ShardFailure if the shards
+        failed meanwhile (no batch after the failure may commit)."""
+        if self.shards.failed is not None:
+            raise ShardFailure(self.shards.failed)
+        self.turn.wait()
+        if self.shards.failed is not None:
+            raise ShardFailure(self.shards.failed)
+
+    def drain(self, number: int) -> None:
+        """Wait (holding the lock) until every batch before ``number`` is logged."""
+        while self.committed < number - 1:
+            self.wait_turn()

@@ -1,0 +1,175 @@
+"""Start-up: the catalog's streams and subscriptions, the latest checkpoint, then the log replayed.
+
+:func:`load` rebuilds a front's state from its catalog.  Subscriptions are
+installed in the order they were stored, each once the log is replayed up to
+the position it was stored at, so it sees exactly the events it saw before;
+clock groups are joined at the positions they were joined.  The latest usable
+checkpoint (:mod:`cesar.server.front.checkpoints`) lets the replay start from
+its position instead of the log's beginning: the subscriptions it holds are
+installed, then its run state is restored in the shards, and the front's epoch
+gate and stream times from its data.  Every subscription is compiled and
+encoded as it was when it was accepted (:mod:`cesar.server.front.subscribing`
+checked both before storing it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import DecodeError
+
+from cesar.server.front.catalog import RESTORE, CatalogError, SubscriptionRow
+from cesar.server.front.placement import pinned_shard
+from cesar.server.front.registry import Live
+from cesar.server.front.subscribing import Admitted, install_batches
+from cesar.server.wire.arrowevents import read as read_arrow
+from cesar.server.wire.convert import trusted_event
+from cesar.server.wire.source import (
+    Source,
+    SourceError,
+    compile_source,
+    install_request,
+    parse_source,
+)
+from cesar.v1 import cesar_pb2 as pb
+
+if TYPE_CHECKING:
+    from cesar.server.front.front import Front
+
+log = logging.getLogger("cesar.front")
+
+
+class ReplayError(RuntimeError):
+    """The catalog cannot be replayed with this server's configuration."""
+
+
+def load(front: Front) -> None:
+    """Load ``front``'s catalog and latest usable checkpoint, install every subscription and
+    replay the event log after the checkpoint (see the module docstring)."""
+    started = time.monotonic()
+    catalog, registry = front.catalog, front.registry
+    for stream in catalog.streams():
+        if not stream.subscription:
+            registry.add_stream(stream)
+    shares = catalog.shares()
+    chosen = front.checkpoints.choose()
+    start = 0 if chosen is None else chosen[0]
+    log_rows = iter(catalog.batches(after=start))
+    joins = iter(catalog.clock_joins())
+    join = next(joins, None)
+    replayed = start
+
+    def replay_to(position: int | None) -> None:
+        """Replay the log up to batch ``position`` (None: all), joining clock groups
+        at the positions where they were joined."""
+        nonlocal replayed, join
+        while True:
+            while join is not None and join[0] <= replayed:
+                registry.groups.join(join[1])
+                join = next(joins, None)
+            if position is not None and replayed >= position:
+                return
+            row = next(log_rows, None)
+            if row is None:
+                return
+            replay(front, *row)
+            replayed = row[0]
+
+    def install(restored: list[Admitted]) -> None:
+        front.shards.install(install_batches(restored, front.shards.count))
+        restored.clear()
+
+    restored: list[Admitted] = []
+    resumed = chosen is None
+    for sub in catalog.subscriptions():
+        if not resumed and sub.position >= start:
+            replay_to(start)  # the clock joins up to the checkpoint
+            install(restored)
+            resume(front, chosen)
+            resumed = True
+        if replayed < sub.position:
+            install(restored)
+        replay_to(sub.position)
+        restored.append(restore(front, sub))
+    install(restored)
+    if not resumed:
+        replay_to(start)
+        resume(front, chosen)
+    for shared, readers in shares.items():
+        if shared in registry.streams:
+            registry.share(shared, readers)
+    replay_to(None)
+    front.batches = catalog.batch_count()
+    front.commits.reset(front.batches)
+    front.listeners.notify(catalog.last_alert_id())
+    log.info(
+        "catalog loaded",
+        extra={
+            "streams": len(registry.streams),
+            "subscriptions": len(registry.live),
+            "checkpoint": start,
+            "batches_replayed": front.batches - start,
+            "seconds": round(time.monotonic() - started, 3),
+        },
+    )
+
+
+def resume(front: Front, chosen: tuple[int, dict[str, Any]] | None) -> None:
+    """With the subscriptions a checkpoint holds installed: restore its run state in the
+    shards and the front's gate and stream times."""
+    if chosen is None:
+        return
+    position, state = chosen
+    front.gate.restore(state["gate"])
+    front.admission.restore(state["newest"])
+    instances = front.shards.resume()
+    log.info("checkpoint restored", extra={"position": position, "instances": instances})
+
+
+def restore(front: Front, row: SubscriptionRow) -> Admitted:
+    """Compile and register a stored subscription; the caller installs it on the shards."""
+    registry = front.registry
+    try:
+        algebra = pb.Algebra.FromString(row.algebra) if row.algebra else None
+        parsed = parse_source(Source(row.query, algebra))
+        query = compile_source(parsed, registry.schemas, row.name or row.id, front.queries)
+        count = front.shards.count
+        key = row.key_attribute or None
+        live = Live(
+            replace(row, shard=row.shard % count), query.reads, pinned_shard(query, key, count)
+        )
+        request = install_request(query, live.lane, row.id, registry.schemas)
+    except (DecodeError, SourceError) as exc:
+        raise CatalogError(
+            f"subscription {row.id} of the catalog cannot be loaded ({exc}): {RESTORE}"
+        ) from None
+    registry.register(live, query)
+    registry.groups.join(live.clock_streams)
+    return Admitted(live, query, request)
+
+
+def replay(front: Front, number: int, payload: bytes) -> None:
+    """Apply logged batch ``number`` again, as it was accepted."""
+    try:
+        batch = pb.PublishRequest.FromString(payload)
+    except DecodeError as exc:
+        raise CatalogError(
+            f"batch {number} of the event log cannot be read ({exc}): {RESTORE}"
+        ) from None
+    shard = batch.shard if batch.HasField("shard") else None
+    if shard is not None and batch.shards != front.shards.count:
+        raise ReplayError(
+            f"the event log holds batches the feed routed for {batch.shards} shards; "
+            f"start the server with --shards {batch.shards}"
+        )
+    if batch.arrow_events:  # a routed piece, logged as accepted
+        assert shard is not None
+        arrivals = front.piece_arrivals(read_arrow(batch.arrow_events), shard)
+    else:
+        arrivals = front.arrivals([trusted_event(e) for e in batch.events], shard)
+    for item, _ in arrivals:
+        front.admission.saw(item.stream, item.t1)
+    front.advance(arrivals, batch.watermark or None, shard).result()

@@ -1,0 +1,231 @@
+"""Subscribing: check, parse and compile a client's queries, then place and register them.
+
+:meth:`Front.subscribe_many <cesar.server.front.front.Front.subscribe_many>` runs
+these stages in order:
+
+1. :func:`prepare` (no lock): the sizes, the name, the source parsed
+   (:mod:`cesar.server.wire.source`) and compiled against the streams the
+   client may read then — everything a stored subscription meets again when
+   the server restarts, its wire encoding included (:func:`admit` builds the
+   message its shards get).  A batch stops at its deadline and its compile budget
+   (:data:`~cesar.server.front.limits.MAX_BATCH_COMPILE_SECONDS`) with nothing
+   registered;
+2. :func:`admit` (under the lock): the client's subscription limit, the
+   stream name still free, compiled again only if a stream it reads changed
+   meanwhile, placed (:func:`~cesar.server.front.placement.place`) and
+   registered;
+3. :func:`install_batches`: one InstallBatch per shard, in order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from cesar.automata.compiler import CompiledQuery
+from cesar.automata.schema import SchemaError, StreamSchema, check_name
+from cesar.automata.shape import QueryCache
+from cesar.server.front import limits
+from cesar.server.front.auth import Client
+from cesar.server.front.catalog import SubscriptionRow
+from cesar.server.front.errors import (
+    DeadlineExceeded,
+    FrontError,
+    InvalidArgument,
+    ResourceExhausted,
+)
+from cesar.server.front.placement import pinned_shard, place
+from cesar.server.front.registry import Live, Registry
+from cesar.server.wire.source import (
+    Parsed,
+    Source,
+    SourceError,
+    compile_source,
+    install_request,
+    parse_source,
+)
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
+
+
+@dataclass(frozen=True)
+class SubscribeItem:
+    """One subscription to register: CEL ``text`` or an ``algebra`` message, and its name."""
+
+    text: str = ""
+    name: str = ""
+    algebra: pb.Algebra | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked item, its source parsed, and its compiled form when compiled early."""
+
+    item: SubscribeItem
+    parsed: Parsed
+    query: CompiledQuery | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A registered subscription, its compiled query and what its shards get."""
+
+    live: Live
+    query: CompiledQuery
+    install: shard_pb2.InstallRequest
+
+
+def check_batch(items: Sequence[SubscribeItem]) -> None:
+    """InvalidArgument unless a batch holds 1 to MAX_SUBSCRIBE_BATCH items."""
+    if not 1 <= len(items) <= limits.MAX_SUBSCRIBE_BATCH:
+        raise InvalidArgument(
+            f"a batch holds 1 to {limits.MAX_SUBSCRIBE_BATCH} subscriptions, not {len(items)}"
+        )
+
+
+def prepare_all(
+    client: Client,
+    items: Sequence[SubscribeItem],
+    schemas: Mapping[str, StreamSchema],
+    first: int,
+    cache: QueryCache,
+    deadline: float | None,
+) -> list[Prepared | FrontError]:
+    """:func:`prepare` each item, the unnamed ones as ``s<first>``, ``s<first+1>``, ...
+
+    Raises DeadlineExceeded once the client's ``deadline`` (a ``time.monotonic()``
+    instant; None: none) has passed, and ResourceExhausted once the batch has
+    compiled for MAX_BATCH_COMPILE_SECONDS: nothing of the batch is registered.
+    """
+    started = time.monotonic()
+    prepared: list[Prepared | FrontError] = []
+    number = first
+    for item in items:
+        now = time.monotonic()
+        check_deadline(deadline, now)
+        if now - started > limits.MAX_BATCH_COMPILE_SECONDS:
+            raise ResourceExhausted(
+                f"the batch compiled for more than {limits.MAX_BATCH_COMPILE_SECONDS} s "
+                f"(max_batch_compile_seconds) and was stopped after {len(prepared)} of "
+                f"{len(items)} queries; nothing was registered: send smaller batches"
+            )
+        checked = prepare(client, item, schemas, f"s{number}", cache)
+        number += not isinstance(checked, FrontError)
+        prepared.append(checked)
+    return prepared
+
+
+def check_deadline(deadline: float | None, now: float | None = None) -> None:
+    """DeadlineExceeded if ``deadline`` (monotonic) has passed: the caller gave up."""
+    if deadline is not None and (time.monotonic() if now is None else now) > deadline:
+        raise DeadlineExceeded(
+            "the call's deadline passed before its subscriptions were stored; "
+            "nothing was registered"
+        )
+
+
+def prepare(
+    client: Client,
+    item: SubscribeItem,
+    schemas: Mapping[str, StreamSchema],
+    likely_id: str,
+    cache: QueryCache,
+) -> Prepared | FrontError:
+    """Check, parse and compile one item (named ``likely_id`` if unnamed), without the lock."""
+    if bool(item.text) == (item.algebra is not None):
+        return InvalidArgument("give exactly one of query (CEL text) and algebra")
+    size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
+    size += len(item.name.encode())
+    if size > client.limits.max_query_bytes:
+        return ResourceExhausted(
+            f"query and name are {size} bytes; the limit for {client.name} is "
+            f"{client.limits.max_query_bytes} (max_query_bytes)"
+        )
+    if item.name:
+        try:
+            check_name(item.name, "name")
+        except SchemaError as exc:
+            return InvalidArgument(str(exc))
+    try:
+        parsed = parse_source(Source(item.text, item.algebra))
+    except SourceError as exc:
+        return InvalidArgument(str(exc))
+    prepared = Prepared(item, parsed)
+    try:
+        query = compile_prepared(prepared, item.name or likely_id, schemas, cache)
+    except FrontError:
+        return prepared  # it may read a stream defined meanwhile: compiled again under the lock
+    return replace(prepared, query=query)
+
+
+def compile_prepared(
+    prepared: Prepared, name: str, schemas: Mapping[str, StreamSchema], cache: QueryCache
+) -> CompiledQuery:
+    """Compile a prepared item; InvalidArgument if it does not compile."""
+    try:
+        return compile_source(prepared.parsed, schemas, name, cache)
+    except SourceError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def admit(
+    client: Client,
+    prepared: Prepared,
+    sub_id: str,
+    schemas: Mapping[str, StreamSchema],
+    registry: Registry,
+    cache: QueryCache,
+    position: int,
+    counters: Counter[str],
+) -> Admitted:
+    """Check limits and names, place and register one subscription (under the lock), at log
+    ``position``; nothing is registered if it fails."""
+    owned = registry.owned[client.name]
+    if owned >= client.limits.max_subscriptions:
+        raise ResourceExhausted(
+            f"{client.name} holds {owned} subscriptions, the limit (max_subscriptions)"
+        )
+    item = prepared.item
+    stream = prepared.parsed.publish or item.name or sub_id
+    registry.check_free(client, stream)
+    query = prepared.query
+    if (
+        query is None
+        or query.name != stream
+        or any(registry.schema_for(client, s) is not schemas[s] for s in query.reads)
+    ):
+        counters["compiled_under_lock"] += 1
+        query = compile_prepared(prepared, item.name or sub_id, registry.readable(client), cache)
+    key, shard = place(query, registry)
+    row = SubscriptionRow(
+        id=sub_id,
+        owner=client.name,
+        query=item.text,
+        name=item.name or sub_id,
+        stream=query.name,
+        output_spec=query.output.spec(),
+        key_attribute=key or "",
+        shard=shard,
+        created_ms=int(time.time() * 1000),
+        position=position,
+        last_seq=0,
+        algebra=b"" if item.algebra is None else item.algebra.SerializeToString(),
+    )
+    live = Live(row, query.reads, pinned_shard(query, key, registry.shards))
+    try:
+        install = install_request(query, live.lane, sub_id, registry.schemas)
+    except SourceError as exc:
+        raise InvalidArgument(str(exc)) from None
+    registry.register(live, query)
+    return Admitted(live, query, install)
+
+
+def install_batches(admitted: Sequence[Admitted], shards: int) -> list[shard_pb2.InstallBatch]:
+    """Per shard, the installs of ``admitted`` it runs, in order."""
+    batches = [shard_pb2.InstallBatch() for _ in range(shards)]
+    for one in admitted:
+        for target in one.live.shards(shards):
+            batches[target].subscriptions.append(one.install)
+    return batches
