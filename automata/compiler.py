@@ -33,6 +33,11 @@ from cesar.automata.schema import StreamSchema
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, translate
 
 
+MAX_PATTERN_COMPONENTS = 64
+"""Components of one pattern: its automaton's edges and compile time grow with their square
+(64 compile in about 0.15 s; 2,000 would take minutes)."""
+
+
 @dataclass(frozen=True)
 class CompiledQuery:
     """A compiled subscription: text, algebra, output schema, streams read, and automata.
@@ -92,6 +97,13 @@ def compile_pattern(
     """
     try:
         tree = parse_pattern(text) if parsed is None else parsed
+        if len(tree.components) > MAX_PATTERN_COMPONENTS:
+            raise CelSemanticError(
+                f"a pattern holds at most {MAX_PATTERN_COMPONENTS} components, not "
+                f"{len(tree.components)} (max_pattern_components: compiling grows with their "
+                "square)",
+                tree.pos,
+            )
         pattern = resolve(tree, schemas, default_name, options.functions)
         if pattern.output.name in schemas:
             raise CelSemanticError(

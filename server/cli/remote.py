@@ -85,13 +85,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-time-jump",
         type=int,
         default=limits.MAX_TIME_JUMP_SECONDS,
-        help="seconds an event may be ahead of its stream's newest event and of the clock",
+        help="seconds an event may be ahead of its stream's newest event",
     )
     parser.add_argument(
         "--max-alerts-per-epoch",
         type=int,
         default=limits.MAX_ALERTS_PER_EPOCH,
         help="alerts one subscription may make from one epoch (0: unlimited)",
+    )
+    parser.add_argument(
+        "--max-alert-bytes-per-epoch",
+        type=int,
+        default=limits.MAX_ALERT_BYTES_PER_EPOCH,
+        help="bytes of alerts one subscription may make from one epoch (0: unlimited)",
     )
     parser.add_argument(
         "--snapshot-every-batches",
@@ -162,6 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_instances_per_node=args.max_instances_per_node or None,
             max_instances=args.max_instances or None,
             max_alerts_per_epoch=args.max_alerts_per_epoch or None,
+            max_alert_bytes_per_epoch=args.max_alert_bytes_per_epoch or None,
             max_time_jump=args.max_time_jump,
             snapshots=SnapshotPolicy(
                 args.snapshot_every_batches, args.snapshot_every_seconds, args.snapshots_kept

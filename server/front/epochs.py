@@ -47,7 +47,10 @@ from typing import Any, NamedTuple
 
 from cesar.automata.schema import Event
 from cesar.server.engine.clocks import StreamGroups
-from cesar.server.front.pieces import Row, event_of
+from cesar.server.front.pieces import Row, event_of, lane_table
+from cesar.server.wire.arrowevents import encode as encode_arrow
+from cesar.server.wire.convert import to_event
+from cesar.v1 import shard_pb2
 
 
 class Pending(NamedTuple):
@@ -271,3 +274,60 @@ class EpochGate:
                 assert applied is None or item.t1 > applied, f"shard {k}: {item.t1} was settled"
                 assert closed is None or item.t1 > closed, f"shard {k}: {item.t1} is closed"
                 assert item.tick <= self.ticks
+
+
+APPLY_BYTES = 32 << 20
+"""About the most event bytes one Apply request to a shard carries: released epochs are split
+between epochs into requests of this size, so none comes near a transport limit."""
+
+
+def apply_requests(ready: Sequence[Pending]) -> list[shard_pb2.ApplyRequest]:
+    """One shard's released items (in (t1, arrival) order) as Apply requests, in order.
+
+    Each lane's items go as one Arrow table when all are rows of routed pieces,
+    else as events; a lane's items are cut between epochs (never inside one) into
+    parts of about :data:`APPLY_BYTES`, and the parts fill requests of that size.
+    """
+    lanes: dict[str, list[Pending]] = {}
+    for item in ready:
+        lanes.setdefault(item.lane, []).append(item)
+    requests = [shard_pb2.ApplyRequest()]
+    size = 0
+    for lane, items in lanes.items():
+        for part in _parts(items):
+            message = shard_pb2.LaneEvents(lane=lane)
+            rows = [item.event for item in part if isinstance(item.event, Row)]
+            if len(rows) == len(part):
+                message.arrow = encode_arrow(lane_table(rows))
+            else:
+                message.events.extend(to_event(event_of(item.event)) for item in part)
+            bytes_ = message.ByteSize()
+            if size and size + bytes_ > APPLY_BYTES:
+                requests.append(shard_pb2.ApplyRequest())
+                size = 0
+            requests[-1].lanes.append(message)
+            size += bytes_
+    return [request for request in requests if request.lanes]
+
+
+def _parts(items: list[Pending]) -> list[list[Pending]]:
+    """``items`` cut between epochs into parts of about APPLY_BYTES (estimated)."""
+    parts: list[list[Pending]] = [[]]
+    size = 0
+    for item in items:
+        if size > APPLY_BYTES and item.t1 != parts[-1][-1].t1:
+            parts.append([])
+            size = 0
+        parts[-1].append(item)
+        size += _estimate(item.event)
+    return parts
+
+
+def _estimate(item: Event | Row) -> int:
+    """About the bytes an event or a routed row takes on the wire."""
+    if isinstance(item, Row):
+        return int(item.table.nbytes) // max(1, int(item.table.num_rows))
+    size = 24
+    for name, value in item.values:
+        size += len(name) + (len(value) if isinstance(value, str) else 9)
+    return size

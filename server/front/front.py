@@ -59,7 +59,7 @@ from cesar.server.front.auth import Client
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
 from cesar.server.front.commits import Commits, Ticket
-from cesar.server.front.epochs import Arrival, EpochGate, Pending
+from cesar.server.front.epochs import Arrival, EpochGate, apply_requests
 from cesar.server.front.errors import (
     FailedPrecondition,
     FrontError,
@@ -69,8 +69,8 @@ from cesar.server.front.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from cesar.server.front.pieces import Row, event_of, lane_table, rows_of
 from cesar.server.front.pieces import destinations as piece_destinations
+from cesar.server.front.pieces import rows_of
 from cesar.server.front.registry import Live, Registry
 from cesar.server.front.startup import load
 from cesar.server.front.subscribing import (
@@ -491,22 +491,11 @@ class Front:
         """Pass ``arrivals`` (in (t1, arrival) order) through the epoch gate; send the shards
         the epochs now ready (their alerts: the result).
 
-        A lane whose ready items are all rows of routed pieces gets them as one
-        Arrow table; any other lane, as events.
+        Each shard's epochs go in requests of bounded size
+        (:func:`~cesar.server.front.epochs.apply_requests`).
         """
         released = self.gate.advance(arrivals, watermark, shard)
-        requests = [shard_pb2.ApplyRequest() for _ in range(self.shards.count)]
-        for k, ready in enumerate(released):
-            lanes: dict[str, list[Pending]] = {}
-            for item in ready:
-                lanes.setdefault(item.lane, []).append(item)
-            for lane, items in lanes.items():
-                group = requests[k].lanes.add(lane=lane)
-                rows = [item.event for item in items if isinstance(item.event, Row)]
-                if len(rows) == len(items):
-                    group.arrow = encode_arrow(lane_table(rows))
-                else:
-                    group.events.extend(to_event(event_of(item.event)) for item in items)
+        requests = [apply_requests(ready) for ready in released]
         return self.shards.apply_later(requests)
 
     # ------------------------------------------------------------------ listen

@@ -23,6 +23,9 @@ MAX_INSTANCES = 1_000_000
 """Live partial matches one engine (a lane of a shard) may hold."""
 MAX_ALERTS_PER_EPOCH = 1_000
 """Alerts one subscription may make from one epoch; the rest are dropped, with a notice."""
+MAX_ALERT_BYTES_PER_EPOCH = 16 << 20
+"""Bytes of the alerts one subscription may make from one epoch; the rest are dropped, with a
+notice (so no epoch's answer from a shard, nor its log entry, grows without bound)."""
 
 MAX_PUBLISH_EVENTS = 100_000
 """Events plus Arrow rows in one Publish or PublishBatch request."""

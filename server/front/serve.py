@@ -85,6 +85,7 @@ class ServeConfig:
     max_instances_per_node: int | None = limits.MAX_INSTANCES_PER_NODE
     max_instances: int | None = limits.MAX_INSTANCES
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
+    max_alert_bytes_per_epoch: int | None = limits.MAX_ALERT_BYTES_PER_EPOCH
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     shard_addresses: Sequence[str] = field(default_factory=tuple)
@@ -173,7 +174,11 @@ def serve(config: ServeConfig) -> int:
         log.warning("no tokens on a non-loopback address", extra={"host": config.host})
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rpc"),
-        options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)],
+        options=[
+            *(o for o in GRPC_OPTIONS if o[0] != "grpc.max_receive_message_length"),
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", limits.MAX_REQUEST_BYTES),
+        ],
     )
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -207,6 +212,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         f"--max-instances-per-node={config.max_instances_per_node or 0}",
         f"--max-instances={config.max_instances or 0}",
         f"--max-alerts-per-epoch={config.max_alerts_per_epoch or 0}",
+        f"--max-alert-bytes-per-epoch={config.max_alert_bytes_per_epoch or 0}",
     ]
     try:
         shards = ShardPool(

@@ -11,6 +11,7 @@ import functools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -32,6 +33,12 @@ log = logging.getLogger("cesar.front")
 F = TypeVar("F", bound=Callable[..., Any])
 PAGE_BYTES = 1 << 20
 """The most stream descriptions one ListStreams page carries, in bytes."""
+
+
+def _deadline(context: grpc.ServicerContext) -> float | None:
+    """The caller's deadline as a ``time.monotonic()`` instant (None: it set none)."""
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining
 
 
 def _stream_info(row: StreamRow, shared_with: Sequence[str] = ()) -> pb.StreamInfo:
@@ -157,7 +164,9 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         self, request: pb.SubscribeRequest, context: grpc.ServicerContext
     ) -> pb.Subscription:
         algebra = request.algebra if request.HasField("algebra") else None
-        row = self.front.subscribe(self._caller(context), request.query, request.name, algebra)
+        row = self.front.subscribe(
+            self._caller(context), request.query, request.name, algebra, _deadline(context)
+        )
         return _subscription(row)
 
     @_errors
@@ -169,7 +178,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
             for r in request.subscriptions
         ]
         response = pb.SubscribeBatchResponse()
-        for result in self.front.subscribe_many(self._caller(context), items):
+        for result in self.front.subscribe_many(self._caller(context), items, _deadline(context)):
             if isinstance(result, FrontError):
                 response.results.add(failure=pb.Failure(code=result.code, message=str(result)))
             else:

@@ -43,6 +43,10 @@ from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 log = logging.getLogger("cesar.front")
 
 
+STREAMING = frozenset({"Apply"})
+"""Shard methods that stream their answer."""
+
+
 class ShardFailure(RuntimeError):
     """A shard process died or failed a call; the front cannot continue consistently."""
 
@@ -76,8 +80,9 @@ class Applying:
         """Every alert, shard by shard."""
         self.pool._all(self.installs)
         alerts: list[shard_pb2.ShardAlert] = []
-        for response in self.pool._all(self.calls):
-            alerts.extend(response.alerts)
+        for responses in self.pool._all(self.calls):
+            for response in responses:
+                alerts.extend(response.alerts)
         return alerts
 
 
@@ -225,9 +230,13 @@ class ShardPool:
         return results
 
     def _send(self, index: int, method: str, request: Any) -> Future[Any]:
-        """Queue a call to shard ``index``; calls to one shard run one at a time, in order."""
+        """Queue a call to shard ``index``; calls to one shard run one at a time, in order.
+        A streaming call's result is the list of its messages."""
         call = getattr(self.stubs[index], method)
-        return self.senders[index].submit(call, request, metadata=self.metadata[index])
+        metadata = self.metadata[index]
+        if method in STREAMING:
+            return self.senders[index].submit(lambda: list(call(request, metadata=metadata)))
+        return self.senders[index].submit(call, request, metadata=metadata)
 
     def _settle(self, targets: Iterable[int]) -> None:
         """Check the installs sent to ``targets`` so far (waiting for them if need be)."""
@@ -250,17 +259,14 @@ class ShardPool:
         calls = [(i, self._send(i, "Remove", request)) for i in targets]
         self._all(calls, tolerate=grpc.StatusCode.NOT_FOUND)
 
-    def apply(self, requests: Sequence[shard_pb2.ApplyRequest]) -> list[shard_pb2.ShardAlert]:
-        """Send each shard its epochs; every alert, shard by shard."""
-        return self.apply_later(requests).result()
-
-    def apply_later(self, requests: Sequence[shard_pb2.ApplyRequest]) -> Applying:
-        """Send each shard its epochs without waiting; :meth:`Applying.result` waits."""
-        targets = [i for i, r in enumerate(requests) if r.lanes]
+    def apply_later(self, requests: Sequence[Sequence[shard_pb2.ApplyRequest]]) -> Applying:
+        """Send each shard its epochs (``requests[i]``: shard ``i``'s, in order) without
+        waiting; :meth:`Applying.result` waits."""
+        targets = [i for i, r in enumerate(requests) if r]
         installs = [(i, f) for i in targets for f in self.pending[i]]
         for i in targets:
             self.pending[i] = []
-        calls = [(i, self._send(i, "Apply", requests[i])) for i in targets]
+        calls = [(i, self._send(i, "Apply", request)) for i in targets for request in requests[i]]
         return Applying(self, installs, calls)
 
     def stats(self) -> list[cesar_pb2.ShardStats]:

@@ -27,11 +27,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 import grpc
 
@@ -39,6 +38,7 @@ from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
 from cesar.automata.shape import QueryCache
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
+from cesar.server.front import limits
 from cesar.server.host import snapshots
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
@@ -56,26 +56,64 @@ from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 log = logging.getLogger("cesar.shard")
 
 
+CALM_EPOCHS = 64
+"""Epochs of a capped subscription's alerts within the limits that end its episode."""
+RESPONSE_BYTES = 16 << 20
+"""About the most alert bytes one Apply response message carries."""
+
+
 @dataclass
 class Lane:
     """One engine and the subscriptions it runs; ``streams`` maps output stream → subscription.
 
-    ``capped`` holds the subscriptions over the alert limit since their notice.
+    ``capped`` holds the subscriptions over an alert limit since their notice, each with
+    the epochs of alerts since then that stayed within the limits.
     """
 
     engine: Engine
     streams: dict[str, str] = field(default_factory=dict)
-    capped: set[str] = field(default_factory=set)
+    capped: dict[str, int] = field(default_factory=dict)
+
+    def settle(self, subscription: str, over: bool) -> bool:
+        """Note an epoch in which ``subscription`` made alerts, ``over`` a limit or not;
+        whether it starts an episode (the one notice).  An episode ends after
+        :data:`CALM_EPOCHS` epochs within the limits, so a subscription hovering at a limit
+        is told once, not at every crossing."""
+        if over:
+            starts = subscription not in self.capped
+            self.capped[subscription] = 0
+            return starts
+        if subscription in self.capped:
+            self.capped[subscription] += 1
+            if self.capped[subscription] >= CALM_EPOCHS:
+                del self.capped[subscription]
+        return False
+
+
+class Responses:
+    """Apply's answer: alerts in order, in messages of about :data:`RESPONSE_BYTES` at most."""
+
+    def __init__(self) -> None:
+        self.messages = [shard_pb2.ApplyResponse()]
+        self._size = 0
+
+    def add(self, alert: shard_pb2.ShardAlert) -> None:
+        size = alert.ByteSize()
+        if self._size and self._size + size > RESPONSE_BYTES:
+            self.messages.append(shard_pb2.ApplyResponse())
+            self._size = 0
+        self.messages[-1].alerts.append(alert)
+        self._size += size
 
 
 class ShardState:
     """The lanes of one shard; install / remove subscriptions and apply epochs.
 
-    At most ``max_alerts_per_epoch`` alerts of one subscription leave one epoch
-    (None: no limit); the rest are counted (``alerts_dropped``) and the
-    subscription gets one notice, and another only after it has recovered (an
-    epoch within the limit).  The limit follows the event log, so a restart
-    that replays it sends the same alerts.
+    At most ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch``
+    bytes of alerts of one subscription leave one epoch (None: no limit); the
+    rest are counted (``alerts_dropped``) and the subscription gets one notice,
+    and another only after it has recovered (:meth:`Lane.settle`).  The limits
+    follow the event log, so a restart that replays it sends the same alerts.
     """
 
     def __init__(
@@ -83,15 +121,17 @@ class ShardState:
         options: EngineOptions,
         max_alerts_per_epoch: int | None = None,
         directory: Path | None = None,
+        max_alert_bytes_per_epoch: int | None = None,
     ) -> None:
         self.options = options
         self.max_alerts_per_epoch = max_alerts_per_epoch
+        self.max_alert_bytes_per_epoch = max_alert_bytes_per_epoch
         self.directory = directory
         self.alerts_dropped = 0
         self.lanes: dict[str, Lane] = {}
         self.output: dict[str, tuple[str, str]] = {}
         self.queries = QueryCache()
-        self.loaded: dict[str, tuple[RunSnapshot, list[str]]] | None = None
+        self.loaded: dict[str, tuple[RunSnapshot, dict[str, int]]] | None = None
         self._schemas: dict[str, StreamSchema] = {}
 
     def _schema(self, spec: str) -> StreamSchema:
@@ -133,10 +173,10 @@ class ShardState:
         lane.engine.unsubscribe(request.subscription)
         del lane.streams[stream]
 
-    def apply(self, request: shard_pb2.ApplyRequest) -> shard_pb2.ApplyResponse:
-        """Process each lane's epochs in order; the alerts made, in order."""
-        response = shard_pb2.ApplyResponse()
-        alerts = response.alerts
+    def apply(self, request: shard_pb2.ApplyRequest) -> list[shard_pb2.ApplyResponse]:
+        """Process each lane's epochs in order; the alerts made, in order, in messages of at
+        most about :data:`RESPONSE_BYTES` each."""
+        out = Responses()
         for lane_events in request.lanes:
             lane = self.lanes.get(lane_events.lane)
             if lane is None:
@@ -147,32 +187,49 @@ class ShardState:
             else:
                 events = (trusted_event(e) for e in lane_events.events)
             for epoch in epochs(events):
-                self._emit(lane, engine.process(epoch), alerts)
+                self._emit(lane, engine.process(epoch), out)
                 for notice in engine.notices:
-                    alerts.add(subscription=notice.subscription, notice=notice.reason)
+                    out.add(
+                        shard_pb2.ShardAlert(subscription=notice.subscription, notice=notice.reason)
+                    )
                 engine.notices.clear()
-        return response
+        return out.messages
 
-    def _emit(self, lane: Lane, outputs: list[Event], alerts: Any) -> None:
-        """The epoch's alerts, at most ``max_alerts_per_epoch`` per subscription."""
-        limit = self.max_alerts_per_epoch
+    def _emit(self, lane: Lane, outputs: list[Event], out: Responses) -> None:
+        """The epoch's alerts, within each subscription's budget: at most
+        ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch`` bytes; the rest are
+        dropped, with one notice per episode (:meth:`Lane.settle`)."""
+        count_limit = self.max_alerts_per_epoch
+        byte_limit = self.max_alert_bytes_per_epoch
         made: Counter[str] = Counter()
+        sizes: Counter[str] = Counter()
+        dropped: Counter[str] = Counter()
         for event in outputs:
             subscription = lane.streams[event.stream]
             made[subscription] += 1
-            if limit is None or made[subscription] <= limit:
-                alerts.add(subscription=subscription, event=to_event(event))
-        for subscription, count in made.items():
-            if limit is None or count <= limit:
-                lane.capped.discard(subscription)
+            if dropped[subscription]:
+                dropped[subscription] += 1
                 continue
-            self.alerts_dropped += count - limit
-            if subscription not in lane.capped:
-                lane.capped.add(subscription)
-                alerts.add(
-                    subscription=subscription,
-                    notice=f"{count} alerts in one epoch; only the first {limit} of each epoch "
-                    "are sent (one notice until an epoch brings fewer)",
+            message = to_event(event)
+            size = message.ByteSize()
+            if (count_limit is not None and made[subscription] > count_limit) or (
+                byte_limit is not None and sizes[subscription] + size > byte_limit
+            ):
+                dropped[subscription] += 1
+                continue
+            sizes[subscription] += size
+            out.add(shard_pb2.ShardAlert(subscription=subscription, event=message))
+        for subscription in made:
+            self.alerts_dropped += dropped[subscription]
+            if lane.settle(subscription, dropped[subscription] > 0):
+                out.add(
+                    shard_pb2.ShardAlert(
+                        subscription=subscription,
+                        notice=f"{made[subscription]} alerts in one epoch; only the first "
+                        f"{count_limit} of each epoch, within {byte_limit} bytes, are sent "
+                        f"(one notice until {CALM_EPOCHS} epochs of its alerts pass within "
+                        "the limits)",
+                    )
                 )
 
     def snapshot(self, position: int, keep: set[int]) -> int:
@@ -184,7 +241,7 @@ class ShardState:
         data = {
             "alerts_dropped": self.alerts_dropped,
             "lanes": {
-                name: {"run": capture(lane.engine).to_data(), "capped": sorted(lane.capped)}
+                name: {"run": capture(lane.engine).to_data(), "capped": dict(lane.capped)}
                 for name, lane in self.lanes.items()
             },
         }
@@ -204,7 +261,7 @@ class ShardState:
         data = snapshots.read(self._directory(), position)
         try:
             loaded = {
-                name: (RunSnapshot.from_data(lane["run"]), list(lane["capped"]))
+                name: (RunSnapshot.from_data(lane["run"]), _capped(lane["capped"]))
                 for name, lane in data["lanes"].items()
             }
             dropped = int(data["alerts_dropped"])
@@ -219,7 +276,8 @@ class ShardState:
             lane = self.lanes.get(name)
             if lane is not None:
                 restore(lane.engine, saved)
-                lane.capped = set(capped) & set(lane.streams.values())
+                subscriptions = set(lane.streams.values())
+                lane.capped = {s: n for s, n in capped.items() if s in subscriptions}
         self.loaded = None
         return sum(len(lane.engine.state.instances) for lane in self.lanes.values())
 
@@ -321,13 +379,13 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
 
     def Apply(
         self, request: shard_pb2.ApplyRequest, context: grpc.ServicerContext
-    ) -> shard_pb2.ApplyResponse:
+    ) -> Iterator[shard_pb2.ApplyResponse]:
         started = time.perf_counter()
         with self.lock:
             self._check_loaded(context)
-            response = self.state.apply(request)
+            responses = self.state.apply(request)
         self.apply_seconds.observe(time.perf_counter() - started)
-        return response
+        yield from responses
 
     def Stats(
         self, request: cesar_pb2.StatsRequest, context: grpc.ServicerContext
@@ -392,6 +450,15 @@ class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
         return self._deny
 
 
+def _capped(saved: object) -> dict[str, int]:
+    """A snapshot's capped subscriptions: a map to calm epochs (a list in older snapshots)."""
+    if isinstance(saved, dict):
+        return {str(s): int(n) for s, n in saved.items()}
+    if isinstance(saved, list):
+        return {str(s): 0 for s in saved}
+    raise TypeError(f"capped is a {type(saved).__name__}")
+
+
 def _exit_with_parent() -> None:
     """Block until the front closes our stdin (it exited or died), then leave at once."""
     while sys.stdin.buffer.read(4096):
@@ -402,9 +469,19 @@ def _exit_with_parent() -> None:
 def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a shard process (``cesar shard`` and the front's children)."""
     parser.add_argument("--index", type=int, default=0, help="its number, for logs")
-    parser.add_argument("--max-instances-per-node", type=int, default=0, help="0: unlimited")
-    parser.add_argument("--max-instances", type=int, default=0, help="0: unlimited")
-    parser.add_argument("--max-alerts-per-epoch", type=int, default=0, help="0: unlimited")
+    for flag, default, what in (
+        (
+            "--max-instances-per-node",
+            limits.MAX_INSTANCES_PER_NODE,
+            "live partial matches per node",
+        ),
+        ("--max-instances", limits.MAX_INSTANCES, "live partial matches per engine lane"),
+        ("--max-alerts-per-epoch", limits.MAX_ALERTS_PER_EPOCH, "alerts per subscription"),
+        ("--max-alert-bytes-per-epoch", limits.MAX_ALERT_BYTES_PER_EPOCH, "alert bytes"),
+    ):
+        parser.add_argument(
+            flag, type=int, default=default, help=f"{what} (default {default}; 0: unlimited)"
+        )
     parser.add_argument("--data-dir", type=Path, help="where its snapshots are written")
     parser.add_argument(
         "--listen",
@@ -452,6 +529,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         args.max_alerts_per_epoch or None,
         args.data_dir,
+        args.max_alert_bytes_per_epoch or None,
     )
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=4),

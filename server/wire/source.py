@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from cesar.automata.compiler import CompiledQuery, compile_pattern
 from cesar.automata.errors import CelError
@@ -40,6 +40,13 @@ WRAPPING = 4
 (SubscribeBatchResponse → SubscribeResult → Subscription → Algebra)."""
 MAX_ALGEBRA_DEPTH = PROTOBUF_DEPTH - WRAPPING
 """The deepest Algebra message a subscription may have, so every message carrying it decodes."""
+
+
+_TOO_DEEP = (
+    f"the query's algebra nests more than {MAX_ALGEBRA_DEPTH} messages deep (protobuf decodes "
+    f"at most {PROTOBUF_DEPTH} levels): chain fewer operators, or PUBLISH a part and read its "
+    "stream from another subscription"
+)
 
 
 class SourceError(ValueError):
@@ -125,8 +132,12 @@ def install_request(
 
     Raises SourceError when its algebra nests too deeply to travel (:func:`check_nesting`).
     """
-    algebra = None if query.algebra is None else to_algebra(query.algebra)
-    if algebra is not None:
+    algebra = None
+    if query.algebra is not None:
+        try:
+            algebra = to_algebra(query.algebra)
+        except DecodeError:  # protobuf refuses to build a message nested past its limit
+            raise SourceError(_TOO_DEEP) from None
         check_nesting(algebra)
     return shard_pb2.InstallRequest(
         lane=lane,
@@ -143,13 +154,8 @@ def check_nesting(algebra: pb.Algebra) -> None:
 
     Cost: O(size of the message).
     """
-    depth = message_depth(algebra, MAX_ALGEBRA_DEPTH + 1)
-    if depth > MAX_ALGEBRA_DEPTH:
-        raise SourceError(
-            f"the query's algebra nests more than {MAX_ALGEBRA_DEPTH} messages deep (protobuf "
-            f"decodes at most {PROTOBUF_DEPTH} levels): chain fewer operators, or PUBLISH a "
-            "part and read its stream from another subscription"
-        )
+    if message_depth(algebra, MAX_ALGEBRA_DEPTH + 1) > MAX_ALGEBRA_DEPTH:
+        raise SourceError(_TOO_DEEP)
 
 
 def message_depth(message: Message, stop: int) -> int:

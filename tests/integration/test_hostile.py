@@ -217,7 +217,7 @@ def test_the_shard_port_answers_only_the_front(server: Server) -> None:
     stub = shard_pb2_grpc.ShardStub(channel)
     for call, request in (
         (stub.Remove, shard_pb2.RemoveRequest(lane="global", subscription="s1")),
-        (stub.Apply, shard_pb2.ApplyRequest()),
+        (lambda r, metadata: list(stub.Apply(r, metadata=metadata)), shard_pb2.ApplyRequest()),
     ):
         code, _ = status_of(call, request, metadata=(("authorization", "Bearer guess"),))
         assert code is grpc.StatusCode.UNAUTHENTICATED

@@ -1,0 +1,275 @@
+"""Every byte and second a client causes is bounded, and whatever the server stores, it restarts.
+
+One test per budget of docs/operations.md ("Budgets"), each through the
+public API against real ``cesar serve`` (and ``cesar shard``) processes: the
+abuse is refused or capped with an error naming its budget, other clients
+are unharmed, and the server restarts from what it stored and serves.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pyarrow as pa
+import pytest
+
+from cesar.automata.schema import Event
+from cesar.perf.serverproc import Server, collect, publish, status_of, subscribe
+from cesar.v1 import cesar_pb2 as pb
+
+CESAR = Path(sys.executable).with_name("cesar")
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+BLOB = "Blob(body:string)"
+
+
+def listed(conn) -> list[pb.Subscription]:  # type: ignore[no-untyped-def]
+    request = pb.ListSubscriptionsRequest()
+    return list(conn.stub.ListSubscriptions(request, metadata=conn.metadata).subscriptions)
+
+
+def restarts_and_serves(server: Server) -> None:
+    """Stop ``server``, start it again on what it stored, and subscribe and publish there."""
+    assert server.stop() == 0
+    server.start()
+    conn = server.connect()
+    sub = subscribe(conn, "FILTER{Price > 100} Stock", secrets.token_hex(4).join("ab"))
+    reply = conn.stub.PublishBatch(
+        pb.PublishRequest(
+            events=[
+                pb.Event(
+                    stream="Stock",
+                    t0=t,
+                    t1=t,
+                    attributes={
+                        "Name": pb.Value(string_value="IBM"),
+                        "Price": pb.Value(float_value=150.0),
+                        "Volume": pb.Value(int_value=1),
+                    },
+                )
+                for t in (29_000_000, 29_000_001)
+            ]
+        ),
+        metadata=conn.metadata,
+    )
+    assert reply.accepted == 2, reply.rejected
+    assert collect(conn, 1, pb.ListenRequest(after_seq={sub.id: 0}))
+
+
+def blob_events(rows: int, size: int, start: int = 1) -> list[pb.Event]:
+    return [
+        pb.Event(stream="Blob", t0=t, t1=t, attributes={"body": pb.Value(string_value="x" * size)})
+        for t in range(start, start + rows)
+    ]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Stock" + " NEXT{} Stock" * 30,
+        " UNION ".join(["Stock"] * 100),
+    ],
+    ids=["30 NEXT", "100 UNION"],
+)
+def test_a_query_too_deep_to_store_is_refused_and_the_server_restarts(
+    tmp_path: Path, query: str
+) -> None:
+    server = Server(tmp_path / "data").start()
+    try:
+        conn = server.connect()
+        code, details = status_of(
+            conn.stub.Subscribe, pb.SubscribeRequest(query=query), metadata=conn.metadata
+        )
+        assert code is INVALID and "nests more than 96 messages deep" in details
+        batch = pb.SubscribeBatchRequest(subscriptions=[pb.SubscribeRequest(query=query)])
+        reply = conn.stub.SubscribeBatch(batch, metadata=conn.metadata)
+        assert reply.results[0].failure.code == "INVALID_ARGUMENT"
+        assert listed(conn) == []
+        restarts_and_serves(server)
+    finally:
+        server.stop()
+
+
+def test_one_epoch_of_huge_alerts_is_capped_per_subscription_and_split_on_the_wire(
+    tmp_path: Path,
+) -> None:
+    server = Server(tmp_path / "data", "--stream", BLOB, shards=1).start()
+    try:
+        conn = server.connect()
+        subs = [subscribe(conn, "Blob", f"Copy{i}") for i in range(2)]
+        events = blob_events(400, 150_000)
+        for event in events:
+            event.t0 = event.t1 = 1  # one epoch: 400 alerts of 150 KB per subscription
+        reply = conn.stub.PublishBatch(
+            pb.PublishRequest(events=events, watermark=2), metadata=conn.metadata
+        )
+        assert reply.accepted == 400
+        rows = {s.id: s for s in listed(conn)}
+        for sub in subs:
+            last = rows[sub.id].last_seq
+            alerts = collect(conn, last, pb.ListenRequest(after_seq={sub.id: 0}))
+            sent = [a for a in alerts if a.HasField("event")]
+            notices = [a.notice for a in alerts if a.notice]
+            assert len(notices) == 1 and "16777216 bytes" in notices[0], notices
+            assert 100 <= len(sent) <= 112, len(sent)  # 16 MiB of 150 KB alerts
+        restarts_and_serves(server)
+    finally:
+        server.stop()
+
+
+def test_unlimited_alert_bytes_still_travel_in_messages_under_the_transport_limit(
+    tmp_path: Path,
+) -> None:
+    server = Server(
+        tmp_path / "data", "--stream", BLOB, "--max-alert-bytes-per-epoch", "0", shards=1
+    ).start()
+    try:
+        conn = server.connect()
+        subs = [subscribe(conn, "Blob", f"Copy{i}") for i in range(5)]
+        events = blob_events(400, 150_000)
+        for event in events:
+            event.t0 = event.t1 = 1
+        reply = conn.stub.PublishBatch(
+            pb.PublishRequest(events=events, watermark=2), metadata=conn.metadata
+        )
+        assert reply.accepted == 400  # 5 x 60 MB of alerts from one epoch: over 256 MiB
+        rows = {s.id: s for s in listed(conn)}
+        assert all(rows[s.id].last_seq == 400 for s in subs)
+        assert server.process is not None and server.process.poll() is None
+    finally:
+        server.stop()
+
+
+def zstd_arrow(rows: int, size: int) -> bytes:
+    table = pa.table(
+        {
+            "stream": ["Blob"] * rows,
+            "t0": list(range(1, rows + 1)),
+            "t1": list(range(1, rows + 1)),
+            "Blob/body": ["x" * size] * rows,
+        }
+    )
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def test_compressed_uploads_are_bounded_by_their_decompressed_size(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", "--stream", BLOB).start()
+    try:
+        conn = server.connect()
+        subscribe(conn, "Blob", "Copy")
+        data = zstd_arrow(1000, 150_000)
+        assert len(data) < 100_000
+        for _ in range(5):
+            code, details = status_of(
+                conn.stub.PublishBatch,
+                pb.PublishRequest(arrow_events=data),
+                metadata=conn.metadata,
+            )
+            assert code is INVALID and "max_request_bytes" in details
+        big = blob_events(500, 150_000)  # 75 MB of events, gzip-compressed by gRPC
+        code, _ = status_of(
+            conn.stub.PublishBatch,
+            pb.PublishRequest(events=big),
+            metadata=conn.metadata,
+            compression=grpc.Compression.Gzip,
+        )
+        assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (server.data_dir / "catalog.sqlite").stat().st_size < 5_000_000
+        restarts_and_serves(server)
+    finally:
+        server.stop()
+
+
+def test_work_does_not_outlive_its_client(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data").start()
+    try:
+        conn = server.connect()
+        seq = "PATTERN SEQ(" + ", ".join(f"Stock a{i}" for i in range(2000)) + ") WITHIN 10"
+        started = time.monotonic()
+        code, details = status_of(
+            conn.stub.Subscribe, pb.SubscribeRequest(query=seq), metadata=conn.metadata
+        )
+        assert code is INVALID and "at most 64 components" in details
+        assert time.monotonic() - started < 10
+        heavy = [
+            pb.SubscribeRequest(
+                query=f"FILTER{{Price > {i}}} Stock NEXT{{$2.Price > $1.Price}} "
+                f"Stock NEXT{{$2.Volume > {i}}} Stock"
+            )
+            for i in range(10_000)
+        ]
+        code, _ = status_of(
+            conn.stub.SubscribeBatch,
+            pb.SubscribeBatchRequest(subscriptions=heavy),
+            metadata=conn.metadata,
+            timeout=1.0,
+        )
+        assert code is grpc.StatusCode.DEADLINE_EXCEEDED
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the batch stops at its deadline, nothing stored
+            try:
+                conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata, timeout=1)
+                break
+            except grpc.RpcError:
+                continue
+        assert listed(conn) == []
+        restarts_and_serves(server)
+        assert listed(server.connect()) != []
+    finally:
+        server.stop()
+
+
+def test_a_standalone_shard_applies_the_default_limits(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text(secrets.token_hex(16))
+    shard = subprocess.Popen(
+        [
+            CESAR,
+            "shard",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(tmp_path / "shard"),
+            "--secret-file",
+            str(secret),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert shard.stdout is not None
+        line = shard.stdout.readline().split()
+        assert line[0] == "ready", line
+        address = f"127.0.0.1:{line[1]}"
+        server = Server(
+            tmp_path / "data", "--shard", address, "--shard-secret-file", str(secret), shards=1
+        ).start()
+        try:
+            conn = server.connect()
+            never = subscribe(conn, "Stock NEXT{$2.Price > 1000 * $1.Price} Stock")
+            calm = subscribe(conn, "FILTER{Price > 1000000} Stock")
+            events = [
+                Event.of("Stock", t, t, {"Name": "IBM", "Price": 1.0, "Volume": 1})
+                for t in range(1, 1202)
+            ]
+            publish(conn, events)
+            rows = {s.id: s for s in listed(conn)}
+            told = collect(conn, 1, pb.ListenRequest(after_seq={never.id: 0}))
+            assert "1000 live" in told[0].notice
+            assert rows[calm.id].last_seq == 0
+            stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+            assert stats.shards[0].counters["instances"] <= 1000
+        finally:
+            server.stop()
+    finally:
+        shard.terminate()
+        shard.wait(30)
