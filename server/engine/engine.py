@@ -767,8 +767,9 @@ class Engine:
         serves: a node shared by a thousand subscriptions may hold what a
         thousand unshared nodes could (and one shared instance stands for many
         of theirs).  A node (or the engine) that goes over its limit notifies
-        the subscriptions using it once; it notifies again only after an epoch
-        in which it gained instances and stayed within the limit (it recovered).
+        the subscriptions using it once; it notifies again only after it has
+        recovered: it gained instances in an epoch and held at most half its
+        limit, so one hovering at the limit is told once, not at every crossing.
         """
         live, instances, capped = self.state.live, self.state.instances, self.state.capped
         per_node = self.options.max_instances_per_node
@@ -776,17 +777,19 @@ class Engine:
             for node in nodes:
                 index = live.get(node)
                 limit = per_node * self.program.filter_of(node).params.all.bit_count()
-                if index is not None and len(index) > limit:
-                    excess = index.instances()[: len(index) - limit]
+                held = 0 if index is None else len(index)
+                if held > limit:
+                    assert index is not None
+                    excess = index.instances()[: held - limit]
                     reason = f"node {node} exceeded {limit} live instances ({per_node} a query)"
                     self._drop(excess, node, reason)
-                else:
+                elif held <= limit // 2:
                     capped.discard(node)
         total = self.options.max_instances
         if total is not None and len(instances) > total:
             excess = list(instances.values())[: len(instances) - total]
             self._drop(excess, None, f"the engine exceeded {total} live instances")
-        elif nodes:
+        elif nodes and (total is None or len(instances) <= total // 2):
             capped.discard(None)
 
     def _drop(self, instances: list[EngineInstance], over: int | None, reason: str) -> None:

@@ -8,10 +8,12 @@ are unharmed, and the server restarts from what it stored and serves.
 
 from __future__ import annotations
 
+import random
 import secrets
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -19,7 +21,16 @@ import pyarrow as pa
 import pytest
 
 from cesar.automata.schema import Event
-from cesar.perf.serverproc import Server, collect, publish, status_of, subscribe
+from cesar.perf.serverproc import (
+    Server,
+    alert_line,
+    collect,
+    expected_lines,
+    normalized,
+    publish,
+    status_of,
+    subscribe,
+)
 from cesar.v1 import cesar_pb2 as pb
 
 CESAR = Path(sys.executable).with_name("cesar")
@@ -255,21 +266,50 @@ def test_a_standalone_shard_applies_the_default_limits(tmp_path: Path) -> None:
         ).start()
         try:
             conn = server.connect()
-            never = subscribe(conn, "Stock NEXT{$2.Price > 1000 * $1.Price} Stock")
+            chatty = subscribe(conn, "Stock", "Chatty")
             calm = subscribe(conn, "FILTER{Price > 1000000} Stock")
             events = [
-                Event.of("Stock", t, t, {"Name": "IBM", "Price": 1.0, "Volume": 1})
-                for t in range(1, 1202)
+                Event.of(
+                    "Stock", 29_000_000, 29_000_000, {"Name": "IBM", "Price": 1.0, "Volume": v}
+                )
+                for v in range(1001)
             ]
-            publish(conn, events)
+            publish(conn, events, batch=2000)  # one epoch: 1,001 alerts, the default is 1,000
             rows = {s.id: s for s in listed(conn)}
-            told = collect(conn, 1, pb.ListenRequest(after_seq={never.id: 0}))
-            assert "1000 live" in told[0].notice
+            got = collect(
+                conn, rows[chatty.id].last_seq, pb.ListenRequest(after_seq={chatty.id: 0})
+            )
+            assert sum(a.HasField("event") for a in got) == 1000
+            assert next(a.notice for a in got if a.notice).startswith("1001 alerts in one epoch")
             assert rows[calm.id].last_seq == 0
-            stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
-            assert stats.shards[0].counters["instances"] <= 1000
         finally:
             server.stop()
     finally:
         shard.terminate()
         shard.wait(30)
+
+
+def test_an_ordinary_query_never_meets_the_default_budgets(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    prices = {f"N{i}": 100.0 for i in range(50)}
+    events = []
+    for k in range(20_000):  # 50 names, each a random walk: thousands of open partial matches
+        name = f"N{k % 50}"
+        prices[name] *= 1 + rng.gauss(0, 0.003)
+        t = 29_000_000 + k // 50
+        values = {"Name": name, "Price": round(prices[name], 4), "Volume": 1}
+        events.append(Event.of("Stock", t, t, values))
+    query = "SELECT * FROM Stock NEXT{$1.Name = $2.Name AND $2.Price < 0.995 * $1.Price} Stock"
+    server = Server(tmp_path / "data").start()
+    try:
+        conn = server.connect()
+        sub = subscribe(conn, query + " PUBLISH Drops")
+        publish(conn, events, batch=5_000)
+        last = next(s for s in listed(conn) if s.id == sub.id).last_seq
+        got = collect(conn, last, pb.ListenRequest(after_seq={sub.id: 0}))
+        assert not [a.notice for a in got if a.notice]
+        want = normalized(expected_lines([("Drops", query + " PUBLISH Drops")], events))
+        assert sum(want.values()) == 16_514
+        assert Counter(alert_line(a) for a in got) == want
+    finally:
+        server.stop()
