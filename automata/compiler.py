@@ -32,7 +32,6 @@ from cesar.automata.pattern.resolve import Resolved, resolve
 from cesar.automata.schema import StreamSchema
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, translate
 
-
 MAX_PATTERN_COMPONENTS = 64
 """Components of one pattern: its automaton's edges and compile time grow with their square
 (64 compile in about 0.15 s; 2,000 would take minutes)."""
