@@ -422,6 +422,11 @@ class Front:
         shard = request.shard if request.HasField("shard") else None
         if shard is not None and not client.may("feed"):
             raise PermissionDenied("batches routed to a shard come from the feed: scope=feed")
+        if shard is None and not client.may("client"):
+            raise PermissionDenied(
+                "a feed token publishes batches it routed to one shard (GetRouting); "
+                "events the front routes need scope=client"
+            )
         if shard is not None and (request.shards != self.shards.count or shard >= request.shards):
             raise FailedPrecondition(
                 f"the batch was routed for shard {shard} of {request.shards}; this server has "
@@ -534,8 +539,36 @@ class Front:
         with self.lock:
             return self.registry.routing_table()
 
-    def stats(self) -> pb.StatsResponse:
-        """Front counters and every shard's counters."""
+    def stats(self, client: Client) -> pb.StatsResponse:
+        """What ``client`` may see of the counters: everything for an admin
+        (:meth:`server_stats`); for any other client, its own subscriptions, streams,
+        Listen streams and alerts, and the plans of its own pattern subscriptions."""
+        if client.may("admin"):
+            return self.server_stats()
+        with self.lock:
+            own = [live for live in self.registry.live.values() if live.row.owner == client.name]
+            ids = {live.row.id for live in own}
+            front = {
+                "subscriptions": len(own),
+                "streams": sum(
+                    1
+                    for row in self.registry.streams.values()
+                    if row.owner == client.name and not row.subscription
+                ),
+                "listens": self.listens[client.name],
+                "alerts": sum(self.registry.last_seq[i] for i in ids),
+            }
+            shards = self.shards.stats()
+        return pb.StatsResponse(
+            front=front,
+            shards=[
+                pb.ShardStats(shard=s.shard, plans={i: p for i, p in s.plans.items() if i in ids})
+                for s in shards
+            ],
+        )
+
+    def server_stats(self) -> pb.StatsResponse:
+        """Front counters and every shard's counters (an admin's Stats, and the metrics)."""
         with self.lock:
             front = dict(self.counters)
             front.update(

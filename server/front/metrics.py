@@ -61,7 +61,7 @@ FRONT_COUNTERS = (
 
 def collect(front: Front) -> list[Metric]:
     """Every family, read now."""
-    stats = front.stats()
+    stats = front.server_stats()
     values = {name: 0 for name in FRONT_COUNTERS} | dict(stats.front)
     out = families("cesar_front", [({}, values)], set(values) - FRONT_GAUGES)
     rows = [({"shard": str(shard.shard)}, dict(shard.counters)) for shard in stats.shards]

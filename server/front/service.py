@@ -65,6 +65,27 @@ def _subscription(row: SubscriptionRow) -> pb.Subscription:
     )
 
 
+SCOPES: dict[str, frozenset[str]] = {
+    "DefineStream": frozenset({"client"}),
+    "ListStreams": frozenset({"client", "feed"}),
+    "DeleteStream": frozenset({"client"}),
+    "ShareStream": frozenset({"client"}),
+    "Subscribe": frozenset({"client"}),
+    "SubscribeBatch": frozenset({"client"}),
+    "Unsubscribe": frozenset({"client"}),
+    "ListSubscriptions": frozenset({"client"}),
+    "Explain": frozenset({"client"}),
+    "Listen": frozenset({"client"}),
+    "Publish": frozenset({"client", "feed"}),
+    "PublishBatch": frozenset({"client", "feed"}),
+    "GetRouting": frozenset({"feed"}),
+    "Stats": frozenset({"client", "feed"}),
+}
+"""Per RPC, the scopes a token needs one of (an admin token carries every scope).  The front
+narrows further: a batch routed to one shard needs ``feed``, any other batch ``client``, and
+Stats shows a non-admin client only what is its own."""
+
+
 class CesarServicer(cesar_pb2_grpc.CesarServicer):
     """The ``cesar.v1.Cesar`` service; ``on_shard_failure`` is called when a shard is lost."""
 
@@ -73,7 +94,9 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         self.clients = clients
         self.on_shard_failure = on_shard_failure
 
-    def _caller(self, context: grpc.ServicerContext) -> Client:
+    def _caller(self, context: grpc.ServicerContext, method: str) -> Client:
+        """The authenticated caller of ``method``; UNAUTHENTICATED without a known token,
+        PERMISSION_DENIED when its token carries none of the method's scopes (:data:`SCOPES`)."""
         token = None
         for key, value in context.invocation_metadata():
             if key == "authorization" and isinstance(value, str):
@@ -86,7 +109,14 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
                 grpc.StatusCode.UNAUTHENTICATED,
                 "missing or unknown bearer token (metadata 'authorization: Bearer <token>')",
             )
-        return client  # type: ignore[return-value]
+        assert client is not None
+        allowed = SCOPES[method]
+        if not any(client.may(scope) for scope in allowed):
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{method} needs a token with scope {' or '.join(sorted(allowed))}",
+            )
+        return client
 
     def _abort(self, exc: Exception, context: grpc.ServicerContext) -> None:
         """Turn a front error into its status; a shard failure also stops the server."""
@@ -124,13 +154,17 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def DefineStream(
         self, request: pb.DefineStreamRequest, context: grpc.ServicerContext
     ) -> pb.StreamInfo:
-        return _stream_info(self.front.define_stream(self._caller(context), request.spec))
+        return _stream_info(
+            self.front.define_stream(self._caller(context, "DefineStream"), request.spec)
+        )
 
     @_errors
     def ListStreams(
         self, request: pb.ListStreamsRequest, context: grpc.ServicerContext
     ) -> pb.ListStreamsResponse:
-        rows = self.front.stream_rows(self._caller(context), after=request.page_token)
+        rows = self.front.stream_rows(
+            self._caller(context, "ListStreams"), after=request.page_token
+        )
         limit = request.page_size or len(rows)
         response = pb.ListStreamsResponse()
         size = 0
@@ -147,7 +181,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def DeleteStream(
         self, request: pb.DeleteStreamRequest, context: grpc.ServicerContext
     ) -> pb.DeleteStreamResponse:
-        self.front.delete_stream(self._caller(context), request.name)
+        self.front.delete_stream(self._caller(context, "DeleteStream"), request.name)
         return pb.DeleteStreamResponse()
 
     @_errors
@@ -155,7 +189,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         self, request: pb.ShareStreamRequest, context: grpc.ServicerContext
     ) -> pb.StreamInfo:
         row, readers = self.front.share_stream(
-            self._caller(context), request.stream, list(request.readers)
+            self._caller(context, "ShareStream"), request.stream, list(request.readers)
         )
         return _stream_info(row, readers)
 
@@ -165,7 +199,11 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     ) -> pb.Subscription:
         algebra = request.algebra if request.HasField("algebra") else None
         row = self.front.subscribe(
-            self._caller(context), request.query, request.name, algebra, _deadline(context)
+            self._caller(context, "Subscribe"),
+            request.query,
+            request.name,
+            algebra,
+            _deadline(context),
         )
         return _subscription(row)
 
@@ -178,7 +216,9 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
             for r in request.subscriptions
         ]
         response = pb.SubscribeBatchResponse()
-        for result in self.front.subscribe_many(self._caller(context), items, _deadline(context)):
+        for result in self.front.subscribe_many(
+            self._caller(context, "SubscribeBatch"), items, _deadline(context)
+        ):
             if isinstance(result, FrontError):
                 response.results.add(failure=pb.Failure(code=result.code, message=str(result)))
             else:
@@ -189,21 +229,23 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def Unsubscribe(
         self, request: pb.UnsubscribeRequest, context: grpc.ServicerContext
     ) -> pb.UnsubscribeResponse:
-        self.front.unsubscribe(self._caller(context), request.id)
+        self.front.unsubscribe(self._caller(context, "Unsubscribe"), request.id)
         return pb.UnsubscribeResponse()
 
     @_errors
     def ListSubscriptions(
         self, request: pb.ListSubscriptionsRequest, context: grpc.ServicerContext
     ) -> pb.ListSubscriptionsResponse:
-        rows = self.front.subscriptions(self._caller(context))
+        rows = self.front.subscriptions(self._caller(context, "ListSubscriptions"))
         return pb.ListSubscriptionsResponse(subscriptions=[_subscription(r) for r in rows])
 
     @_errors
     def Explain(
         self, request: pb.ExplainRequest, context: grpc.ServicerContext
     ) -> pb.ExplainResponse:
-        text, dot, key = self.front.explain(self._caller(context), request.query, request.dot)
+        text, dot, key = self.front.explain(
+            self._caller(context, "Explain"), request.query, request.dot
+        )
         return pb.ExplainResponse(
             text=text, dot=dot, placement=pb.Placement(key_attribute=key or "")
         )
@@ -211,7 +253,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     @_stream_errors
     def Listen(self, request: pb.ListenRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
         """Serialized AlertBatch messages, sent as they are (see ``add_to_server``)."""
-        client = self._caller(context)
+        client = self._caller(context, "Listen")
         yield from self.front.listen(
             client,
             list(request.subscriptions),
@@ -225,7 +267,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     ) -> Iterator[pb.PublishResponse]:
         """Acknowledgements in request order; up to ``PIPELINE`` batches of the stream are
         begun (validated, sent to the shards) before the oldest is acknowledged."""
-        client = self._caller(context)
+        client = self._caller(context, "Publish")
         begun: queue.Queue[Ticket | BaseException | None] = queue.Queue(PIPELINE)
 
         def hand(item: Ticket | BaseException | None) -> bool:
@@ -257,18 +299,17 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
     def PublishBatch(
         self, request: pb.PublishRequest, context: grpc.ServicerContext
     ) -> pb.PublishResponse:
-        return self.front.publish(self._caller(context), request)
+        return self.front.publish(self._caller(context, "PublishBatch"), request)
 
     @_errors
     def GetRouting(
         self, request: pb.GetRoutingRequest, context: grpc.ServicerContext
     ) -> pb.RoutingTable:
-        return self.front.routing_table(self._caller(context))
+        return self.front.routing_table(self._caller(context, "GetRouting"))
 
     @_errors
     def Stats(self, request: pb.StatsRequest, context: grpc.ServicerContext) -> pb.StatsResponse:
-        self._caller(context)
-        return self.front.stats()
+        return self.front.stats(self._caller(context, "Stats"))
 
 
 PRESERIALIZED = frozenset({"Listen"})

@@ -24,6 +24,7 @@ from cesar.perf.serverproc import (
     status_of,
     subscribe,
 )
+from cesar.server.front.service import SCOPES
 from cesar.server.wire.algebra_proto import to_algebra
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
@@ -472,3 +473,98 @@ def test_patterns_planned_by_the_shards_give_cesar_runs_alerts(server: Server) -
     plans = {sub: why for shard in stats.shards for sub, why in shard.plans.items()}
     assert plans[subs[0].id] == "plan chain(c, b, a): pinned by the pattern's PLAN"
     assert plans[subs[1].id].startswith("plan ")
+
+
+def test_every_rpc_checks_the_scopes_of_its_table_with_every_scope(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tc alice scope=client\ntf spark scope=feed\nta root scope=admin\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    try:
+        methods = {m.name for m in pb.DESCRIPTOR.services_by_name["Cesar"].methods}
+        assert set(SCOPES) == methods
+        requests = {
+            "DefineStream": pb.DefineStreamRequest(spec="Scoped(a:int)"),
+            "ListStreams": pb.ListStreamsRequest(),
+            "DeleteStream": pb.DeleteStreamRequest(name="Nope"),
+            "ShareStream": pb.ShareStreamRequest(stream="Nope"),
+            "Subscribe": pb.SubscribeRequest(query="FILTER{Price > 1} Stock"),
+            "SubscribeBatch": pb.SubscribeBatchRequest(
+                subscriptions=[pb.SubscribeRequest(query="FILTER{Price > 2} Stock")]
+            ),
+            "Unsubscribe": pb.UnsubscribeRequest(id="s999"),
+            "ListSubscriptions": pb.ListSubscriptionsRequest(),
+            "Explain": pb.ExplainRequest(query="Stock"),
+            "Listen": pb.ListenRequest(),
+            "Publish": pb.PublishRequest(),
+            "PublishBatch": pb.PublishRequest(),
+            "GetRouting": pb.GetRoutingRequest(),
+            "Stats": pb.StatsRequest(),
+        }
+        for token, scope in (("tc", "client"), ("tf", "feed"), ("ta", "admin")):
+            conn = server.connect(token)
+            for method in sorted(methods):
+                call = getattr(conn.stub, method)
+                request = requests[method]
+                if method.startswith("Publish") and scope == "feed":  # the feed routes its own
+                    request = pb.PublishRequest(shard=0, shards=2)
+                try:
+                    if method == "Listen":
+                        stream = call(request, metadata=conn.metadata, timeout=1)
+                        next(iter(stream), None)
+                    elif method == "Publish":
+                        list(call(iter([request]), metadata=conn.metadata, timeout=10))
+                    else:
+                        call(request, metadata=conn.metadata, timeout=30)
+                    code = grpc.StatusCode.OK
+                except grpc.RpcError as exc:
+                    code = exc.code()
+                allowed = scope == "admin" or scope in SCOPES[method]
+                assert (code is grpc.StatusCode.PERMISSION_DENIED) != allowed, (
+                    method,
+                    scope,
+                    code,
+                )
+                assert code not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL)
+        feed = server.connect("tf")
+        event = pb.Event(
+            stream="Stock",
+            t0=1,
+            t1=1,
+            attributes={
+                "Name": pb.Value(string_value="IBM"),
+                "Price": pb.Value(float_value=1.0),
+                "Volume": pb.Value(int_value=1),
+            },
+        )
+        code, details = status_of(
+            feed.stub.PublishBatch, pb.PublishRequest(events=[event]), metadata=feed.metadata
+        )
+        assert code is grpc.StatusCode.PERMISSION_DENIED and "scope=client" in details
+    finally:
+        server.stop()
+
+
+def test_stats_shows_a_client_only_what_is_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    tokens = tmp_path / "tokens"
+    tokens.write_text("ta alice\ntb bob\ntr root scope=admin\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens)).start()
+    try:
+        alice, bob, root = (server.connect(t) for t in ("ta", "tb", "tr"))
+        pattern = (
+            "PATTERN SEQ(Stock a, Stock b) WHERE skip_till_any_match(a, b) { [Name] } WITHIN 5"
+        )
+        mine = subscribe(alice, pattern + " PUBLISH Mine")
+        theirs = subscribe(bob, pattern + " PUBLISH Theirs")
+        publish(bob, sample_events()[:200])
+        seen = alice.stub.Stats(pb.StatsRequest(), metadata=alice.metadata)
+        (last,) = _last_seqs(alice).values()
+        assert dict(seen.front) == {"subscriptions": 1, "streams": 0, "listens": 0, "alerts": last}
+        plans = {sub for shard in seen.shards for sub in shard.plans}
+        assert plans == {mine.id}
+        assert all(not shard.counters for shard in seen.shards)
+        everything = root.stub.Stats(pb.StatsRequest(), metadata=root.metadata)
+        assert everything.front["subscriptions"] == 2
+        assert {sub for shard in everything.shards for sub in shard.plans} == {mine.id, theirs.id}
+        assert everything.front["events_accepted"] == 200
+    finally:
+        server.stop()
