@@ -282,16 +282,34 @@ class ShardPool:
     def snapshot(self, position: int, keep: Sequence[int]) -> list[shard_pb2.SnapshotResponse]:
         """Every shard saves its run state as the snapshot at ``position``, keeping ``keep``."""
         self._settle(range(self.count))
-        request = shard_pb2.SnapshotRequest(position=position, keep=keep)
-        calls = [(i, self._send(i, "Snapshot", request)) for i in range(self.count)]
+        calls = [
+            (
+                i,
+                self._send(
+                    i,
+                    "Snapshot",
+                    shard_pb2.SnapshotRequest(
+                        position=position, keep=keep, shard=i, shards=self.count
+                    ),
+                ),
+            )
+            for i in range(self.count)
+        ]
         return self._all(calls)
 
     def load(self, position: int) -> list[str]:
         """Every shard starts over from the snapshot at ``position`` (0: empty); the reasons
         of the shards that refused it (empty: all loaded)."""
         self._settle(range(self.count))
-        request = shard_pb2.LoadRequest(position=position)
-        calls = [(i, self._send(i, "Load", request)) for i in range(self.count)]
+        calls = [
+            (
+                i,
+                self._send(
+                    i, "Load", shard_pb2.LoadRequest(position=position, shard=i, shards=self.count)
+                ),
+            )
+            for i in range(self.count)
+        ]
         responses: list[shard_pb2.LoadResponse] = self._all(calls)
         return [f"shard {i}: {r.reason}" for i, r in enumerate(responses) if not r.ok]
 

@@ -232,13 +232,16 @@ class ShardState:
                     )
                 )
 
-    def snapshot(self, position: int, keep: set[int]) -> int:
+    def snapshot(self, position: int, keep: set[int], place: tuple[int, int] = (0, 1)) -> int:
         """Save every lane's run state as the snapshot at ``position``; its size in bytes.
 
-        Deletes the snapshots at positions not in ``keep``.
+        ``place`` is (this shard's index, the shard count) in the front's order, written
+        in the snapshot so it is never loaded in another place.  Deletes the snapshots at
+        positions not in ``keep``.
         """
         directory = self._directory()
         data = {
+            "place": list(place),
             "alerts_dropped": self.alerts_dropped,
             "lanes": {
                 name: {"run": capture(lane.engine).to_data(), "capped": dict(lane.capped)}
@@ -249,9 +252,11 @@ class ShardState:
         snapshots.prune(directory, keep | {position})
         return size
 
-    def load(self, position: int) -> None:
+    def load(self, position: int, place: tuple[int, int] = (0, 1)) -> None:
         """Drop every lane; hold the snapshot at ``position`` (0: none) for the installs that
-        follow.  Raises SnapshotError (the shard stays empty) for one that cannot be used."""
+        follow.  Raises SnapshotError (the shard stays empty) for one that cannot be used:
+        damaged, or written in another ``place`` (shard index, shard count) — a snapshot
+        copied from another shard's directory, or shards given in another order."""
         self.lanes.clear()
         self.output.clear()
         self.alerts_dropped = 0
@@ -259,6 +264,13 @@ class ShardState:
         if not position:
             return
         data = snapshots.read(self._directory(), position)
+        written = data.get("place") if isinstance(data, dict) else None
+        if written is not None and written != list(place):
+            raise SnapshotError(
+                f"it was written in another place (shard, shard count: {written}) than this "
+                f"shard's {list(place)}: a snapshot copied from another shard, or shards given "
+                "in another order?"
+            )
         try:
             loaded = {
                 name: (RunSnapshot.from_data(lane["run"]), _capped(lane["capped"]))
@@ -401,7 +413,8 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         with self.lock:
             self._check_loaded(context)
             try:
-                size = self.state.snapshot(request.position, set(request.keep))
+                place = (request.shard, request.shards or 1)
+                size = self.state.snapshot(request.position, set(request.keep), place)
             except (OSError, SnapshotError) as exc:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"snapshot not written: {exc}")
         seconds = time.monotonic() - started
@@ -414,7 +427,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         with self.lock:
             self.loaded = True
             try:
-                self.state.load(request.position)
+                self.state.load(request.position, (request.shard, request.shards or 1))
             except SnapshotError as exc:
                 log.warning(
                     "snapshot refused", extra={"position": request.position, "reason": str(exc)}

@@ -8,8 +8,11 @@ are unharmed, and the server restarts from what it stored and serves.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 import secrets
+import sqlite3
 import subprocess
 import sys
 import time
@@ -22,15 +25,18 @@ import pytest
 
 from cesar.automata.schema import Event
 from cesar.perf.serverproc import (
+    QUERIES,
     Server,
     alert_line,
     collect,
     expected_lines,
     normalized,
     publish,
+    sample_events,
     status_of,
     subscribe,
 )
+from cesar.server.host import snapshots
 from cesar.v1 import cesar_pb2 as pb
 
 CESAR = Path(sys.executable).with_name("cesar")
@@ -313,3 +319,36 @@ def test_an_ordinary_query_never_meets_the_default_budgets(tmp_path: Path) -> No
         assert Counter(alert_line(a) for a in got) == want
     finally:
         server.stop()
+
+
+def test_a_snapshot_copied_from_another_shard_is_refused_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    server = Server(tmp_path / "data", "--snapshot-every-batches", "2", "--snapshots-kept", "2")
+    server.start()
+    conn = server.connect()
+    query = QUERIES[1].read_text()
+    drops = subscribe(conn, query)
+    events = sample_events()
+    publish(conn, events, batch=100)
+    assert server.stop() == 0
+    catalog = sqlite3.connect(server.data_dir / "catalog.sqlite")
+    positions = [p for (p,) in catalog.execute("SELECT position FROM checkpoints ORDER BY 1")]
+    catalog.close()
+    shards = server.data_dir / "shards"
+    foreign = snapshots.path_of(shards / "1", positions[1])
+    snapshots.path_of(shards / "0", positions[1]).write_bytes(foreign.read_bytes())
+    server.start()
+    conn = server.connect()
+    more = events[-1].t1 - events[0].t0 + 1
+    publish(conn, [dataclasses.replace(e, t0=e.t0 + more, t1=e.t1 + more) for e in events])
+    (row,) = listed(conn)
+    alerts = collect(conn, row.last_seq, pb.ListenRequest(after_seq={drops.id: 0}))
+    assert server.stop() == 0
+    shifted = [dataclasses.replace(e, t0=e.t0 + more, t1=e.t1 + more) for e in events]
+    name = row.stream
+    want = normalized(expected_lines([(name, query)], [*events, *shifted]))
+    assert Counter(alert_line(a) for a in alerts) == want
+    logged = [json.loads(line) for line in server.log.read_text().splitlines()]
+    refused = [r for r in logged if r.get("msg") == "checkpoint refused"]
+    assert len(refused) == 1 and "another place" in refused[0]["reason"]
