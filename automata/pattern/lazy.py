@@ -57,8 +57,14 @@ class LazyCounters:
     """Buffered or waiting candidates looked at."""
     triggers: int = 0
     """Events that triggered a recomputation (RECOMPUTE)."""
+    abandoned: int = 0
+    """Recomputations stopped at the search budget (RECOMPUTE)."""
     matches: int = 0
     """Matches emitted."""
+
+
+class _Abandoned(Exception):
+    """A recomputing search reached its epoch's budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,7 @@ class LazyRun:
         faults: Faults | None = None,
         functions: FunctionRegistry = DEFAULT_FUNCTIONS,
         compiler: Compiler | None = None,
+        max_steps: int | None = None,
     ) -> None:
         reason = refusal(pattern, plan)
         if reason is not None or plan.kind is PlanKind.EAGER:
@@ -117,6 +124,10 @@ class LazyRun:
             else FastJudge(pattern, faults, functions, compiler)
         )
         self.counters = LazyCounters()
+        self.max_steps = max_steps
+        """Candidates and matches the recomputing searches of one epoch may look at (None: no
+        bound); a search past it is abandoned (``counters.abandoned``)."""
+        self._stop = math.inf
         self.clock = -math.inf
         self.next_prune = -math.inf
         steps = pattern.steps
@@ -187,12 +198,17 @@ class LazyRun:
             return []
         now = epoch[0].t1
         out: list[Event] = []
+        if self.max_steps is not None:
+            self._stop = self.counters.searched + self.max_steps
         for event in epoch:
             places = self.fits.places(event) if fitting is None else fitting[id(event)]
             key = self._key(event)
             if self.plan.kind is PlanKind.RECOMPUTE and places and places[-1] == self.last:
                 self.counters.triggers += 1
-                self._search(0, (), event, key, event.t1, out)
+                try:
+                    self._search(0, (), event, key, event.t1, out)
+                except _Abandoned:
+                    self.counters.abandoned += 1
             if (
                 places
                 and self.plan.kind is not PlanKind.RECOMPUTE
@@ -378,7 +394,7 @@ class LazyRun:
         if last and trigger.t0 > after and self.judge.judge(step.begin, selected, trigger, n):
             self._close((*selected, (trigger,)), root, out)
         for event in self.buffers[n].candidates(key):
-            self.counters.searched += 1
+            self._step()
             if event.t0 <= after or event.t1 >= trigger.t0 or (not selected and event.t0 < horizon):
                 continue
             if self.judge.judge(step.begin, selected, event, n):
@@ -401,20 +417,28 @@ class LazyRun:
         elif self.judge.judge(step.close, selected, None, n):
             self._search(n + 1, selected, trigger, key, root, out)
         for event in self.buffers[n].candidates(key):
-            self.counters.searched += 1
+            self._step()
             if event.t0 <= end or event.t1 >= trigger.t0:
                 continue
             if self.judge.judge(step.take, selected, event, n):
                 grown = (*selected[:-1], (*selected[-1], event))
                 self._grow(n, grown, trigger, key, min(root, event.t1), out)
 
+    def _step(self) -> None:
+        """Count a candidate looked at; past the epoch's budget, abandon the search."""
+        self.counters.searched += 1
+        if self.counters.searched > self._stop:
+            raise _Abandoned
+
     def _close(self, selected: Selection, root: int, out: list[Event]) -> None:
         """A last Kleene closure ending with the trigger: a match if it may close."""
+        self._step()
         n = len(self.pattern.steps) - 1
         if self.judge.judge(self.pattern.steps[n].close, selected, None, n):
             self._matched(selected, root, out)
 
     def _matched(self, selected: Selection, root: int, out: list[Event]) -> None:
+        self._step()
         if selected[-1][-1].t1 - selected[0][0].t0 > self.window:
             return
         if not self.since < root <= self.until:

@@ -100,6 +100,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes of alerts one subscription may make from one epoch (0: unlimited)",
     )
     parser.add_argument(
+        "--max-search-steps",
+        type=int,
+        default=limits.MAX_SEARCH_STEPS,
+        help="candidates a pattern's recomputation may look at per epoch (0: unlimited)",
+    )
+    parser.add_argument(
         "--snapshot-every-batches",
         type=int,
         default=1_000,
@@ -169,6 +175,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_instances=args.max_instances or None,
             max_alerts_per_epoch=args.max_alerts_per_epoch or None,
             max_alert_bytes_per_epoch=args.max_alert_bytes_per_epoch or None,
+            max_search_steps=args.max_search_steps or None,
             max_time_jump=args.max_time_jump,
             snapshots=SnapshotPolicy(
                 args.snapshot_every_batches, args.snapshot_every_seconds, args.snapshots_kept

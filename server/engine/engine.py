@@ -87,6 +87,7 @@ class Engine:
             self.program.codegen,
             self.options.functions,
             self.options.max_instances,
+            self.options.max_search_steps,
         )
 
     @property

@@ -187,8 +187,12 @@ class Planner:
         compiler: Compiler,
         functions: FunctionRegistry = DEFAULT_FUNCTIONS,
         limit: int | None = None,
+        max_steps: int | None = None,
     ) -> None:
         self.dag = dag
+        self.max_steps = max_steps
+        """Candidates and matches the recomputing searches of one subscription may look at per
+        epoch (None: no bound): past it the search stops (:meth:`_abandoned`)."""
         self.faults = faults
         self.compiler = compiler
         self.functions = functions
@@ -367,7 +371,14 @@ class Planner:
 
     def _run(self, planned: Planned, plan: Plan, since: float, until: float) -> LazyRun:
         return LazyRun(
-            planned.pattern, plan, since, until, self.faults, self.functions, self.compiler
+            planned.pattern,
+            plan,
+            since,
+            until,
+            self.faults,
+            self.functions,
+            self.compiler,
+            self.max_steps,
         )
 
     def process(self, epoch: Sequence[Event], published: list[Event]) -> int:
@@ -399,8 +410,13 @@ class Planner:
                 for event in mine:
                     if places[id(event)]:
                         planned.rates.key(key_of(planned.pattern, event), now)
+            abandoned = 0
             for run in planned.runs:
+                before = run.counters.abandoned
                 published.extend(run.process(mine, places))
+                abandoned += run.counters.abandoned - before
+            if abandoned:
+                self._abandoned(planned)
             if planned.history is not None:
                 self._recall(planned, mine, now)
             if self.limit is not None:
@@ -412,6 +428,22 @@ class Planner:
         if self.limit is not None and not self.epochs % BUDGET_EVERY:
             self._budget()
         return len(published) - made
+
+    def _abandoned(self, planned: Planned) -> None:
+        """A recomputing search of ``planned`` went past ``max_steps`` and was stopped: the
+        epoch's work stays bounded (an enumeration may be exponential in the buffered events);
+        the subscription is told once per episode, as when its runs shed."""
+        self.shedding.add(planned.subscription)
+        if planned.subscription not in self.over:
+            self.over.add(planned.subscription)
+            self.notices.append(
+                (
+                    planned.subscription,
+                    f"its {planned.plan.spell()} plan looked at more than {self.max_steps} "
+                    "candidates and matches in one epoch (max_search_steps); the search was "
+                    "stopped there, so matches may be missed (one notice until it recovers)",
+                )
+            )
 
     def _recall(self, planned: Planned, events: Sequence[Event], now: int) -> None:
         """Keep the negated events of the last window (a negation before the first component)."""

@@ -71,6 +71,9 @@ class EngineOptions:
     waiting: bool = True
     """Instances wait by threshold where a filter conjunct allows (:mod:`cesar.index.thresholds`);
     off, they stay filed by group (the benchmark's baseline)."""
+    max_search_steps: int | None = None
+    """Candidates and matches one planned subscription's recomputing searches may look at in one
+    epoch; past it the search stops, with one notice per episode."""
 
 
 @dataclass

@@ -23,6 +23,10 @@ oldest are dropped: high enough for an ordinary query over a busy stream (thousa
 open partial matches), low enough to stop a runaway one."""
 MAX_INSTANCES = 1_000_000
 """Live partial matches one engine (a lane of a shard) may hold."""
+MAX_SEARCH_STEPS = 100_000
+"""Candidates and matches one planned pattern's recomputing searches may look at in one epoch;
+past it the search stops, with one notice per episode (an enumeration exponential in the
+buffered events cannot hold a shard: about 0.2 s an epoch at most)."""
 MAX_ALERTS_PER_EPOCH = 1_000
 """Alerts one subscription may make from one epoch; the rest are dropped, with a notice."""
 MAX_ALERT_BYTES_PER_EPOCH = 16 << 20

@@ -86,6 +86,7 @@ class ServeConfig:
     max_instances: int | None = limits.MAX_INSTANCES
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
     max_alert_bytes_per_epoch: int | None = limits.MAX_ALERT_BYTES_PER_EPOCH
+    max_search_steps: int | None = limits.MAX_SEARCH_STEPS
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     shard_addresses: Sequence[str] = field(default_factory=tuple)
@@ -213,6 +214,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         f"--max-instances={config.max_instances or 0}",
         f"--max-alerts-per-epoch={config.max_alerts_per_epoch or 0}",
         f"--max-alert-bytes-per-epoch={config.max_alert_bytes_per_epoch or 0}",
+        f"--max-search-steps={config.max_search_steps or 0}",
     ]
     try:
         shards = ShardPool(

@@ -491,6 +491,7 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
         ("--max-instances", limits.MAX_INSTANCES, "live partial matches per engine lane"),
         ("--max-alerts-per-epoch", limits.MAX_ALERTS_PER_EPOCH, "alerts per subscription"),
         ("--max-alert-bytes-per-epoch", limits.MAX_ALERT_BYTES_PER_EPOCH, "alert bytes"),
+        ("--max-search-steps", limits.MAX_SEARCH_STEPS, "a recomputation's candidates"),
     ):
         parser.add_argument(
             flag, type=int, default=default, help=f"{what} (default {default}; 0: unlimited)"
@@ -539,6 +540,7 @@ def run(args: argparse.Namespace) -> int:
             plans=True,
             max_instances_per_node=args.max_instances_per_node or None,
             max_instances=args.max_instances or None,
+            max_search_steps=args.max_search_steps or None,
         ),
         args.max_alerts_per_epoch or None,
         args.data_dir,

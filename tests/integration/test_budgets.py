@@ -352,3 +352,46 @@ def test_a_snapshot_copied_from_another_shard_is_refused_and_nothing_is_lost(
     logged = [json.loads(line) for line in server.log.read_text().splitlines()]
     refused = [r for r in logged if r.get("msg") == "checkpoint refused"]
     assert len(refused) == 1 and "another place" in refused[0]["reason"]
+
+
+def test_an_exponential_recomputation_is_stopped_at_its_budget(tmp_path: Path) -> None:
+    pattern = (
+        "PATTERN SEQ(Stock+ a[], Stock b) WHERE skip_till_any_match(a[], b) "
+        "{ [Name] AND b.Volume > 999 } WITHIN 19 PLAN recompute PUBLISH Runaway"
+    )
+    server = Server(tmp_path / "data", "--stream", BLOB).start()
+    try:
+        conn = server.connect()
+        runaway = subscribe(conn, pattern)
+        other = subscribe(conn, "FILTER{body = 'hi'} Blob", "Greetings")
+        rng = random.Random(1)
+        for t in range(1, 120):  # each quote a trigger or not: 2^k matches over k buffered
+            quote = pb.Event(
+                stream="Stock",
+                t0=t,
+                t1=t,
+                attributes={
+                    "Name": pb.Value(string_value="IBM"),
+                    "Price": pb.Value(float_value=1.0),
+                    "Volume": pb.Value(int_value=rng.choice([10, 2000])),
+                },
+            )
+            hello = pb.Event(
+                stream="Blob", t0=t, t1=t, attributes={"body": pb.Value(string_value="hi")}
+            )
+            reply = conn.stub.PublishBatch(
+                pb.PublishRequest(events=[quote, hello]), metadata=conn.metadata
+            )
+            assert reply.accepted == 2
+        rows = {s.id: s for s in listed(conn)}
+        assert rows[other.id].last_seq >= 118
+        alerts = collect(
+            conn, rows[runaway.id].last_seq, pb.ListenRequest(after_seq={runaway.id: 0})
+        )
+        notices = [a.notice for a in alerts if "max_search_steps" in a.notice]
+        assert len(notices) == 1, notices
+        stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+        assert any("recompute" in s.plans.get(runaway.id, "") for s in stats.shards)
+        restarts_and_serves(server)
+    finally:
+        server.stop()
