@@ -46,6 +46,9 @@ from cesar.v1 import cesar_pb2 as pb
 
 Refused = Counter[tuple[str, str]]
 """Rejections by field and kind (late, ahead, invalid)."""
+Incoming = tuple[int, Event | EventError, int | None]
+"""A request's event: its index in the request, the event validated (or its error), and its
+arrival at the feed (None: its index orders it)."""
 
 
 class Admission:
@@ -72,6 +75,16 @@ class Admission:
 
     @staticmethod
     def incoming(
+        request: pb.PublishRequest,
+        inputs: Mapping[str, StreamSchema],
+        streams: Mapping[str, StreamRow],
+    ) -> list[Incoming]:
+        """:meth:`decoded`, numbered by index in the request."""
+        decoded = Admission.decoded(request, inputs, streams)
+        return [(index, item, arrival) for index, (item, arrival) in enumerate(decoded)]
+
+    @staticmethod
+    def decoded(
         request: pb.PublishRequest,
         inputs: Mapping[str, StreamSchema],
         streams: Mapping[str, StreamRow],
@@ -119,17 +132,15 @@ class Admission:
             raise InvalidArgument(f"arrow_events: {exc.reason}") from None
 
     def accept(
-        self,
-        request: pb.PublishRequest,
-        incoming: list[tuple[Event | EventError, int | None]],
-        shard: int | None,
+        self, watermark: int, incoming: list[Incoming], shard: int | None
     ) -> tuple[pb.PublishResponse, list[Event], Refused]:
-        """Sort and check a batch's decoded events; the response (rejections), the accepted
-        events in (t1, arrival) order, and the rejections by field and kind."""
+        """Sort and check a batch's decoded events (and its ``watermark``, 0: none); the
+        response (rejections), the accepted events in (t1, arrival) order, and the rejections
+        by field and kind."""
         response = pb.PublishResponse()
         refused: Refused = Counter()
         valid: list[tuple[int, int, int, Event]] = []
-        for index, (item, arrival) in enumerate(incoming):
+        for index, item, arrival in incoming:
             if isinstance(item, EventError):
                 response.rejected.append(rejection(index, item))
                 refused[_label(response.rejected[-1].field), "invalid"] += 1
@@ -140,12 +151,12 @@ class Admission:
         now = time.time()
         bounds: dict[str, int] = {}
         aheads = [self._too_far_ahead(event, now, bounds) for *_, event in valid]
-        if request.watermark:
+        if watermark:
             fine: dict[str, int] = {}
             for (t1, *_, event), ahead in zip(valid, aheads, strict=True):
                 if ahead is None:
                     fine[event.stream] = max(fine.get(event.stream, t1), t1)
-            self.check_watermark(request.watermark, fine, now)
+            self.check_watermark(watermark, fine, now)
         for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
             if ahead is not None:
                 response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
@@ -274,6 +285,35 @@ class Admission:
             f"most t1 = {limit} in its unit): a wrong timestamp or unit? "
             "(cesar serve --max-time-jump)"
         )
+
+
+def turns(incoming: list[Incoming], size: int) -> list[list[Incoming]]:
+    """A request's events in (t1, arrival) order, cut between epochs into parts of about
+    ``size`` events (the errors go with the first): each part is taken under the front's
+    lock on its own, so a huge request does not hold a small one for its whole length.
+
+    >>> from cesar.automata.schema import Event
+    >>> events = [(i, Event.of("S", t, t, {}), None) for i, t in enumerate([3, 1, 1, 2])]
+    >>> [[index for index, *_ in part] for part in turns(events, 2)]
+    [[1, 2], [3, 0]]
+    """
+    errors = [one for one in incoming if isinstance(one[1], EventError)]
+    valid = sorted(
+        (one for one in incoming if not isinstance(one[1], EventError)),
+        key=lambda one: (_t1(one), one[0] if one[2] is None else one[2]),
+    )
+    parts: list[list[Incoming]] = [errors]
+    for one in valid:
+        if len(parts[-1]) >= size and _t1(parts[-1][-1]) != _t1(one):
+            parts.append([])
+        parts[-1].append(one)
+    return parts
+
+
+def _t1(one: Incoming) -> int:
+    item = one[1]
+    assert isinstance(item, Event)
+    return item.t1
 
 
 def late_reason(t1: int, settled: int, shard: int | None) -> str:

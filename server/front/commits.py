@@ -16,7 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 from cesar.server.front.alerts import Listeners
@@ -79,6 +79,61 @@ class Ticket:
         if self.error is not None:
             raise self.error
         return self.response
+
+
+class Turnstile:
+    """A first-come, first-served lock for the batches entering the front.
+
+    Python's locks are not fair: a thread that releases one and takes it again at
+    once (a huge request taken in turns) can keep a waiting thread out for all its
+    turns.  Here each waiter is handed the turnstile in arrival order.
+
+    >>> gate = Turnstile()
+    >>> with gate:
+    ...     gate.held
+    True
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: deque[threading.Event] = deque()
+        self.held = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if not self.held:
+                self.held = True
+                return
+            handed = threading.Event()
+            self._waiting.append(handed)
+        handed.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()  # still held: handed to the next in line
+            else:
+                self.held = False
+
+
+class Tickets:
+    """The tickets of one request taken in turns: its acknowledgement merges theirs."""
+
+    def __init__(self, tickets: list[Ticket]) -> None:
+        self.tickets = tickets
+
+    def result(self) -> pb.PublishResponse:
+        """Every part's acceptances and rejections (by index in the request); the last part's
+        batch number; a duplicate only if every part was.  Raises a part's ShardFailure."""
+        merged = pb.PublishResponse(duplicate=True)
+        for ticket in self.tickets:
+            part = ticket.result()
+            merged.accepted += part.accepted
+            merged.rejected.extend(part.rejected)
+            merged.batch = part.batch
+            merged.duplicate &= part.duplicate
+        merged.rejected.sort(key=lambda r: r.index)
+        return merged
 
 
 class Commits:

@@ -53,12 +53,12 @@ from cesar.automata.partition import partition_keys
 from cesar.automata.schema import Event, SchemaError, check_name, parse_stream_spec
 from cesar.automata.shape import QueryCache
 from cesar.server.front import limits
-from cesar.server.front.admission import Admission
+from cesar.server.front.admission import Admission, Incoming, turns
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
-from cesar.server.front.commits import Commits, Ticket
+from cesar.server.front.commits import Commits, Ticket, Tickets, Turnstile
 from cesar.server.front.epochs import Arrival, EpochGate, apply_requests
 from cesar.server.front.errors import (
     FailedPrecondition,
@@ -84,6 +84,7 @@ from cesar.server.front.subscribing import (
 )
 from cesar.server.host.rss import rss_bytes
 from cesar.server.shard.pool import Applying, ShardPool
+from cesar.server.wire.arrowevents import Checked
 from cesar.server.wire.arrowevents import encode as encode_arrow
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
@@ -106,6 +107,7 @@ class Front:
         self.shards = shards
         self.checkpoints = Checkpoints(snapshots or SnapshotPolicy(0, 0), catalog, shards)
         self.lock = threading.Lock()
+        self.turnstile = Turnstile()
         self.closing = False
         self.counters: Counter[str] = Counter()
         self.listeners = Listeners(catalog.path, self.counters)
@@ -396,7 +398,7 @@ class Front:
         (once it is logged).  See :meth:`begin`."""
         return self.begin(client, request).result()
 
-    def begin(self, client: Client, request: pb.PublishRequest) -> Ticket:
+    def begin(self, client: Client, request: pb.PublishRequest) -> Ticket | Tickets:
         """Validate one batch of ``client``'s and send the shards its ready epochs; the
         ticket whose :meth:`~Ticket.result` is the acknowledgement, once it is logged.
 
@@ -409,7 +411,11 @@ class Front:
         An idempotency key is ``client``'s own: another client's equal key is
         another batch.  A request holds at most ``MAX_PUBLISH_EVENTS`` events
         and Arrow rows; they are decoded and validated before the lock is taken,
-        so a large batch does not hold up other clients while it is read.
+        so a large batch does not hold up other clients while it is read.  Its
+        events are then taken in turns of about ``EVENTS_PER_TURN``, cut between
+        epochs (:func:`~cesar.server.front.admission.turns`), each logged as a
+        batch of its own (its idempotency key numbered), so other clients' batches
+        go between them; a retried request skips the turns already logged.
         """
         if len(request.events) > limits.MAX_PUBLISH_EVENTS:
             raise ResourceExhausted(
@@ -432,16 +438,48 @@ class Front:
                 f"the batch was routed for shard {shard} of {request.shards}; this server has "
                 f"{self.shards.count} shards: fetch the routing table again (GetRouting)"
             )
-        piece = shard is not None and bool(request.arrow_events) and not request.events
         with self.lock:
             self._check_open()
             inputs = dict(self.registry.inputs)
-        if piece:
+        if shard is not None and request.arrow_events and not request.events:
             checked = Admission.check_piece(request, inputs)
-        else:  # the registry's streams are read a key at a time, not copied: one per subscription
-            incoming = list(Admission.incoming(request, inputs, self.registry.streams))
-        with self.lock:
+            return self._turn(key, request, shard, checked)
+        # the registry's streams are read a key at a time, not copied: one per subscription
+        incoming = Admission.incoming(request, inputs, self.registry.streams)
+        parts = turns(incoming, limits.EVENTS_PER_TURN)
+        if len(parts) == 1:
+            return self._turn(key, request, shard, incoming)
+        last = len(parts) - 1
+        return Tickets(
+            [
+                self._turn(
+                    f"{key}#{n}/{last}" if key else "",
+                    request if n == last else pb.PublishRequest(),
+                    shard,
+                    part,
+                    request.shards,
+                )
+                for n, part in enumerate(parts)
+            ]
+        )
+
+    def _turn(
+        self,
+        key: str,
+        request: pb.PublishRequest,
+        shard: int | None,
+        checked: Checked | list[Incoming],
+        shards: int = 0,
+    ) -> Ticket:
+        """Take one batch under the lock: its events (or a routed piece's ``checked`` rows)
+        admitted, numbered, sent to the shards and handed to the committer; its watermark
+        is ``request``'s.  Batches enter in the order they arrive (:class:`Turnstile`), and
+        at most ``BATCHES_IN_FLIGHT`` are sent to the shards and not yet logged: a batch waits
+        for the shards' backlog of those, not of every turn a huge request has begun."""
+        with self.turnstile, self.lock:
             self._check_open()
+            while self.batches - self.commits.committed >= limits.BATCHES_IN_FLIGHT:
+                self.commits.wait_turn()  # the shards are behind: queue here, in arrival order
             if key:
                 while key in self.commits.inflight:
                     self.commits.wait_turn()
@@ -451,18 +489,20 @@ class Front:
                     return Ticket.done(
                         pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
-            if piece:
+            if isinstance(checked, Checked):
                 assert shard is not None
                 response, table, refused = self.admission.accept_piece(request, checked, shard)
                 arrivals = self.piece_arrivals(table, shard)
                 logged = pb.PublishRequest(arrow_events=encode_arrow(table.drop_columns("index")))
             else:
-                response, accepted, refused = self.admission.accept(request, incoming, shard)
+                response, accepted, refused = self.admission.accept(
+                    request.watermark, checked, shard
+                )
                 arrivals = self.arrivals(accepted, shard)
                 logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
             logged.watermark = request.watermark
             if shard is not None:
-                logged.shard, logged.shards = shard, request.shards
+                logged.shard, logged.shards = shard, request.shards or shards
             self.batches += 1
             number = response.batch = self.batches
             response.accepted = len(arrivals)

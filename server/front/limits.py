@@ -35,6 +35,12 @@ notice (so no epoch's answer from a shard, nor its log entry, grows without boun
 
 MAX_PUBLISH_EVENTS = 100_000
 """Events plus Arrow rows in one Publish or PublishBatch request."""
+BATCHES_IN_FLIGHT = 4
+"""Batches sent to the shards and not yet logged: the front runs this far ahead of them."""
+EVENTS_PER_TURN = 1_000
+"""Events of one request taken under the front's lock at a time (cut between epochs), each
+turn logged as its own batch: another client's small batch waits for one turn, not for a
+whole 100,000-event request."""
 MAX_REQUEST_BYTES = 64 << 20
 """Bytes of one request as the server reads it: a gRPC message after gRPC's decompression,
 and an Arrow piece's buffers after Arrow's (counted from its headers, before decompressing)."""

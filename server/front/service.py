@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
-from cesar.server.front.commits import Ticket
+from cesar.server.front.commits import Ticket, Tickets
 from cesar.server.front.errors import FrontError
 from cesar.server.front.front import Front
 from cesar.server.front.subscribing import SubscribeItem
@@ -268,9 +268,9 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         """Acknowledgements in request order; up to ``PIPELINE`` batches of the stream are
         begun (validated, sent to the shards) before the oldest is acknowledged."""
         client = self._caller(context, "Publish")
-        begun: queue.Queue[Ticket | BaseException | None] = queue.Queue(PIPELINE)
+        begun: queue.Queue[Ticket | Tickets | BaseException | None] = queue.Queue(PIPELINE)
 
-        def hand(item: Ticket | BaseException | None) -> bool:
+        def hand(item: Ticket | Tickets | BaseException | None) -> bool:
             while context.is_active():
                 try:
                     begun.put(item, timeout=0.5)

@@ -286,3 +286,10 @@ def test_planbench_smoke_every_plan_agrees_and_the_lazy_ones_hold_less(tmp_path)
     assert all(r["live_partials_mean"] == 0 < r["buffered_mean"] for r in recompute)
     crowd = [r for r in records if r["benchmark"] == "crowd"]
     assert crowd[1]["plans_now"] == {"eager": 20} and crowd[1]["idle"] == 20
+
+
+def test_fairbench_smoke_measures_a_small_client_beside_a_bulk_one(tmp_path):
+    report = smoke_json("cesar.perf.fairbench", tmp_path / "fair.json", 600)
+    assert report["counters"]["bulk_events"] == 40_000
+    assert report["alone"]["requests"] >= 200 and report["beside_bulk"]["requests"] >= 1
+    assert report["p99_ratio"] > 0

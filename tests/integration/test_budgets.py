@@ -15,6 +15,7 @@ import secrets
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -393,5 +394,46 @@ def test_an_exponential_recomputation_is_stopped_at_its_budget(tmp_path: Path) -
         stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
         assert any("recompute" in s.plans.get(runaway.id, "") for s in stats.shards)
         restarts_and_serves(server)
+    finally:
+        server.stop()
+
+
+def test_a_huge_batch_is_taken_in_turns_and_a_small_one_goes_between(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", "--stream", "Tick(n:int)").start()
+    try:
+        bulk, small = server.connect(), server.connect()
+        subscribe(bulk, "FILTER{Price > 400} Stock")
+        events = [
+            pb.Event(
+                stream="Stock",
+                t0=29_000_000 + i // 100,
+                t1=29_000_000 + i // 100,
+                attributes={
+                    "Name": pb.Value(string_value=f"N{i % 50}"),
+                    "Price": pb.Value(float_value=float(i % 500)),
+                    "Volume": pb.Value(int_value=i),
+                },
+            )
+            for i in range(100_000)
+        ]
+        huge = pb.PublishRequest(events=events, idempotency_key="huge")
+        replies: list[pb.PublishResponse] = []
+        sender = threading.Thread(
+            target=lambda: replies.append(bulk.stub.PublishBatch(huge, metadata=bulk.metadata))
+        )
+        sender.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the huge request's first turns are logged
+            stats = small.stub.Stats(pb.StatsRequest(), metadata=small.metadata)
+            if stats.front["batches"] >= 3:
+                break
+        tick = pb.Event(stream="Tick", t0=1, t1=1, attributes={"n": pb.Value(int_value=1)})
+        mine = small.stub.PublishBatch(pb.PublishRequest(events=[tick]), metadata=small.metadata)
+        sender.join()
+        (reply,) = replies
+        assert reply.accepted == 100_000 and not reply.rejected
+        assert mine.accepted == 1 and 3 < mine.batch < reply.batch  # between two turns
+        again = bulk.stub.PublishBatch(huge, metadata=bulk.metadata)
+        assert again.duplicate and again.accepted == 100_000 and again.batch == reply.batch
     finally:
         server.stop()

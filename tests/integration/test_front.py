@@ -263,7 +263,7 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
                 arrow_events=_arrow_batch(part), shard=shard, shards=2, watermark=watermark
             )
             assert front.publish(client, request).accepted == len(part)
-        waiting = front.stats().front["open_epoch_events"]
+        waiting = front.server_stats().front["open_epoch_events"]
         assert waiting > 0 and front.checkpoints.last_position == 4
         logged = [pb.PublishRequest.FromString(p) for _, p in front.catalog.batches(after=0)]
         assert [(b.shard, len(b.events), bool(b.arrow_events)) for b in logged] == [(1, 0, True)]
@@ -272,7 +272,7 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
         shards.stop()
     front, shards = start()
     try:
-        assert front.stats().front["open_epoch_events"] == waiting
+        assert front.server_stats().front["open_epoch_events"] == waiting
         for shard in (0, 1):
             closing = pb.PublishRequest(shard=shard, shards=2, watermark=events[-1].t1)
             front.publish(client, closing)
@@ -372,7 +372,7 @@ def test_a_query_pinned_to_a_key_value_runs_on_the_shard_owning_it_alone(tmp_pat
     events = sample_events()
 
     def per_shard(front: Front) -> list[int]:
-        return [s.counters["subscriptions"] for s in front.stats().shards]
+        return [s.counters["subscriptions"] for s in front.server_stats().shards]
 
     shards = ShardPool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
@@ -382,7 +382,7 @@ def test_a_query_pinned_to_a_key_value_runs_on_the_shard_owning_it_alone(tmp_pat
     assert [r.id for r in rows if isinstance(r, SubscriptionRow)] == [f"s{n}" for n in range(1, 8)]
     assert front.queries.counters["bound"] == 3  # the rises after the second share one shape
     assert per_shard(front) == [3 + 2, 2 + 2]
-    bound = [s.counters["queries_bound"] for s in front.stats().shards]
+    bound = [s.counters["queries_bound"] for s in front.server_stats().shards]
     assert bound == [1, 0]  # FB, the third rise on shard 0, is bound from its shape
     front.publish(client, pb.PublishRequest(events=[to_event(e) for e in events[:1000]]))
     front.close()

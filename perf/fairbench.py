@@ -1,0 +1,132 @@
+"""Fairness: a one-event client's publish latency beside a client sending huge batches.
+
+In one run: start ``cesar serve`` (2 shards) with a few subscriptions on
+``Stock``, then measure a *small* client's PublishBatch latency (one event of
+its own stream ``Tick`` a request, back to back) twice: alone, then while a
+*bulk* client sends PublishBatch requests of ``--batch`` events of ``Stock``
+(100,000: the largest a request may hold) as fast as they are acknowledged.
+Reported: the small client's latency p50 / p99 / max alone and beside the bulk
+client, their ratio, and the bulk client's events/s.  Every request must be
+fully accepted (checked).  Work counters: requests and events of each client.
+
+    python -m cesar.perf.fairbench                  # 5 bulk batches of 100,000 events
+    python -m cesar.perf.fairbench --smoke          # 2 bulk batches of 20,000 (CI)
+    python -m cesar.perf.fairbench --batch N --bulk-batches B --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from cesar.perf.report import machine, now
+from cesar.perf.serverbench import stock_events
+from cesar.perf.serverproc import Server
+from cesar.server.wire.convert import to_event
+from cesar.v1 import cesar_pb2 as pb
+
+TICK = "Tick(n:int)"
+QUERIES = [
+    "FILTER{Price > 400} Stock",
+    "SELECT * FROM Stock NEXT{$1.Name = $2.Name AND $2.Price < 0.99 * $1.Price} Stock",
+    "FILTER{n < 0} Tick",
+]
+
+
+def small_latencies(conn: Any, start: int, stop: threading.Event, least: int) -> list[float]:
+    """One-event Tick publishes back to back until ``stop`` is set (and ``least`` are done):
+    each one's seconds from request to acknowledgement."""
+    out: list[float] = []
+    t = start
+    while not stop.is_set() or len(out) < least:
+        event = pb.Event(stream="Tick", t0=t, t1=t, attributes={"n": pb.Value(int_value=t)})
+        began = time.perf_counter()
+        reply = conn.stub.PublishBatch(pb.PublishRequest(events=[event]), metadata=conn.metadata)
+        out.append(time.perf_counter() - began)
+        assert reply.accepted == 1, reply.rejected
+        t += 1
+    return out
+
+
+def summary(seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 2),
+        "max_ms": round(ordered[-1] * 1000, 2),
+        "requests": len(ordered),
+    }
+
+
+def run(batch: int, bulk_batches: int) -> dict[str, Any]:
+    """The measurement (see the module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(Path(tmp) / "data", "--stream", TICK).start()
+        try:
+            small, bulk = server.connect(), server.connect()
+            for text in QUERIES:
+                small.stub.Subscribe(pb.SubscribeRequest(query=text), metadata=small.metadata)
+            stop = threading.Event()
+            stop.set()
+            alone = small_latencies(small, 1, stop, 200)
+            events = stock_events(batch * bulk_batches)
+            requests = [
+                pb.PublishRequest(events=[to_event(e) for e in events[i : i + batch]])
+                for i in range(0, len(events), batch)
+            ]
+            stop.clear()
+            beside: list[float] = []
+            worker = threading.Thread(
+                target=lambda: beside.extend(small_latencies(small, 10_000, stop, 1))
+            )
+            began = time.perf_counter()
+            worker.start()
+            for request in requests:
+                reply = bulk.stub.PublishBatch(request, metadata=bulk.metadata, timeout=600)
+                assert reply.accepted == len(request.events), reply.rejected[:3]
+            bulk_seconds = time.perf_counter() - began
+            stop.set()
+            worker.join()
+        finally:
+            server.stop()
+    alone_s, beside_s = summary(alone), summary(beside)
+    return {
+        "batch": batch,
+        "bulk_batches": bulk_batches,
+        "alone": alone_s,
+        "beside_bulk": beside_s,
+        "p50_ratio": round(beside_s["p50_ms"] / alone_s["p50_ms"], 2),
+        "p99_ratio": round(beside_s["p99_ms"] / alone_s["p99_ms"], 2),
+        "bulk_events_per_s": round(batch * bulk_batches / bulk_seconds),
+        "counters": {
+            "small_requests": alone_s["requests"] + beside_s["requests"],
+            "bulk_requests": bulk_batches,
+            "bulk_events": batch * bulk_batches,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.fairbench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="2 bulk batches of 20,000 (CI)")
+    parser.add_argument("--batch", type=int, default=100_000, help="events per bulk request")
+    parser.add_argument("--bulk-batches", type=int, default=5, help="bulk requests sent")
+    parser.add_argument("--json", type=Path, help="write the report here too")
+    args = parser.parse_args(argv)
+    batch, count = (20_000, 2) if args.smoke else (args.batch, args.bulk_batches)
+    report = {"date": now(), "machine": machine(), **run(batch, count)}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
