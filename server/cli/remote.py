@@ -223,9 +223,15 @@ def _remote(
                 try:
                     grpc.channel_ready_future(connection.channel).result(timeout=args.wait)
                 except grpc.FutureTimeoutError:
+                    hint = (
+                        f" (with --tls-ca {args.tls_ca}: is the server's certificate signed by "
+                        "it, and for this host name?)"
+                        if args.tls_ca
+                        else ""
+                    )
                     print(
                         f"cesar: UNAVAILABLE: no server answered at {args.server} within "
-                        f"{args.wait:g} s",
+                        f"{args.wait:g} s{hint}",
                         file=sys.stderr,
                     )
                     return EXIT_ERROR

@@ -65,6 +65,7 @@ from cesar.server.front.errors import (
     FrontError,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     PermissionDenied,
     ResourceExhausted,
     Unavailable,
@@ -238,6 +239,11 @@ class Front:
 
     def explain(self, client: Client, text: str, dot: bool) -> tuple[str, str, str | None]:
         """(explain text, DOT or "", key attribute or None) for a query of ``client``'s."""
+        if len(text.encode()) > client.limits.max_query_bytes:
+            raise ResourceExhausted(
+                f"the query is {len(text.encode())} bytes; the limit for {client.name} is "
+                f"{client.limits.max_query_bytes} (max_query_bytes)"
+            )
         with self.lock:
             schemas = self.registry.readable(client)
         try:
@@ -558,6 +564,13 @@ class Front:
             wanted = set(subscriptions)
             for sub in wanted | set(after_seq):
                 self._owned(client, sub)
+            for sub, seq in after_seq.items():
+                last = self.registry.last_seq[sub]
+                if seq > last:
+                    raise OutOfRange(
+                        f"after_seq {seq} of {sub} is past its last alert (seq {last}): "
+                        "nothing would ever come; resume from a seq you received"
+                    )
             if self.listens[client.name] >= client.limits.max_listens:
                 raise ResourceExhausted(
                     f"{client.name} has {self.listens[client.name]} Listen streams open, the limit"

@@ -38,8 +38,13 @@ def drop_events(catalog: Catalog, stream: str, after: int) -> Repair:
     A checkpoint taken once such an event had arrived holds it in its run state:
     it is forgotten, so the next start replays from an older one.  Raises
     :class:`RepairError`, changing nothing, when every checkpoint holds one and
-    the log before them is compacted (the events are nowhere to be dropped from).
+    the log before them is compacted (the events are nowhere to be dropped from),
+    and when ``stream`` is no input stream of the catalog.
     """
+    inputs = {row.name for row in catalog.streams() if not row.subscription}
+    if stream not in inputs:
+        known = ", ".join(sorted(inputs)) or "none"
+        raise RepairError(f"no input stream {stream} in the catalog (its input streams: {known})")
     stale = []
     for position, _shards, blob in catalog.checkpoints():
         try:

@@ -27,7 +27,7 @@ from cesar.automata.compiler import CompiledQuery, compile_pattern
 from cesar.automata.errors import CelError
 from cesar.automata.pattern.ast import Pattern
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
-from cesar.automata.schema import StreamSchema
+from cesar.automata.schema import SchemaError, StreamSchema, parse_stream_spec
 from cesar.automata.shape import QueryCache, Shape, shape_of
 from cesar.server.wire.algebra_proto import AlgebraMessageError, compile_algebra, to_algebra
 from cesar.v1 import cesar_pb2 as pb
@@ -101,8 +101,21 @@ def compile_source(
     A CEL query goes through ``cache`` (bound from its shape's template when it
     has one; built from the algebra message when the source carries one), a
     pattern through the pattern compiler, an algebra message alone through
-    :func:`~cesar.server.wire.algebra_proto.compile_algebra`.
+    :func:`~cesar.server.wire.algebra_proto.compile_algebra`.  The stream it publishes
+    must be one a stream spec can say (its name and attributes within the limits of
+    :func:`~cesar.automata.schema.parse_stream_spec`).
     """
+    query = _compiled(parsed, schemas, name, cache)
+    try:  # what it publishes is a stream its readers' shards parse from its spec
+        parse_stream_spec(query.output.spec())
+    except SchemaError as exc:
+        raise SourceError(f"the stream it publishes: {exc}") from None
+    return query
+
+
+def _compiled(
+    parsed: Parsed, schemas: Mapping[str, StreamSchema], name: str, cache: QueryCache
+) -> CompiledQuery:
     source = parsed.source
     algebra = source.algebra
     try:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import secrets
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -435,5 +437,110 @@ def test_a_huge_batch_is_taken_in_turns_and_a_small_one_goes_between(tmp_path: P
         assert mine.accepted == 1 and 3 < mine.batch < reply.batch  # between two turns
         again = bulk.stub.PublishBatch(huge, metadata=bulk.metadata)
         assert again.duplicate and again.accepted == 100_000 and again.batch == reply.batch
+    finally:
+        server.stop()
+
+
+def test_metric_labels_come_from_a_closed_set(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", "--metrics-port", "0").start()
+    try:
+        assert server.process is not None and server.process.stdout is not None
+        line = server.process.stdout.readline().split()
+        conn = server.connect()
+        for round_ in range(3):  # rejected events naming thousands of made-up attributes
+            made_up = {f"x{round_}_{i}_{'y' * 200}": pb.Value(int_value=i) for i in range(2_000)}
+            event = pb.Event(stream="Stock", t0=1, t1=1, attributes=made_up)
+            reply = conn.stub.PublishBatch(
+                pb.PublishRequest(events=[event]), metadata=conn.metadata
+            )
+            assert reply.rejected
+        page = urllib.request.urlopen(line[1], timeout=30).read().decode()
+        assert len(page) < 200_000
+        labels = set(re.findall(r'cesar_front_rejections_total\{field="([^"]*)"', page))
+        assert labels and labels <= {"stream", "t0", "t1", "attributes"}
+    finally:
+        server.stop()
+
+
+def test_names_and_sizes_a_restart_would_refuse_are_refused_first(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data").start()
+    try:
+        conn = server.connect()
+        for query, expected in (
+            ("Stock PUBLISH " + "P" * 60_000, "characters"),
+            ("SELECT " + ", ".join(f"Price AS p{i}" for i in range(300)) + " FROM Stock", "300"),
+        ):
+            code, details = status_of(
+                conn.stub.Subscribe, pb.SubscribeRequest(query=query), metadata=conn.metadata
+            )
+            assert code in (INVALID, grpc.StatusCode.RESOURCE_EXHAUSTED), details
+            assert expected in details
+        code, details = status_of(
+            conn.stub.Explain,
+            pb.ExplainRequest(query="FILTER{Price > 1} Stock " + " " * 70_000),
+            metadata=conn.metadata,
+        )
+        assert code is grpc.StatusCode.RESOURCE_EXHAUSTED and "max_query_bytes" in details
+        sub = subscribe(conn, "FILTER{Price > 1} Stock")
+        code, details = status_of(
+            lambda r, metadata: list(conn.stub.Listen(r, metadata=metadata, timeout=10)),
+            pb.ListenRequest(after_seq={sub.id: 5}),
+            metadata=conn.metadata,
+        )
+        assert code is grpc.StatusCode.OUT_OF_RANGE and "past its last alert" in details
+        assert listed(conn) == [listed(conn)[0]]
+        assert server.stop() == 0
+        repair = subprocess.run(
+            [
+                CESAR,
+                "repair-log",
+                "--data-dir",
+                str(server.data_dir),
+                "--stream",
+                "Nope",
+                "--after",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert repair.returncode != 0 and "no input stream Nope" in repair.stderr
+        restarts_and_serves(server)
+    finally:
+        server.stop()
+
+
+def test_times_a_client_sends_cannot_jam_a_stream(tmp_path: Path) -> None:
+    server = Server(tmp_path / "data", "--stream", "Ticks(n:int)").start()
+    try:
+        conn = server.connect()
+
+        def send(stream: str, t: int) -> pb.PublishResponse:
+            attributes = (
+                {"n": pb.Value(int_value=1)}
+                if stream == "Ticks"
+                else {
+                    "Name": pb.Value(string_value="IBM"),
+                    "Price": pb.Value(float_value=1.0),
+                    "Volume": pb.Value(int_value=1),
+                }
+            )
+            event = pb.Event(stream=stream, t0=t, t1=t, attributes=attributes)
+            reply: pb.PublishResponse = conn.stub.PublishBatch(
+                pb.PublishRequest(events=[event]), metadata=conn.metadata
+            )
+            return reply
+
+        first = send("Ticks", 2**62)  # the first event of an empty stream in the abstract tick
+        assert first.accepted == 0 and "jumps" in first.rejected[0].reason
+        assert send("Ticks", 1_000).accepted == 1
+        assert send("Ticks", 1_001).accepted == 1
+        replayed = 26_000_000  # a [min] stream replaying 2019: now + 23 h is far ahead of it
+        assert send("Stock", replayed).accepted == 1
+        ahead = int(time.time() / 60) + 23 * 60
+        jump = send("Stock", ahead)
+        assert jump.accepted == 0 and "ahead of the clock" in jump.rejected[0].reason
+        assert send("Stock", replayed + 1).accepted == 1
     finally:
         server.stop()
