@@ -1,12 +1,15 @@
 """Fuzzing every write RPC of a real server: never UNKNOWN or INTERNAL, never dead, never hung.
 
 Hypothesis sends Subscribe, SubscribeBatch, Explain, DefineStream, Publish and
-PublishBatch (events and Arrow rows), with CEL text drawn from CEL's own tokens,
+PublishBatch (events and Arrow rows, plain, zstd and lz4, up to compression
+bombs), with CEL text drawn from CEL's own tokens, deep and long structures
+(NEXT and UNION chains, long SEQs, Kleene closures with aggregates, PLAN pins),
 Algebra messages, and byte-level mutations of valid requests sent raw (so
 undecodable requests are covered too).  Every answer must be OK or a status a
 client can act on; the server must stay up and answer the next call within its
-deadline.  ``pytest -m long -s tests/integration/test_fuzz.py`` runs 100,000 mutated
-requests and prints the count of each status.
+deadline, and restart afterwards with every subscription it accepted.
+``pytest -m long -s tests/integration/test_fuzz.py`` runs 100,000 mutated requests and
+prints the count of each status.
 """
 
 from __future__ import annotations
@@ -56,6 +59,31 @@ PATTERN_TOKENS = [
 patterns = st.lists(st.sampled_from(PATTERN_TOKENS), max_size=30).map(
     lambda tokens: "PATTERN " + " ".join(tokens)
 )
+structures = st.one_of(  # deep and long: each near or past a budget
+    st.integers(1, 40).map(lambda n: "Stock" + " NEXT{$1.Name = $2.Name} Stock" * n),
+    st.integers(1, 120).map(lambda n: " UNION ".join(["FILTER{Price > 1} Stock"] * n)),
+    st.integers(1, 40).map(lambda n: "(" * n + "Stock" + ")" * n),
+    st.tuples(st.integers(1, 90), st.sampled_from(["", " PLAN recompute", " PLAN tree"])).map(
+        lambda pair: (
+            "PATTERN SEQ("
+            + ", ".join(f"Stock a{i}" for i in range(pair[0]))
+            + ") WHERE skip_till_any_match("
+            + ", ".join(f"a{i}" for i in range(pair[0]))
+            + ") { [Name] } WITHIN 10"
+            + pair[1]
+        )
+    ),
+    st.sampled_from(["", " PLAN recompute", " PLAN eager", " PLAN chain(b, a)"]).map(
+        lambda plan: (
+            "PATTERN SEQ(Stock+ a[], Stock b) WHERE skip_till_any_match(a[], b) "
+            "{ [Name] AND a[i].Price > avg(a[..i-1].Price) AND b.Volume > sum(a[].Volume) } "
+            "WITHIN 19" + plan
+        )
+    ),
+    st.integers(250, 300).map(
+        lambda n: "SELECT " + ", ".join(f"Price AS p{i}" for i in range(n)) + " FROM Stock"
+    ),
+)
 names = st.sampled_from(["", "Q", "Stock", "bad name", "select", "x" * 300]) | st.text(max_size=12)
 values = st.one_of(
     st.builds(pb.Value, int_value=st.integers(-(2**63), 2**63 - 1)),
@@ -85,18 +113,26 @@ def algebra_seed() -> pb.Algebra:
     return message
 
 
-def arrow_rows(count: int) -> bytes:
+def arrow_rows(count: int, compression: str | None = None, width: int = 3) -> bytes:
+    """``count`` Stock rows as an Arrow IPC stream, compressed or not, names ``width`` long."""
     table = pa.table(
         {
             "stream": ["Stock"] * count,
             "t0": pa.array(range(count), pa.int64()),
             "t1": pa.array(range(count), pa.int64()),
-            "Stock/Name": ["IBM"] * count,
+            "Stock/Name": ["I" * width] * count,
             "Stock/Price": pa.array([1.0] * count, pa.float64()),
             "Stock/Volume": pa.array([1] * count, pa.int64()),
         }
     )
-    return encode(table)
+    if compression is None:
+        return encode(table)
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 SEEDS: dict[str, list[bytes]] = {
@@ -124,6 +160,10 @@ SEEDS: dict[str, list[bytes]] = {
             watermark=3,
         ).SerializeToString(),
         pb.PublishRequest(arrow_events=arrow_rows(3), shard=0, shards=2).SerializeToString(),
+        pb.PublishRequest(arrow_events=arrow_rows(3, "zstd")).SerializeToString(),
+        pb.PublishRequest(
+            arrow_events=arrow_rows(2, "lz4", 500), shard=1, shards=2
+        ).SerializeToString(),
     ],
 }
 mutations = st.lists(
@@ -191,7 +231,7 @@ def test_mutated_requests(target, method: str, data: st.DataObject, edits) -> No
 
 
 @FUZZ
-@given(query=cel | patterns, name=names, dot=st.booleans())
+@given(query=cel | patterns | structures, name=names, dot=st.booleans())
 def test_cel_and_pattern_text(target, query: str, name: str, dot: bool) -> None:  # type: ignore[no-untyped-def]
     server, channel = target
     stub = pb_stub(channel)
@@ -222,15 +262,21 @@ def test_stream_specs(target, spec: str) -> None:  # type: ignore[no-untyped-def
     shard=st.none() | st.integers(0, 3),
     shards=st.integers(0, 3),
     rows=st.integers(0, 5),
+    compression=st.sampled_from([None, "zstd", "lz4"]),
+    width=st.sampled_from([3, 100_000, 40_000_000]),
     garbage=st.binary(max_size=40),
 )
-def test_publish(target, batch, watermark, key, shard, shards, rows, garbage) -> None:  # type: ignore[no-untyped-def]
+def test_publish(
+    target, batch, watermark, key, shard, shards, rows, compression, width, garbage
+) -> None:  # type: ignore[no-untyped-def]
     server, channel = target
     stub = pb_stub(channel)
     request = pb.PublishRequest(events=batch, watermark=watermark, idempotency_key=key)
     if shard is not None:
         request.shard, request.shards = shard, shards
-    request.arrow_events = arrow_rows(rows) if rows else garbage
+    if width > 1_000_000:  # a bomb: hundreds of MB that compress to a few KB
+        compression = compression or "zstd"
+    request.arrow_events = arrow_rows(rows, compression, width) if rows else garbage
     check(server, lambda: stub.PublishBatch(request, timeout=DEADLINE))
     check(server, lambda: list(stub.Publish(iter([request, request]), timeout=DEADLINE)))
 
@@ -246,6 +292,20 @@ def test_the_server_still_serves_after_the_fuzz(target) -> None:  # type: ignore
     stats = stub.Stats(pb.StatsRequest(), timeout=DEADLINE)
     assert stats.front["batches"] >= 0 and len(stats.shards) == 2
     assert OUTCOMES, "the fuzz ran no call"
+
+
+def test_the_server_restarts_after_the_fuzz_with_what_it_accepted(target) -> None:  # type: ignore[no-untyped-def]
+    server, channel = target
+    before = pb_stub(channel).ListSubscriptions(pb.ListSubscriptionsRequest(), timeout=DEADLINE)
+    assert server.stop() == 0
+    server.start()
+    with grpc.insecure_channel(server.address) as again:
+        stub = pb_stub(again)
+        after = stub.ListSubscriptions(pb.ListSubscriptionsRequest(), timeout=DEADLINE)
+        assert [(s.id, s.last_seq) for s in after.subscriptions] == [
+            (s.id, s.last_seq) for s in before.subscriptions
+        ]
+        stub.Subscribe(pb.SubscribeRequest(query="FILTER{Price > 1} Stock"), timeout=DEADLINE)
 
 
 @pytest.mark.long
