@@ -33,9 +33,15 @@ import pyarrow.compute as pc
 
 from cesar.automata.schema import Event, EventError, StreamSchema
 from cesar.server.front import limits
+from cesar.server.front.auth import Client
 from cesar.server.front.catalog import StreamRow
 from cesar.server.front.epochs import EpochGate
-from cesar.server.front.errors import InvalidArgument
+from cesar.server.front.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    PermissionDenied,
+    ResourceExhausted,
+)
 from cesar.server.front.registry import Registry
 from cesar.server.wire.arrowevents import Checked
 from cesar.server.wire.arrowevents import check as check_arrow
@@ -285,6 +291,36 @@ class Admission:
             f"most t1 = {limit} in its unit): a wrong timestamp or unit? "
             "(cesar serve --max-time-jump)"
         )
+
+
+def check_request(
+    client: Client, request: pb.PublishRequest, shards: int
+) -> tuple[str, int | None]:
+    """A publish request's checks before anything is decoded: its size, its idempotency key,
+    the scope its routing needs and the shard count it was routed for; (the key scoped to
+    ``client``, the shard it was routed to or None)."""
+    if len(request.events) > limits.MAX_PUBLISH_EVENTS:
+        raise ResourceExhausted(
+            f"{len(request.events)} events in one request; the limit is "
+            f"{limits.MAX_PUBLISH_EVENTS}: send smaller batches"
+        )
+    if len(request.idempotency_key.encode()) > limits.MAX_KEY_BYTES:
+        raise InvalidArgument(f"idempotency_key is longer than {limits.MAX_KEY_BYTES} bytes")
+    shard = request.shard if request.HasField("shard") else None
+    if shard is not None and not client.may("feed"):
+        raise PermissionDenied("batches routed to a shard come from the feed: scope=feed")
+    if shard is None and not client.may("client"):
+        raise PermissionDenied(
+            "a feed token publishes batches it routed to one shard (GetRouting); "
+            "events the front routes need scope=client"
+        )
+    if shard is not None and (request.shards != shards or shard >= request.shards):
+        raise FailedPrecondition(
+            f"the batch was routed for shard {shard} of {request.shards}; this server has "
+            f"{shards} shards: fetch the routing table again (GetRouting)"
+        )
+    key = request.idempotency_key
+    return (f"{len(client.name)}:{client.name}:{key}" if key else ""), shard
 
 
 def turns(incoming: list[Incoming], size: int) -> list[list[Incoming]]:

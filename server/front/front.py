@@ -1,37 +1,24 @@
 """The front: the server's operations, in one sequential history (docs/architecture.md).
 
 :class:`Front` is the server's domain logic without gRPC: the servicers in
-:mod:`cesar.server.front.service` translate messages and call it.  It holds
-the lock and calls its parts in order:
-
-* the catalog (:mod:`cesar.server.front.catalog`), the SQLite store of streams,
-  subscriptions, the event log and alerts;
-* the :class:`~cesar.server.front.registry.Registry`, its in-memory mirror:
-  streams, live subscriptions, routes, interest, tallies and alert seqs;
-* subscribing (:mod:`cesar.server.front.subscribing`): check, parse, compile,
-  place and register, everything validated before it is stored;
-* admission (:mod:`cesar.server.front.admission`): which events of a batch are
-  taken and why the others are refused;
-* the :class:`~cesar.server.front.epochs.EpochGate`, which holds each shard's
-  events until their epoch closes, so shards see whole epochs in order;
-* the ordered commit (:mod:`cesar.server.front.commits`), which logs applied
-  batches in number order with their alerts;
-* start-up (:mod:`cesar.server.front.startup`): the catalog, the latest
-  checkpoint and the log replayed;
-* the shards, reached through :class:`~cesar.server.shard.pool.ShardPool`, and
-  the alert streams (:mod:`cesar.server.front.alerts`).
+:mod:`cesar.server.front.service` translate messages and call it.  It holds the
+lock and calls its parts in order: the catalog (SQLite), the
+:class:`~cesar.server.front.registry.Registry` (its in-memory mirror),
+:mod:`~cesar.server.front.streams`, :mod:`~cesar.server.front.subscribing`,
+:mod:`~cesar.server.front.admission`, the epoch gate
+(:mod:`~cesar.server.front.epochs`), the ordered commit
+(:mod:`~cesar.server.front.commits`), :mod:`~cesar.server.front.startup`,
+:mod:`~cesar.server.front.stats`, the shards
+(:class:`~cesar.server.shard.pool.ShardPool`) and the alert streams
+(:mod:`~cesar.server.front.alerts`).
 
 Publishing, subscribing and unsubscribing run one at a time under one lock,
 so the event log, the subscriptions' positions in it and the alerts' seqs
 form one sequential history — the one replayed on start.  Publishing is
 pipelined: a batch is validated, numbered and sent to the shards under the
-lock (:meth:`Front.begin`), the shards apply it with the lock free (each
-shard takes its calls in order), and the committer logs the batches in number
-order, acknowledging each (:class:`~cesar.server.front.commits.Ticket`).
-So the front checks and routes the next batch while the shards apply this
-one, and the history is the same as if they had run one at a time.  Listen streams
-(:mod:`cesar.server.front.alerts`) read committed alerts from their own SQLite
-connections and never block that path.
+lock (:meth:`Front.begin`), the shards apply it with the lock free, and the
+committer logs the batches in number order, acknowledging each.  Listen streams
+read committed alerts from their own SQLite connections and never block that path.
 """
 
 from __future__ import annotations
@@ -45,15 +32,10 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from cesar.automata.automaton import format_dot
-from cesar.automata.compiler import compile_query
-from cesar.automata.errors import CelError
-from cesar.automata.explain import explain
-from cesar.automata.partition import partition_keys
-from cesar.automata.schema import Event, SchemaError, check_name, parse_stream_spec
+from cesar.automata.schema import Event
 from cesar.automata.shape import QueryCache
-from cesar.server.front import limits
-from cesar.server.front.admission import Admission, Incoming, turns
+from cesar.server.front import limits, streams
+from cesar.server.front.admission import Admission, Incoming, check_request, turns
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
@@ -63,7 +45,6 @@ from cesar.server.front.epochs import Arrival, EpochGate, apply_requests
 from cesar.server.front.errors import (
     FailedPrecondition,
     FrontError,
-    InvalidArgument,
     NotFound,
     OutOfRange,
     PermissionDenied,
@@ -74,16 +55,16 @@ from cesar.server.front.pieces import destinations as piece_destinations
 from cesar.server.front.pieces import rows_of
 from cesar.server.front.registry import Live, Registry
 from cesar.server.front.startup import load
+from cesar.server.front.stats import everything, seen_by
 from cesar.server.front.subscribing import (
-    Admitted,
     SubscribeItem,
-    admit,
+    admit_all,
     check_batch,
     check_deadline,
+    explained,
     install_batches,
     prepare_all,
 )
-from cesar.server.host.rss import rss_bytes
 from cesar.server.shard.pool import Applying, ShardPool
 from cesar.server.wire.arrowevents import Checked
 from cesar.server.wire.arrowevents import encode as encode_arrow
@@ -143,119 +124,45 @@ class Front:
     # ---------------------------------------------------------------- streams
 
     def define_stream(self, client: Client, spec: str) -> StreamRow:
-        """Declare an input stream."""
-        try:
-            schema = parse_stream_spec(spec)
-        except SchemaError as exc:
-            raise InvalidArgument(f"stream spec: {exc}") from None
+        """Declare an input stream (:func:`~cesar.server.front.streams.define`)."""
+        schema = streams.parse_spec(spec)
         with self.lock:
             self._check_open()
-            self.registry.check_free(client, schema.name)
-            defined = sum(
-                1
-                for r in self.registry.streams.values()
-                if r.owner == client.name and not r.subscription
-            )
-            if defined >= client.limits.max_streams:
-                raise ResourceExhausted(f"{client.name} has defined {defined} streams, the limit")
-            row = StreamRow(schema.name, schema.spec(), client.name, "")
-            self.catalog.add_stream(row)
-            self.registry.add_stream(row)
+            row = streams.define(client, schema, self.registry, self.catalog)
         log.info("stream defined", extra={"stream": row.name, "owner": client.name})
         return row
 
     def stream_rows(self, client: Client, after: str = "") -> list[tuple[StreamRow, list[str]]]:
         """The streams ``client`` may use named after ``after``, by name, with their readers."""
         with self.lock:
-            rows = [
-                r
-                for r in self.registry.streams.values()
-                if r.name > after and self.registry.may_read(client, r)
-            ]
-            return [
-                (row, sorted(self.registry.shares.get(row.name, ())))
-                for row in sorted(rows, key=lambda r: r.name)
-            ]
-
-    def _own_stream(self, client: Client, name: str, published: bool) -> StreamRow:
-        """``client``'s (an admin: anyone's) published or input stream ``name``; else NotFound."""
-        row = self.registry.streams.get(name)
-        if (
-            row is None
-            or bool(row.subscription) != published
-            or not (row.owner == client.name or client.may("admin"))
-        ):
-            kind = "published" if published else "input"
-            raise NotFound(f"no {kind} stream {name} of yours")
-        return row
+            return streams.listed(client, after, self.registry)
 
     def delete_stream(self, client: Client, name: str) -> None:
         """Remove an input stream ``client`` defined, once no subscription reads it."""
         with self.lock:
             self._check_open()
-            self._own_stream(client, name, published=False)
-            readers = self.registry.readers_of(name)
-            if readers:
-                raise FailedPrecondition(
-                    f"{len(readers)} subscriptions read {name}; they must be removed first"
-                )
-            self.catalog.remove_stream(name)
-            self.registry.remove_stream(name)
+            streams.delete(client, name, self.registry, self.catalog)
         log.info("stream deleted", extra={"stream": name, "owner": client.name})
 
     def share_stream(
         self, client: Client, stream: str, readers: Sequence[str]
     ) -> tuple[StreamRow, list[str]]:
         """Let exactly ``readers`` (other clients) read ``client``'s published ``stream``."""
-        wanted = sorted(set(readers) - {client.name})
-        if len(wanted) > limits.MAX_READERS:
-            raise ResourceExhausted(
-                f"a stream is shared with at most {limits.MAX_READERS} clients, not {len(wanted)}"
-            )
-        for reader in wanted:
-            try:
-                check_name(reader, "client name")
-            except SchemaError as exc:
-                raise InvalidArgument(str(exc)) from None
+        wanted = streams.checked_readers(client, readers)
         with self.lock:
             self._check_open()
-            row = self._own_stream(client, stream, published=True)
-            dropped = self.registry.shares.get(stream, set()) - set(wanted)
-            still = sorted(
-                {self.registry.live[r].row.owner for r in self.registry.readers_of(stream)}
-                & dropped
-            )
-            if still:
-                raise FailedPrecondition(
-                    f"clients {', '.join(still)} have subscriptions reading {stream}; "
-                    "they must remove them before the stream stops being shared with them"
-                )
-            self.catalog.set_shares(stream, wanted)
-            self.registry.share(stream, wanted)
+            row = streams.share(client, stream, wanted, self.registry, self.catalog)
         log.info("stream shared", extra={"stream": stream, "readers": wanted})
         return row, wanted
 
     # ---------------------------------------------------------- subscriptions
 
     def explain(self, client: Client, text: str, dot: bool) -> tuple[str, str, str | None]:
-        """(explain text, DOT or "", key attribute or None) for a query of ``client``'s."""
-        if len(text.encode()) > client.limits.max_query_bytes:
-            raise ResourceExhausted(
-                f"the query is {len(text.encode())} bytes; the limit for {client.name} is "
-                f"{client.limits.max_query_bytes} (max_query_bytes)"
-            )
+        """(explain text, DOT or "", key attribute or None) for a query of ``client``'s
+        (:func:`~cesar.server.front.subscribing.explained`)."""
         with self.lock:
             schemas = self.registry.readable(client)
-        try:
-            query = compile_query(text, schemas, "query")
-        except CelError as exc:
-            raise InvalidArgument(str(exc)) from None
-        keys = partition_keys(query.automata, schemas)
-        return (
-            explain(query, schemas),
-            format_dot(query.automata) if dot else "",
-            min(keys) if keys else None,
-        )
+        return explained(client, text, schemas, dot)
 
     def subscribe(
         self,
@@ -292,34 +199,20 @@ class Front:
             schemas = self.registry.readable(client)
             first = self.catalog.next_subscription_number()
         prepared = prepare_all(client, items, schemas, first, self.queries, deadline)
-        results: list[SubscriptionRow | FrontError] = []
-        admitted: list[Admitted] = []
         with self.lock:
             self._check_open()
-            number = self.catalog.next_subscription_number()
             registry = self.registry
+            results, admitted = admit_all(
+                client,
+                prepared,
+                self.catalog.next_subscription_number(),
+                schemas,
+                registry,
+                self.queries,
+                self.batches,
+                self.counters,
+            )
             try:  # all or nothing: what was registered goes if anything unforeseen fails
-                for ready in prepared:
-                    if isinstance(ready, FrontError):
-                        results.append(ready)
-                        continue
-                    try:
-                        one = admit(
-                            client,
-                            ready,
-                            f"s{number}",
-                            schemas,
-                            registry,
-                            self.queries,
-                            self.batches,
-                            self.counters,
-                        )
-                    except FrontError as exc:
-                        results.append(exc)
-                        continue
-                    number += 1
-                    admitted.append(one)
-                    results.append(one.live.row)
                 groups = registry.groups
                 joins = [
                     (self.batches, sorted(one.live.clock_streams))
@@ -423,27 +316,7 @@ class Front:
         batch of its own (its idempotency key numbered), so other clients' batches
         go between them; a retried request skips the turns already logged.
         """
-        if len(request.events) > limits.MAX_PUBLISH_EVENTS:
-            raise ResourceExhausted(
-                f"{len(request.events)} events in one request; the limit is "
-                f"{limits.MAX_PUBLISH_EVENTS}: send smaller batches"
-            )
-        if len(request.idempotency_key.encode()) > limits.MAX_KEY_BYTES:
-            raise InvalidArgument(f"idempotency_key is longer than {limits.MAX_KEY_BYTES} bytes")
-        key = _scoped(client, request.idempotency_key)
-        shard = request.shard if request.HasField("shard") else None
-        if shard is not None and not client.may("feed"):
-            raise PermissionDenied("batches routed to a shard come from the feed: scope=feed")
-        if shard is None and not client.may("client"):
-            raise PermissionDenied(
-                "a feed token publishes batches it routed to one shard (GetRouting); "
-                "events the front routes need scope=client"
-            )
-        if shard is not None and (request.shards != self.shards.count or shard >= request.shards):
-            raise FailedPrecondition(
-                f"the batch was routed for shard {shard} of {request.shards}; this server has "
-                f"{self.shards.count} shards: fetch the routing table again (GetRouting)"
-            )
+        key, shard = check_request(client, request, self.shards.count)
         with self.lock:
             self._check_open()
             inputs = dict(self.registry.inputs)
@@ -593,52 +466,12 @@ class Front:
             return self.registry.routing_table()
 
     def stats(self, client: Client) -> pb.StatsResponse:
-        """What ``client`` may see of the counters: everything for an admin
-        (:meth:`server_stats`); for any other client, its own subscriptions, streams,
-        Listen streams and alerts, and the plans of its own pattern subscriptions."""
-        if client.may("admin"):
-            return self.server_stats()
-        with self.lock:
-            own = [live for live in self.registry.live.values() if live.row.owner == client.name]
-            ids = {live.row.id for live in own}
-            front = {
-                "subscriptions": len(own),
-                "streams": sum(
-                    1
-                    for row in self.registry.streams.values()
-                    if row.owner == client.name and not row.subscription
-                ),
-                "listens": self.listens[client.name],
-                "alerts": sum(self.registry.last_seq[i] for i in ids),
-            }
-            shards = self.shards.stats()
-        return pb.StatsResponse(
-            front=front,
-            shards=[
-                pb.ShardStats(shard=s.shard, plans={i: p for i, p in s.plans.items() if i in ids})
-                for s in shards
-            ],
-        )
+        """What ``client`` may see of the counters (:func:`~cesar.server.front.stats.seen_by`)."""
+        return seen_by(self, client)
 
     def server_stats(self) -> pb.StatsResponse:
-        """Front counters and every shard's counters (an admin's Stats, and the metrics)."""
-        with self.lock:
-            front = dict(self.counters)
-            front.update(
-                subscriptions=len(self.registry.live),
-                streams=len(self.registry.streams),
-                batches_logged=self.batches,
-                open_epoch_events=self.gate.pending_events(),
-                listens=sum(self.listens.values()),
-                rss_bytes=rss_bytes(),
-                checkpoints=self.checkpoints.taken,
-                checkpoint_position=self.checkpoints.last_position,
-                checkpoint_bytes=self.checkpoints.bytes,
-                checkpoint_ms=round(self.checkpoints.seconds * 1000),
-                log_compacted_to=self.catalog.compacted(),
-            )
-            shards = self.shards.stats()
-        return pb.StatsResponse(front=front, shards=shards)
+        """Every counter (:func:`~cesar.server.front.stats.everything`)."""
+        return everything(self)
 
     # --------------------------------------------------------------- shutdown
 
@@ -671,8 +504,3 @@ class Front:
         self.stop_intake()
         with self.lock:
             self.catalog.close()
-
-
-def _scoped(client: Client, key: str) -> str:
-    """``key`` as stored: prefixed by its client, unambiguously ("" stays "")."""
-    return f"{len(client.name)}:{client.name}:{key}" if key else ""

@@ -24,7 +24,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from cesar.automata.compiler import CompiledQuery
+from cesar.automata.automaton import format_dot
+from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.errors import CelError
+from cesar.automata.explain import explain
+from cesar.automata.partition import partition_keys
 from cesar.automata.schema import SchemaError, StreamSchema, check_name
 from cesar.automata.shape import QueryCache
 from cesar.server.front import limits
@@ -220,6 +224,65 @@ def admit(
         raise InvalidArgument(str(exc)) from None
     registry.register(live, query)
     return Admitted(live, query, install)
+
+
+def explained(
+    client: Client, text: str, schemas: Mapping[str, StreamSchema], dot: bool
+) -> tuple[str, str, str | None]:
+    """(explain text, DOT or "", key attribute or None) for ``text`` over ``schemas``; at
+    most ``max_query_bytes``, as a subscription."""
+    if len(text.encode()) > client.limits.max_query_bytes:
+        raise ResourceExhausted(
+            f"the query is {len(text.encode())} bytes; the limit for {client.name} is "
+            f"{client.limits.max_query_bytes} (max_query_bytes)"
+        )
+    try:
+        query = compile_query(text, schemas, "query")
+    except CelError as exc:
+        raise InvalidArgument(str(exc)) from None
+    keys = partition_keys(query.automata, schemas)
+    return (
+        explain(query, schemas),
+        format_dot(query.automata) if dot else "",
+        min(keys) if keys else None,
+    )
+
+
+def admit_all(
+    client: Client,
+    prepared: Sequence[Prepared | FrontError],
+    first: int,
+    schemas: Mapping[str, StreamSchema],
+    registry: Registry,
+    cache: QueryCache,
+    position: int,
+    counters: Counter[str],
+) -> tuple[list[SubscriptionRow | FrontError], list[Admitted]]:
+    """:func:`admit` each prepared item in order as ``s<first>``, ``s<first+1>``, ...; each
+    item's row or error, and the admitted.  All or nothing on an unforeseen error."""
+    results: list[SubscriptionRow | FrontError] = []
+    admitted: list[Admitted] = []
+    number = first
+    try:
+        for ready in prepared:
+            if isinstance(ready, FrontError):
+                results.append(ready)
+                continue
+            try:
+                one = admit(
+                    client, ready, f"s{number}", schemas, registry, cache, position, counters
+                )
+            except FrontError as exc:
+                results.append(exc)
+                continue
+            number += 1
+            admitted.append(one)
+            results.append(one.live.row)
+    except BaseException:
+        for one in reversed(admitted):
+            registry.unregister(one.live)
+        raise
+    return results, admitted
 
 
 def install_batches(admitted: Sequence[Admitted], shards: int) -> list[shard_pb2.InstallBatch]:

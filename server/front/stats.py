@@ -1,0 +1,69 @@
+"""Stats: what a client may see of the counters, and everything for an admin and the metrics.
+
+An admin's Stats (and the Prometheus endpoint, :mod:`cesar.server.front.metrics`)
+shows the front's counters and every shard's.  Any other client sees what is
+its own: its subscriptions, input streams, Listen streams and alerts, and the
+plans of its own pattern subscriptions — never server-wide figures nor other
+clients' subscription ids.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cesar.server.front.auth import Client
+from cesar.server.host.rss import rss_bytes
+from cesar.v1 import cesar_pb2 as pb
+
+if TYPE_CHECKING:
+    from cesar.server.front.front import Front
+
+
+def seen_by(front: Front, client: Client) -> pb.StatsResponse:
+    """What ``client`` may see (see the module docstring)."""
+    if client.may("admin"):
+        return everything(front)
+    registry = front.registry
+    with front.lock:
+        own = [live for live in registry.live.values() if live.row.owner == client.name]
+        ids = {live.row.id for live in own}
+        counters = {
+            "subscriptions": len(own),
+            "streams": sum(
+                1
+                for row in registry.streams.values()
+                if row.owner == client.name and not row.subscription
+            ),
+            "listens": front.listens[client.name],
+            "alerts": sum(registry.last_seq[i] for i in ids),
+        }
+        shards = front.shards.stats()
+    return pb.StatsResponse(
+        front=counters,
+        shards=[
+            pb.ShardStats(shard=s.shard, plans={i: p for i, p in s.plans.items() if i in ids})
+            for s in shards
+        ],
+    )
+
+
+def everything(front: Front) -> pb.StatsResponse:
+    """The front's counters and every shard's (an admin's Stats, and the metrics)."""
+    with front.lock:
+        counters = dict(front.counters)
+        checkpoints = front.checkpoints
+        counters.update(
+            subscriptions=len(front.registry.live),
+            streams=len(front.registry.streams),
+            batches_logged=front.batches,
+            open_epoch_events=front.gate.pending_events(),
+            listens=sum(front.listens.values()),
+            rss_bytes=rss_bytes(),
+            checkpoints=checkpoints.taken,
+            checkpoint_position=checkpoints.last_position,
+            checkpoint_bytes=checkpoints.bytes,
+            checkpoint_ms=round(checkpoints.seconds * 1000),
+            log_compacted_to=front.catalog.compacted(),
+        )
+        shards = front.shards.stats()
+    return pb.StatsResponse(front=counters, shards=shards)
