@@ -425,25 +425,30 @@ class Planner:
             if not planned.idle and now >= planned.next_check:
                 planned.next_check = now + max(planned.window, CHECK)
                 self._replan(planned, now)
-        if self.limit is not None and not self.epochs % BUDGET_EVERY:
-            self._budget()
+        if not self.epochs % BUDGET_EVERY:
+            if self.limit is not None:
+                self._budget()
+            self.over &= self.shedding  # an episode ends after a whole period without losses
+            self.shedding = set()
         return len(published) - made
 
     def _abandoned(self, planned: Planned) -> None:
         """A recomputing search of ``planned`` went past ``max_steps`` and was stopped: the
-        epoch's work stays bounded (an enumeration may be exponential in the buffered events);
-        the subscription is told once per episode, as when its runs shed."""
+        epoch's work stays bounded (an enumeration may be exponential in the buffered events)."""
+        self._episode(
+            planned,
+            f"its {planned.plan.spell()} plan looked at more than {self.max_steps} candidates "
+            "and matches in one epoch (max_search_steps); the search was stopped there, so "
+            "matches may be missed (one notice until it recovers)",
+        )
+
+    def _episode(self, planned: Planned, notice: str) -> None:
+        """``planned`` lost something to a budget: ``notice`` once per episode (an episode ends
+        after a whole budget period without losses)."""
         self.shedding.add(planned.subscription)
         if planned.subscription not in self.over:
             self.over.add(planned.subscription)
-            self.notices.append(
-                (
-                    planned.subscription,
-                    f"its {planned.plan.spell()} plan looked at more than {self.max_steps} "
-                    "candidates and matches in one epoch (max_search_steps); the search was "
-                    "stopped there, so matches may be missed (one notice until it recovers)",
-                )
-            )
+            self.notices.append((planned.subscription, notice))
 
     def _recall(self, planned: Planned, events: Sequence[Event], now: int) -> None:
         """Keep the negated events of the last window (a negation before the first component)."""
@@ -480,25 +485,17 @@ class Planner:
             dropped = sum(run.shed(keep) for run in planned.runs)
             total -= dropped
             self._dropped(planned, dropped, f"with the other lazy plans exceeded {self.limit}")
-        self.over &= self.shedding  # an episode ends after a whole period without shedding
-        self.shedding = set()
 
     def _dropped(self, planned: Planned, count: int, reason: str) -> None:
         """Count what a subscription's lazy runs shed; notify it once per episode."""
         if not count:
             return
         self.dropped += count
-        self.shedding.add(planned.subscription)
-        if planned.subscription not in self.over:
-            self.over.add(planned.subscription)
-            self.notices.append(
-                (
-                    planned.subscription,
-                    f"its {planned.plan.spell()} plan {reason} partial matches and buffered "
-                    "events; the oldest are dropped, so a match may be missed (one notice "
-                    "until it recovers)",
-                )
-            )
+        self._episode(
+            planned,
+            f"its {planned.plan.spell()} plan {reason} partial matches and buffered events; "
+            "the oldest are dropped, so a match may be missed (one notice until it recovers)",
+        )
 
     def _retire(self, planned: Planned, now: int) -> None:
         window = planned.window

@@ -282,19 +282,8 @@ class ShardPool:
     def snapshot(self, position: int, keep: Sequence[int]) -> list[shard_pb2.SnapshotResponse]:
         """Every shard saves its run state as the snapshot at ``position``, keeping ``keep``."""
         self._settle(range(self.count))
-        calls = [
-            (
-                i,
-                self._send(
-                    i,
-                    "Snapshot",
-                    shard_pb2.SnapshotRequest(
-                        position=position, keep=keep, shard=i, shards=self.count
-                    ),
-                ),
-            )
-            for i in range(self.count)
-        ]
+        request = shard_pb2.SnapshotRequest(position=position, keep=keep)
+        calls = [(i, self._send(i, "Snapshot", request)) for i in range(self.count)]
         return self._all(calls)
 
     def load(self, position: int) -> list[str]:

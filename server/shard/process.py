@@ -50,6 +50,7 @@ from cesar.server.shard.metrics import collect
 from cesar.server.wire.arrowevents import lane_table_events
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
+from cesar.server.wire.routing import GLOBAL
 from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
@@ -132,6 +133,8 @@ class ShardState:
         self.output: dict[str, tuple[str, str]] = {}
         self.queries = QueryCache()
         self.loaded: dict[str, tuple[RunSnapshot, dict[str, int]]] | None = None
+        self.place = (0, 1)
+        """(this shard's index, the shard count) in the front's order, from its last Load."""
         self._schemas: dict[str, StreamSchema] = {}
 
     def _schema(self, spec: str) -> StreamSchema:
@@ -186,8 +189,9 @@ class ShardState:
                 events: Iterable[Event] = lane_table_events(lane_events.arrow)
             else:
                 events = (trusted_event(e) for e in lane_events.events)
+            share = 1 if lane_events.lane == GLOBAL else self.place[1]
             for epoch in epochs(events):
-                self._emit(lane, engine.process(epoch), out)
+                self._emit(lane, engine.process(epoch), out, share)
                 for notice in engine.notices:
                     out.add(
                         shard_pb2.ShardAlert(subscription=notice.subscription, notice=notice.reason)
@@ -195,12 +199,14 @@ class ShardState:
                 engine.notices.clear()
         return out.messages
 
-    def _emit(self, lane: Lane, outputs: list[Event], out: Responses) -> None:
+    def _emit(self, lane: Lane, outputs: list[Event], out: Responses, share: int) -> None:
         """The epoch's alerts, within each subscription's budget: at most
-        ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch`` bytes; the rest are
-        dropped, with one notice per episode (:meth:`Lane.settle`)."""
-        count_limit = self.max_alerts_per_epoch
-        byte_limit = self.max_alert_bytes_per_epoch
+        ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch`` bytes, divided by
+        ``share`` (the shards a key-partitioned subscription runs on, so that its budget holds
+        over all of them); the rest are dropped, with one notice per episode
+        (:meth:`Lane.settle`)."""
+        count_limit = self.max_alerts_per_epoch and -(-self.max_alerts_per_epoch // share)
+        byte_limit = self.max_alert_bytes_per_epoch and -(-self.max_alert_bytes_per_epoch // share)
         made: Counter[str] = Counter()
         sizes: Counter[str] = Counter()
         dropped: Counter[str] = Counter()
@@ -232,16 +238,15 @@ class ShardState:
                     )
                 )
 
-    def snapshot(self, position: int, keep: set[int], place: tuple[int, int] = (0, 1)) -> int:
+    def snapshot(self, position: int, keep: set[int]) -> int:
         """Save every lane's run state as the snapshot at ``position``; its size in bytes.
 
-        ``place`` is (this shard's index, the shard count) in the front's order, written
-        in the snapshot so it is never loaded in another place.  Deletes the snapshots at
-        positions not in ``keep``.
+        The snapshot names :attr:`place`, so it is never loaded in another.  Deletes the
+        snapshots at positions not in ``keep``.
         """
         directory = self._directory()
         data = {
-            "place": list(place),
+            "place": list(self.place),
             "alerts_dropped": self.alerts_dropped,
             "lanes": {
                 name: {"run": capture(lane.engine).to_data(), "capped": dict(lane.capped)}
@@ -261,6 +266,7 @@ class ShardState:
         self.output.clear()
         self.alerts_dropped = 0
         self.loaded = None
+        self.place = place
         if not position:
             return
         data = snapshots.read(self._directory(), position)
@@ -413,8 +419,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         with self.lock:
             self._check_loaded(context)
             try:
-                place = (request.shard, request.shards or 1)
-                size = self.state.snapshot(request.position, set(request.keep), place)
+                size = self.state.snapshot(request.position, set(request.keep))
             except (OSError, SnapshotError) as exc:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"snapshot not written: {exc}")
         seconds = time.monotonic() - started
