@@ -7,8 +7,10 @@
 
 ``--serve N`` starts ``cesar serve --shards N`` on loopback (a scratch data
 directory and a tokens file with one client per subscriber plus one for the
-publishers); ``--server`` drives a running one, whose tokens file lists the
-subscribers' tokens first and the publishers' last.
+publishers, which also reads the server-wide Stats: scope ``client,admin``);
+``--server`` drives a running one, whose tokens file lists the subscribers'
+tokens first and the publishers' last (with the admin scope for the memory
+figures: a client's own Stats has none).
 
 Phases:
 
@@ -585,7 +587,7 @@ def _define(conn: Connection, spec: str) -> None:
 def _serve(settings: Settings, data: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
     """Start ``cesar serve`` with one token per subscriber and one for the publishers."""
     tokens = [secrets.token_hex(8) for _ in range(settings.subscribers + 1)]
-    names = [f"sub{i}" for i in range(settings.subscribers)] + ["publisher"]
+    names = [f"sub{i}" for i in range(settings.subscribers)] + ["publisher scope=client,admin"]
     (data / "tokens").write_text("".join(f"{t} {n}\n" for t, n in zip(tokens, names, strict=True)))
     process = subprocess.Popen(
         [str(CESAR), "serve", "--data-dir", str(data / "server"), "--port", "0",

@@ -100,10 +100,12 @@ class Soak:
 
     def run(self, work: Path) -> dict[str, Any]:
         tokens = work / "tokens"
-        tokens.write_text("".join(f"tok-{c} {c}\n" for c in CLIENTS))
+        lines = [f"tok-{c} {c}\n" for c in CLIENTS] + ["tok-operator operator scope=admin\n"]
+        tokens.write_text("".join(lines))
         server = Server(work / "data", "--tokens", str(tokens)).start()
         try:
             conns = {c: server.connect(f"tok-{c}") for c in CLIENTS}
+            operator = server.connect("tok-operator")  # server-wide Stats are an admin's
             steady_ids = [self._subscribe(conns["steady"], text) for _, text in STEADY]
             for text in RUNAWAY:
                 self._subscribe(conns["runaway"], text)
@@ -119,7 +121,7 @@ class Soak:
             threads = [
                 reader,
                 threading.Thread(target=self._churn, args=(conns["churn"],)),
-                threading.Thread(target=self._sample, args=(conns["publisher"],)),
+                threading.Thread(target=self._sample, args=(operator,)),
             ]
             for thread in threads:
                 thread.start()

@@ -205,8 +205,8 @@ class ShardState:
         ``share`` (the shards a key-partitioned subscription runs on, so that its budget holds
         over all of them); the rest are dropped, with one notice per episode
         (:meth:`Lane.settle`)."""
-        count_limit = self.max_alerts_per_epoch and -(-self.max_alerts_per_epoch // share)
-        byte_limit = self.max_alert_bytes_per_epoch and -(-self.max_alert_bytes_per_epoch // share)
+        count_limit = _shared(self.max_alerts_per_epoch, share)
+        byte_limit = _shared(self.max_alert_bytes_per_epoch, share)
         made: Counter[str] = Counter()
         sizes: Counter[str] = Counter()
         dropped: Counter[str] = Counter()
@@ -466,6 +466,12 @@ class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
             if key == "authorization" and hmac.compare_digest(str(value).encode(), self._expected):
                 return continuation(details)
         return self._deny
+
+
+def _shared(limit: int | None, share: int) -> int | None:
+    """A subscription's budget on one of the ``share`` shards it runs on (at least 1), so the
+    shards together hold it to ``limit`` (None: no limit)."""
+    return None if limit is None else max(1, limit // share)
 
 
 def _capped(saved: object) -> dict[str, int]:
