@@ -17,10 +17,11 @@ MAX_STREAMS = 1_000
 MAX_READERS = 100
 """Clients one published stream may be shared with."""
 
-MAX_INSTANCES_PER_NODE = 100_000
+MAX_INSTANCES_PER_NODE = 10_000
 """Live partial matches one DAG node may hold for each subscription using it, before the
 oldest are dropped: high enough for an ordinary query over a busy stream (thousands of
-open partial matches), low enough to stop a runaway one."""
+open partial matches), low enough that a runaway one (``Stock FOLD{,,} Stock``, whose every
+partial match works at every event) does not slow every client's epochs."""
 MAX_INSTANCES = 1_000_000
 """Live partial matches one engine (a lane of a shard) may hold."""
 MAX_SEARCH_STEPS = 100_000
