@@ -50,7 +50,6 @@ from cesar.server.shard.metrics import collect
 from cesar.server.wire.arrowevents import lane_table_events
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
-from cesar.server.wire.routing import GLOBAL
 from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
@@ -189,9 +188,8 @@ class ShardState:
                 events: Iterable[Event] = lane_table_events(lane_events.arrow)
             else:
                 events = (trusted_event(e) for e in lane_events.events)
-            share = 1 if lane_events.lane == GLOBAL else self.place[1]
             for epoch in epochs(events):
-                self._emit(lane, engine.process(epoch), out, share)
+                self._emit(lane, engine.process(epoch), out)
                 for notice in engine.notices:
                     out.add(
                         shard_pb2.ShardAlert(subscription=notice.subscription, notice=notice.reason)
@@ -199,14 +197,12 @@ class ShardState:
                 engine.notices.clear()
         return out.messages
 
-    def _emit(self, lane: Lane, outputs: list[Event], out: Responses, share: int) -> None:
-        """The epoch's alerts, within each subscription's budget: at most
-        ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch`` bytes, divided by
-        ``share`` (the shards a key-partitioned subscription runs on, so that its budget holds
-        over all of them); the rest are dropped, with one notice per episode
-        (:meth:`Lane.settle`)."""
-        count_limit = _shared(self.max_alerts_per_epoch, share)
-        byte_limit = _shared(self.max_alert_bytes_per_epoch, share)
+    def _emit(self, lane: Lane, outputs: list[Event], out: Responses) -> None:
+        """The epoch's alerts, within each subscription's budget on this shard: at most
+        ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch`` bytes; the rest are
+        dropped, with one notice per episode (:meth:`Lane.settle`)."""
+        count_limit = self.max_alerts_per_epoch
+        byte_limit = self.max_alert_bytes_per_epoch
         made: Counter[str] = Counter()
         sizes: Counter[str] = Counter()
         dropped: Counter[str] = Counter()
@@ -466,12 +462,6 @@ class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
             if key == "authorization" and hmac.compare_digest(str(value).encode(), self._expected):
                 return continuation(details)
         return self._deny
-
-
-def _shared(limit: int | None, share: int) -> int | None:
-    """A subscription's budget on one of the ``share`` shards it runs on (at least 1), so the
-    shards together hold it to ``limit`` (None: no limit)."""
-    return None if limit is None else max(1, limit // share)
 
 
 def _capped(saved: object) -> dict[str, int]:

@@ -544,24 +544,3 @@ def test_times_a_client_sends_cannot_jam_a_stream(tmp_path: Path) -> None:
         assert send("Stock", replayed + 1).accepted == 1
     finally:
         server.stop()
-
-
-def test_the_alert_budget_holds_over_every_shard_a_subscription_runs_on(tmp_path: Path) -> None:
-    server = Server(tmp_path / "data", "--max-alerts-per-epoch", "4").start()
-    try:
-        conn = server.connect()
-        pairs = subscribe(conn, "SELECT * FROM Stock NEXT{$1.Name = $2.Name} Stock")
-        assert pairs.placement.key_attribute == "Name"  # runs on both shards
-        events = [
-            Event.of("Stock", t, t, {"Name": f"N{k}", "Price": 1.0, "Volume": 1})
-            for t in (29_000_000, 29_000_001)
-            for k in range(20)
-        ]
-        publish(conn, events, batch=100)  # epoch two: 20 alerts over both shards
-        (row,) = listed(conn)
-        got = collect(conn, row.last_seq, pb.ListenRequest(after_seq={pairs.id: 0}))
-        sent = [a for a in got if a.HasField("event")]
-        assert 0 < len(sent) <= 4
-        assert any("alerts in one epoch" in a.notice for a in got)
-    finally:
-        server.stop()
