@@ -52,10 +52,12 @@ from cesar.automata.algebra import (
     first_name,
 )
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
+from cesar.automata.evaluate import FunctionRegistry
 from cesar.automata.normal import canonical, canonical_term, dnf, split
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (
     TRUE,
+    Arith,
     Attr,
     Const,
     Dur,
@@ -70,6 +72,7 @@ from cesar.automata.terms import (
     map_term,
 )
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
+from cesar.automata.typecheck import infer_type
 
 HIDDEN_FIRST = "@first"
 """Suffix of a binding that keeps an aggregate's value as a FOLD run entered (read as ``$1.x``)."""
@@ -137,8 +140,15 @@ def _term(term: Term, scopes: Scopes, dur: Term) -> Term:
     return map_term(term, _substitute(scopes, dur))
 
 
-def _apply(op: Select | Project | Rename | Introduce, frame: _Frame) -> _Frame:
-    """Fold one unary operator into a frame (Theorem 3)."""
+def _apply(
+    op: Select | Project | Rename | Introduce, frame: _Frame, functions: FunctionRegistry
+) -> _Frame:
+    """Fold one unary operator into a frame (Theorem 3).
+
+    An assignment substitutes its term where the attribute is read, so an INT term
+    assigned to a FLOAT attribute is made a FLOAT term (``term + 0.0``): the algebra
+    stores it as a float, and ``a / v`` must divide as floats, not truncate.
+    """
     row = {Scope.EVENT: frame.row()}
     if isinstance(op, Select):
         return replace(frame, pred=conjoin(frame.pred, _pred(op.pred, row, frame.dur)))
@@ -149,7 +159,15 @@ def _apply(op: Select | Project | Rename | Introduce, frame: _Frame) -> _Frame:
     if isinstance(op, Rename):
         table = dict(op.mapping)
         return replace(frame, map={table.get(k, k): v for k, v in frame.map.items()})
-    new = {a.name: (_term(a.term, row, frame.dur), a.type) for a in op.assignments}
+    types = dict(op.input.attributes)
+    new: dict[str, tuple[Term, AttrType]] = {}
+    for a in op.assignments:
+        term = _term(a.term, row, frame.dur)
+        if a.type is AttrType.FLOAT:
+            typ = infer_type(a.term, lambda attr: types[attr.name], functions)
+            if typ is AttrType.INT:
+                term = Arith("+", term, Const(0.0, AttrType.FLOAT))
+        new[a.name] = (term, a.type)
     overwritten = [frame.map[name][0] for name in new if name in frame.map]
     return replace(frame, map={**frame.map, **new}, guards=frame.with_guards(overwritten))
 
@@ -213,7 +231,7 @@ class _Builder:
         if isinstance(expr, _UNARY):
             inner = self.fragment(expr.input)
             for draft in inner.entering:
-                draft.frame = _apply(expr, draft.frame)
+                draft.frame = _apply(expr, draft.frame, self.context.options.functions)
             return inner
         if isinstance(expr, Source):
             end = self.new_node()
@@ -237,7 +255,7 @@ class _Builder:
         source = expr if isinstance(expr, Source) else self.resubscribe(expr)
         frame = _base_frame(source, EventDur())
         for op in reversed(ops):
-            frame = _apply(op, frame)
+            frame = _apply(op, frame, self.context.options.functions)
         return source.name, frame
 
     def resubscribe(self, expr: Expr) -> Source:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hypothesis import reject
 from hypothesis import strategies as st
 
+from cesar.automata.normal import DnfLimitError
+from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.schema import Event, parse_stream_spec
 from tests.strategies import streams
 
@@ -228,3 +231,13 @@ def conjunctions(draw: st.DrawFn, name: str = "P", windowed: bool = False) -> st
     if window is not None:
         text += f" WITHIN {window}"
     return f"{text} PUBLISH {name}"
+
+
+def automata_of(pattern):
+    """The pattern's automata; an example whose automaton exceeds the DNF limit is rejected:
+    the server refuses such a pattern (INVALID_ARGUMENT naming the limit), so it has no fast
+    path to compare (a closure over ANY with conditions can draw 576 conjuncts)."""
+    try:
+        return build_pattern_automata(pattern, SCHEMAS)
+    except DnfLimitError:
+        reject()

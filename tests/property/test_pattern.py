@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cesar.automata.partition import partition_keys
-from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.reference import evaluate
 from cesar.automata.pattern.resolve import resolve
@@ -28,6 +27,7 @@ from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.engine.workload import Workload
 from tests.pattern_strategies import (
     SCHEMAS,
+    automata_of,
     compiled_patterns,
     conjunctions,
     negated_patterns,
@@ -44,7 +44,7 @@ SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 def compiled(text):
     pattern = resolve(parse_pattern(text), SCHEMAS)
-    return pattern, build_pattern_automata(pattern, SCHEMAS)
+    return pattern, automata_of(pattern)
 
 
 @settings(max_examples=300, **SETTINGS)

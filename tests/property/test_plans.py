@@ -14,7 +14,6 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, refusal
 from cesar.automata.pattern.reference import evaluate
@@ -22,7 +21,13 @@ from cesar.automata.pattern.resolve import resolve
 from cesar.automata.schema import epochs
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
-from tests.pattern_strategies import SCHEMAS, compiled_patterns, conjunctions, pattern_streams
+from tests.pattern_strategies import (
+    SCHEMAS,
+    automata_of,
+    compiled_patterns,
+    conjunctions,
+    pattern_streams,
+)
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
@@ -59,9 +64,7 @@ def test_forced_switches_at_random_epochs_give_the_oracles_matches(texts, stream
     planned = []
     for text in texts:
         pattern = resolve(parse_pattern(text), SCHEMAS)
-        engine.subscribe(
-            pattern.output.name, build_pattern_automata(pattern, SCHEMAS), None, pattern
-        )
+        engine.subscribe(pattern.output.name, automata_of(pattern), None, pattern)
         want.update(evaluate(pattern, streams))
         if pattern.output.name in engine.planner.planned:
             planned.append((pattern.output.name, choices(pattern)))
@@ -81,7 +84,7 @@ def test_forced_switches_at_random_epochs_give_the_oracles_matches(texts, stream
 def test_the_planner_left_to_itself_gives_the_oracles_matches(text, streams):
     pattern = resolve(parse_pattern(text), SCHEMAS)
     engine = Engine(EngineOptions(plans=True))
-    engine.subscribe("P", build_pattern_automata(pattern, SCHEMAS), None, pattern)
+    engine.subscribe("P", automata_of(pattern), None, pattern)
     events = [e for stream in streams.values() for e in stream]
     assert Counter(engine.run(events)) == Counter(evaluate(pattern, streams))
 
@@ -104,7 +107,7 @@ def test_a_restored_planner_runs_on_as_if_never_stopped(texts, streams, data):
         for pattern in patterns:
             name = pattern.output.name
             since = None if saved is None else saved.since[name]
-            engine.subscribe(name, build_pattern_automata(pattern, SCHEMAS), since, pattern)
+            engine.subscribe(name, automata_of(pattern), since, pattern)
         if saved is not None:
             restore(engine, saved)
         return engine
