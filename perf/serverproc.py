@@ -147,6 +147,12 @@ def subscribe(conn: Connection, text: str, name: str = "") -> pb.Subscription:
     return reply
 
 
+def listed(conn: Connection) -> list[pb.Subscription]:
+    """The caller's subscriptions, as ListSubscriptions gives them."""
+    request = pb.ListSubscriptionsRequest()
+    return list(conn.stub.ListSubscriptions(request, metadata=conn.metadata).subscriptions)
+
+
 def collect(
     conn: Connection, count: int, request: pb.ListenRequest | None = None, timeout: float = 60
 ) -> list[pb.Alert]:

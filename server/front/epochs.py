@@ -294,13 +294,11 @@ def apply_requests(ready: Sequence[Pending]) -> list[shard_pb2.ApplyRequest]:
     requests = [shard_pb2.ApplyRequest()]
     size = 0
     for lane, items in lanes.items():
-        for part in _parts(items):
-            message = shard_pb2.LaneEvents(lane=lane)
-            rows = [item.event for item in part if isinstance(item.event, Row)]
-            if len(rows) == len(part):
-                message.arrow = encode_arrow(lane_table(rows))
-            else:
-                message.events.extend(to_event(event_of(item.event)) for item in part)
+        whole = _lane_message(lane, items)
+        parts = [whole]
+        if whole.ByteSize() > APPLY_BYTES:  # rare: only then is each item's size estimated
+            parts = [_lane_message(lane, part) for part in _parts(items)]
+        for message in parts:
             bytes_ = message.ByteSize()
             if size and size + bytes_ > APPLY_BYTES:
                 requests.append(shard_pb2.ApplyRequest())
@@ -308,6 +306,17 @@ def apply_requests(ready: Sequence[Pending]) -> list[shard_pb2.ApplyRequest]:
             requests[-1].lanes.append(message)
             size += bytes_
     return [request for request in requests if request.lanes]
+
+
+def _lane_message(lane: str, items: list[Pending]) -> shard_pb2.LaneEvents:
+    """A lane's items as one Arrow table when all are rows of routed pieces, else as events."""
+    message = shard_pb2.LaneEvents(lane=lane)
+    rows = [item.event for item in items if isinstance(item.event, Row)]
+    if len(rows) == len(items):
+        message.arrow = encode_arrow(lane_table(rows))
+    else:
+        message.events.extend(to_event(event_of(item.event)) for item in items)
+    return message
 
 
 def _parts(items: list[Pending]) -> list[list[Pending]]:

@@ -141,12 +141,9 @@ def prepare(
     if bool(item.text) == (item.algebra is not None):
         return InvalidArgument("give exactly one of query (CEL text) and algebra")
     size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
-    size += len(item.name.encode())
-    if size > client.limits.max_query_bytes:
-        return ResourceExhausted(
-            f"query and name are {size} bytes; the limit for {client.name} is "
-            f"{client.limits.max_query_bytes} (max_query_bytes)"
-        )
+    too_big = over_query_bytes(client, size + len(item.name.encode()), "query and name are")
+    if too_big is not None:
+        return too_big
     if item.name:
         try:
             check_name(item.name, "name")
@@ -162,6 +159,16 @@ def prepare(
     except FrontError:
         return prepared  # it may read a stream defined meanwhile: compiled again under the lock
     return replace(prepared, query=query)
+
+
+def over_query_bytes(client: Client, size: int, what: str) -> ResourceExhausted | None:
+    """The error for ``size`` bytes of query past ``client``'s ``max_query_bytes``, or None."""
+    if size <= client.limits.max_query_bytes:
+        return None
+    return ResourceExhausted(
+        f"{what} {size} bytes; the limit for {client.name} is "
+        f"{client.limits.max_query_bytes} (max_query_bytes)"
+    )
 
 
 def compile_prepared(
@@ -231,11 +238,9 @@ def explained(
 ) -> tuple[str, str, str | None]:
     """(explain text, DOT or "", key attribute or None) for ``text`` over ``schemas``; at
     most ``max_query_bytes``, as a subscription."""
-    if len(text.encode()) > client.limits.max_query_bytes:
-        raise ResourceExhausted(
-            f"the query is {len(text.encode())} bytes; the limit for {client.name} is "
-            f"{client.limits.max_query_bytes} (max_query_bytes)"
-        )
+    too_big = over_query_bytes(client, len(text.encode()), "the query is")
+    if too_big is not None:
+        raise too_big
     try:
         query = compile_query(text, schemas, "query")
     except CelError as exc:

@@ -97,8 +97,9 @@ class Responses:
         self.messages = [shard_pb2.ApplyResponse()]
         self._size = 0
 
-    def add(self, alert: shard_pb2.ShardAlert) -> None:
-        size = alert.ByteSize()
+    def add(self, alert: shard_pb2.ShardAlert, size: int | None = None) -> None:
+        """Append ``alert`` (``size``: its bytes when the caller measured them already)."""
+        size = alert.ByteSize() if size is None else size
         if self._size and self._size + size > RESPONSE_BYTES:
             self.messages.append(shard_pb2.ApplyResponse())
             self._size = 0
@@ -220,7 +221,7 @@ class ShardState:
                 dropped[subscription] += 1
                 continue
             sizes[subscription] += size
-            out.add(shard_pb2.ShardAlert(subscription=subscription, event=message))
+            out.add(shard_pb2.ShardAlert(subscription=subscription, event=message), size)
         for subscription in made:
             self.alerts_dropped += dropped[subscription]
             if lane.settle(subscription, dropped[subscription] > 0):

@@ -33,6 +33,7 @@ from cesar.perf.serverproc import (
     alert_line,
     collect,
     expected_lines,
+    listed,
     normalized,
     publish,
     sample_events,
@@ -45,11 +46,6 @@ from cesar.v1 import cesar_pb2 as pb
 CESAR = Path(sys.executable).with_name("cesar")
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 BLOB = "Blob(body:string)"
-
-
-def listed(conn) -> list[pb.Subscription]:  # type: ignore[no-untyped-def]
-    request = pb.ListSubscriptionsRequest()
-    return list(conn.stub.ListSubscriptions(request, metadata=conn.metadata).subscriptions)
 
 
 def restarts_and_serves(server: Server) -> None:

@@ -25,6 +25,7 @@ from cesar.perf.serverproc import (
     alert_line,
     collect,
     expected_lines,
+    listed,
     normalized,
     publish,
     sample_events,
@@ -53,11 +54,6 @@ def with_tokens(tmp_path: Path, lines: str) -> Server:
     tokens = tmp_path / "tokens"
     tokens.write_text(lines)
     return Server(tmp_path / "data", "--tokens", str(tokens)).start()
-
-
-def listed(conn) -> list[pb.Subscription]:  # type: ignore[no-untyped-def]
-    request = pb.ListSubscriptionsRequest()
-    return list(conn.stub.ListSubscriptions(request, metadata=conn.metadata).subscriptions)
 
 
 @pytest.mark.parametrize("name", ["bad name", "a-b", "9x", "日本", "select", "x" * 200])
