@@ -58,15 +58,23 @@ from cesar.automata.pattern.plans import Plan
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
 from cesar.index.masks import slots_of
+from cesar.index.thresholds import Thresholds
 from cesar.server.engine.codegen import ThresholdOf
 from cesar.server.engine.params import Group
 from cesar.server.engine.plans import Planner, plannable
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
-from cesar.server.engine.state import EngineCounters, EngineInstance, EngineState, Notice
+from cesar.server.engine.state import (
+    EngineCounters,
+    EngineInstance,
+    EngineState,
+    Notice,
+    Waiting,
+)
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice"]
 
 _EMPTY: Mapping[str, Value] = {}
+_NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
 
 
 class Engine:
@@ -511,9 +519,11 @@ class Engine:
         waits: list[tuple[Group, tuple[str, str, ThresholdOf], EngineInstance]] = []
         waiting_on = self.options.waiting
         joining = self.program.dag.joining
+        filter_of = self.program.filter_of
         for node, groups in nodes.items():
             index = live[node]
             accesses = index.accesses
+            wait_keys = filter_of(node).wait_keys
             joins = node in joining
             affected: dict[int, tuple[EngineInstance, int]] = {}
             for group in groups:
@@ -529,8 +539,16 @@ class Engine:
                     if threshold is None:
                         candidates = filed.values()
                     else:
+                        key = wait_keys[group.conjunct]
                         touched += self._waiting(
-                            group, threshold, event, attrs, own, affected, joins
+                            group,
+                            None if key is None else attrs[key.attr],
+                            threshold,
+                            event,
+                            attrs,
+                            own,
+                            affected,
+                            joins,
                         )
                         candidates = list(filed.values())
                         waits.extend((group, threshold, instance) for instance in candidates)
@@ -553,7 +571,9 @@ class Engine:
             # those that leave now also meet the other events of the epoch).
             for group, (_, op, _), instance in waits:
                 entries = group.params.thresholds(group, instance.members, instance.binding)
-                self.state.wait(instance, group, op, entries)
+                key = wait_keys[group.conjunct]
+                bound = None if key is None else instance.binding[key.bound]
+                self.state.wait(instance, group, bound, op, entries)
             waits.clear()
             if affected:
                 yield node, list(affected.values())
@@ -562,6 +582,7 @@ class Engine:
     def _waiting(
         self,
         group: Group,
+        key: Value | None,
         threshold: tuple[str, str, ThresholdOf],
         event: Event,
         attrs: Mapping[str, Value],
@@ -570,14 +591,15 @@ class Engine:
         joins: bool,
     ) -> int:
         """Add to ``affected`` the waiting instances of ``group`` the event completes
-        (``joins``: the group's node joins).
+        (``joins``: the group's node joins); ``key``: the event's value of the group's
+        wait key (None: it has none).
 
-        The group's threshold index gives the (instance, tuple) entries whose
-        threshold the event's value passes; each is verified whole.  An entry
-        whose instance has no slot of its tuple left goes.  Returns the entries
-        touched.  O(log n + entries passed).
+        The threshold index of the group's instances under ``key`` gives the
+        (instance, tuple) entries whose threshold the event's value passes; each
+        is verified whole.  An entry whose instance has no slot of its tuple
+        left goes.  Returns the entries touched.  O(log n + entries passed).
         """
-        file = self.state.waiting.get(group)
+        file = self.state.waiting.get(group, _NO_FILES).get(key)
         if file is None:
             return 0
         attr = threshold[0]

@@ -88,6 +88,9 @@ class CompiledEdge:
     accesses: tuple[InstanceAccess | None, ...] = ()
     recall: InstanceAccess | None = None
     """An UNLESS edge's :func:`recall_key`, found once when it is compiled."""
+    wait_keys: tuple[InstanceAccess | None, ...] = ()
+    """Per conjunct of a FILTER edge, the equality under which its instances wait by threshold
+    (its AI access is then None: they are filed by group, then wait per key value)."""
 
 
 @dataclass
@@ -463,7 +466,20 @@ class QueryProgram:
         params = EdgeParams(edge_id, edge, self._codegen, self.faults, self.options.small_group)
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
         if edge.kind is EdgeKind.FILTER:
-            compiled.accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
+            accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
+            keys = tuple(
+                access
+                if self.options.waiting
+                and access is not None
+                and access.op == "="
+                and plan.threshold is not None
+                else None
+                for access, plan in zip(accesses, params.plans, strict=True)
+            )
+            compiled.accesses = tuple(
+                a if k is None else None for a, k in zip(accesses, keys, strict=True)
+            )
+            compiled.wait_keys = keys
         elif edge.kind is EdgeKind.UNLESS:
             compiled.recall = recall_key(edge)
         elif edge.kind not in (EdgeKind.STAY, EdgeKind.UNLESS):

@@ -19,7 +19,10 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
   instance, once an event of its group has probed it, waits there per tuple
   of constants under the threshold they give (:class:`Waiting`, in a
   :class:`~cesar.index.thresholds.Thresholds`): later events reach only the
-  instances they complete, however many wait;
+  instances they complete, however many wait.  Where the conjunct also
+  equates a bound value with an event attribute (``$1.Name = Name AND
+  Price < 0.97 * $1.Price``), they wait per value of it: a quote reaches only
+  the runs of its own name that it completes;
 * per clock group (streams that no subscription reads together keep
   independent event time, see :mod:`cesar.server.engine.clocks`; keyed by the
   group's representative) a deadline queue of the instances whose node reads
@@ -109,16 +112,23 @@ class Waiting:
     """An instance waiting in one filter group for the slots of one tuple of constants.
 
     ``threshold`` is the side of the group's threshold atom for the instance's
-    binding and the tuple's constants (None: it faulted).  Identity is the entry's.
+    binding and the tuple's constants (None: it faulted); ``key`` the bound value
+    of the conjunct's wait key (None where it has none).  Identity is the entry's.
     """
 
-    __slots__ = ("entry", "group", "instance", "threshold")
+    __slots__ = ("entry", "group", "instance", "key", "threshold")
 
     def __init__(
-        self, instance: EngineInstance, group: Group, entry: Tuple, threshold: Value | None
+        self,
+        instance: EngineInstance,
+        group: Group,
+        key: Value | None,
+        entry: Tuple,
+        threshold: Value | None,
     ) -> None:
         self.instance = instance
         self.group = group
+        self.key = key
         self.entry = entry
         self.threshold = threshold
 
@@ -139,8 +149,9 @@ class EngineState:
     """Per filter group (of a conjunct without AI access): the instances it met when added."""
     homes: dict[int, list[Group]] = field(default_factory=dict)
     """Per instance id: the groups ``by_group`` files it under, unless it waits there."""
-    waiting: dict[Group, Thresholds[Waiting]] = field(default_factory=dict)
-    """Per filter group with a threshold atom: the instances that wait in it by threshold."""
+    waiting: dict[Group, dict[Value | None, Thresholds[Waiting]]] = field(default_factory=dict)
+    """Per filter group with a threshold atom, per value of its wait key (None: no key): the
+    instances that wait in it by threshold."""
     waits: dict[int, set[Waiting]] = field(default_factory=dict)
     """Per instance id: where it waits (taken out of ``by_group`` for those groups)."""
     expiry: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
@@ -294,20 +305,23 @@ class EngineState:
         self,
         instance: EngineInstance,
         group: Group,
+        key: Value | None,
         op: str,
         thresholds: Iterable[tuple[Tuple, Value | None]],
     ) -> None:
-        """Let ``instance`` wait in ``group`` by the threshold of each tuple (``value op t``).
+        """Let ``instance`` wait in ``group`` under ``key`` by the threshold of each tuple
+        (``value op t``).
 
         It leaves the group's ``by_group`` file.  O(tuples × log n).
         """
         self._leave(group, instance.id)
-        file = self.waiting.get(group)
+        files = self.waiting.setdefault(group, {})
+        file = files.get(key)
         if file is None:
-            file = self.waiting[group] = Thresholds(op)
+            file = files[key] = Thresholds(op)
         mine = self.waits.setdefault(instance.id, set())
         for entry, threshold in thresholds:
-            waiting = Waiting(instance, group, entry, threshold)
+            waiting = Waiting(instance, group, key, entry, threshold)
             file.add(waiting, threshold)
             mine.add(waiting)
 
@@ -323,10 +337,13 @@ class EngineState:
         return entries
 
     def _unlist(self, waiting: Waiting) -> None:
-        file = self.waiting[waiting.group]
+        files = self.waiting[waiting.group]
+        file = files[waiting.key]
         file.remove(waiting, waiting.threshold)
         if not len(file):
-            del self.waiting[waiting.group]
+            del files[waiting.key]
+            if not files:
+                del self.waiting[waiting.group]
 
     def _leave(self, group: Group, instance_id: int) -> None:
         filed = self.by_group.get(group)
@@ -445,10 +462,13 @@ class EngineState:
                     assert not members & ~covered, f"instance {instance_id} lost in a group"
         assert len(filed) == sum(len(f) for f in self.by_group.values())
         assert all(self.instances[i] is instance for (_, i), instance in filed.items())
-        for file in self.waiting.values():
+        files = [(k, f) for by_key in self.waiting.values() for k, f in by_key.items()]
+        for _, file in files:
             file.check_valid()
         entries = [w for waits in self.waits.values() for w in waits]
-        assert len(entries) == sum(len(f) for f in self.waiting.values()) + sum(
+        stored = [w for w in entries if w.threshold is None or not is_nan(w.threshold)]
+        assert all(w.key in self.waiting[w.group] for w in stored)
+        assert len(entries) == sum(len(f) for _, f in files) + sum(
             is_nan(w.threshold) for w in entries if w.threshold is not None
         )
         for waiting in entries:

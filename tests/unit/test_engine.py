@@ -174,6 +174,35 @@ def test_a_waiting_instance_is_reached_only_by_the_events_that_complete_it():
     engine.check_valid()
 
 
+DROP = "S NEXT{$1.k = $2.k AND $2.v < 0.97 * $1.v} S"
+
+
+@pytest.mark.parametrize("waiting", [True, False])
+def test_runs_of_a_key_wait_by_threshold_so_an_event_reaches_only_those_it_completes(waiting):
+    """``$1.k = $2.k AND $2.v < 0.97 * $1.v`` (a 3 % drop of the same key, no window): the
+    runs wait per key value under the threshold 0.97 × v; an event of key ``a`` reaches
+    only the runs of ``a`` that it completes, however many others wait (without waiting
+    by threshold, every run of its key is visited)."""
+    engine = Engine(EngineOptions(waiting=waiting))
+    subscribe(engine, "drop", DROP)
+    for t in range(1, 11):
+        engine.process([s(t, key, 100 + t) for key in "abc"])
+    engine.process([s(11, "z", 0)])  # a key with no runs: the last starts are probed, filed
+    engine.check_valid()
+    assert len(engine.state.instances) == 31
+    before = engine.counters.instances_touched
+    out = engine.process([s(12, "a", 105)])  # 105 < 0.97 × v for v = 109, 110
+    assert sorted(e.attrs()["v"] for e in out) == [105, 105]
+    assert sorted(e.t0 for e in out) == [9, 10]
+    # Waiting: the two it completes, and the start of z at t = 11 (filed by its group, met
+    # once before it waits).  Without: the ten runs of a.
+    assert engine.counters.instances_touched - before == (3 if waiting else 10)
+    engine.check_valid()
+    out = engine.process([s(13, "a", 1)])  # the other eight of a, and the one from t = 12
+    assert sorted(e.t0 for e in out) == list(range(1, 9)) + [12]
+    engine.check_valid()
+
+
 RUN = "(SELECT *, 1 AS n FROM S) FOLD{$2.k = $.k, $2.v > $.v, $.n + 1 AS n} S"
 
 
