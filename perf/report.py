@@ -50,7 +50,7 @@ def subscribed(engine_name: str, texts: Sequence[str], schema: StreamSchema) -> 
     engine = Engine(options)
     for number, text in enumerate(texts):
         compiled = compile_query(text, {schema.name: schema}, f"q{number}")
-        engine.subscribe(compiled.name, compiled.automata)
+        engine.subscribe(compiled.name, compiled.automata, None, compiled.pattern)
     return engine
 
 

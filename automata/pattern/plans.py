@@ -163,7 +163,6 @@ def plan_line(pattern: Resolved) -> str:
             pattern, Plan(PlanKind.CHAIN, names)
         )
         return f"eager: {why}"
-    first = initial(pattern).spell()
     weighed = ", ".join(
         [
             "eager",
@@ -172,16 +171,11 @@ def plan_line(pattern: Resolved) -> str:
         ]
     )
     return (
-        f"{first} until the rates are known (eager beside subscriptions of its template), "
-        f"then the cheapest of {weighed} by live rates, re-weighed every window; PLAN pins one"
+        "eager on the shared DAG until it holds many partial matches for this subscription, "
+        f"then the cheapest of {weighed} by live rates (a lazy plan also pays for its look at "
+        "every event), re-weighed every window; a lazy plan measured worse than eager goes "
+        "back; PLAN pins one"
     )
-
-
-def initial(pattern: Resolved) -> Plan:
-    """The plan a subscription starts with while the rates are unknown: a tree (each partial
-    match takes next the component with the fewest buffered events), else eager."""
-    tree = Plan(PlanKind.TREE)
-    return tree if len(pattern.steps) > 1 and refusal(pattern, tree) is None else EAGER
 
 
 # ----------------------------------------------------------------- the cost model
@@ -260,14 +254,20 @@ def candidates(pattern: Resolved, rates: Mapping[str, float]) -> list[Plan]:
 
 
 def choose(
-    pattern: Resolved, rates: Mapping[str, float], keys: int = 1, sharing: int = 1
+    pattern: Resolved,
+    rates: Mapping[str, float],
+    keys: int = 1,
+    sharing: int = 1,
+    look: float = 0.0,
 ) -> tuple[Plan, float]:
     """The cheapest plan for ``pattern`` by :func:`cost`, and its cost (ties: the first of
     :func:`candidates`, eager before lazy); eager's cost is divided among the ``sharing``
-    subscriptions whose automata the DAG merges into one (a lazy run is one's own)."""
+    subscriptions whose automata the DAG merges into one (a lazy run is one's own), and a lazy
+    plan pays ``look`` besides: its own look at the events of its streams, which the DAG's
+    indices share."""
     best, best_cost = EAGER, cost(pattern, EAGER, rates, keys) / max(sharing, 1)
     for plan in candidates(pattern, rates)[1:]:
-        value = cost(pattern, plan, rates, keys)
+        value = look + cost(pattern, plan, rates, keys)
         if value < best_cost:
             best, best_cost = plan, value
     return best, best_cost

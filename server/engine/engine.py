@@ -96,6 +96,7 @@ class Engine:
             self.options.functions,
             self.options.max_instances,
             self.options.max_search_steps,
+            self.options.plan_costs,
         )
 
     @property
@@ -179,6 +180,19 @@ class Engine:
             self._apply(self.program.unsubscribe(subscription))
         else:
             self.program.retire(subscription, until)
+
+    def held(self, subscription: str) -> float:
+        """The partial matches the DAG holds for a subscription: at each node of its automata,
+        the node's live instances divided among the automata using it.  O(their nodes)."""
+        live, nodes, placement = self.state.live, self.program.dag.nodes, self.program.placement
+        total, index = 0.0, 0
+        while (placed := placement(subscription, index)) is not None:
+            for node in placed[0].nodes:
+                instances = live.get(node)
+                if instances is not None:
+                    total += len(instances) / max(nodes[node].refs, 1)
+            index += 1
+        return total
 
     def remember_past(self, events: Iterable[Event]) -> None:
         """Remember events of earlier epochs for the UNLESS edges of automata just entered
@@ -755,6 +769,7 @@ class Engine:
             ):
                 kept.add(parent.id)
                 state.rebind(parent, instance)
+                self._wait_by_key(parent)
                 continue
             self.admit(instance, homes_of)
         for instance_id, slots in leaving.items():
@@ -782,6 +797,23 @@ class Engine:
                 for group in compiled.params.groups_meeting(instance.members, conjunct)
             ]
         self.state.add(instance, program.bound.get(node), program.clock_group(node), homes)
+        self._wait_by_key(instance)
+
+    def _wait_by_key(self, instance: EngineInstance) -> None:
+        """Let an instance wait by threshold under its bound value of each conjunct's wait key
+        at once: an event of another key never meets it (without a key, an instance waits
+        once an event of its group first probes it).  O(groups × tuples × log n)."""
+        compiled = self.program.filter_of(instance.node)
+        for conjunct, key in enumerate(compiled.wait_keys):
+            if key is None:
+                continue
+            params = compiled.params
+            threshold = params.plans[conjunct].threshold
+            assert threshold is not None
+            bound = instance.binding[key.bound]
+            for group in params.groups_meeting(instance.members, conjunct):
+                entries = params.thresholds(group, instance.members, instance.binding)
+                self.state.wait(instance, group, bound, threshold[1], entries)
 
     def _enforce_limits(self, nodes: set[int]) -> None:
         """Drop the oldest instances over a limit; notify once per episode over it.

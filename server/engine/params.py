@@ -172,6 +172,14 @@ def plan_conjunct(
                 ordered.append((codegen.value(left), atom.op, right.index))
         else:
             general.append(atom)
+    found = _threshold_atom(general, codegen)
+    if found is None:
+        # A parameter-free ordering of an event attribute against the binding
+        # (``$2.Price > $1.Price``) is general too: its instances can wait by threshold.
+        found = _threshold_atom(fixed, codegen, binding_only=True)
+        if found is not None:
+            fixed.remove(found[1])
+            general.append(found[1])
     params = sorted({p for atom in general for p in _params(atom.left) + _params(atom.right)})
     return ConjunctPlan(
         tuple(keys),
@@ -180,19 +188,40 @@ def plan_conjunct(
         codegen.general(tuple(general)) if general else None,
         tuple(params),
         tuple(ranges),
-        _threshold_atom(general, codegen),
+        None if found is None else found[0],
     )
 
 
-def _threshold_atom(general: list[Cmp], codegen: Codegen) -> tuple[str, str, ThresholdOf] | None:
-    """The first general atom ``attribute op side`` whose side reads no event and no DUR."""
-    for atom in general:
+def _threshold_atom(
+    atoms: list[Cmp], codegen: Codegen, binding_only: bool = False
+) -> tuple[tuple[str, str, ThresholdOf], Cmp] | None:
+    """The first atom ``attribute op side`` whose side reads no event and no DUR (and, if
+    ``binding_only``, reads the binding), as ``(attribute, op, side)``, and the atom."""
+    for atom in atoms:
         if atom.op not in RANGE_OPS:
             continue
         for event, side, op in ((atom.left, atom.right, atom.op), (atom.right, atom.left, None)):
-            if isinstance(event, Attr) and event.scope is Scope.EVENT and _bound_only(side):
-                return event.name, op or FLIPPED[atom.op], codegen.threshold(side)
+            if (
+                isinstance(event, Attr)
+                and event.scope is Scope.EVENT
+                and _bound_only(side)
+                and (not binding_only or _reads_binding(side))
+            ):
+                return (event.name, op or FLIPPED[atom.op], codegen.threshold(side)), atom
     return None
+
+
+def _reads_binding(term: Term) -> bool:
+    """True if ``term`` reads an attribute of the instance's binding."""
+    if isinstance(term, Attr):
+        return term.scope is not Scope.EVENT
+    if isinstance(term, Arith):
+        return _reads_binding(term.left) or _reads_binding(term.right)
+    if isinstance(term, Neg):
+        return _reads_binding(term.operand)
+    if isinstance(term, Call):
+        return any(_reads_binding(arg) for arg in term.args)
+    return False
 
 
 def _bound_only(term: Term) -> bool:

@@ -1,22 +1,32 @@
 """The engine's planner: live rates, a plan per pattern subscription, switches that lose nothing.
 
 A pattern subscription that a lazy plan can run (:func:`~cesar.automata.pattern.plans.refusal`)
-is *planned*: :class:`Planner` keeps, per component, the rate of the events that
-pass the component's own conditions (exponentially decayed over ``16 × WITHIN``
-ticks: one predicate test per event of its streams, always on), the partition
-keys sharing them, and the selectivity of each condition between components as
-the lazy runs judge it (shown, not weighed).  It starts a
-subscription on a lazy tree (which orders each partial match by the buffers:
-the paper's answer to unknown frequencies) — or eager, where no lazy plan can
-run it or where subscriptions of the same template share the DAG already; every
-``WITHIN`` ticks (``CHECK`` at least) it weighs the plans by
-:func:`~cesar.automata.pattern.plans.cost`.
-It switches when the best costs less than ``1 / HYSTERESIS`` of the current
-plan's cost (eager's divided among the planned subscriptions of its template,
-which the DAG merges: leaving saves only this subscription's share) and the saving is worth
-``MATERIAL`` of the events every plan looks at, the rates have been watched for
-half a decay time, and the previous switch has finished.  A subscription may pin
-its plan (``PLAN chain(c, b, a)`` in the pattern); a pinned plan never changes.
+is *planned*.  The planner thinks in marginal costs beside the other subscriptions: on the
+shared DAG a subscription costs little more than what its indices and merged nodes already
+pay, while a lazy run is its own (it looks at every event of its streams, and buffers
+them).  So a subscription starts **eager**, on the DAG, and is left there unwatched (no work
+per event) while the DAG holds few partial matches for it: every ``sweep`` epochs
+(:class:`PlanCosts`) a slice of the eager subscriptions is looked at (:meth:`Dag.held`: the
+live instances of its nodes, divided among the automata sharing each), and one holding
+``heavy`` or more is *watched*.
+
+A watched subscription keeps, per component, the rate of the events that pass the
+component's own conditions and the rate of all events of its streams (exponentially decayed
+over ``decay_windows × WITHIN`` ticks: one predicate test per event of its streams), the partition
+keys sharing them, and the selectivity of each condition between components as the lazy
+runs judge it (shown, not weighed).  Every ``WITHIN`` ticks (``check`` at least) it weighs
+the plans by :func:`~cesar.automata.pattern.plans.choose`: a lazy plan pays ``look`` per
+event of its streams besides its partial-match work; eager's cost is divided among the
+planned subscriptions of its template, which the DAG merges.  It switches when the best
+costs less than ``1 / HYSTERESIS`` of the current plan's cost and the saving is worth
+``MATERIAL`` of the events every plan looks at, the rates have been watched for half a decay
+time, and the previous switch has finished.
+
+Every switch to a lazy plan is guarded: the lazy run's measured work (partial matches made,
+candidates searched, and its look at every event) is compared, two windows on, with the
+eager cost it was chosen against; worse by ``HYSTERESIS`` and it goes back to eager, barred
+from lazy plans for ``BAR_WINDOWS`` windows.  A subscription may pin its plan (``PLAN
+chain(c, b, a)`` in the pattern); a pinned plan never changes.
 
 The eager plan is the subscription's automaton on the shared DAG; the others
 are :class:`~cesar.automata.pattern.lazy.LazyRun` s.  A switch at epoch ``E``
@@ -50,7 +60,6 @@ from cesar.automata.pattern.plans import (
     choose,
     conjuncts,
     cost,
-    initial,
     pinned,
     refusal,
 )
@@ -63,19 +72,41 @@ HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it ..."""
 MATERIAL = 0.1
 """... and save partial-match work worth this share of the events every plan looks at."""
-DECAY_WINDOWS = 16
-"""Rates decay with a time constant of this many windows."""
 JUDGED = 30
 """A condition's selectivity counts once the lazy runs judged this many assignments with it."""
-CHECK = 16
-"""The plans are weighed every window, and at most every this many ticks."""
 CROWD = 8
 """An eager subscription among this many of its template stays eager: its share of the
 DAG's work is too small to leave, so its rates are not measured (one test per event saved)."""
+SLICES = 16
+"""A sweep looks at one slice of this many of the eager subscriptions."""
+BAR_WINDOWS = 16
+"""A lazy plan that measured worse than the eager cost it was chosen against goes back to
+eager, which it keeps for this many windows."""
+GUARD_WINDOWS = 2
+"""A lazy plan's work is measured over this many windows after the switch."""
 BUDGET_EVERY = 64
 """The lazy runs' common budget is enforced every this many epochs."""
 KEY_SAMPLE = 8
 """The partition keys of one epoch in this many are counted (how many keys share the events)."""
+
+
+@dataclass(frozen=True)
+class PlanCosts:
+    """The planner's thresholds (``EngineOptions.plan_costs``); the defaults serve."""
+
+    heavy: float = 64.0
+    """An eager subscription is watched once the DAG holds this many partial matches for it
+    (its share of its nodes' instances); it is left unwatched again below a quarter of it."""
+    look: float = 1.0
+    """A lazy plan's own look at one event of its streams, in partial-match steps: the
+    DAG's look is shared through its indices, a lazy run's is not."""
+    sweep: int = 64
+    """Every this many epochs, one of ``SLICES`` slices of the eager subscriptions is
+    looked at (each of them, while there are fewer)."""
+    decay_windows: int = 16
+    """Rates decay with a time constant of this many windows."""
+    check: int = 16
+    """The plans are weighed every window, and at most every this many ticks."""
 
 
 def plannable(pattern: Resolved) -> bool:
@@ -89,7 +120,8 @@ def plannable(pattern: Resolved) -> bool:
 
 @dataclass
 class Rates:
-    """Per component, the decayed count of the events that fit it.
+    """Per component, the decayed count of the events that fit it; last, of all events of the
+    pattern's streams.
 
     Events are counted as they come (O(1) each) and folded into the decayed
     counts when the rates are read, as if they had come then.
@@ -103,11 +135,18 @@ class Rates:
     keys: dict[Key, float] = field(default_factory=dict)
 
     def add(self, n: int, t: int) -> None:
-        """An event fitting component ``n`` at time ``t``."""
+        """An event fitting component ``n`` at time ``t`` (``n`` past the components: any
+        event of the pattern's streams, :meth:`seen`)."""
         if not self.pending:
             self.pending = [0] * len(self.counts)
             self.since = min(self.since, t)
         self.pending[n] += 1
+
+    def seen(self, count: int, t: int) -> None:
+        """``count`` events of the pattern's streams at time ``t``."""
+        if count:
+            self.add(len(self.counts) - 1, t)
+            self.pending[-1] += count - 1
 
     def key(self, key: Key, t: int) -> None:
         """An event of partition key ``key`` at time ``t``."""
@@ -119,12 +158,18 @@ class Rates:
         return max(len(self.keys), 1)
 
     def at(self, t: float) -> list[float]:
-        """Events per tick per component at time ``t``."""
+        """Events per tick per component at time ``t``, then of all the pattern's streams.
+
+        A decayed count watched for ``w`` ticks holds ``1 - exp(-w / tau)`` of a steady
+        rate's ``tau`` events: it is divided by that, so a young count is not read low.
+        """
         decay = math.exp(-(t - self.last) / self.tau) if self.last > -math.inf else 0.0
         pending = self.pending or [0] * len(self.counts)
         self.counts = [c * decay + p for c, p in zip(self.counts, pending, strict=True)]
         self.last, self.pending = t, [0] * len(self.counts)
-        return [c / self.tau for c in self.counts]
+        watched = max(t - self.since + 1, 1.0)
+        span = self.tau * -math.expm1(-watched / self.tau)
+        return [c / span for c in self.counts]
 
 
 @dataclass
@@ -154,7 +199,15 @@ class Planned:
     why: str = "not weighed yet: no rates"
     next_check: float = -math.inf
     idle: bool = False
-    """Pinned, or eager among ``CROWD`` or more of its template: not measured, not weighed."""
+    """Pinned, or eager and not watched: not measured, not weighed."""
+    watched: bool = False
+    """Eager with ``heavy`` partial matches or more on the DAG, fewer than ``CROWD`` of its
+    template: its rates are measured and its plans weighed."""
+    barred_until: float = -math.inf
+    """No lazy plan before this tick: the last one measured worse than eager."""
+    promise: tuple[float, float, int] | None = None
+    """After a switch to a lazy plan: the eager cost per tick it was chosen against, the tick
+    of the switch, and the lazy runs' work counted then."""
     selectivity: dict[Pred, float] = field(default_factory=dict)
     """Per condition between components, the share of assignments it let through in the
     lazy runs (kept across plans; where it judged ``JUDGED`` or more): shown in ``why``,
@@ -188,8 +241,10 @@ class Planner:
         functions: FunctionRegistry = DEFAULT_FUNCTIONS,
         limit: int | None = None,
         max_steps: int | None = None,
+        costs: PlanCosts = PlanCosts(),
     ) -> None:
         self.dag = dag
+        self.costs = costs
         self.max_steps = max_steps
         """Candidates and matches the recomputing searches of one subscription may look at per
         epoch (None: no bound): past it the search stops (:meth:`_abandoned`)."""
@@ -227,14 +282,15 @@ class Planner:
         """Plan a new subscription: its pin, or :func:`~cesar.automata.pattern.plans.initial`."""
         pin = pinned(pattern)
         steps = len(pattern.steps)
-        rates = Rates(DECAY_WINDOWS * max(pattern.window or 1, 1), [0.0] * steps)
+        tau = self.costs.decay_windows * max(pattern.window or 1, 1)
+        rates = Rates(tau, [0.0] * (steps + 1))
         fits = Fits(pattern, FastJudge(pattern, self.faults, self.functions, self.compiler))
         edges = _edges(automata)
         shape = self.shapes.get(edges)
         if shape is None:
             shape = self.shapes[edges] = next(self.numbers)
         siblings = self._siblings(shape)
-        plan = pin or (EAGER if siblings else initial(pattern))
+        plan = pin or EAGER
         planned = Planned(
             subscription,
             pattern,
@@ -249,9 +305,11 @@ class Planner:
         if pin is not None:
             planned.why = "pinned by the pattern's PLAN"
         elif siblings:
-            planned.why = f"rates not known yet: eager shares the DAG with {siblings} like it"
-        elif plan.kind is PlanKind.TREE:
-            planned.why = "rates not known yet: a tree takes next the fewest buffered events"
+            planned.why = f"eager: it shares the DAG with {siblings} like it"
+        else:
+            planned.why = (
+                f"eager: weighed once the DAG holds {self.costs.heavy:.0f} partial matches for it"
+            )
         if any(n.after == -1 for n in pattern.negations):
             planned.history = Buffer(False)
         self.planned[subscription] = planned
@@ -296,12 +354,14 @@ class Planner:
         """How many planned subscriptions have template ``shape``."""
         return len(self.members.get(shape, ()))
 
+    def _watching(self, planned: Planned) -> bool:
+        """Whether an eager subscription's plans are weighed: watched, not crowded."""
+        return planned.watched and self._siblings(planned.template) < CROWD
+
     def _refresh(self, planned: Planned, present: bool = True) -> None:
         """Put a subscription among the readers of its streams if an epoch has work for it
         (a lazy run, a negation history, or rates to measure), or take it out."""
-        idle = planned.pinned or (
-            planned.plan == EAGER and self._siblings(planned.template) >= CROWD
-        )
+        idle = planned.pinned or (planned.plan == EAGER and not self._watching(planned))
         if idle != planned.idle:  # measuring again: the old rates are stale
             planned.idle = idle
             planned.rates = Rates(planned.rates.tau, [0.0] * len(planned.rates.counts))
@@ -339,6 +399,7 @@ class Planner:
             raise ValueError(f"plan {plan.spell()}: {reason}")
         if plan == planned.plan or (not force and (planned.pinned or planned.retiring)):
             return False
+        planned.promise = None
         if planned.plan.kind is PlanKind.EAGER:
             assert planned.dag is not None
             planned.dag = (planned.dag[0], clock)
@@ -402,6 +463,7 @@ class Planner:
                     self._recall(planned, mine, now)
                 continue
             places = {id(e): planned.fits.places(e) for e in mine}
+            planned.rates.seen(len(mine), now)
             add = planned.rates.add
             for found in places.values():
                 for n in found:
@@ -423,14 +485,32 @@ class Planner:
                 self._limit(planned)
             self._retire(planned, now)
             if not planned.idle and now >= planned.next_check:
-                planned.next_check = now + max(planned.window, CHECK)
+                planned.next_check = now + max(planned.window, self.costs.check)
                 self._replan(planned, now)
+        if not self.epochs % self.costs.sweep:
+            self._sweep()
         if not self.epochs % BUDGET_EVERY:
             if self.limit is not None:
                 self._budget()
             self.over &= self.shedding  # an episode ends after a whole period without losses
             self.shedding = set()
         return len(published) - made
+
+    def _sweep(self) -> None:
+        """Watch the eager subscriptions of this sweep's slice that the DAG holds ``heavy``
+        partial matches or more for.  O(planned subscriptions), the DAG asked about a slice."""
+        slices = min(SLICES, len(self.planned))
+        part = self.epochs // self.costs.sweep % slices
+        for number, planned in enumerate(self.planned.values()):
+            if number % slices != part or not planned.idle or planned.plan != EAGER:
+                continue
+            if planned.pinned or self._siblings(planned.template) >= CROWD:
+                continue
+            held = self.dag.held(planned.subscription)
+            if held >= self.costs.heavy:
+                planned.watched = True
+                planned.why = f"eager: the DAG holds {held:.0f} partial matches for it; weighing"
+                self._refresh(planned)
 
     def _abandoned(self, planned: Planned) -> None:
         """A recomputing search of ``planned`` went past ``max_steps`` and was stopped: the
@@ -508,11 +588,21 @@ class Planner:
             self.dag.retire(planned.subscription, None)
 
     def _replan(self, planned: Planned, now: int) -> None:
-        """Weigh the plans; switch past the hysteresis (module docstring)."""
+        """Weigh the plans; switch past the hysteresis, and back from a lazy plan that
+        measured worse than its promise (module docstring)."""
+        if planned.plan == EAGER and not planned.retiring:
+            held = self.dag.held(planned.subscription)
+            if held < self.costs.heavy / 4:  # the DAG serves it cheaply again: stop watching
+                planned.watched = False
+                planned.why = f"eager: the DAG holds {held:.0f} partial matches for it"
+                self._refresh(planned)
+                return
         if now - planned.rates.since < planned.rates.tau / 2:
             return
         names = [s.var for s in planned.pattern.steps]
-        rates = dict(zip(names, planned.rates.at(now), strict=True))
+        measured_rates = planned.rates.at(now)
+        rates = dict(zip(names, measured_rates, strict=False))
+        look = self.costs.look * measured_rates[-1]
         keys = planned.rates.spread(now)
         judged: dict[Pred, list[int]] = {}
         for run in planned.runs:
@@ -524,21 +614,55 @@ class Planner:
             if tried >= JUDGED:
                 planned.selectivity[pred] = kept / tried
         measured = planned.selectivity
-        current = cost(planned.pattern, planned.plan, rates, keys)
         sharing = self._siblings(planned.template)
-        best, best_cost = choose(planned.pattern, rates, keys, sharing)
-        if planned.plan == EAGER:  # leaving the DAG saves only this subscription's share
-            current /= sharing
+        eager = cost(planned.pattern, EAGER, rates, keys) / max(sharing, 1)
+        current = (
+            eager
+            if planned.plan == EAGER
+            else look + cost(planned.pattern, planned.plan, rates, keys)
+        )
+        best, best_cost = choose(planned.pattern, rates, keys, sharing, look)
         shares = "".join(f"; {to_cel(pred)} passes {p:.2g}" for pred, p in measured.items())
         planned.why = (
             f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
             f" (rates per tick: {', '.join(f'{v} {r:.3g}' for v, r in rates.items())}; "
+            f"{measured_rates[-1]:.3g} events of its streams; "
             f"{keys} key{'s' if keys > 1 else ''}{shares}"
             f"{f'; eager shared by {sharing} on the DAG' if sharing > 1 else ''})"
         )
+        if self._broken(planned, now, look):
+            return
+        if best != EAGER and now < planned.barred_until:
+            planned.why += f"; lazy plans barred until {planned.barred_until:g}"
+            return
         touched = sum(rates.values())  # the look at each event every plan takes
         if best_cost * HYSTERESIS < current and current - best_cost > MATERIAL * touched:
-            self.switch(planned.subscription, best, now)
+            leaving = planned.plan == EAGER
+            if self.switch(planned.subscription, best, now) and leaving:
+                planned.promise = (eager, now, _work(planned))
+
+    def _broken(self, planned: Planned, now: int, look: float) -> bool:
+        """A lazy plan ``GUARD_WINDOWS`` windows after its switch from eager: if its measured
+        work per tick is worse than the eager cost it promised to beat by ``HYSTERESIS``,
+        back to eager, barred from lazy plans for ``BAR_WINDOWS`` windows.  True if it went."""
+        if planned.promise is None:
+            return False
+        eager, since, work = planned.promise
+        span = now - since
+        if span < GUARD_WINDOWS * planned.window:
+            return False
+        planned.promise = None
+        lazy = (_work(planned) - work) / max(span, 1) + look
+        if lazy <= eager * HYSTERESIS:
+            return False
+        left = planned.plan.spell()
+        self.switch(planned.subscription, EAGER, now, force=True)
+        planned.barred_until = now + BAR_WINDOWS * planned.window
+        planned.why = (
+            f"eager: {left} measured {lazy:.3g} steps per tick against "
+            f"eager's {eager:.3g}; lazy plans barred until {planned.barred_until:g}"
+        )
+        return True
 
     def save(self) -> dict[str, SavedPlanned]:
         """Every planned subscription's state as plain data: plan, rates, its DAG share, and
@@ -549,6 +673,9 @@ class Planner:
             out[name] = {
                 "plan": planned.plan.spell(),
                 "pinned": planned.pinned,
+                "watched": planned.watched,
+                "barred_until": planned.barred_until,
+                "promise": None if planned.promise is None else list(planned.promise),
                 "why": planned.why,
                 "next_check": planned.next_check,
                 "rates": [rates.counts, rates.last, rates.since, rates.pending],
@@ -579,10 +706,16 @@ class Planner:
         plan = Plan.parse(saved["plan"])
         planned.plan = EAGER if plan is None else plan
         planned.pinned, planned.why = saved["pinned"], saved["why"]
+        planned.watched = saved.get("watched", False)
+        planned.barred_until = saved.get("barred_until", -math.inf)
+        promise = saved.get("promise")
+        planned.promise = None if promise is None else (promise[0], promise[1], promise[2])
         planned.next_check = saved["next_check"]
         counts, last, since, pending = saved["rates"]
-        planned.rates.counts, planned.rates.last = list(counts), last
-        planned.rates.since, planned.rates.pending = since, list(pending)
+        width = len(planned.rates.counts)  # a snapshot before the count of all events: one less
+        planned.rates.counts = [*counts, 0.0][:width]
+        planned.rates.last, planned.rates.since = last, since
+        planned.rates.pending = [*pending, 0][:width] if pending else []
         planned.rates.keys = {
             (tuple(k) if k is not None else None): t for k, t in saved.get("keys", [])
         }
@@ -615,8 +748,9 @@ class Planner:
         }
         assert pairs == {(s, n) for n, p in busy.items() for s in p.pattern.reads}
         for name, planned in self.planned.items():
-            crowded = self._siblings(planned.template) >= CROWD
-            assert planned.idle == (planned.pinned or (planned.plan == EAGER and crowded)), name
+            watching = self._watching(planned)
+            assert planned.idle == (planned.pinned or (planned.plan == EAGER and not watching))
+            assert len(planned.rates.counts) == len(planned.pattern.steps) + 1, name
             assert self.members[planned.template][name] is planned
         assert self.publishers == {p.pattern.output.name: n for n, p in self.planned.items()}
         assert sum(len(m) for m in self.members.values()) == len(self.planned)
@@ -677,6 +811,14 @@ class Dag(Protocol):
 
     def remember_past(self, events: Iterable[Event]) -> None:
         """Remember events of earlier epochs for the UNLESS edges of automata just entered."""
+
+    def held(self, subscription: str) -> float:
+        """The partial matches the DAG holds for the subscription (its share of its nodes')."""
+
+
+def _work(planned: Planned) -> int:
+    """The partial matches made and candidates searched by a subscription's lazy runs."""
+    return sum(run.counters.partials + run.counters.searched for run in planned.runs)
 
 
 def _edges(automata: Sequence[Automaton]) -> tuple[Edge, ...]:

@@ -51,6 +51,7 @@ from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.codegen import Build, Codegen
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
 from cesar.server.engine.params import SMALL, EdgeParams, Group
+from cesar.server.engine.plans import PlanCosts
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ class EngineOptions:
     waiting: bool = True
     """Instances wait by threshold where a filter conjunct allows (:mod:`cesar.index.thresholds`);
     off, they stay filed by group (the benchmark's baseline)."""
+    plan_costs: PlanCosts = PlanCosts()
+    """The planner's thresholds: when an eager subscription is watched, what a lazy plan's
+    look at an event costs (:class:`~cesar.server.engine.plans.PlanCosts`)."""
     max_search_steps: int | None = None
     """Candidates and matches one planned subscription's recomputing searches may look at in one
     epoch; past it the search stops, with one notice per episode."""
@@ -467,19 +471,16 @@ class QueryProgram:
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
         if edge.kind is EdgeKind.FILTER:
             accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
-            keys = tuple(
-                access
-                if self.options.waiting
-                and access is not None
-                and access.op == "="
-                and plan.threshold is not None
-                else None
-                for access, plan in zip(accesses, params.plans, strict=True)
+            waits = tuple(
+                self.options.waiting and plan.threshold is not None for plan in params.plans
+            )
+            compiled.wait_keys = tuple(
+                access if wait and access is not None and access.op == "=" else None
+                for access, wait in zip(accesses, waits, strict=True)
             )
             compiled.accesses = tuple(
-                a if k is None else None for a, k in zip(accesses, keys, strict=True)
+                None if wait else access for access, wait in zip(accesses, waits, strict=True)
             )
-            compiled.wait_keys = keys
         elif edge.kind is EdgeKind.UNLESS:
             compiled.recall = recall_key(edge)
         elif edge.kind not in (EdgeKind.STAY, EdgeKind.UNLESS):

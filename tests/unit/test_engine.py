@@ -187,19 +187,20 @@ def test_runs_of_a_key_wait_by_threshold_so_an_event_reaches_only_those_it_compl
     subscribe(engine, "drop", DROP)
     for t in range(1, 11):
         engine.process([s(t, key, 100 + t) for key in "abc"])
-    engine.process([s(11, "z", 0)])  # a key with no runs: the last starts are probed, filed
+    engine.process([s(11, "z", 0)])  # a key with no runs
     engine.check_valid()
     assert len(engine.state.instances) == 31
     before = engine.counters.instances_touched
     out = engine.process([s(12, "a", 105)])  # 105 < 0.97 × v for v = 109, 110
     assert sorted(e.attrs()["v"] for e in out) == [105, 105]
     assert sorted(e.t0 for e in out) == [9, 10]
-    # Waiting: the two it completes, and the start of z at t = 11 (filed by its group, met
-    # once before it waits).  Without: the ten runs of a.
-    assert engine.counters.instances_touched - before == (3 if waiting else 10)
+    # Waiting: the two it completes (a run waits under its key from its start, so no event of
+    # another key ever met one: before == 0).  Without: the ten runs of a.
+    assert engine.counters.instances_touched - before == (2 if waiting else 10)
+    assert before == (0 if waiting else 3 * sum(range(10)))  # each quote met its key's runs
     engine.check_valid()
     out = engine.process([s(13, "a", 1)])  # the other eight of a, and the one from t = 12
-    assert sorted(e.t0 for e in out) == list(range(1, 9)) + [12]
+    assert sorted(e.t0 for e in out) == [*range(1, 9), 12]
     engine.check_valid()
 
 

@@ -122,45 +122,71 @@ def test_switching_back_while_the_old_plan_finishes_loses_and_doubles_nothing(ba
     engine.check_valid()
 
 
-def test_a_subscription_starts_on_a_tree_and_explain_says_so():
+def test_a_subscription_starts_eager_unwatched_and_explain_says_so():
+    """On the DAG a subscription costs only its share of what the indices already pay; it is
+    not watched (no test per event) until the DAG holds HEAVY partial matches for it."""
     engine = planned(SEQ3.format(""))
     assert engine.planner.describe("P") == (
-        "plan tree: rates not known yet: a tree takes next the fewest buffered events"
+        "plan eager: eager: weighed once the DAG holds 64 partial matches for it"
     )
-    assert "P" not in engine.program and engine.subscriptions == ["P"]
+    assert "P" in engine.program and engine.subscriptions == ["P"]
+    assert not engine.planner.readers
     pattern = engine.planner.planned["P"].pattern
-    assert plan_line(pattern).startswith("tree until the rates are known")
+    assert plan_line(pattern).startswith("eager on the shared DAG until it holds many")
+
+
+def rare_c(engine, ticks=600):
+    """A and B every tick, C every 50th; returns the plans of the engine's subscriptions."""
+    for t in range(1, ticks):
+        epoch = [
+            Event.of("A", t, t, {"k": "w", "x": t * 7 % 10}),
+            Event.of("B", t, t, {"k": "w", "x": t * 3 % 10}),
+        ]
+        if t % 50 == 0:
+            epoch.append(Event.of("C", t, t, {"k": "w", "x": 1}))
+        engine.process(epoch)
+    engine.check_valid()
+    return {name: p.plan.kind for name, p in engine.planner.planned.items()}
+
+
+def copies(count, window=30):
+    """An engine with ``count`` subscriptions of one template (constants of their own)."""
+    engine = Engine(EngineOptions(plans=True))
+    for n in range(count):
+        text = (
+            SEQ3.format("")
+            .replace("WITHIN 9", f"WITHIN {window}")
+            .replace("PUBLISH P", f"PUBLISH P{n}")
+            .replace("b.x > a.x", f"b.x > a.x AND a.x >= {n % 3}")
+        )
+        compiled = compile_query(text, SCHEMAS)
+        engine.subscribe(f"P{n}", compiled.automata, None, compiled.pattern)
+    return engine
 
 
 def test_eager_shared_on_the_dag_costs_each_subscription_its_share():
-    """Ten subscriptions of one template share one path on the DAG: the planner starts the
-    later ones there and leaves them all there, where one alone would go lazy."""
-    text = SEQ3.format("")
-    rates = [("A", 0.9), ("B", 0.9), ("C", 0.05)]
+    """A and B every tick wait for a rare C: alone, the DAG holds hundreds of partial matches
+    for the subscription, which is watched and goes lazy (C first); five of one template
+    share the DAG's nodes, each holds a fifth, and all stay eager and unwatched."""
+    assert set(rare_c(copies(1)).values()) == {PlanKind.CHAIN}
+    engine = copies(5)
+    assert set(rare_c(engine).values()) == {PlanKind.EAGER}
+    assert not any(p.watched for p in engine.planner.planned.values())
 
-    def kinds(copies):
-        engine = Engine(EngineOptions(plans=True))
-        for n in range(copies):
-            shifted = text.replace("PUBLISH P", f"PUBLISH P{n}").replace(
-                "b.x > a.x",
-                f"b.x > a.x AND a.x >= {n % 3}",  # constants of their own
-            )
-            compiled = compile_query(shifted, SCHEMAS)
-            engine.subscribe(f"P{n}", compiled.automata, None, compiled.pattern)
-            if n:
-                assert engine.planner.planned[f"P{n}"].plan == EAGER  # beside the first
-            engine.replan(f"P{n}", EAGER)
-        for t in range(1, 400):
-            epoch = [
-                Event.of(s, t, t, {"k": "w", "x": (t * 7 + i) % 10})
-                for i, (s, r) in enumerate(rates)
-                if (t * (i + 3)) % round(1 / r) == 0
-            ]
-            engine.process(epoch)
-        return {engine.planner.planned[f"P{n}"].plan.kind for n in range(copies)}
 
-    assert kinds(1) != {PlanKind.EAGER}
-    assert kinds(10) == {PlanKind.EAGER}
+def test_a_lazy_plan_that_measures_worse_than_its_promise_goes_back_and_is_barred():
+    """Two windows after a switch from eager the lazy run's measured work is held against
+    the eager cost it was chosen for: over it by HYSTERESIS, back to eager, barred."""
+    engine = copies(1, window=10)
+    planner = engine.planner
+    subscription = planner.planned["P0"]
+    subscription.watched = True
+    assert planner.switch("P0", Plan(PlanKind.CHAIN, ("a", "b", "c")), 0)
+    subscription.promise = (0.01, 0, 0)  # as if eager had been rated almost free
+    rare_c(engine, ticks=120)
+    assert subscription.plan == EAGER and subscription.promise is None
+    assert subscription.barred_until > 100
+    assert "lazy plans barred until" in subscription.why
 
 
 @pytest.mark.parametrize(
@@ -190,12 +216,11 @@ def test_a_negation_before_the_first_component_looks_back_across_a_switch(plans)
 
 
 def test_the_planner_measures_selectivities_in_its_lazy_runs():
-    """It starts on a tree; the tree judges b.x > a.x; once the rates are known the planner
-    keeps the share let through and shows it."""
-    engine = planned(SEQ3.format(""))
-    for t in range(1, 200):
-        engine.process([Event.of(s, t, t, {"k": "w", "x": (t * 7) % 10}) for s in "ABC"])
-    subscription = engine.planner.planned["P"]
+    """Watched and gone lazy (``rare_c``), its lazy runs judge b.x > a.x; the planner keeps
+    the share let through and shows it."""
+    engine = copies(1)
+    rare_c(engine)
+    subscription = engine.planner.planned["P0"]
     ((pred, share),) = subscription.selectivity.items()
     assert to_cel(pred) == "b.x > a.x" and 0.2 < share < 0.8
     assert f"b.x > a.x passes {share:.2g}" in subscription.why
@@ -263,19 +288,18 @@ def test_a_planned_pattern_joins_the_clock_groups_it_reads():
 
 
 def test_eager_subscriptions_crowding_a_template_are_not_measured():
-    """Of ten subscriptions of one template the first starts on a tree, the nine after it
-    eager beside each other on the DAG, where they stay unmeasured (no test per event); when
-    fewer than CROWD are left they are measured again."""
-    engine = Engine(EngineOptions(plans=True))
-    for n in range(10):
-        text = SEQ3.format("").replace("PUBLISH P", f"PUBLISH P{n}")
-        compiled = compile_query(text.replace("a.x", f"a.x + {n}"), SCHEMAS)
-        engine.subscribe(f"P{n}", compiled.automata, None, compiled.pattern)
-    assert set(engine.planner.readers["A"]) == {"P0"}  # the tree; the eager nine are idle
-    for n in range(7, 10):
+    """Ten subscriptions of one template stay eager beside each other on the DAG, unwatched
+    however much it holds (no test per event); when fewer than CROWD are left and the DAG
+    holds enough for each, the sweep watches them."""
+    engine = copies(10, window=60)
+    rare_c(engine, ticks=300)
+    assert not engine.planner.readers
+    for n in range(3, 10):
         engine.unsubscribe(f"P{n}")
-    assert set(engine.planner.readers["A"]) == {f"P{n}" for n in range(7)}
+    for t in range(300, 600):
+        engine.process([Event.of(s, t, t, {"k": "w", "x": t % 10}) for s in "AB"])
+    assert set(engine.planner.readers["A"]) == {"P0", "P1", "P2"}
     engine.check_valid()
-    for n in range(7):
+    for n in range(3):
         engine.unsubscribe(f"P{n}")
     assert not engine.planner.shapes and not engine.planner.readers  # nothing kept for them

@@ -1,0 +1,369 @@
+"""Realistic subscription populations (issue "Many patterns, one engine"): engine vs planned vs
+nomerge, 100 vs 1,000 vs 10,000 subscriptions, side by side in one run.
+
+A served population is neither one template nor all different.  Three populations, drawn
+from ``--seed`` around the quotes' own tickers and prices:
+
+* ``templates``: CEL queries of a few shapes with their own constants, the shapes in a Zipf
+  mix (the first most common): a rise of one ticker, a rise within a window, a drop of the
+  next quote of a stock, runs of rises, a quote over a volume, a stock that drops 1–3 % below
+  an earlier quote of itself with no window, and runs that *wait for another ticker to pass a
+  bound value* (``FILTER{Name = 'Sk' AND Price > c}(Stock) NEXT{$2.Name = 'Sm' AND $2.Price >
+  $1.Price} Stock``);
+* ``patterns``: SASE patterns of distinct shapes: 2–4 components under ``[Name]``, the first
+  pinned to a ticker, each later component compared with the one before it by one of seven
+  conditions, one of three strategies, a window of 5–50 minutes.  Shapes are drawn without
+  repeats until they run out (2,394), then again with other constants;
+* ``mixed``: half of each.
+
+Streams: ``quotes`` (the shared one-minute bars, 6 tickers) and ``walk`` (a random walk of
+500 tickers, the original Cayuga engine's workload).  Every mode must give every subscription
+the same alerts (``digest``); a record carries events/s, the subscriptions compiled per
+second, and the engine's deterministic counters per event.
+
+* ``--growth``: the mixed population on the walk, instances touched per event over the first
+  10,000 events and over all of ``--growth-events`` (the runs that wait must not make an event
+  cost what the engine keeps);
+* ``--alone``: each template by itself at 10, 100 and 300 subscriptions, the cost per event
+  and the functions where it goes (cProfile, by own time).
+
+Run::
+
+    python -m cesar.perf.populations --data QUOTES.csv --events 20000 --json out.json
+    python -m cesar.perf.populations --smoke          # small, once in CI
+
+Figures: perf/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import itertools
+import json
+import pstats
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cesar.automata.schema import Event, epochs, parse_stream_spec
+from cesar.perf.quotes import STOCK_SPEC, quote_events, walk_events
+from cesar.perf.report import engine_figures, stamped, subscribed, write_json
+from cesar.server.host.collector import tune_collector
+
+STOCK = parse_stream_spec(STOCK_SPEC)
+MODES = ("engine", "planned", "nomerge")
+
+Template = Callable[[random.Random, str, str, float], str]
+"""A template's member: (rng, its ticker, another ticker, the ticker's first price) → CEL."""
+
+
+def _rise(rng: random.Random, ticker: str, other: str, price: float) -> str:
+    c = round(price * rng.uniform(0.97, 1.03), 2)
+    return (
+        f"FILTER{{Name = '{ticker}' AND Price > {c}}}(Stock) "
+        "NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock"
+    )
+
+
+def _rise_within(rng: random.Random, ticker: str, other: str, price: float) -> str:
+    c, w = round(price * rng.uniform(0.97, 1.03), 2), rng.randint(2, 10)
+    return (
+        f"FILTER{{Name = '{ticker}' AND Price > {c}}} Stock "
+        f"NEXT{{$1.Name = $2.Name AND $2.Price > $1.Price AND DUR <= {w}}} Stock"
+    )
+
+
+def _next_drop(rng: random.Random, ticker: str, other: str, price: float) -> str:
+    k = round(1 - rng.uniform(0.001, 0.01), 4)
+    return (
+        f"FILTER{{After < {k} * Before}} "
+        "(SELECT Name, Price_1 AS Before, Price AS After FROM Stock NEXT{$1.Name = $2.Name} Stock)"
+    )
+
+
+def _volume(rng: random.Random, ticker: str, other: str, price: float) -> str:
+    return f"FILTER{{Name = '{ticker}' AND Volume > {rng.choice([1, 2, 5, 10]) * 10_000}}} Stock"
+
+
+def _rises(rng: random.Random, ticker: str, other: str, price: float) -> str:
+    n = rng.randint(2, 6)
+    return (
+        f"FILTER{{Quotes >= {n}}} ((SELECT *, 1 AS Quotes FROM FILTER{{Name = '{ticker}'}} Stock) "
+        "FOLD{$2.Name = $.Name, $2.Price > $.Price, $.Quotes + 1 AS Quotes} Stock)"
+    )
+
+
+def _falls_below(rng: random.Random, ticker: str, other: str, price: float) -> str:
+    r = round(1 - rng.uniform(0.01, 0.03), 3)
+    return (
+        f"FILTER{{Name = '{ticker}'}}(Stock) "
+        f"NEXT{{$1.Name = $2.Name AND $2.Price < {r} * $1.Price}} Stock"
+    )
+
+
+def _passes_other(rng: random.Random, ticker: str, other: str, price: float) -> str:
+    c = round(price * rng.uniform(0.97, 1.03), 2)
+    return (
+        f"FILTER{{Name = '{ticker}' AND Price > {c}}}(Stock) "
+        f"NEXT{{$2.Name = '{other}' AND $2.Price > $1.Price}} Stock"
+    )
+
+
+TEMPLATES: dict[str, Template] = {
+    "rise": _rise,
+    "passes_other": _passes_other,
+    "volume": _volume,
+    "rise_within": _rise_within,
+    "next_drop": _next_drop,
+    "falls_below": _falls_below,
+    "rises": _rises,
+}
+"""The CEL shapes, most common first (the Zipf mix's order)."""
+
+CONDITIONS = (
+    "{x}.Price > {p}.Price",
+    "{x}.Price < {p}.Price",
+    "{x}.Volume > {p}.Volume",
+    "{x}.Volume < {p}.Volume",
+    "{x}.Price > {r} * {p}.Price",
+    "{x}.Price < {r} * {p}.Price",
+    "{x}.Volume > {v}",
+)
+STRATEGIES = ("skip_till_any_match", "skip_till_next_match", "partition_contiguity")
+NAMES = "abcd"
+
+
+Shape = tuple[int, tuple[int, ...], bool]
+"""A pattern's shape: its strategy, a condition per later component, a volume test on ``a``."""
+
+
+def pattern_shapes() -> list[Shape]:
+    """Every pattern shape (2,394)."""
+    return [
+        (strategy, conditions, volume)
+        for steps in (2, 3, 4)
+        for conditions in itertools.product(range(len(CONDITIONS)), repeat=steps - 1)
+        for strategy in range(len(STRATEGIES))
+        for volume in (False, True)
+    ]
+
+
+def pattern(rng: random.Random, shape: Shape, ticker: str) -> str:
+    """A SASE pattern of ``shape``, its first component pinned to ``ticker``."""
+    strategy, conditions, volume = shape
+    names = NAMES[: len(conditions) + 1]
+    where = [f"[Name] AND a.Name = '{ticker}'"]
+    if volume:
+        where.append(f"a.Volume > {rng.choice([1, 2, 5]) * 10_000}")
+    for position, condition in enumerate(conditions):
+        where.append(
+            CONDITIONS[condition].format(
+                x=names[position + 1],
+                p=names[position],
+                r=round(1 + rng.uniform(-0.004, 0.004), 4),
+                v=rng.choice([1, 2, 5]) * 10_000,
+            )
+        )
+    components = ", ".join(f"Stock {name}" for name in names)
+    return (
+        f"PATTERN SEQ({components}) WHERE {STRATEGIES[strategy]}({', '.join(names)}) "
+        f"{{ {' AND '.join(where)} }} WITHIN {rng.randint(5, 50)} MIN"
+    )
+
+
+def population(kind: str, count: int, events: Sequence[Event], seed: int) -> list[str]:
+    """``count`` subscriptions of population ``kind`` (module docstring) for ``events``."""
+    rng = random.Random(f"{kind}:{count}:{seed}")
+    first: dict[str, float] = {}
+    for event in events:
+        values = dict(event.values)
+        first.setdefault(str(values["Name"]), float(values["Price"]))
+    tickers = sorted(first)
+    if kind == "mixed":
+        half = count // 2
+        return population("templates", half, events, seed) + population(
+            "patterns", count - half, events, seed
+        )
+    texts = []
+    if kind == "templates":
+        templates = list(TEMPLATES.values())
+        weights = [1 / rank for rank in range(1, len(templates) + 1)]
+        for _ in range(count):
+            (template,) = rng.choices(templates, weights)
+            ticker, other = rng.sample(tickers, 2)
+            texts.append(template(rng, ticker, other, first[ticker]))
+        return texts
+    shapes = pattern_shapes()
+    order: list[Shape] = []
+    while len(order) < count:
+        order += rng.sample(shapes, len(shapes))
+    return [pattern(rng, shape, rng.choice(tickers)) for shape in order[:count]]
+
+
+def run(mode: str, texts: Sequence[str], events: Sequence[Event]) -> dict[str, Any]:
+    """Subscribe ``texts`` to a fresh engine of ``mode``, run ``events``; the figures."""
+    tick = time.perf_counter()
+    engine = subscribed(mode, texts, STOCK)
+    compiled = time.perf_counter() - tick
+    outputs: list[Event] = []
+    tick = time.perf_counter()
+    for epoch in epochs(events):
+        outputs.extend(engine.process(epoch))
+    seconds = time.perf_counter() - tick
+    figures = engine_figures(mode, engine, len(texts), events, outputs, seconds)
+    figures["subscribed_per_s"] = round(len(texts) / compiled, 1)
+    figures["live_instances"] = len(engine.state.instances)
+    if engine.options.plans:
+        figures.update(engine.planner.figures())
+    return figures
+
+
+def compare(
+    stream: str, kind: str, counts: Sequence[int], events: Sequence[Event], seed: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every mode at every count on one population: records, and the ratios of one run."""
+    records: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    for count in counts:
+        texts = population(kind, count, events, seed)
+        mine = {}
+        for mode in MODES:
+            record = {"stream": stream, "population": kind, **run(mode, texts, events)}
+            print(json.dumps(record), file=sys.stderr, flush=True)
+            records.append(record)
+            mine[mode] = record
+        label = f"{stream}_{kind}_{count}"
+        summary[f"{label}_alerts_agree"] = len({r["digest"] for r in mine.values()}) == 1
+        for mode in ("planned", "nomerge"):
+            summary[f"{label}_{mode}_vs_engine"] = round(
+                mine[mode]["events_per_s"] / mine["engine"]["events_per_s"], 2
+            )
+    for mode in ("engine", "planned"):
+        by_count = {r["queries"]: r for r in records if r["engine"] == mode}
+        for low, high in itertools.pairwise(counts):
+            key = f"{stream}_{kind}_{mode}_cost_per_event_{high}_vs_{low}"
+            summary[key] = round(by_count[low]["events_per_s"] / by_count[high]["events_per_s"], 2)
+    return records, summary
+
+
+def growth(count: int, events: Sequence[Event], seed: int, first: int) -> dict[str, Any]:
+    """Instances touched per event over the first ``first`` events and over all of them."""
+    texts = population("mixed", count, events, seed)
+    engine = subscribed("planned", texts, STOCK)
+    touched_at: dict[str, float] = {}
+    seen = 0
+    for epoch in epochs(events):
+        engine.process(epoch)
+        seen += len(epoch)
+        if seen >= first and "first" not in touched_at:
+            touched_at["first"] = engine.counters.instances_touched / seen
+    touched_at["all"] = engine.counters.instances_touched / seen
+    return {
+        "benchmark": "growth",
+        "queries": count,
+        "events": seen,
+        f"instances_touched_per_event_first_{first}": round(touched_at["first"], 2),
+        "instances_touched_per_event_all": round(touched_at["all"], 2),
+        "growth": round(touched_at["all"] / max(touched_at["first"], 1e-9), 2),
+        "live_instances": len(engine.state.instances),
+    }
+
+
+def alone(counts: Sequence[int], events: Sequence[Event], seed: int) -> list[dict[str, Any]]:
+    """Each template by itself: µs per event and the five functions of most own time."""
+    out = []
+    for name, template in TEMPLATES.items():
+        for count in counts:
+            rng = random.Random(f"{name}:{count}:{seed}")
+            first = {str(dict(e.values)["Name"]): float(dict(e.values)["Price"]) for e in events}
+            tickers = sorted(first)
+            texts = []
+            for _ in range(count):
+                ticker, other = rng.sample(tickers, 2)
+                texts.append(template(rng, ticker, other, first[ticker]))
+            engine = subscribed("engine", texts, STOCK)
+            profile = cProfile.Profile()
+            parts = epochs(events)
+            tick = time.perf_counter()
+            profile.enable()
+            for epoch in parts:
+                engine.process(epoch)
+            profile.disable()
+            seconds = time.perf_counter() - tick
+            stats = pstats.Stats(profile)
+            rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])  # type: ignore[attr-defined]
+            total = sum(row[2] for _, row in rows) or 1.0
+            record = {
+                "benchmark": "alone",
+                "template": name,
+                "queries": count,
+                "us_per_event_profiled": round(seconds / len(events) * 1e6, 1),
+                "instances_touched_per_event": round(
+                    engine.counters.instances_touched / len(events), 2
+                ),
+                "own_time": [
+                    f"{func[2]} ({Path(func[0]).name}:{func[1]}) {row[2] / total:.0%}"
+                    for func, row in rows[:5]
+                ],
+            }
+            print(json.dumps(record), file=sys.stderr, flush=True)
+            out.append(record)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.populations", description=__doc__)
+    parser.add_argument("--data", type=Path, help="one-minute quotes CSV (default: the sample)")
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--counts", type=int, nargs="+", default=[100, 1_000, 10_000])
+    parser.add_argument("--populations", nargs="+", default=["templates", "patterns", "mixed"])
+    parser.add_argument("--streams", nargs="+", default=["quotes", "walk"])
+    parser.add_argument("--growth", action="store_true", help="the growth run only")
+    parser.add_argument("--growth-events", type=int, default=100_000)
+    parser.add_argument("--alone", action="store_true", help="the templates alone only")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="write the records here")
+    parser.add_argument("--smoke", action="store_true", help="a small run for CI")
+    args = parser.parse_args(argv)
+    tune_collector()
+    if args.smoke:
+        args.events, args.counts, args.growth_events = 600, [10, 40], 3_000
+    records: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    streams = {
+        "quotes": lambda n: quote_events(args.data, n),
+        "walk": lambda n: walk_events(n, names=500, seed=args.seed),
+    }
+    if args.growth or args.smoke:
+        first = min(10_000, args.growth_events // 10)
+        record = growth(args.counts[-1] * 10, streams["walk"](args.growth_events), args.seed, first)
+        print(json.dumps(record), file=sys.stderr, flush=True)
+        records.append(record)
+    if args.alone or args.smoke:
+        records += alone(
+            [10, 100, 300][: 1 if args.smoke else 3],
+            quote_events(args.data, args.events),
+            args.seed,
+        )
+    if not (args.growth or args.alone):
+        for stream in args.streams:
+            events = streams[stream](args.events)
+            for kind in args.populations:
+                found, ratios = compare(stream, kind, args.counts, events, args.seed)
+                records += found
+                summary.update(ratios)
+    result = stamped(records)
+    result["summary"] = summary
+    print(json.dumps(summary, indent=1))
+    if args.json is not None:
+        write_json(args.json, result)
+    agree = all(v for k, v in summary.items() if k.endswith("_alerts_agree"))
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
