@@ -57,6 +57,7 @@ from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.pattern.plans import Plan
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
+from cesar.index.ai import InstanceAccess
 from cesar.index.masks import slots_of
 from cesar.index.thresholds import Thresholds
 from cesar.server.engine.codegen import ThresholdOf
@@ -231,7 +232,29 @@ class Engine:
         program = self.program
         compiled = program.filter_of(node)
         groups = program.filter_groups(node)
-        self.state.activate(node, compiled.accesses, compiled.edge.stream, groups, program.statics)
+        self.state.activate(
+            node,
+            compiled.accesses,
+            compiled.edge.stream,
+            groups,
+            program.statics,
+            self._key(compiled, groups),
+        )
+
+    def _key(self, compiled: CompiledEdge, groups: list[Group]) -> InstanceAccess | None:
+        """The equality by which a node is reached through its instances' bound values: one
+        shared by every conjunct of its filter, none of whose groups has a static atom (AN
+        would return the node for every event).  None: the node goes in the AN index."""
+        if not self.options.indices:
+            return None
+        keys = {
+            access if access is not None and access.op == "=" else wait
+            for access, wait in zip(compiled.accesses, compiled.wait_keys, strict=True)
+        }
+        if len(keys) != 1 or any(self.program.statics[g] for g in groups):
+            return None
+        (key,) = keys
+        return key
 
     # ------------------------------------------------------------------ epochs
 
@@ -515,6 +538,8 @@ class Engine:
             for node, positions in self.state.an.probe(event.stream, attrs).items():
                 groups = an_groups[node]
                 nodes[node] = [groups[p] for p in positions] if len(groups) > 1 else groups
+            for node in self.state.by_value.probe(event.stream, attrs):
+                nodes[node] = an_groups[node]
         else:
             # Every automaton looks at every event: all nodes are visited, each instance checked.
             for dag_node in self.program.dag.nodes.values():

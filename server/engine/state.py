@@ -9,7 +9,11 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
   bitmask of the slots, one per automaton, it stands for);
 * per *active* node (one with live instances) an
   :class:`~cesar.index.ai.InstanceIndex` (AI), and the node in the AN index
-  under the static atoms of its FILTER edge's groups (one position per group);
+  under the static atoms of its FILTER edge's groups (one position per group) —
+  or, for a node whose filter has no static atom and one equality between a bound
+  value and an event attribute (``$1.Name = Name``), under its instances' bound
+  values (:class:`~cesar.index.keyed.KeyedItems`): an event reaches it only if
+  some instance there holds its value;
 * for the filter conjuncts the AI index cannot narrow (no atom compares the
   instance with the event), the instances by the filter groups holding their
   slots: an event that hits one group of a node shared by thousands of
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 
 from cesar.automata.schema import Event, Value
 from cesar.index.ai import InstanceAccess, InstanceIndex
+from cesar.index.keyed import KeyedItems
 from cesar.index.ranges import is_nan
 from cesar.index.static import Atoms, ConjunctIndex
 from cesar.index.thresholds import Thresholds
@@ -144,6 +149,12 @@ class EngineState:
     live: dict[int, InstanceIndex[EngineInstance]] = field(default_factory=dict)
     an: ConjunctIndex[int] = field(default_factory=ConjunctIndex)
     an_groups: dict[int, list[Group]] = field(default_factory=dict)
+    """Per active node, its filter's groups (those an AN or keyed hit gives)."""
+    keyed: dict[int, tuple[str, InstanceAccess]] = field(default_factory=dict)
+    """Per active node reached by its instances' bound values (not in ``an``): the stream its
+    filter reads and the equality whose bound value counts."""
+    by_value: KeyedItems[int] = field(default_factory=KeyedItems)
+    """The ``keyed`` nodes under the bound values of their live instances."""
     instances: dict[int, EngineInstance] = field(default_factory=dict)
     by_group: dict[Group, dict[int, EngineInstance]] = field(default_factory=dict)
     """Per filter group (of a conjunct without AI access): the instances it met when added."""
@@ -246,18 +257,42 @@ class EngineState:
         stream: str,
         groups: list[Group],
         statics: Mapping[Group, Atoms],
+        key: InstanceAccess | None = None,
     ) -> None:
-        """Make ``node`` active: an AI index by ``accesses``, AN entries for its filter's groups.
+        """Make ``node`` active: an AI index by ``accesses``, AN entries for its filter's groups,
+        or, with a ``key``, its instances counted under their bound value of it.
 
         Also for an active node whose filter's groups changed (its AI index
-        stays).  O(groups × log n).
+        stays).  O(groups × log n), and O(instances) where the key changes.
         """
-        if node in self.an:
+        index = self.live.get(node)
+        if index is None:
+            index = self.live[node] = InstanceIndex(accesses)
+        elif node in self.an:
             self.an.remove(node)
         else:
-            self.live[node] = InstanceIndex(accesses)
-        self.an.add(node, stream, tuple(statics[g] for g in groups))
+            for instance in index.instances():
+                self._uncount(instance)
+            del self.keyed[node]
+        if key is None:
+            self.an.add(node, stream, tuple(statics[g] for g in groups))
+        else:
+            self.keyed[node] = (stream, key)
+            for instance in index.instances():
+                self._count(instance)
         self.an_groups[node] = groups
+
+    def _count(self, instance: EngineInstance) -> None:
+        keyed = self.keyed.get(instance.node)
+        if keyed is not None:
+            stream, key = keyed
+            self.by_value.add(stream, key.attr, instance.binding[key.bound], instance.node)
+
+    def _uncount(self, instance: EngineInstance) -> None:
+        keyed = self.keyed.get(instance.node)
+        if keyed is not None:
+            stream, key = keyed
+            self.by_value.remove(stream, key.attr, instance.binding[key.bound], instance.node)
 
     def add(
         self, instance: EngineInstance, bound: float | None, group: str, homes: list[Group]
@@ -270,6 +305,7 @@ class EngineState:
         """
         self.live[instance.node].add(instance)
         self.instances[instance.id] = instance
+        self._count(instance)
         if homes:
             self.homes[instance.id] = homes
             for home in homes:
@@ -285,7 +321,9 @@ class EngineState:
         AN entries, filter-group files and deadline are the instance's, so
         only the AI clusters whose key the binding changes re-file it.
         """
+        self._uncount(instance)
         self.live[instance.node].rebind(instance, successor.binding)
+        self._count(instance)
         for group in {entry.group for entry in self._unwait(instance.id)}:
             self.by_group.setdefault(group, {})[instance.id] = instance
         instance.t1 = successor.t1
@@ -296,6 +334,7 @@ class EngineState:
         """Forget a live instance; its node is no longer active when it was the last."""
         index = self.live[instance.node]
         index.remove(instance)
+        self._uncount(instance)
         del self.instances[instance.id]
         self._unfile(instance.id)
         if not len(index):
@@ -357,7 +396,8 @@ class EngineState:
 
     def _deactivate(self, node: int) -> None:
         del self.live[node]
-        self.an.remove(node)
+        if self.keyed.pop(node, None) is None:
+            self.an.remove(node)
         del self.an_groups[node]
 
     def drop_node(self, node: int) -> None:
@@ -365,6 +405,7 @@ class EngineState:
         index = self.live.get(node)
         if index is not None:
             for instance in index.instances():
+                self._uncount(instance)
                 del self.instances[instance.id]
                 self._unfile(instance.id)
             self._deactivate(node)
@@ -438,10 +479,18 @@ class EngineState:
                 expected.setdefault(event.attrs().get(attr), []).append(event)
             assert {v: list(b) for v, b in buckets.items()} == expected, (stream, attr)
         self.an.check_valid()
-        assert len(self.an) == len(self.live) == len(self.an_groups)
+        self.by_value.check_valid()
+        assert len(self.an) + len(self.keyed) == len(self.live) == len(self.an_groups)
+        assert not self.keyed.keys() & {node for node in self.live if node in self.an}
+        counts: dict[tuple[str, str, Value | None, int], int] = {}
+        for node, (stream, key) in self.keyed.items():
+            for instance in self.live[node].instances():
+                place = (stream, key.attr, instance.binding[key.bound], node)
+                counts[place] = counts.get(place, 0) + 1
+        assert counts == self.by_value.counts(), "keyed counts differ from the live instances"
         count = 0
         for node, index in self.live.items():
-            assert node in self.an and len(index) > 0
+            assert (node in self.an or node in self.keyed) and len(index) > 0
             index.check_valid()
             for instance in index.instances():
                 assert self.instances[instance.id] is instance and instance.node == node
