@@ -61,6 +61,7 @@ from cesar.index.ai import InstanceAccess
 from cesar.index.masks import slots_of
 from cesar.index.thresholds import Thresholds
 from cesar.server.engine.codegen import ThresholdOf
+from cesar.server.engine.matches import Match, expand
 from cesar.server.engine.params import Group
 from cesar.server.engine.plans import Planner, plannable
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
@@ -72,9 +73,11 @@ from cesar.server.engine.state import (
     Waiting,
 )
 
-__all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice"]
+__all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 
 _EMPTY: Mapping[str, Value] = {}
+Output = list[Event | Match]
+"""An epoch's matches: shared ones as :class:`Match`, one subscription's as an event."""
 _NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
 
 
@@ -259,7 +262,15 @@ class Engine:
     # ------------------------------------------------------------------ epochs
 
     def process(self, epoch: Sequence[Event]) -> list[Event]:
-        """Process one epoch (events with one ``t1``, later than each stream's last); the matches.
+        """Process one epoch (events with one ``t1``, later than each stream's last); the matches,
+        one event per subscription (:meth:`process_matches` without the copies)."""
+        return expand(self.process_matches(epoch))
+
+    def process_matches(self, epoch: Sequence[Event]) -> Output:
+        """Process one epoch (events with one ``t1``, later than each stream's last); the matches:
+        a :class:`~cesar.server.engine.matches.Match` names the subscriptions of a shared
+        automaton that one match goes to (resolve it before subscriptions change), an event
+        stands for one subscription's.
 
         Raises ValueError for events of several ``t1`` or one not after the
         last epoch of its stream: streams keep their own clocks, and the caller
@@ -281,7 +292,7 @@ class Engine:
         state.counters.active_nodes_sum += len(state.live)
         rank = self.program.rank
         groups = {self.program.groups.find(stream) for stream in streams}
-        published: list[Event] = []
+        published: Output = []
         self._overdue(t1, groups, published)
         pending: dict[int, list[tuple[Event, float]]] = {}
         read = self.program.read
@@ -301,7 +312,9 @@ class Engine:
             self._remember(epoch, published, groups)
         planner = self.planner
         if planner.planned:
-            state.counters.matches += planner.process(epoch, published)
+            lazy: list[Event] = []
+            state.counters.matches += planner.process(epoch, lazy)
+            published.extend(lazy)
             if planner.dropped or planner.notices:
                 state.counters.dropped += planner.dropped
                 planner.dropped = 0
@@ -309,14 +322,14 @@ class Engine:
                 planner.notices.clear()
         return published
 
-    def _remember(self, epoch: Sequence[Event], published: list[Event], groups: set[str]) -> None:
+    def _remember(self, epoch: Sequence[Event], published: Output, groups: set[str]) -> None:
         """Keep this epoch's events of the streams UNLESS edges read, and forget those that
         no longer matter in the clock groups the epoch moved; over ``max_instances`` a stream
         forgets its oldest, and the subscriptions asking about it get a notice once until it
         recovers.  O(events kept and dropped)."""
         state, program = self.state, self.program
         horizons = program.remembering()
-        for event in (*epoch, *published):
+        for event in (*epoch, *expand(published)):
             if event.stream in horizons:
                 state.remember(event)
         limit = self.options.max_instances
@@ -347,7 +360,7 @@ class Engine:
                         )
                     )
 
-    def _ranks(self, pending: dict[int, list[tuple[Event, float]]], published: list[Event]) -> None:
+    def _ranks(self, pending: dict[int, list[tuple[Event, float]]], published: Output) -> None:
         """Run the rounds of ``pending`` (events by rank) in rank order, feeding each round's
         matches of read streams to the rank that reads them."""
         rank = self.program.rank
@@ -358,7 +371,7 @@ class Engine:
                     published.append(event)
                 pending.setdefault(rank[event.stream], []).append((event, root))
 
-    def _overdue(self, t1: int, groups: set[str], published: list[Event]) -> None:
+    def _overdue(self, t1: int, groups: set[str], published: Output) -> None:
         """Collect, earliest deadline first, the instances of ``groups`` due before ``t1``; what
         their TIMEOUT edges publish goes to its readers at its own time, before the epoch's
         events (as if an epoch had come then).  O(log n) per instance collected."""
@@ -374,9 +387,7 @@ class Engine:
                 fed.setdefault(rank[event.stream], []).append((event, root))
             self._ranks(fed, published)
 
-    def _expire(
-        self, dead: list[EngineInstance], published: list[Event]
-    ) -> list[tuple[Event, float]]:
+    def _expire(self, dead: list[EngineInstance], published: Output) -> list[tuple[Event, float]]:
         """Publish, through its node's TIMEOUT edge, each collected instance that has one.
 
         The match spans the instance's start to its deadline.  Matches of
@@ -404,7 +415,7 @@ class Engine:
         return run_epochs(self.process, events)
 
     def _round(
-        self, events: list[tuple[Event, float]], published: list[Event]
+        self, events: list[tuple[Event, float]], published: Output
     ) -> list[tuple[Event, float]]:
         """One rank of an epoch: Section 4.3's steps for each event, then install.
 
@@ -677,7 +688,7 @@ class Engine:
         own: int,
         root: float,
         spawned: list[tuple[EngineInstance, EngineInstance | None]],
-        out: tuple[list[tuple[Event, float]], list[Event]],
+        out: tuple[list[tuple[Event, float]], Output],
     ) -> None:
         """Move ``slots`` along an ∃-edge: a match per slot ending there, an instance for others.
 
@@ -713,15 +724,21 @@ class Engine:
             space = program.spaces[node.space]
             slot_stream = space.streams
             values = tuple(sorted(binding.items()))
-            streams = [slot_stream[slot] for slot in slots_of(ending & ~space.fed)]
-            fed = [slot_stream[slot] for slot in slots_of(ending & space.fed)]
+            produced, published = out
+            plain, fed_slots = ending & ~space.fed, ending & space.fed
+            fed = [slot_stream[slot] for slot in slots_of(fed_slots)] if fed_slots else []
             if new_root <= program.latest_since or program.until:  # some slot may not want it
                 since, until = program.since, program.until
+                streams = [slot_stream[slot] for slot in slots_of(plain)]
                 streams = [s for s in streams if since[s] < new_root <= until.get(s, math.inf)]
                 fed = [s for s in fed if since[s] < new_root <= until.get(s, math.inf)]
-            self.state.counters.matches += len(streams) + len(fed)
-            produced, published = out
-            published.extend(made_events(streams, t0, t1, values))
+                self.state.counters.matches += len(streams)
+                if streams:
+                    published.append(Match.of(streams, t0, t1, values))
+            elif plain:
+                self.state.counters.matches += plain.bit_count()
+                published.append(Match(slot_stream, plain, t0, t1, values))
+            self.state.counters.matches += len(fed)
             produced.extend([(event, new_root) for event in made_events(fed, t0, t1, values)])
         if node.filter is not None:
             members = slots & program.edges[node.filter].params.all

@@ -36,7 +36,8 @@ import grpc
 
 from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
 from cesar.automata.shape import QueryCache
-from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.engine import Engine, EngineOptions, Output
+from cesar.server.engine.matches import Match
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.front import limits
 from cesar.server.host import snapshots
@@ -190,7 +191,7 @@ class ShardState:
             else:
                 events = (trusted_event(e) for e in lane_events.events)
             for epoch in epochs(events):
-                self._emit(lane, engine.process(epoch), out)
+                self._emit(lane, engine.process_matches(epoch), out)
                 for notice in engine.notices:
                     out.add(
                         shard_pb2.ShardAlert(subscription=notice.subscription, notice=notice.reason)
@@ -198,30 +199,39 @@ class ShardState:
                 engine.notices.clear()
         return out.messages
 
-    def _emit(self, lane: Lane, outputs: list[Event], out: Responses) -> None:
+    def _emit(self, lane: Lane, outputs: Output, out: Responses) -> None:
         """The epoch's alerts, within each subscription's budget on this shard: at most
         ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch`` bytes; the rest are
-        dropped, with one notice per episode (:meth:`Lane.settle`)."""
+        dropped, with one notice per episode (:meth:`Lane.settle`).  A match shared by many
+        subscriptions is converted once and copied per subscription."""
         count_limit = self.max_alerts_per_epoch
         byte_limit = self.max_alert_bytes_per_epoch
         made: Counter[str] = Counter()
         sizes: Counter[str] = Counter()
         dropped: Counter[str] = Counter()
-        for event in outputs:
-            subscription = lane.streams[event.stream]
-            made[subscription] += 1
-            if dropped[subscription]:
-                dropped[subscription] += 1
-                continue
-            message = to_event(event)
-            size = message.ByteSize()
-            if (count_limit is not None and made[subscription] > count_limit) or (
-                byte_limit is not None and sizes[subscription] + size > byte_limit
-            ):
-                dropped[subscription] += 1
-                continue
-            sizes[subscription] += size
-            out.add(shard_pb2.ShardAlert(subscription=subscription, event=message), size)
+        for item in outputs:
+            if isinstance(item, Match):
+                streams = item.streams()
+                shared = to_event(Event("", item.t0, item.t1, item.values))
+            else:
+                streams, shared = [item.stream], to_event(item)
+            for stream in streams:
+                subscription = lane.streams[stream]
+                made[subscription] += 1
+                if dropped[subscription]:
+                    dropped[subscription] += 1
+                    continue
+                message = cesar_pb2.Event()
+                message.CopyFrom(shared)
+                message.stream = stream
+                size = message.ByteSize()
+                if (count_limit is not None and made[subscription] > count_limit) or (
+                    byte_limit is not None and sizes[subscription] + size > byte_limit
+                ):
+                    dropped[subscription] += 1
+                    continue
+                sizes[subscription] += size
+                out.add(shard_pb2.ShardAlert(subscription=subscription, event=message), size)
         for subscription in made:
             self.alerts_dropped += dropped[subscription]
             if lane.settle(subscription, dropped[subscription] > 0):

@@ -204,6 +204,25 @@ def test_runs_of_a_key_wait_by_threshold_so_an_event_reaches_only_those_it_compl
     engine.check_valid()
 
 
+def test_a_match_shared_by_a_family_is_one_reference_until_it_is_copied():
+    """A thousand subscriptions of one template matching together: process_matches gives one
+    Match naming their slots (no event per subscription); process copies it per subscription.
+    A match of one subscription is a Match too."""
+    engine = Engine()
+    for n in range(1000):
+        subscribe(engine, f"f{n}", f"FILTER{{k = 'a' AND v > {n % 7}}} S")
+    matches = engine.process_matches([s(1, "a", 9)])
+    assert [type(m).__name__ for m in matches] == ["Match"] and len(matches[0]) == 1000
+    assert engine.counters.matches == 1000
+    assert sorted(e.stream for e in engine.process([s(2, "a", 3)])) == sorted(
+        f"f{n}" for n in range(1000) if n % 7 < 3
+    )
+    subscribe(engine, "late", PAIRS)
+    engine.process_matches([s(3, "b", 1)])
+    (match,) = engine.process_matches([s(4, "b", 1)])
+    assert match.streams() == ["late"] and len(match) == 1
+
+
 RUN = "(SELECT *, 1 AS n FROM S) FOLD{$2.k = $.k, $2.v > $.v, $.n + 1 AS n} S"
 
 
