@@ -103,7 +103,7 @@ def run(
         if number % SAMPLE:
             continue
         live, held = len(engine.state.instances), 0
-        for _, waiting, buffered in engine.planner.held():
+        for _, waiting, buffered in engine.planner.lazy_holdings():
             live += waiting
             held += buffered
         live_sum += live

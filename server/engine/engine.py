@@ -63,7 +63,8 @@ from cesar.index.thresholds import Thresholds
 from cesar.server.engine.codegen import ThresholdOf
 from cesar.server.engine.matches import Match, expand
 from cesar.server.engine.params import Group
-from cesar.server.engine.plans import Planner, plannable
+from cesar.server.engine.planned import Enter, Retire, Steps, plannable
+from cesar.server.engine.plans import Planner
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import (
     EngineCounters,
@@ -94,7 +95,7 @@ class Engine:
         self.program = QueryProgram(self.options)
         self.state = EngineState()
         self.planner = Planner(
-            self,
+            self.held,
             self.program.faults,
             self.program.codegen,
             self.options.functions,
@@ -151,7 +152,9 @@ class Engine:
         planner = self.planner
         for stream in {s for a in automata for s in a.reads} & planner.publishers.keys():
             producer = planner.planned[planner.publishers[stream]]
-            planner.pin_eager(producer.subscription, self._clock(producer.pattern.reads))
+            self._take(
+                planner.pin_eager(producer.subscription, self._clock(producer.pattern.reads))
+            )
         if (
             self.options.plans
             and pattern is not None
@@ -160,16 +163,16 @@ class Engine:
         ):
             streams = pattern.reads | {pattern.output.name}
             self.state.regroup(program.groups.join(streams), program.groups)
-            self.planner.add(subscription, pattern, automata, since)
+            self._take(self.planner.add(subscription, pattern, automata, since))
         else:
-            self.enter(subscription, automata, since)
+            self._enter(subscription, automata, since)
 
     def _clock(self, streams: set[str] | frozenset[str]) -> float:
         """The latest epoch of the clock groups of ``streams``."""
         clocks, find = self.state.group_clock, self.program.groups.find
         return max((clocks.get(find(s), -math.inf) for s in streams), default=-math.inf)
 
-    def enter(self, subscription: str, automata: Sequence[Automaton], since: float) -> None:
+    def _enter(self, subscription: str, automata: Sequence[Automaton], since: float) -> None:
         """Put a subscription's automata on the DAG, matching events after epoch ``since``."""
         program, groups = self.program, self.program.groups
         change = program.subscribe(subscription, automata, since)
@@ -177,7 +180,7 @@ class Engine:
         self.state.regroup(groups.join(streams), groups)
         self._apply(change)
 
-    def retire(self, subscription: str, until: float | None) -> None:
+    def _retire(self, subscription: str, until: float | None) -> None:
         """Keep only a subscription's matches rooted at or before ``until`` (a plan that
         replaced it takes the others; inf: all again); None: take its automata off the DAG."""
         if until is None:
@@ -198,26 +201,37 @@ class Engine:
             index += 1
         return total
 
-    def remember_past(self, events: Iterable[Event]) -> None:
-        """Remember events of earlier epochs for the UNLESS edges of automata just entered
-        (:meth:`EngineState.remember_past`)."""
-        self.state.remember_past(events)
-
     def replan(self, subscription: str, plan: Plan) -> bool:
         """Switch a planned subscription to ``plan`` now (even a pinned one, even while a
         previous switch finishes); False if it runs already.  KeyError if not planned,
         ValueError for a plan that cannot run it."""
         planned = self.planner.planned[subscription]
         clock = self._clock(planned.pattern.reads)
-        return self.planner.switch(subscription, plan, clock, force=True)
+        steps: Steps = []
+        switched = self.planner.switch(subscription, plan, clock, steps, force=True)
+        self._take(steps)
+        return switched
 
     def unsubscribe(self, subscription: str) -> None:
         """Remove a subscription; what only it used goes, other subscriptions are untouched.
 
         Its slots leave every instance (an instance left with none goes).
         """
-        if not self.planner.remove(subscription):
+        steps = self.planner.remove(subscription)
+        if steps is None:
             self._apply(self.program.unsubscribe(subscription))
+        else:
+            self._take(steps)
+
+    def _take(self, steps: Steps) -> None:
+        """Do on the DAG what the planner returned, in order."""
+        for step in steps:
+            if isinstance(step, Enter):
+                self._enter(step.subscription, step.automata, step.since)
+            elif isinstance(step, Retire):
+                self._retire(step.subscription, step.until)
+            else:
+                self.state.remember_past(step.events)
 
     def _apply(self, change: Change) -> None:
         """Bring the run state in line with a changed program."""
@@ -313,7 +327,8 @@ class Engine:
         planner = self.planner
         if planner.planned:
             lazy: list[Event] = []
-            state.counters.matches += planner.process(epoch, lazy)
+            self._take(planner.process(epoch, lazy))
+            state.counters.matches += len(lazy)
             published.extend(lazy)
             if planner.dropped or planner.notices:
                 state.counters.dropped += planner.dropped

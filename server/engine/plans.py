@@ -6,7 +6,7 @@ shared DAG a subscription costs little more than what its indices and merged nod
 pay, while a lazy run is its own (it looks at every event of its streams, and buffers
 them).  So a subscription starts **eager**, on the DAG, and is left there unwatched (no work
 per event) while the DAG holds few partial matches for it: every ``sweep`` epochs
-(:class:`PlanCosts`) a slice of the eager subscriptions is looked at (:meth:`Dag.held`: the
+(:class:`PlanCosts`) a slice of the eager subscriptions is looked at (``held``: the
 live instances of its nodes, divided among the automata sharing each), and one holding
 ``heavy`` or more is *watched*.
 
@@ -45,28 +45,28 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from cesar.automata.automaton import Automaton, Edge
 from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
-from cesar.automata.pattern.buffers import Buffer, Key, key_of
+from cesar.automata.pattern.buffers import Buffer, key_of
 from cesar.automata.pattern.judging import Compiler, FastJudge, Fits
 from cesar.automata.pattern.lazy import LazyRun
-from cesar.automata.pattern.plans import (
-    EAGER,
-    Plan,
-    PlanKind,
-    choose,
-    conjuncts,
-    cost,
-    pinned,
-    refusal,
-)
+from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, cost, pinned, refusal
 from cesar.automata.pattern.resolve import Resolved
-from cesar.automata.schema import Event, epochs
-from cesar.automata.template import template
+from cesar.automata.schema import Event
 from cesar.automata.terms import Pred, to_cel
+from cesar.server.engine.planned import (
+    Enter,
+    PlanCosts,
+    Planned,
+    Rates,
+    Recall,
+    Retire,
+    Steps,
+    edges_of,
+    work_of,
+)
+from cesar.server.engine.plansave import SavedPlanned, load
 
 HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it ..."""
@@ -90,161 +90,26 @@ KEY_SAMPLE = 8
 """The partition keys of one epoch in this many are counted (how many keys share the events)."""
 
 
-@dataclass(frozen=True)
-class PlanCosts:
-    """The planner's thresholds (``EngineOptions.plan_costs``); the defaults serve."""
-
-    heavy: float = 64.0
-    """An eager subscription is watched once the DAG holds this many partial matches for it
-    (its share of its nodes' instances); it is left unwatched again below a quarter of it."""
-    look: float = 1.0
-    """A lazy plan's own look at one event of its streams, in partial-match steps: the
-    DAG's look is shared through its indices, a lazy run's is not."""
-    sweep: int = 64
-    """Every this many epochs, one of ``SLICES`` slices of the eager subscriptions is
-    looked at (each of them, while there are fewer)."""
-    decay_windows: int = 16
-    """Rates decay with a time constant of this many windows."""
-    check: int = 16
-    """The plans are weighed every window, and at most every this many ticks."""
-
-
-def plannable(pattern: Resolved) -> bool:
-    """True if some plan other than eager can run ``pattern``."""
-    names = tuple(s.var for s in pattern.steps)
-    return any(
-        refusal(pattern, plan) is None
-        for plan in (Plan(PlanKind.RECOMPUTE), Plan(PlanKind.CHAIN, names))
-    )
-
-
-@dataclass
-class Rates:
-    """Per component, the decayed count of the events that fit it; last, of all events of the
-    pattern's streams.
-
-    Events are counted as they come (O(1) each) and folded into the decayed
-    counts when the rates are read, as if they had come then.
-    """
-
-    tau: float
-    counts: list[float]
-    last: float = -math.inf
-    since: float = math.inf
-    pending: list[int] = field(default_factory=list)
-    keys: dict[Key, float] = field(default_factory=dict)
-
-    def add(self, n: int, t: int) -> None:
-        """An event fitting component ``n`` at time ``t`` (``n`` past the components: any
-        event of the pattern's streams, :meth:`seen`)."""
-        if not self.pending:
-            self.pending = [0] * len(self.counts)
-            self.since = min(self.since, t)
-        self.pending[n] += 1
-
-    def seen(self, count: int, t: int) -> None:
-        """``count`` events of the pattern's streams at time ``t``."""
-        if count:
-            self.add(len(self.counts) - 1, t)
-            self.pending[-1] += count - 1
-
-    def key(self, key: Key, t: int) -> None:
-        """An event of partition key ``key`` at time ``t``."""
-        self.keys[key] = t
-
-    def spread(self, t: float) -> int:
-        """The partition keys seen within a decay time before ``t`` (at least 1)."""
-        self.keys = {k: last for k, last in self.keys.items() if t - last < self.tau}
-        return max(len(self.keys), 1)
-
-    def at(self, t: float) -> list[float]:
-        """Events per tick per component at time ``t``, then of all the pattern's streams.
-
-        A decayed count watched for ``w`` ticks holds ``1 - exp(-w / tau)`` of a steady
-        rate's ``tau`` events: it is divided by that, so a young count is not read low.
-        """
-        decay = math.exp(-(t - self.last) / self.tau) if self.last > -math.inf else 0.0
-        pending = self.pending or [0] * len(self.counts)
-        self.counts = [c * decay + p for c, p in zip(self.counts, pending, strict=True)]
-        self.last, self.pending = t, [0] * len(self.counts)
-        watched = max(t - self.since + 1, 1.0)
-        span = self.tau * -math.expm1(-watched / self.tau)
-        return [c / span for c in self.counts]
-
-
-@dataclass
-class Planned:
-    """A planned subscription: its pattern, automata, plan, lazy runs and the DAG's share.
-
-    ``runs``: lazy runs, the current one last when the plan is not eager;
-    ``dag``: (since, until) of its automata on the DAG, None when not there.
-    """
-
-    subscription: str
-    pattern: Resolved
-    automata: tuple[Automaton, ...]
-    since: float
-    plan: Plan
-    pinned: bool
-    rates: Rates
-    fits: Fits
-    template: int
-    """Its automata's edges up to constants, by number (:attr:`Planner.shapes`): equal for
-    subscriptions the DAG merges."""
-    runs: list[LazyRun] = field(default_factory=list)
-    dag: tuple[float, float] | None = None
-    history: Buffer[Event] | None = None
-    """For a negation before the first component: the negated events of the last window, which
-    a plan starting at a switch needs (it looks back before its start)."""
-    why: str = "not weighed yet: no rates"
-    next_check: float = -math.inf
-    idle: bool = False
-    """Pinned, or eager and not watched: not measured, not weighed."""
-    watched: bool = False
-    """Eager with ``heavy`` partial matches or more on the DAG, fewer than ``CROWD`` of its
-    template: its rates are measured and its plans weighed."""
-    barred_until: float = -math.inf
-    """No lazy plan before this tick: the last one measured worse than eager."""
-    promise: tuple[float, float, int] | None = None
-    """After a switch to a lazy plan: the eager cost per tick it was chosen against, the tick
-    of the switch, and the lazy runs' work counted then."""
-    selectivity: dict[Pred, float] = field(default_factory=dict)
-    """Per condition between components, the share of assignments it let through in the
-    lazy runs (kept across plans; where it judged ``JUDGED`` or more): shown in ``why``,
-    not weighed (:func:`~cesar.automata.pattern.plans.cost`)."""
-
-    @property
-    def window(self) -> int:
-        assert self.pattern.window is not None
-        return self.pattern.window
-
-    @property
-    def retiring(self) -> bool:
-        """True while a plan it left still finishes its matches."""
-        if self.plan.kind is PlanKind.EAGER:
-            return bool(self.runs)
-        return len(self.runs) > 1 or self.dag is not None
-
-
 class Planner:
     """The planned subscriptions of one engine; the engine calls it around each epoch.
 
-    The DAG side goes through ``dag`` (the engine), which subscribes automata
-    with a ``since`` and retires them with an ``until``.
+    What it needs of the DAG it returns as :data:`~cesar.server.engine.planned.Steps` for the
+    engine to apply, in order; ``held`` tells it the partial matches the DAG holds for a
+    subscription (its share of its nodes' instances).
     """
 
     def __init__(
         self,
-        dag: Dag,
+        held: Callable[[str], float],
         faults: Faults,
         compiler: Compiler,
         functions: FunctionRegistry = DEFAULT_FUNCTIONS,
         limit: int | None = None,
         max_steps: int | None = None,
-        costs: PlanCosts = PlanCosts(),
+        costs: PlanCosts | None = None,
     ) -> None:
-        self.dag = dag
-        self.costs = costs
+        self.held_on_dag = held
+        self.costs = costs or PlanCosts()
         self.max_steps = max_steps
         """Candidates and matches the recomputing searches of one subscription may look at per
         epoch (None: no bound): past it the search stops (:meth:`_abandoned`)."""
@@ -258,7 +123,7 @@ class Planner:
         lazy run, a negation history, rates to measure); an idle eager one is left out."""
         self.publishers: dict[str, str] = {}
         """Per stream a planned subscription publishes, that subscription."""
-        self.shapes: dict[tuple[Edge, ...], int] = {}
+        self.templates: dict[tuple[Edge, ...], int] = {}
         """Each template of a planned subscription, numbered (a subscription's edges up to
         constants; hashing one is deep, so it is done when it subscribes and leaves)."""
         self.numbers = itertools.count()
@@ -274,21 +139,22 @@ class Planner:
         self.shedding: set[str] = set()
         """Subscriptions whose lazy runs shed since the last budget check."""
         self.saved: dict[str, SavedPlanned] = {}
-        """Saved states (:meth:`save`) waiting for their subscriptions to come back."""
+        """Saved states (:func:`~cesar.server.engine.plansave.save`) waiting for their
+        subscriptions to come back."""
 
     def add(
         self, subscription: str, pattern: Resolved, automata: Sequence[Automaton], since: float
-    ) -> None:
-        """Plan a new subscription: its pin, or :func:`~cesar.automata.pattern.plans.initial`."""
+    ) -> Steps:
+        """Plan a new subscription: its pin, else eager (unwatched until the DAG holds
+        ``heavy`` partial matches for it), or the state saved for it."""
         pin = pinned(pattern)
-        steps = len(pattern.steps)
         tau = self.costs.decay_windows * max(pattern.window or 1, 1)
-        rates = Rates(tau, [0.0] * (steps + 1))
+        rates = Rates(tau, [0.0] * (len(pattern.steps) + 1))
         fits = Fits(pattern, FastJudge(pattern, self.faults, self.functions, self.compiler))
-        edges = _edges(automata)
-        shape = self.shapes.get(edges)
+        edges = edges_of(automata)
+        shape = self.templates.get(edges)
         if shape is None:
-            shape = self.shapes[edges] = next(self.numbers)
+            shape = self.templates[edges] = next(self.numbers)
         siblings = self._siblings(shape)
         plan = pin or EAGER
         planned = Planned(
@@ -315,22 +181,22 @@ class Planner:
         self.planned[subscription] = planned
         self.publishers[pattern.output.name] = subscription
         saved = self.saved.pop(subscription, None)
+        steps: Steps = []
         if saved is None:
-            self._start(planned, planned.plan, since)
+            self._start(planned, planned.plan, since, steps)
         else:
-            self._load(planned, saved)
+            steps = load(planned, saved, self.run_for)
         self._join(planned, +1)
+        return steps
 
-    def remove(self, subscription: str) -> bool:
-        """Forget a planned subscription (and take its automata off the DAG); False if not one."""
+    def remove(self, subscription: str) -> Steps | None:
+        """Forget a planned subscription (its automata leave the DAG); None if not one."""
         planned = self.planned.pop(subscription, None)
         if planned is None:
-            return False
+            return None
         self._join(planned, -1)
         del self.publishers[planned.pattern.output.name]
-        if planned.dag is not None:
-            self.dag.retire(subscription, None)
-        return True
+        return [Retire(subscription, None)] if planned.dag is not None else []
 
     def _join(self, planned: Planned, step: int) -> None:
         """Count a subscription in (+1) or out (-1) of its template; refresh the template's
@@ -345,7 +211,7 @@ class Planner:
             self._refresh(planned, False)
             if not members:
                 del self.members[shape]
-                del self.shapes[_edges(planned.automata)]
+                del self.templates[edges_of(planned.automata)]
         crossed = (before >= CROWD) != (len(members) >= CROWD)
         for member in members.values() if crossed else (planned,) if step > 0 else ():
             self._refresh(member)
@@ -376,19 +242,23 @@ class Planner:
                 if not readers:
                     del self.readers[stream]
 
-    def pin_eager(self, subscription: str, clock: float) -> None:
+    def pin_eager(self, subscription: str, clock: float) -> Steps:
         """Another subscription reads this one: make it eager for good."""
         planned = self.planned[subscription]
         planned.pinned = True
         planned.why = "eager: another subscription reads its output"
+        steps: Steps = []
         if planned.plan.kind is not PlanKind.EAGER:
-            self.switch(subscription, EAGER, clock, force=True)
+            self.switch(subscription, EAGER, clock, steps, force=True)
         self._refresh(planned)
+        return steps
 
-    def switch(self, subscription: str, plan: Plan, clock: float, force: bool = False) -> bool:
-        """Switch to ``plan`` after epoch ``clock``; False (nothing done) if it runs already,
-        or unless ``force``d if pinned or while a previous switch finishes.  ValueError for
-        a plan that cannot run the pattern.
+    def switch(
+        self, subscription: str, plan: Plan, clock: float, steps: Steps, force: bool = False
+    ) -> bool:
+        """Switch to ``plan`` after epoch ``clock``, adding the DAG's part to ``steps``; False
+        (nothing done) if it runs already, or unless ``force``d if pinned or while a previous
+        switch finishes.  ValueError for a plan that cannot run the pattern.
 
         Back to eager while its DAG automata still finish: they take every match again,
         and the lazy runs started since they retired go (what they made completed once).
@@ -403,7 +273,7 @@ class Planner:
         if planned.plan.kind is PlanKind.EAGER:
             assert planned.dag is not None
             planned.dag = (planned.dag[0], clock)
-            self.dag.retire(subscription, clock)
+            steps.append(Retire(subscription, clock))
         else:
             planned.runs[-1].until = clock
         planned.plan = plan
@@ -411,26 +281,27 @@ class Planner:
             since = planned.dag[0]
             planned.runs = [run for run in planned.runs if run.until <= since]
             planned.dag = (since, math.inf)
-            self.dag.retire(subscription, math.inf)
+            steps.append(Retire(subscription, math.inf))
         else:
-            self._start(planned, plan, clock)
+            self._start(planned, plan, clock, steps)
         self.switches += 1
         self._refresh(planned)
         return True
 
-    def _start(self, planned: Planned, plan: Plan, since: float) -> None:
+    def _start(self, planned: Planned, plan: Plan, since: float, steps: Steps) -> None:
         past = list(planned.history) if planned.history is not None else []
         if plan.kind is PlanKind.EAGER:
             planned.dag = (since, math.inf)
-            self.dag.enter(planned.subscription, planned.automata, since)
+            steps.append(Enter(planned.subscription, planned.automata, since))
             if past:
-                self.dag.remember_past(past)
+                steps.append(Recall(tuple(past)))
         else:
-            run = self._run(planned, plan, since, math.inf)
+            run = self.run_for(planned, plan, since, math.inf)
             run.seed(past)
             planned.runs.append(run)
 
-    def _run(self, planned: Planned, plan: Plan, since: float, until: float) -> LazyRun:
+    def run_for(self, planned: Planned, plan: Plan, since: float, until: float) -> LazyRun:
+        """A lazy run of ``planned`` on ``plan`` taking the matches rooted in (since, until]."""
         return LazyRun(
             planned.pattern,
             plan,
@@ -442,11 +313,11 @@ class Planner:
             self.max_steps,
         )
 
-    def process(self, epoch: Sequence[Event], published: list[Event]) -> int:
-        """One epoch for every planned subscription that reads it: rates, lazy runs,
-        retirements, re-plans.  Returns the matches published."""
+    def process(self, epoch: Sequence[Event], published: list[Event]) -> Steps:
+        """One epoch for every planned subscription that reads it: rates, lazy runs (their
+        matches go to ``published``), retirements, re-plans; what the DAG must do."""
         now = epoch[0].t1
-        made = len(published)
+        steps: Steps = []
         self.epochs += 1
         by_stream: dict[str, list[Event]] = {}
         for event in epoch:
@@ -483,10 +354,10 @@ class Planner:
                 self._recall(planned, mine, now)
             if self.limit is not None:
                 self._limit(planned)
-            self._retire(planned, now)
+            self._retire(planned, now, steps)
             if not planned.idle and now >= planned.next_check:
                 planned.next_check = now + max(planned.window, self.costs.check)
-                self._replan(planned, now)
+                self._replan(planned, now, steps)
         if not self.epochs % self.costs.sweep:
             self._sweep()
         if not self.epochs % BUDGET_EVERY:
@@ -494,7 +365,7 @@ class Planner:
                 self._budget()
             self.over &= self.shedding  # an episode ends after a whole period without losses
             self.shedding = set()
-        return len(published) - made
+        return steps
 
     def _sweep(self) -> None:
         """Watch the eager subscriptions of this sweep's slice that the DAG holds ``heavy``
@@ -506,7 +377,7 @@ class Planner:
                 continue
             if planned.pinned or self._siblings(planned.template) >= CROWD:
                 continue
-            held = self.dag.held(planned.subscription)
+            held = self.held_on_dag(planned.subscription)
             if held >= self.costs.heavy:
                 planned.watched = True
                 planned.why = f"eager: the DAG holds {held:.0f} partial matches for it; weighing"
@@ -577,7 +448,7 @@ class Planner:
             "the oldest are dropped, so a match may be missed (one notice until it recovers)",
         )
 
-    def _retire(self, planned: Planned, now: int) -> None:
+    def _retire(self, planned: Planned, now: int, steps: Steps) -> None:
         window = planned.window
         kept = [r for r in planned.runs if now < r.until + window]
         if len(kept) < len(planned.runs):
@@ -585,13 +456,13 @@ class Planner:
             self._refresh(planned)
         if planned.dag is not None and now >= planned.dag[1] + window:
             planned.dag = None
-            self.dag.retire(planned.subscription, None)
+            steps.append(Retire(planned.subscription, None))
 
-    def _replan(self, planned: Planned, now: int) -> None:
+    def _replan(self, planned: Planned, now: int, steps: Steps) -> None:
         """Weigh the plans; switch past the hysteresis, and back from a lazy plan that
         measured worse than its promise (module docstring)."""
         if planned.plan == EAGER and not planned.retiring:
-            held = self.dag.held(planned.subscription)
+            held = self.held_on_dag(planned.subscription)
             if held < self.costs.heavy / 4:  # the DAG serves it cheaply again: stop watching
                 planned.watched = False
                 planned.why = f"eager: the DAG holds {held:.0f} partial matches for it"
@@ -630,7 +501,7 @@ class Planner:
             f"{keys} key{'s' if keys > 1 else ''}{shares}"
             f"{f'; eager shared by {sharing} on the DAG' if sharing > 1 else ''})"
         )
-        if self._broken(planned, now, look):
+        if self._broken(planned, now, look, steps):
             return
         if best != EAGER and now < planned.barred_until:
             planned.why += f"; lazy plans barred until {planned.barred_until:g}"
@@ -638,10 +509,10 @@ class Planner:
         touched = sum(rates.values())  # the look at each event every plan takes
         if best_cost * HYSTERESIS < current and current - best_cost > MATERIAL * touched:
             leaving = planned.plan == EAGER
-            if self.switch(planned.subscription, best, now) and leaving:
-                planned.promise = (eager, now, _work(planned))
+            if self.switch(planned.subscription, best, now, steps) and leaving:
+                planned.promise = (eager, now, work_of(planned))
 
-    def _broken(self, planned: Planned, now: int, look: float) -> bool:
+    def _broken(self, planned: Planned, now: int, look: float, steps: Steps) -> bool:
         """A lazy plan ``GUARD_WINDOWS`` windows after its switch from eager: if its measured
         work per tick is worse than the eager cost it promised to beat by ``HYSTERESIS``,
         back to eager, barred from lazy plans for ``BAR_WINDOWS`` windows.  True if it went."""
@@ -652,93 +523,17 @@ class Planner:
         if span < GUARD_WINDOWS * planned.window:
             return False
         planned.promise = None
-        lazy = (_work(planned) - work) / max(span, 1) + look
+        lazy = (work_of(planned) - work) / max(span, 1) + look
         if lazy <= eager * HYSTERESIS:
             return False
         left = planned.plan.spell()
-        self.switch(planned.subscription, EAGER, now, force=True)
+        self.switch(planned.subscription, EAGER, now, steps, force=True)
         planned.barred_until = now + BAR_WINDOWS * planned.window
         planned.why = (
             f"eager: {left} measured {lazy:.3g} steps per tick against "
             f"eager's {eager:.3g}; lazy plans barred until {planned.barred_until:g}"
         )
         return True
-
-    def save(self) -> dict[str, SavedPlanned]:
-        """Every planned subscription's state as plain data: plan, rates, its DAG share, and
-        each lazy run's plan, root bounds, clock and buffered events."""
-        out: dict[str, SavedPlanned] = {}
-        for name, planned in self.planned.items():
-            rates = planned.rates
-            out[name] = {
-                "plan": planned.plan.spell(),
-                "pinned": planned.pinned,
-                "watched": planned.watched,
-                "barred_until": planned.barred_until,
-                "promise": None if planned.promise is None else list(planned.promise),
-                "why": planned.why,
-                "next_check": planned.next_check,
-                "rates": [rates.counts, rates.last, rates.since, rates.pending],
-                "keys": [[list(k) if k is not None else None, t] for k, t in rates.keys.items()],
-                "dag": None if planned.dag is None else list(planned.dag),
-                "selectivity": [
-                    [n, planned.selectivity[pred]]
-                    for n, (_, pred) in enumerate(conjuncts(planned.pattern))
-                    if pred in planned.selectivity
-                ],
-                "history": [(e.stream, e.t0, e.t1, e.values) for e in planned.history or ()],
-                "runs": [
-                    [
-                        run.plan.spell(),
-                        run.since,
-                        run.until,
-                        run.clock,
-                        [(e.stream, e.t0, e.t1, e.values) for e in run.events()],
-                    ]
-                    for run in planned.runs
-                ],
-            }
-        return out
-
-    def _load(self, planned: Planned, saved: SavedPlanned) -> None:
-        """Give a subscription planned again its saved state (its DAG instances come back
-        with the engine's); a lazy run is rebuilt by running its buffered events again."""
-        plan = Plan.parse(saved["plan"])
-        planned.plan = EAGER if plan is None else plan
-        planned.pinned, planned.why = saved["pinned"], saved["why"]
-        planned.watched = saved.get("watched", False)
-        planned.barred_until = saved.get("barred_until", -math.inf)
-        promise = saved.get("promise")
-        planned.promise = None if promise is None else (promise[0], promise[1], promise[2])
-        planned.next_check = saved["next_check"]
-        counts, last, since, pending = saved["rates"]
-        width = len(planned.rates.counts)  # a snapshot before the count of all events: one less
-        planned.rates.counts = [*counts, 0.0][:width]
-        planned.rates.last, planned.rates.since = last, since
-        planned.rates.pending = [*pending, 0][:width] if pending else []
-        planned.rates.keys = {
-            (tuple(k) if k is not None else None): t for k, t in saved.get("keys", [])
-        }
-        between = conjuncts(planned.pattern)
-        for n, share in saved.get("selectivity", []):
-            planned.selectivity[between[n][1]] = share
-        if planned.history is not None:
-            for fields in saved.get("history", []):
-                planned.history.add(None, Event(*fields))
-        if saved["dag"] is not None:
-            planned.dag = (saved["dag"][0], saved["dag"][1])
-            self.dag.enter(planned.subscription, planned.automata, planned.dag[0])
-            if planned.dag[1] != math.inf:
-                self.dag.retire(planned.subscription, planned.dag[1])
-        for spelled, since, until, clock, events in saved["runs"]:
-            run_plan = Plan.parse(spelled)
-            assert run_plan is not None
-            run = self._run(planned, run_plan, since, until)
-            for epoch in epochs(Event(*fields) for fields in events):
-                run.process(epoch)
-            run.clock = clock
-            run.prune()
-            planned.runs.append(run)
 
     def check_valid(self, on_dag: Callable[[str], bool]) -> None:
         """Assert the planner's invariants; ``on_dag`` says if a subscription is on the DAG."""
@@ -754,7 +549,7 @@ class Planner:
             assert self.members[planned.template][name] is planned
         assert self.publishers == {p.pattern.output.name: n for n, p in self.planned.items()}
         assert sum(len(m) for m in self.members.values()) == len(self.planned)
-        assert set(self.shapes.values()) == set(self.members)
+        assert set(self.templates.values()) == set(self.members)
         for name, planned in self.planned.items():
             assert (planned.dag is not None) == on_dag(name), name
             lazy = planned.plan.kind is not PlanKind.EAGER
@@ -775,7 +570,7 @@ class Planner:
     def figures(self) -> dict[str, int]:
         """Counts for the shard's stats: subscriptions planned, of them on a lazy plan,
         switches so far, partial matches waiting and events buffered by lazy runs."""
-        held = list(self.held())
+        held = list(self.lazy_holdings())
         return {
             "planned": len(self.planned),
             "planned_lazy": sum(p.plan.kind is not PlanKind.EAGER for p in self.planned.values()),
@@ -784,7 +579,7 @@ class Planner:
             "lazy_buffered": sum(buffered for _, _, buffered in held),
         }
 
-    def held(self) -> Iterable[tuple[str, int, int]]:
+    def lazy_holdings(self) -> Iterable[tuple[str, int, int]]:
         """Per planned subscription with lazy runs: partial matches waiting, events buffered."""
         for planned in self.planned.values():
             if planned.runs:
@@ -793,34 +588,3 @@ class Planner:
                     sum(r.live for r in planned.runs),
                     sum(r.buffered for r in planned.runs),
                 )
-
-
-SavedPlanned = dict[str, Any]
-"""A planned subscription's state as plain data (:meth:`Planner.save`)."""
-
-
-class Dag(Protocol):
-    """What the planner asks of the engine's DAG (the engine is one)."""
-
-    def enter(self, subscription: str, automata: Sequence[Automaton], since: float) -> None:
-        """Subscribe the automata, taking the matches rooted after ``since``."""
-
-    def retire(self, subscription: str, until: float | None) -> None:
-        """Keep only the matches rooted at or before ``until`` (inf: all again); None:
-        unsubscribe."""
-
-    def remember_past(self, events: Iterable[Event]) -> None:
-        """Remember events of earlier epochs for the UNLESS edges of automata just entered."""
-
-    def held(self, subscription: str) -> float:
-        """The partial matches the DAG holds for the subscription (its share of its nodes')."""
-
-
-def _work(planned: Planned) -> int:
-    """The partial matches made and candidates searched by a subscription's lazy runs."""
-    return sum(run.counters.partials + run.counters.searched for run in planned.runs)
-
-
-def _edges(automata: Sequence[Automaton]) -> tuple[Edge, ...]:
-    """The automata's edges up to constants: equal for subscriptions the DAG merges."""
-    return tuple(template(edge)[0] for automaton in automata for edge in automaton.edges)

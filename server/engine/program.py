@@ -51,7 +51,7 @@ from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.codegen import Build, Codegen
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
 from cesar.server.engine.params import SMALL, EdgeParams, Group
-from cesar.server.engine.plans import PlanCosts
+from cesar.server.engine.planned import PlanCosts
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from cesar.automata.schema import Event, Value
 from cesar.index.masks import slots_of
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.params import Group
-from cesar.server.engine.plans import SavedPlanned
+from cesar.server.engine.plansave import SavedPlanned, save
 from cesar.server.engine.state import EngineCounters, EngineInstance
 
 Member = tuple[str, int, int]
@@ -184,7 +184,7 @@ def capture(engine: Engine) -> RunSnapshot:
             stream: [(e.t0, e.t1, e.values) for e in events]
             for stream, events in state.remembered.items()
         },
-        plans=engine.planner.save(),
+        plans=save(engine.planner.planned),
     )
 
 

@@ -95,12 +95,14 @@ def test_the_old_plan_finishes_a_match_rooted_at_the_switch_that_ends_a_window_l
     chain = Plan(PlanKind.CHAIN, ("b", "a"))
     subscription = engine.planner.planned["P"]
     subscription.pinned = False  # as if the planner chose: it waits for the eager one
-    assert subscription.retiring and not engine.planner.switch("P", chain, 5)
+    steps = []
+    assert subscription.retiring and not engine.planner.switch("P", chain, 5, steps)
+    assert steps == []
     assert engine.process([Event.of("B", 8, 8, {"k": "w", "x": 2})]) == [
         Event.of("P", 5, 8, {"a_k": "w", "a_x": 1, "b_k": "w", "b_x": 2})
     ]
     assert "P" not in engine.program and not subscription.retiring  # gone after its window
-    assert engine.planner.switch("P", chain, 8)
+    assert engine.planner.switch("P", chain, 8, steps) and steps == []  # lazy to lazy
     engine.check_valid()
 
 
@@ -181,7 +183,7 @@ def test_a_lazy_plan_that_measures_worse_than_its_promise_goes_back_and_is_barre
     planner = engine.planner
     subscription = planner.planned["P0"]
     subscription.watched = True
-    assert planner.switch("P0", Plan(PlanKind.CHAIN, ("a", "b", "c")), 0)
+    assert engine.replan("P0", Plan(PlanKind.CHAIN, ("a", "b", "c")))
     subscription.promise = (0.01, 0, 0)  # as if eager had been rated almost free
     rare_c(engine, ticks=120)
     assert subscription.plan == EAGER and subscription.promise is None
@@ -262,7 +264,9 @@ def test_lazy_runs_share_the_instance_limit_and_the_largest_sheds_first():
         engine.subscribe(name, compiled.automata, None, compiled.pattern)
     for t in range(1, 257):
         engine.process([Event.of(s, t, t, {"k": "w", "x": t % 10}) for s in "AB"])
-        held = dict((name, live + buffered) for name, live, buffered in engine.planner.held())
+        held = dict(
+            (name, live + buffered) for name, live, buffered in engine.planner.lazy_holdings()
+        )
         assert held["Long"] <= 200  # one run's limit, every epoch
         if t % 64 == 0:
             assert sum(held.values()) <= 200
@@ -302,4 +306,4 @@ def test_eager_subscriptions_crowding_a_template_are_not_measured():
     engine.check_valid()
     for n in range(3):
         engine.unsubscribe(f"P{n}")
-    assert not engine.planner.shapes and not engine.planner.readers  # nothing kept for them
+    assert not engine.planner.templates and not engine.planner.readers  # nothing kept for them
