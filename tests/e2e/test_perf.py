@@ -293,3 +293,20 @@ def test_fairbench_smoke_measures_a_small_client_beside_a_bulk_one(tmp_path):
     assert report["counters"]["bulk_events"] == 40_000
     assert report["alone"]["requests"] >= 200 and report["beside_bulk"]["requests"] >= 1
     assert report["p99_ratio"] > 0
+
+
+def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_path):
+    report = smoke_json("cesar.perf.populations", tmp_path / "populations.json", 600)
+    summary = report["summary"]
+    agree = [key for key in summary if key.endswith("_alerts_agree")]
+    assert len(agree) == 2 * 3 * 2 and all(summary[key] for key in agree)  # streams × kinds × n
+    runs = [r for r in report["records"] if "population" in r]
+    assert {(r["population"], r["engine"]) for r in runs} == {
+        (p, e) for p in ("templates", "patterns", "mixed") for e in ("engine", "planned", "nomerge")
+    }
+    assert any(r["alerts"] > 0 for r in runs if r["population"] == "patterns")
+    assert all(r["subscribed_per_s"] > 0 for r in runs)
+    (growth,) = [r for r in report["records"] if r.get("benchmark") == "growth"]
+    assert growth["events"] == 3_000 and growth["instances_touched_per_event_all"] > 0
+    alone = [r for r in report["records"] if r.get("benchmark") == "alone"]
+    assert len(alone) == 7 and all(r["own_time"] for r in alone)
