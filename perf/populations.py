@@ -21,9 +21,10 @@ Streams: ``quotes`` (the shared one-minute bars, 6 tickers) and ``walk`` (a rand
 the same alerts (``digest``); a record carries events/s, the subscriptions compiled per
 second, and the engine's deterministic counters per event.
 
-* ``--growth``: the mixed population on the walk, instances touched per event over the first
-  10,000 events and over all of ``--growth-events`` (the runs that wait must not make an event
-  cost what the engine keeps);
+* ``--growth``: the mixed population (on the quotes, or ``--growth-stream walk``), instances
+  touched per event over the first 10,000 events and over all of ``--growth-events`` (the runs
+  that wait must not make an event cost what the engine keeps).  On the walk a 50-minute
+  window holds 25,000 events: its first 10,000 are the windows filling;
 * ``--alone``: each template by itself at 10, 100 and 300 subscriptions, the cost per event
   and the functions where it goes (cProfile, by own time).
 
@@ -270,25 +271,37 @@ def compare(
     return records, summary
 
 
-def growth(count: int, events: Sequence[Event], seed: int, first: int) -> dict[str, Any]:
-    """Instances touched per event over the first ``first`` events and over all of them."""
+def growth(
+    stream: str, count: int, events: Sequence[Event], seed: int, first: int
+) -> dict[str, Any]:
+    """Instances touched per event over the first ``first`` events, over all of them, and over
+    the last ``first`` (after the windows filled: whether the cost still grows with time)."""
     texts = population("mixed", count, events, seed)
     engine = subscribed("planned", texts, STOCK)
-    touched_at: dict[str, float] = {}
+    blocks: list[tuple[int, int]] = [(0, 0)]  # (events seen, instances touched) per block
     seen = 0
     for epoch in epochs(events):
         engine.process(epoch)
         seen += len(epoch)
-        if seen >= first and "first" not in touched_at:
-            touched_at["first"] = engine.counters.instances_touched / seen
-    touched_at["all"] = engine.counters.instances_touched / seen
+        if seen >= blocks[-1][0] + first:
+            blocks.append((seen, engine.counters.instances_touched))
+    if blocks[-1][0] < seen:
+        blocks.append((seen, engine.counters.instances_touched))
+
+    def rate(start: tuple[int, int], end: tuple[int, int]) -> float:
+        return round((end[1] - start[1]) / max(end[0] - start[0], 1), 2)
+
+    head, last = rate(blocks[0], blocks[1]), rate(blocks[-2], blocks[-1])
     return {
         "benchmark": "growth",
+        "stream": stream,
         "queries": count,
         "events": seen,
-        f"instances_touched_per_event_first_{first}": round(touched_at["first"], 2),
-        "instances_touched_per_event_all": round(touched_at["all"], 2),
-        "growth": round(touched_at["all"] / max(touched_at["first"], 1e-9), 2),
+        f"instances_touched_per_event_first_{first}": head,
+        "instances_touched_per_event_all": rate(blocks[0], blocks[-1]),
+        f"instances_touched_per_event_last_{first}": last,
+        "per_block": [rate(a, b) for a, b in itertools.pairwise(blocks)],
+        "growth_all_vs_first": round(rate(blocks[0], blocks[-1]) / max(head, 1e-9), 2),
         "live_instances": len(engine.state.instances),
     }
 
@@ -344,6 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--streams", nargs="+", default=["quotes", "walk"])
     parser.add_argument("--growth", action="store_true", help="the growth run only")
     parser.add_argument("--growth-events", type=int, default=100_000)
+    parser.add_argument("--growth-count", type=int, default=1_000, help="subscriptions")
+    parser.add_argument("--growth-stream", choices=["quotes", "walk"], default="quotes")
     parser.add_argument("--alone", action="store_true", help="the templates alone only")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=2, help="runs per figure; the fastest")
@@ -355,7 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tune_collector()
     if args.smoke:
-        args.events, args.counts, args.growth_events, args.repeat = 600, [10, 40], 3_000, 1
+        args.events, args.counts, args.repeat = 600, [10, 40], 1
+        args.growth_events, args.growth_count = 3_000, 100
     records: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}
     streams = {
@@ -364,7 +380,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if args.growth or args.smoke:
         first = min(10_000, args.growth_events // 10)
-        record = growth(args.counts[-1] * 10, streams["walk"](args.growth_events), args.seed, first)
+        record = growth(
+            args.growth_stream,
+            args.growth_count,
+            streams[args.growth_stream](args.growth_events),
+            args.seed,
+            first,
+        )
         print(json.dumps(record), file=sys.stderr, flush=True)
         records.append(record)
     if args.alone or args.smoke:

@@ -121,11 +121,20 @@ class SeqBuilder:
         self.needed: dict[str, set[tuple[Index, str | None, str | None]]] = {}
         for ref in pattern.refs.values():
             self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr, ref.aggregate))
+        self._stored: dict[int, list[tuple[Ref, AttrType]]] = {}
+        self._carried: dict[int, Binding] = {}
 
     # ------------------------------------------------------------ bindings
 
     def stored(self, n: int) -> list[tuple[Ref, AttrType]]:
-        """What a binding keeps of step ``n``: the references it stores, with their types."""
+        """What a binding keeps of step ``n``: the references it stores, with their types
+        (worked out once per step: every later step's binding carries it)."""
+        known = self._stored.get(n)
+        if known is None:
+            known = self._stored[n] = self._store(n)
+        return list(known)
+
+    def _store(self, n: int) -> list[tuple[Ref, AttrType]]:
         step = self.p.steps[n]
         needed = self.needed.get(step.var, set())
 
@@ -186,11 +195,14 @@ class SeqBuilder:
 
     def carried(self, upto: int) -> Binding:
         """Steps ``0 .. upto - 1``'s stored references, copied from the instance."""
-        return {
-            ref.key: (Attr(Scope.LEFT, ref.key), typ)
-            for n in range(upto)
-            for ref, typ in self.stored(n)
-        }
+        known = self._carried.get(upto)
+        if known is None:
+            known = self._carried[upto] = {
+                ref.key: (Attr(Scope.LEFT, ref.key), typ)
+                for n in range(upto)
+                for ref, typ in self.stored(n)
+            }
+        return dict(known)
 
     def opened(self, n: int) -> Binding:
         """Step ``n``'s stored references as the event that begins it sets them (a count of
