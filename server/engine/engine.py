@@ -57,21 +57,19 @@ from cesar.automata.evaluate import ArithmeticFault, Faults
 from cesar.automata.pattern.plans import Plan
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
-from cesar.index.ai import InstanceAccess
 from cesar.index.masks import slots_of
-from cesar.index.thresholds import Thresholds
-from cesar.server.engine.codegen import ThresholdOf
+from cesar.server.engine.installing import Installer
 from cesar.server.engine.matches import Match, expand
 from cesar.server.engine.params import Group
 from cesar.server.engine.planned import Enter, Retire, Steps, plannable
 from cesar.server.engine.plans import Planner
+from cesar.server.engine.probing import Probe, joined_dur
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import (
     EngineCounters,
     EngineInstance,
     EngineState,
     Notice,
-    Waiting,
 )
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
@@ -79,7 +77,6 @@ __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 _EMPTY: Mapping[str, Value] = {}
 Output = list[Event | Match]
 """An epoch's matches: shared ones as :class:`Match`, one subscription's as an event."""
-_NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
 
 
 class Engine:
@@ -94,6 +91,8 @@ class Engine:
         self.options = options or EngineOptions()
         self.program = QueryProgram(self.options)
         self.state = EngineState()
+        self.probe = Probe(self.program, self.state, self.options)
+        self.installer = Installer(self.program, self.state, self.options)
         self.planner = Planner(
             self.held,
             self.program.faults,
@@ -241,37 +240,9 @@ class Engine:
         state.forget(change.freed)
         for node in change.refiltered:
             if node in state.live:
-                self._activate(node)
+                self.installer.activate(node)
         for node in change.rebound:
             state.queue(node, program.clock_group(node), program.bound[node])
-
-    def _activate(self, node: int) -> None:
-        program = self.program
-        compiled = program.filter_of(node)
-        groups = program.filter_groups(node)
-        self.state.activate(
-            node,
-            compiled.accesses,
-            compiled.edge.stream,
-            groups,
-            program.statics,
-            self._key(compiled, groups),
-        )
-
-    def _key(self, compiled: CompiledEdge, groups: list[Group]) -> InstanceAccess | None:
-        """The equality by which a node is reached through its instances' bound values: one
-        shared by every conjunct of its filter, none of whose groups has a static atom (AN
-        would return the node for every event).  None: the node goes in the AN index."""
-        if not self.options.indices:
-            return None
-        keys = {
-            access if access is not None and access.op == "=" else wait
-            for access, wait in zip(compiled.accesses, compiled.wait_keys, strict=True)
-        }
-        if len(keys) != 1 or any(self.program.statics[g] for g in groups):
-            return None
-        (key,) = keys
-        return key
 
     # ------------------------------------------------------------------ epochs
 
@@ -466,13 +437,13 @@ class Engine:
                 slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
                 if slots:
                     fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
-            for node, affected in self._affected(event, attrs, own):
-                firing = self._firing(node, event.stream, attrs)
+            for node, affected in self.probe.affected(event, attrs, own):
+                firing = self.probe.firing(node, event.stream, attrs)
                 stay = program.stay_of(node)
                 staying = stay.params.matching_groups(attrs) if stay is not None else None
                 joins = node in joining
                 for instance, slots in affected:
-                    dur = _joined_dur(instance, event) if joins else event.t1 - instance.t0 + 1
+                    dur = joined_dur(instance, event) if joins else event.t1 - instance.t0 + 1
                     binding = instance.binding
                     left = slots
                     if staying:
@@ -495,9 +466,9 @@ class Engine:
                         fire(compiled, instance, moving, *args)
         for compiled, instance, moving, args in records.values():
             fire(compiled, instance, moving, *args)
-        self._install(leaving, spawned)
+        self.installer.install(leaving, spawned)
         if joined_at:
-            self._enforce_limits(joined_at)
+            self.installer.enforce_limits(joined_at)
         return produced
 
     def _join(
@@ -515,183 +486,9 @@ class Engine:
             spawned[start:] = [pair for pair in spawned[start:] if pair[0].node not in joining]
             homes_of: dict[tuple[int, int], list[Group]] = {}
             for instance in joined:
-                self.admit(instance, homes_of)
+                self.installer.admit(instance, homes_of)
                 nodes.add(instance.node)
         return len(spawned)
-
-    def _firing(
-        self, node: int, stream: str, attrs: Mapping[str, Value]
-    ) -> list[tuple[CompiledEdge, list[Group]]]:
-        """The ∃-edges leaving ``node`` that can fire, each with the groups the event may satisfy.
-
-        A node with few leaving edges finds each one's groups by the event's
-        key values; one with many (a shared prefix that thousands of
-        different shapes extend) probes the node's own inner FR index.
-        O(min(leaving edges, their groups' hits)).
-        """
-        edges = self.program.edges
-        leaving = self.program.dag.nodes[node].leaving
-        firing = []
-        if len(leaving) <= self.options.few_leaving:
-            for edge_id in leaving:
-                compiled = edges[edge_id]
-                groups = compiled.params.matching_groups(attrs)
-                if groups:
-                    firing.append((compiled, groups))
-            return firing
-        index = self.program.fr_inner.get(node)
-        if index is None:
-            return firing
-        mine: dict[int, list[Group]] = {}
-        for group in index.probe(stream, attrs):
-            mine.setdefault(group.edge, []).append(group)
-        return [(edges[e], mine[e]) for e in sorted(mine)]
-
-    def _affected(
-        self, event: Event, attrs: Mapping[str, Value], own: int
-    ) -> Iterable[tuple[int, list[tuple[EngineInstance, int]]]]:
-        """The active nodes the event may touch and, for each, its affected instances and slots.
-
-        An instance's affected slots are those of its members for which the
-        event satisfies the node's filter; those slots leave the node.
-        """
-        counters = self.state.counters
-        live = self.state.live
-        indices = self.options.indices
-        nodes: dict[int, list[Group]] = {}
-        if indices:
-            an_groups = self.state.an_groups
-            for node, positions in self.state.an.probe(event.stream, attrs).items():
-                groups = an_groups[node]
-                nodes[node] = [groups[p] for p in positions] if len(groups) > 1 else groups
-            for node in self.state.by_value.probe(event.stream, attrs):
-                nodes[node] = an_groups[node]
-        else:
-            # Every automaton looks at every event: all nodes are visited, each instance checked.
-            for dag_node in self.program.dag.nodes.values():
-                if dag_node.filter is None:
-                    continue
-                compiled = self.program.edges[dag_node.filter]
-                if compiled.edge.stream == event.stream:
-                    counters.nodes_visited += 1
-                    if dag_node.id in live:
-                        nodes[dag_node.id] = compiled.params.matching_groups(attrs)
-        counters.nodes_touched += len(nodes)
-        touched = 0
-        t0, t1 = event.t0, event.t1
-        by_group = self.state.by_group
-        nothing: dict[int, EngineInstance] = {}
-        waits: list[tuple[Group, tuple[str, str, ThresholdOf], EngineInstance]] = []
-        waiting_on = self.options.waiting
-        joining = self.program.dag.joining
-        filter_of = self.program.filter_of
-        for node, groups in nodes.items():
-            index = live[node]
-            accesses = index.accesses
-            wait_keys = filter_of(node).wait_keys
-            joins = node in joining
-            affected: dict[int, tuple[EngineInstance, int]] = {}
-            for group in groups:
-                holds, entry = group.params.holds, group.entry
-                mask = entry if entry >= 0 else 1 << ~entry  # Group.mask, inline
-                if not indices:
-                    candidates: Iterable[EngineInstance] = index.instances()
-                elif accesses[group.conjunct] is not None:
-                    candidates = index.probe(group.conjunct, attrs)
-                else:
-                    threshold = group.params.plans[group.conjunct].threshold if waiting_on else None
-                    filed = by_group.get(group, nothing)
-                    if threshold is None:
-                        candidates = filed.values()
-                    else:
-                        key = wait_keys[group.conjunct]
-                        touched += self._waiting(
-                            group,
-                            None if key is None else attrs[key.attr],
-                            threshold,
-                            event,
-                            attrs,
-                            own,
-                            affected,
-                            joins,
-                        )
-                        candidates = list(filed.values())
-                        waits.extend((group, threshold, instance) for instance in candidates)
-                for instance in candidates:
-                    touched += 1
-                    members = instance.members & mask
-                    if not members:
-                        continue
-                    if joins:
-                        dur = _joined_dur(instance, event)
-                    elif t0 <= instance.t1:
-                        continue
-                    else:
-                        dur = t1 - instance.t0 + 1
-                    slots = holds((group,), members, instance.binding, attrs, dur, own)
-                    if slots:
-                        known = affected.get(instance.id)
-                        affected[instance.id] = (instance, slots | (known[1] if known else 0))
-            # First probed, an instance waits in the group by its thresholds (all its slots:
-            # those that leave now also meet the other events of the epoch).
-            for group, (_, op, _), instance in waits:
-                entries = group.params.thresholds(group, instance.members, instance.binding)
-                key = wait_keys[group.conjunct]
-                bound = None if key is None else instance.binding[key.bound]
-                self.state.wait(instance, group, bound, op, entries)
-            waits.clear()
-            if affected:
-                yield node, list(affected.values())
-        counters.instances_touched += touched
-
-    def _waiting(
-        self,
-        group: Group,
-        key: Value | None,
-        threshold: tuple[str, str, ThresholdOf],
-        event: Event,
-        attrs: Mapping[str, Value],
-        own: int,
-        affected: dict[int, tuple[EngineInstance, int]],
-        joins: bool,
-    ) -> int:
-        """Add to ``affected`` the waiting instances of ``group`` the event completes
-        (``joins``: the group's node joins); ``key``: the event's value of the group's
-        wait key (None: it has none).
-
-        The threshold index of the group's instances under ``key`` gives the
-        (instance, tuple) entries whose threshold the event's value passes; each
-        is verified whole.  An entry whose instance has no slot of its tuple
-        left goes.  Returns the entries touched.  O(log n + entries passed).
-        """
-        file = self.state.waiting.get(group, _NO_FILES).get(key)
-        if file is None:
-            return 0
-        attr = threshold[0]
-        holds_tuple = group.params.holds_tuple
-        t0, t1 = event.t0, event.t1
-        stale = []
-        touched = 0
-        for waiting in file.probe(attrs[attr]):
-            touched += 1
-            instance = waiting.instance
-            members = instance.members & waiting.entry.mask
-            if not members:
-                stale.append(waiting)
-                continue
-            if joins:
-                dur = _joined_dur(instance, event)
-            elif t0 <= instance.t1:
-                continue
-            else:
-                dur = t1 - instance.t0 + 1
-            slots = holds_tuple(group, waiting.entry, members, instance.binding, attrs, dur, own)
-            if slots:
-                known = affected.get(instance.id)
-                affected[instance.id] = (instance, slots | (known[1] if known else 0))
-        for waiting in stale:
-            self.state.stop_waiting(waiting)
-        return touched
 
     def _fire(
         self,
@@ -799,130 +596,6 @@ class Engine:
                         return vetoed
         return vetoed
 
-    def _install(
-        self,
-        leaving: Mapping[int, int],
-        spawned: list[tuple[EngineInstance, EngineInstance | None]],
-    ) -> None:
-        """Add the new instances; take the affected slots out of theirs (an empty one goes).
-
-        A REBIND successor that carries every member of its instance, all of
-        which leave, takes the instance's place instead (same node, members
-        and start: only the binding, end and root change), once per instance
-        — a μ run that extends keeps its index entries and deadline.  Other
-        new instances come first: a node whose last instance moves on and
-        gets a successor in the same epoch stays active, instead of leaving
-        the AN index and entering it again.
-        """
-        state = self.state
-        kept: set[int] = set()
-        homes_of: dict[tuple[int, int], list[Group]] = {}  # instances spawned together share
-        for instance, parent in spawned:
-            if (
-                parent is not None
-                and parent.node == instance.node
-                and parent.id not in kept
-                and leaving[parent.id] == parent.members == instance.members
-            ):
-                kept.add(parent.id)
-                state.rebind(parent, instance)
-                self._wait_by_key(parent)
-                continue
-            self.admit(instance, homes_of)
-        for instance_id, slots in leaving.items():
-            if instance_id in kept:
-                continue
-            instance = state.instances[instance_id]
-            instance.members &= ~slots
-            if not instance.members:
-                state.remove(instance)
-        self._enforce_limits({i.node for i, _ in spawned})
-
-    def admit(self, instance: EngineInstance, homes_of: dict[tuple[int, int], list[Group]]) -> None:
-        """Make a new instance live at its node (activating it); ``homes_of`` caches, per
-        (node, members), the filter groups it is filed under.  O(conjuncts × log n + homes)."""
-        program, node = self.program, instance.node
-        if node not in self.state.live:
-            self._activate(node)
-        homes = homes_of.get((node, instance.members))
-        if homes is None:
-            compiled = program.filter_of(node)
-            homes = homes_of[node, instance.members] = [
-                group
-                for conjunct, access in enumerate(compiled.accesses)
-                if access is None
-                for group in compiled.params.groups_meeting(instance.members, conjunct)
-            ]
-        self.state.add(instance, program.bound.get(node), program.clock_group(node), homes)
-        self._wait_by_key(instance)
-
-    def _wait_by_key(self, instance: EngineInstance) -> None:
-        """Let an instance wait by threshold under its bound value of each conjunct's wait key
-        at once: an event of another key never meets it (without a key, an instance waits
-        once an event of its group first probes it).  O(groups × tuples × log n)."""
-        compiled = self.program.filter_of(instance.node)
-        for conjunct, key in enumerate(compiled.wait_keys):
-            if key is None:
-                continue
-            params = compiled.params
-            threshold = params.plans[conjunct].threshold
-            assert threshold is not None
-            bound = instance.binding[key.bound]
-            for group in params.groups_meeting(instance.members, conjunct):
-                entries = params.thresholds(group, instance.members, instance.binding)
-                self.state.wait(instance, group, bound, threshold[1], entries)
-
-    def _enforce_limits(self, nodes: set[int]) -> None:
-        """Drop the oldest instances over a limit; notify once per episode over it.
-
-        A node's limit is ``max_instances_per_node`` for each slot its filter
-        serves: a node shared by a thousand subscriptions may hold what a
-        thousand unshared nodes could (and one shared instance stands for many
-        of theirs).  A node (or the engine) that goes over its limit notifies
-        the subscriptions using it once; it notifies again only after it has
-        recovered: it gained instances in an epoch and held at most half its
-        limit, so one hovering at the limit is told once, not at every crossing.
-        """
-        live, instances, capped = self.state.live, self.state.instances, self.state.capped
-        per_node = self.options.max_instances_per_node
-        if per_node is not None:
-            for node in nodes:
-                index = live.get(node)
-                limit = per_node * self.program.filter_of(node).params.all.bit_count()
-                held = 0 if index is None else len(index)
-                if held > limit:
-                    assert index is not None
-                    excess = index.instances()[: held - limit]
-                    reason = f"node {node} exceeded {limit} live instances ({per_node} a query)"
-                    self._drop(excess, node, reason)
-                elif held <= limit // 2:
-                    capped.discard(node)
-        total = self.options.max_instances
-        if total is not None and len(instances) > total:
-            excess = list(instances.values())[: len(instances) - total]
-            self._drop(excess, None, f"the engine exceeded {total} live instances")
-        elif nodes and (total is None or len(instances) <= total // 2):
-            capped.discard(None)
-
-    def _drop(self, instances: list[EngineInstance], over: int | None, reason: str) -> None:
-        state = self.state
-        for instance in instances:
-            state.remove(instance)
-        state.counters.dropped += len(instances)
-        if over in state.capped:
-            return
-        state.capped.add(over)
-        for subscription in self.program.users({i.node for i in instances}):
-            state.notices.append(
-                Notice(
-                    subscription,
-                    f"{reason}; the oldest partial matches are dropped (one notice until "
-                    "it recovers)",
-                )
-            )
-
-    # -------------------------------------------------------------- inspection
-
     def check_valid(self) -> None:
         """Assert every invariant of the program, the run state and how they meet."""
         program, state = self.program, self.state
@@ -938,9 +611,3 @@ class Engine:
             users = program.filter_of(node).params.all
             for instance in index.instances():
                 assert not instance.members & ~users, f"instance {instance.id}: a slot left"
-
-
-def _joined_dur(instance: EngineInstance, event: Event) -> int:
-    """DUR of an instance at a joining node and an event: from the earlier start to the later
-    end (the event may start before the instance ends)."""
-    return max(event.t1, instance.t1) - min(event.t0, instance.t0) + 1

@@ -234,7 +234,7 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
         binding = dict(items)
         for node, mask in nodes.items():
             instance = EngineInstance(state.new_id(), node, binding, t0, t1, root, mask)
-            engine.admit(instance, homes_of)
+            engine.installer.admit(instance, homes_of)
     for stream, events in snapshot.remembered.items():
         for t0, t1, items in events:
             state.remember(Event(stream, t0, t1, tuple((name, value) for name, value in items)))
