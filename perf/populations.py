@@ -12,7 +12,8 @@ from ``--seed`` around the quotes' own tickers and prices:
   $1.Price} Stock``);
 * ``patterns``: SASE patterns of distinct shapes: 2–4 components under ``[Name]``, the first
   pinned to a ticker, each later component compared with the one before it by one of seven
-  conditions, one of three strategies, a window of 5–50 minutes.  Shapes are drawn without
+  conditions, one of three strategies, a window of 5–50 minutes (3–10 under skip till any
+  match, which keeps every combination in its window).  Shapes are drawn without
   repeats until they run out (2,394), then again with other constants;
 * ``mixed``: half of each.
 
@@ -172,9 +173,11 @@ def pattern(rng: random.Random, shape: Shape, ticker: str) -> str:
             )
         )
     components = ", ".join(f"Stock {name}" for name in names)
+    # Skip till any match keeps every combination in the window: its windows are short.
+    window = rng.randint(3, 10) if strategy == 0 else rng.randint(5, 50)
     return (
         f"PATTERN SEQ({components}) WHERE {STRATEGIES[strategy]}({', '.join(names)}) "
-        f"{{ {' AND '.join(where)} }} WITHIN {rng.randint(5, 50)} MIN"
+        f"{{ {' AND '.join(where)} }} WITHIN {window} MIN"
     )
 
 

@@ -33,7 +33,7 @@ constant tuples of the group still in the set.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sortedcontainers import SortedList
@@ -213,40 +213,34 @@ def _threshold_atom(
 
 def _reads_binding(term: Term) -> bool:
     """True if ``term`` reads an attribute of the instance's binding."""
-    if isinstance(term, Attr):
-        return term.scope is not Scope.EVENT
-    if isinstance(term, Arith):
-        return _reads_binding(term.left) or _reads_binding(term.right)
-    if isinstance(term, Neg):
-        return _reads_binding(term.operand)
-    if isinstance(term, Call):
-        return any(_reads_binding(arg) for arg in term.args)
-    return False
+    return any(_bound_attr(leaf) for leaf in _leaves(term))
 
 
 def _bound_only(term: Term) -> bool:
     """True if ``term`` reads only the instance's binding, constants and parameters."""
-    if isinstance(term, Attr):
-        return term.scope is not Scope.EVENT
+    return all(_bound_attr(leaf) or isinstance(leaf, Param | Const) for leaf in _leaves(term))
+
+
+def _bound_attr(leaf: Term) -> bool:
+    return isinstance(leaf, Attr) and leaf.scope is not Scope.EVENT
+
+
+def _leaves(term: Term) -> Iterator[Term]:
+    """The leaves of ``term``: through arithmetic, negation and function arguments."""
     if isinstance(term, Arith):
-        return _bound_only(term.left) and _bound_only(term.right)
-    if isinstance(term, Neg):
-        return _bound_only(term.operand)
-    if isinstance(term, Call):
-        return all(_bound_only(arg) for arg in term.args)
-    return isinstance(term, Param | Const)
+        yield from _leaves(term.left)
+        yield from _leaves(term.right)
+    elif isinstance(term, Neg):
+        yield from _leaves(term.operand)
+    elif isinstance(term, Call):
+        for arg in term.args:
+            yield from _leaves(arg)
+    else:
+        yield term
 
 
 def _params(term: Term) -> tuple[int, ...]:
-    if isinstance(term, Param):
-        return (term.index,)
-    if isinstance(term, Arith):
-        return _params(term.left) + _params(term.right)
-    if isinstance(term, Neg):
-        return _params(term.operand)
-    if isinstance(term, Call):
-        return tuple(p for arg in term.args for p in _params(arg))
-    return ()
+    return tuple(leaf.index for leaf in _leaves(term) if isinstance(leaf, Param))
 
 
 class EdgeParams:
