@@ -47,7 +47,7 @@ from pathlib import Path
 
 from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
-from cesar.perf.quotes import minute_events, walk_events
+from cesar.perf.quotes import first_prices, minute_events, walk_events
 from cesar.perf.report import engine_figures, subscribed
 from cesar.server.engine.matches import Match, expand
 from cesar.server.host.collector import tune_collector
@@ -114,10 +114,7 @@ FAMILIES: dict[str, Callable[[random.Random, str, float], str]] = {
 def family_queries(family: str, count: int, events: Sequence[Event], seed: int) -> list[str]:
     """``count`` members of ``family``, constants drawn around the quotes' own prices."""
     rng = random.Random(f"{family}:{seed}")
-    first: dict[str, float] = {}
-    for event in events:
-        values = dict(event.values)
-        first.setdefault(str(values["Name"]), float(values["Price"]))
+    first = first_prices(events)
     tickers = sorted(first)
     texts = []
     for _ in range(count):

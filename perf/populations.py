@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from cesar.automata.schema import Event, epochs, parse_stream_spec
-from cesar.perf.quotes import STOCK_SPEC, quote_events, walk_events
+from cesar.perf.quotes import STOCK_SPEC, first_prices, quote_events, walk_events
 from cesar.perf.report import engine_figures, stamped, subscribed, write_json
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.matches import Match, expand
@@ -184,10 +184,7 @@ def pattern(rng: random.Random, shape: Shape, ticker: str) -> str:
 def population(kind: str, count: int, events: Sequence[Event], seed: int) -> list[str]:
     """``count`` subscriptions of population ``kind`` (module docstring) for ``events``."""
     rng = random.Random(f"{kind}:{count}:{seed}")
-    first: dict[str, float] = {}
-    for event in events:
-        values = dict(event.values)
-        first.setdefault(str(values["Name"]), float(values["Price"]))
+    first = first_prices(events)
     tickers = sorted(first)
     if kind == "mixed":
         half = count // 2
@@ -312,11 +309,11 @@ def growth(
 def alone(counts: Sequence[int], events: Sequence[Event], seed: int) -> list[dict[str, Any]]:
     """Each template by itself: µs per event and the five functions of most own time."""
     out = []
+    first = first_prices(events)
+    tickers = sorted(first)
     for name, template in TEMPLATES.items():
         for count in counts:
             rng = random.Random(f"{name}:{count}:{seed}")
-            first = {str(dict(e.values)["Name"]): float(dict(e.values)["Price"]) for e in events}
-            tickers = sorted(first)
             texts = []
             for _ in range(count):
                 ticker, other = rng.sample(tickers, 2)

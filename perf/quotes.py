@@ -10,6 +10,7 @@ instead: ``names`` stocks starting at 100, each quote a step of ±1 % at most.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -61,3 +62,16 @@ def walk_events(count: int, names: int = 100, seed: int = 1) -> list[Event]:
         values: dict[str, Value] = {"Name": f"S{stock}", "Price": prices[stock], "Volume": 100}
         out.append(Event.of("Stock", number // names, number // names, values))
     return out
+
+
+def first_prices(events: Iterable[Event]) -> dict[str, float]:
+    """Each ticker's first price in ``events`` (the benchmarks draw their constants near it).
+
+    >>> first_prices([Event.of("Stock", 1, 1, {"Name": "A", "Price": 2.0, "Volume": 1})])
+    {'A': 2.0}
+    """
+    first: dict[str, float] = {}
+    for event in events:
+        values = dict(event.values)
+        first.setdefault(str(values["Name"]), float(values["Price"]))
+    return first
