@@ -307,6 +307,7 @@ def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_pat
     assert any(r["alerts"] > 0 for r in runs if r["population"] == "patterns")
     assert all(r["subscribed_per_s"] > 0 for r in runs)
     (growth,) = [r for r in report["records"] if r.get("benchmark") == "growth"]
-    assert growth["events"] == 3_000 and growth["instances_touched_per_event_all"] > 0
+    assert growth["stream"] == "quotes" and growth["events"] > 2_000  # the sample's quotes
+    assert len(growth["per_block"]) >= 2 and growth["instances_touched_per_event_all"] > 0
     alone = [r for r in report["records"] if r.get("benchmark") == "alone"]
     assert len(alone) == 7 and all(r["own_time"] for r in alone)
