@@ -283,7 +283,7 @@ def test_ctrl_c_stops_quietly_with_status_130(cesar):
         text=True,
     )
     assert process.stdin is not None
-    line = {"stream": "Stock", "t1": 1, "Name": "A", "Price": 2.0, "Volume": 1}
+    line = {"stream": "Stock", "t0": 1, "t1": 1, "Name": "A", "Price": 2.0, "Volume": 1}
     process.stdin.write(json.dumps(line) + "\n")
     process.stdin.flush()
     # Interrupt it once it is blocked reading standard input (Linux: read(2) on fd 0).
