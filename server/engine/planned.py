@@ -36,8 +36,8 @@ class PlanCosts:
     """A lazy plan's own look at one event of its streams, in partial-match steps: the
     DAG's look is shared through its indices, a lazy run's is not."""
     sweep: int = 64
-    """Every this many epochs, one of ``SLICES`` slices of the eager subscriptions is
-    looked at (each of them, while there are fewer)."""
+    """Every this many epochs, a slice of the eager subscriptions is looked at (all of them
+    while there are at most 256; a sixteenth of them past 4,096)."""
     decay_windows: int = 16
     """Rates decay with a time constant of this many windows."""
     check: int = 16

@@ -78,7 +78,9 @@ CROWD = 8
 """An eager subscription among this many of its template stays eager: its share of the
 DAG's work is too small to leave, so its rates are not measured (one test per event saved)."""
 SLICES = 16
-"""A sweep looks at one slice of this many of the eager subscriptions."""
+"""A sweep looks at one slice of at most this many of the eager subscriptions ..."""
+SWEPT = 256
+"""... each holding at least this many (all of them at once while there are fewer)."""
 BAR_WINDOWS = 16
 """A lazy plan that measured worse than the eager cost it was chosen against goes back to
 eager, which it keeps for this many windows."""
@@ -370,7 +372,7 @@ class Planner:
     def _sweep(self) -> None:
         """Watch the eager subscriptions of this sweep's slice that the DAG holds ``heavy``
         partial matches or more for.  O(planned subscriptions), the DAG asked about a slice."""
-        slices = min(SLICES, len(self.planned))
+        slices = max(1, min(SLICES, -(-len(self.planned) // SWEPT)))
         part = self.epochs // self.costs.sweep % slices
         for number, planned in enumerate(self.planned.values()):
             if number % slices != part or not planned.idle or planned.plan != EAGER:
