@@ -211,18 +211,21 @@ class ShardState:
         dropped: Counter[str] = Counter()
         for item in outputs:
             if isinstance(item, Match):
-                streams = item.streams()
-                shared = to_event(Event("", item.t0, item.t1, item.values))
+                streams, event = item.streams(), Event("", item.t0, item.t1, item.values)
             else:
-                streams, shared = [item.stream], to_event(item)
+                streams, event = [item.stream], item
+            shared: cesar_pb2.Event | None = None  # converted once, when first sent
             for stream in streams:
                 subscription = lane.streams[stream]
                 made[subscription] += 1
                 if dropped[subscription]:
                     dropped[subscription] += 1
                     continue
-                message = cesar_pb2.Event()
-                message.CopyFrom(shared)
+                if shared is None:
+                    shared = message = to_event(event)
+                else:
+                    message = cesar_pb2.Event()
+                    message.CopyFrom(shared)
                 message.stream = stream
                 size = message.ByteSize()
                 if (count_limit is not None and made[subscription] > count_limit) or (

@@ -281,6 +281,9 @@ def test_ctrl_c_stops_quietly_with_status_130(cesar):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A suite started in the background (`make test &`) ignores SIGINT, and so would the
+        # child: give it the default, as a terminal's Ctrl-C finds it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert process.stdin is not None
     line = {"stream": "Stock", "t0": 1, "t1": 1, "Name": "A", "Price": 2.0, "Volume": 1}
