@@ -149,12 +149,11 @@ class Probe:
                         known = affected.get(instance.id)
                         affected[instance.id] = (instance, slots | (known[1] if known else 0))
             # First probed, an instance waits in the group by its thresholds (all its slots:
-            # those that leave now also meet the other events of the epoch).
+            # those that leave now also meet the other events of the epoch).  Only groups
+            # without a wait key have instances filed: under a key they wait from their start.
             for group, (_, op, _), instance in waits:
                 entries = group.params.thresholds(group, instance.members, instance.binding)
-                key = wait_keys[group.conjunct]
-                bound = None if key is None else instance.binding[key.bound]
-                self.state.wait(instance, group, bound, op, entries)
+                self.state.wait(instance, group, None, op, entries)
             waits.clear()
             if affected:
                 yield node, list(affected.values())
