@@ -53,7 +53,7 @@ from cesar.automata.algebra import (
 )
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
 from cesar.automata.evaluate import FunctionRegistry
-from cesar.automata.normal import canonical, canonical_term, dnf, split
+from cesar.automata.normal import canonical, canonical_term, conjuncts_of, split
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (
     TRUE,
@@ -365,7 +365,7 @@ class _Builder:
         pred = canonical(draft.frame.pred, functions)
         conjuncts = tuple(
             SplitConjunct(*split(c, Scope.EVENT))
-            for c in dnf(pred, self.context.options.dnf_limit, functions)
+            for c in conjuncts_of(pred, self.context.options.dnf_limit)
         )
         guards = tuple(dict.fromkeys(canonical_term(g, functions) for g in draft.frame.guards))
         assigns = tuple(

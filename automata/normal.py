@@ -123,6 +123,8 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
             except ArithmeticFault:
                 pass
         return Call(term.name.upper(), args)
+    if term.pos is None:  # a leaf without a position is canonical as it is
+        return term
     if isinstance(term, Const):
         return Const(term.value, term.type)
     if isinstance(term, Attr):
@@ -142,6 +144,8 @@ def _canonical_atom(atom: Cmp, functions: FunctionRegistry) -> Pred:
         return TRUE if compare(op, left.value, right.value) else FALSE
     if isinstance(left, Const) or (not isinstance(right, Const) and _key(left) > _key(right)):
         left, right, op = right, left, FLIPPED[op]
+    elif left is atom.left and right is atom.right and atom.pos is None:
+        return atom  # canonical already: the same object keeps its hash
     return Cmp(op, left, right)
 
 
@@ -234,12 +238,27 @@ def dnf(
     >>> [to_cel(c.pred()) for c in dnf(p)]
     ['x = 1 AND y > 1', 'x = 2 AND y > 1']
     """
-    form = canonical(pred, functions)
+    return conjuncts_of(canonical(pred, functions), limit)
+
+
+def conjuncts_of(form: Pred, limit: int = DEFAULT_DNF_LIMIT) -> tuple[Conjunct, ...]:
+    """:func:`dnf` of ``form``, a predicate in canonical form already (:func:`canonical`).
+
+    Each atom's sort key is printed once, however many conjuncts hold it.
+    """
     size = dnf_size(form)
     if size > limit:
         raise DnfLimitError(size, limit)
-    conjuncts = {Conjunct(tuple(sorted(set(atoms), key=_key))) for atoms in _expand(form)}
-    return tuple(sorted(conjuncts, key=lambda c: [_key(a) for a in c.atoms]))
+    keys: dict[Cmp, tuple[int, str]] = {}
+
+    def key(atom: Cmp) -> tuple[int, str]:
+        found = keys.get(atom)
+        if found is None:
+            found = keys[atom] = _key(atom)
+        return found
+
+    conjuncts = {Conjunct(tuple(sorted(set(atoms), key=key))) for atoms in _expand(form)}
+    return tuple(sorted(conjuncts, key=lambda c: [key(a) for a in c.atoms]))
 
 
 def _expand(pred: Pred) -> list[list[Cmp]]:
@@ -250,9 +269,10 @@ def _expand(pred: Pred) -> list[list[Cmp]]:
     if isinstance(pred, Or):
         return [conj for item in pred.items for conj in _expand(item)]
     assert isinstance(pred, And)
-    result: list[list[Cmp]] = [[]]
+    result: list[list[Cmp]] = [[item for item in pred.items if isinstance(item, Cmp)]]
     for item in pred.items:
-        result = [left + right for left in result for right in _expand(item)]
+        if not isinstance(item, Cmp):
+            result = [left + right for left in result for right in _expand(item)]
     return result
 
 

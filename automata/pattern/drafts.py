@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from cesar.automata.algebra import Assign
 from cesar.automata.automaton import Edge, EdgeKind, SplitConjunct
-from cesar.automata.normal import Conjunct, canonical, canonical_term, dnf, split
+from cesar.automata.normal import Conjunct, canonical, canonical_term, conjuncts_of, split
 from cesar.automata.schema import AttrType
 from cesar.automata.terms import Or, Pred, Scope, Term
 from cesar.automata.translate import Options
@@ -72,7 +72,7 @@ def edges_of(drafts: list[Draft], options: Options) -> tuple[Edge, ...]:
         pred = canonical(draft.pred, functions)
         conjuncts = tuple(
             SplitConjunct(*split(c, Scope.EVENT))
-            for c in _absorbed(dnf(pred, options.dnf_limit, functions))
+            for c in _absorbed(conjuncts_of(pred, options.dnf_limit))
         )
         assigns = tuple(
             Assign(name, canonical_term(term, functions), typ)

@@ -64,7 +64,7 @@ class JoinBuilder(SeqBuilder):
                     for c, names in zip(conjuncts, named, strict=True)
                     if names & ~target == 0 and (names & mine or (not names and not bound))
                 ]
-                view = self.view(binding, step.var)
+                view = self.views.of(binding, step.var)
                 pred = conjoin(
                     *(rewrite(self.absent_true(c, step.var), view) for c in decided),
                     *self.same_key(bound),

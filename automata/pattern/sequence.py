@@ -66,6 +66,7 @@ from cesar.automata.pattern.ast import AGGREGATES, Index, Ref, Strategy
 from cesar.automata.pattern.drafts import Binding, Draft, any_of, edges_of
 from cesar.automata.pattern.lookback import ARRIVAL, DEPARTURE, UNION_TYPE, looking_back, unless
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
+from cesar.automata.pattern.views import DIVISOR, View, Views, counted, divisor
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
     FALSE,
@@ -84,10 +85,6 @@ from cesar.automata.terms import (
     conjoin,
 )
 from cesar.automata.translate import Options
-
-View = dict[str, Term]
-"""What each reference key reads on an edge: a term over the binding ($1) and the event."""
-
 
 WINDOW = "WITHIN"
 """The binding attribute of a run waiting out a trailing negation: its window, a constant of
@@ -123,6 +120,7 @@ class SeqBuilder:
             self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr, ref.aggregate))
         self._stored: dict[int, list[tuple[Ref, AttrType]]] = {}
         self._carried: dict[int, Binding] = {}
+        self.views = Views(pattern.refs)
 
     # ------------------------------------------------------------ bindings
 
@@ -172,7 +170,7 @@ class SeqBuilder:
             out.append((Ref(var, Index.LAST, UNION_TYPE), AttrType.STRING))
         for a in attrs(*runs, of=AGGREGATES):
             if self.lacking(var, a):
-                out += [(_counted(var, a), AttrType.INT), (_divisor(var, a), AttrType.INT)]
+                out += [(counted(var, a), AttrType.INT), (divisor(var, a), AttrType.INT)]
         if n < len(self.p.steps) - 1 and self.after(n):
             out.append((_spoiled(var), AttrType.BOOL))
         return out + anchors
@@ -209,7 +207,7 @@ class SeqBuilder:
         events having an attribute as if it had it: see :meth:`openings`)."""
         out: Binding = {}
         for ref, typ in self.stored(n):
-            if ref.index is Index.LEN or ref.aggregate in ("COUNT", _DIVISOR):
+            if ref.index is Index.LEN or ref.aggregate in ("COUNT", DIVISOR):
                 out[ref.key] = (Const(1, AttrType.INT), typ)
             elif ref.attr in (ARRIVAL, DEPARTURE):
                 out[ref.key] = (Dur(), typ)  # the event's end, relative to the run's start
@@ -248,18 +246,18 @@ class SeqBuilder:
         for ref, typ in self.stored(n):
             left: Term = Attr(Scope.LEFT, ref.key)
             options: list[tuple[Pred, Term]] = [(TRUE, left)]
-            if ref.aggregate == _DIVISOR:
+            if ref.aggregate == DIVISOR:
                 continue  # set with its count
             if ref.aggregate == "COUNT":
                 assert ref.attr is not None
                 lacks = self.of_stream(self.lacking(var, ref.attr))
                 more = Arith("+", left, Const(1, AttrType.INT))
-                divisor = _divisor(var, ref.attr).key
+                shares = divisor(var, ref.attr).key
                 variants = [
-                    (conjoin(pred, extra), {**binding, ref.key: (count, typ), divisor: (den, typ)})
+                    (conjoin(pred, extra), {**binding, ref.key: (count, typ), shares: (den, typ)})
                     for pred, binding in variants
                     for extra, count, den in (
-                        (lacks, left, Attr(Scope.LEFT, divisor)),
+                        (lacks, left, Attr(Scope.LEFT, shares)),
                         (Not(lacks), more, more),
                     )
                 ]
@@ -283,7 +281,7 @@ class SeqBuilder:
                 lacking = self.lacking(var, ref.attr)
                 if lacking:  # the event must have it; the first that has it wins
                     lacks = self.of_stream(lacking)
-                    none = Cmp("=", Attr(Scope.LEFT, _counted(var, ref.attr).key), _ZERO)
+                    none = Cmp("=", Attr(Scope.LEFT, counted(var, ref.attr).key), _ZERO)
                     beats = conjoin(Not(lacks), Or((none, beats)))
                 options = [(beats, event), (Not(beats), left)]
             variants = [
@@ -292,54 +290,6 @@ class SeqBuilder:
                 for extra, term in options
             ]
         return variants
-
-    # --------------------------------------------------------------- views
-
-    def view(self, binding: Binding, event_var: str | None = None, taking: bool = False) -> View:
-        """Every reference key as a term over an instance holding ``binding`` and the event.
-
-        The event is ``event_var``'s: its ``a[i]`` when ``taking`` (then
-        ``a[i-1]`` and ``a[..i-1]`` read the binding), else the one that begins it.
-        """
-        state = {key: term for key, (term, _) in binding.items()}
-        out: View = {}
-        for key, ref in self.p.refs.items():
-            term = self.term_of(ref, state, event_var, taking)
-            if term is not None:
-                out[key] = term
-        for key, term in state.items():  # what absent_true reads: streams, counts
-            out.setdefault(key, term)
-        return out
-
-    @staticmethod
-    def term_of(
-        ref: Ref, state: Mapping[str, Term], event_var: str | None, taking: bool
-    ) -> Term | None:
-        attr = ref.attr
-        if ref.var == event_var and (
-            ref.index in (Index.ONLY, Index.CURRENT) or (ref.index is Index.FIRST and not taking)
-        ):
-            assert attr is not None
-            return Attr(Scope.EVENT, attr)
-        length = state.get(Ref(ref.var, Index.LEN, None).key)
-        if ref.aggregate == "COUNT":
-            assert attr is not None
-            return state.get(_counted(ref.var, attr).key, length)
-        if ref.index is Index.LEN:
-            return length
-        if ref.index in (Index.ONLY, Index.FIRST):
-            return state.get(Ref(ref.var, ref.index, attr).key)
-        if ref.index in (Index.LAST, Index.PREVIOUS):
-            return state.get(Ref(ref.var, Index.LAST, attr).key)
-        if ref.aggregate in ("MIN", "MAX"):
-            return state.get(Ref(ref.var, Index.ALL, attr, ref.aggregate).key)
-        total = state.get(Ref(ref.var, Index.ALL, attr, "SUM").key)
-        if ref.index is Index.CURRENT or total is None or length is None:
-            return None
-        if ref.aggregate == "SUM":
-            return total
-        assert attr is not None
-        return Arith("/", total, state.get(_divisor(ref.var, attr).key, length))
 
     # -------------------------------------------------------------- edges
 
@@ -386,13 +336,13 @@ class SeqBuilder:
             if n in waiting:
                 sources.append((waiting[n], TRUE))
             if n - 1 in inside:
-                closed = self.closes(n - 1, self.view(self.carried(n)))
+                closed = self.closes(n - 1, self.views.of(self.carried(n)))
                 if self.after(n - 1):  # no negated event since the closure's last take
                     fresh = Attr(Scope.LEFT, _spoiled(steps[n - 1].var).key)
                     closed = conjoin(closed, Cmp("=", fresh, Const(False, AttrType.BOOL)))
                 sources.append((inside[n - 1], closed))
             for source, closed in sources:
-                view = self.view(self.carried(n), step.var)
+                view = self.views.of(self.carried(n), step.var)
                 begin = conjoin(closed, self.begins(n, self.carried(n)))
                 opened = {**self.carried(n), **self.opened(n)}
                 if step.kleene:
@@ -401,7 +351,7 @@ class SeqBuilder:
                         starts = conjoin(begin, variant)
                         self.add(EdgeKind.FORWARD, source, inside[n], stream, starts, opening)
                         if n == last:
-                            after = self.view(opening)
+                            after = self.views.of(opening)
                             done = conjoin(starts, self.closes(n, after))
                             self.complete(source, done_at, stream, done, opening, after, True)
                 elif n == last:
@@ -416,7 +366,7 @@ class SeqBuilder:
                 grown = {**self.carried(n), **state}
                 self.add(EdgeKind.REBIND, node, node, stream, conjoin(take, variant), grown)
                 if n == last:
-                    after = self.view(grown)
+                    after = self.views.of(grown)
                     done = conjoin(take, variant, self.closes(n, after))
                     self.complete(node, done_at, stream, done, grown, after, False)
             if n < last and self.after(n):
@@ -477,7 +427,12 @@ class SeqBuilder:
         self.add(EdgeKind.FILTER, node, node, stream, watch)
         self.drafts.append(
             Draft(
-                EdgeKind.TIMEOUT, node, final, stream, self.bound, self.output(self.view(binding))
+                EdgeKind.TIMEOUT,
+                node,
+                final,
+                stream,
+                self.bound,
+                self.output(self.views.of(binding)),
             )
         )
 
@@ -542,7 +497,7 @@ class SeqBuilder:
         """Step ``n``'s begin condition on the event, for an instance holding ``binding``."""
         step = self.p.steps[n]
         begin = self.absent_true(step.begin, step.var)
-        return self.of_types(step.types, rewrite(begin, self.view(binding, step.var)))
+        return self.of_types(step.types, rewrite(begin, self.views.of(binding, step.var)))
 
     def closes(self, n: int, view: View) -> Pred:
         """Kleene step ``n``'s close condition, read through ``view``."""
@@ -565,7 +520,7 @@ class SeqBuilder:
                 return []
             assert ref.attr is not None
             if ref.aggregate is not None:
-                return [Cmp("=", Attr(Scope.EVENT, _counted(ref.var, ref.attr).key), _ZERO)]
+                return [Cmp("=", Attr(Scope.EVENT, counted(ref.var, ref.attr).key), _ZERO)]
             mine = ref.var == event_var
             if ref.index is Index.CURRENT or (mine and ref.index is Index.ONLY):
                 stream: Term = Attr(Scope.EVENT, UNION_TYPE)
@@ -595,13 +550,13 @@ class SeqBuilder:
     def takes(self, n: int, binding: Binding) -> Pred:
         """Kleene step ``n``'s take condition on the event (its ``a[i]``)."""
         step = self.p.steps[n]
-        view = self.view(binding, step.var, taking=True)
+        view = self.views.of(binding, step.var, taking=True)
         take = self.absent_true(step.take, step.var, taking=True)
         return self.of_types(step.types, rewrite(take, view))
 
     def negated(self, negation: Negation, binding: Binding) -> Pred:
         """The negation's condition on an event of its stream, for an instance with ``binding``."""
-        view = self.view(binding)
+        view = self.views.of(binding)
         for key, ref in self.p.refs.items():
             if ref.var == negation.var:
                 assert ref.attr is not None
@@ -633,19 +588,7 @@ SPOILED = "@spoiled"
 _MOVES = (EdgeKind.FORWARD, EdgeKind.REBIND)
 """The kinds of edge that move a run (a FILTER edge lets in the events that fire them)."""
 
-_DIVISOR = "DIVISOR"
-"""A closure's count of events having an attribute, at least 1: what avg divides by."""
 _ZERO = Const(0, AttrType.INT)
-
-
-def _counted(var: str, attr: str) -> Ref:
-    """The binding reference counting ``var``'s events that have ``attr`` (``count(a[].x)``)."""
-    return Ref(var, Index.ALL, attr, "COUNT")
-
-
-def _divisor(var: str, attr: str) -> Ref:
-    """The binding reference holding :func:`_counted`'s count, at least 1."""
-    return Ref(var, Index.ALL, attr, _DIVISOR)
 
 
 def _spoiled(var: str) -> Ref:
