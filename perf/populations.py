@@ -1,7 +1,7 @@
 """Realistic subscription populations (issue "Many patterns, one engine"): engine vs planned vs
 nomerge, 100 vs 1,000 vs 10,000 subscriptions, side by side in one run.
 
-A served population is neither one template nor all different.  Three populations, drawn
+A served population is neither one template nor all different.  Four populations, drawn
 from ``--seed`` around the quotes' own tickers and prices:
 
 * ``templates``: CEL queries of a few shapes with their own constants, the shapes in a Zipf
@@ -15,7 +15,12 @@ from ``--seed`` around the quotes' own tickers and prices:
   conditions, one of three strategies, a window of 5–50 minutes (3–10 under skip till any
   match, which keeps every combination in its window).  Shapes are drawn without
   repeats until they run out (2,394), then again with other constants;
-* ``mixed``: half of each.
+* ``mixed``: half of each;
+* ``pinned``: the skip-till-any-match shapes of ``patterns`` with every component of a
+  ticker of its own (``a.Name = 'S3' AND b.Name = 'S17'``, no ``[Name]``), each pinned to
+  its lazy chain (``PLAN chain(a, b, …)``): under ``planned`` every one is a lazy run, which
+  an event reaches through the planner's own-condition index only if it names one of its
+  tickers (``engine`` ignores the pin: the DAG).
 
 Streams: ``quotes`` (the shared one-minute bars, 6 tickers) and ``walk`` (a random walk of
 500 tickers, the original Cayuga engine's workload).  Every mode must give every subscription
@@ -157,11 +162,14 @@ def pattern_shapes() -> list[Shape]:
     ]
 
 
-def pattern(rng: random.Random, shape: Shape, ticker: str) -> str:
-    """A SASE pattern of ``shape``, its first component pinned to ``ticker``."""
+def pattern(rng: random.Random, shape: Shape, ticker: str, others: Sequence[str] = ()) -> str:
+    """A SASE pattern of ``shape``, its first component pinned to ``ticker``; under ``[Name]``,
+    or with each later component pinned to one of ``others`` if given."""
     strategy, conditions, volume = shape
     names = NAMES[: len(conditions) + 1]
     where = [f"[Name] AND a.Name = '{ticker}'"]
+    if others:
+        where = [f"{name}.Name = '{t}'" for name, t in zip(names, (ticker, *others), strict=False)]
     if volume:
         where.append(f"a.Volume > {rng.choice([1, 2, 5]) * 10_000}")
     for position, condition in enumerate(conditions):
@@ -202,6 +210,14 @@ def population(kind: str, count: int, events: Sequence[Event], seed: int) -> lis
             texts.append(template(rng, ticker, other, first[ticker]))
         return texts
     shapes = pattern_shapes()
+    if kind == "pinned":
+        shapes = [shape for shape in shapes if shape[0] == 0]
+        drawn = itertools.islice(itertools.cycle(rng.sample(shapes, len(shapes))), count)
+        return [
+            f"{pattern(rng, shape, rng.choice(tickers), rng.sample(tickers, 3))} "
+            f"PLAN chain({', '.join(NAMES[: len(shape[1]) + 1])})"
+            for shape in drawn
+        ]
     order: list[Shape] = []
     while len(order) < count:
         order += rng.sample(shapes, len(shapes))
@@ -372,7 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="one-minute quotes CSV (default: the sample)")
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--counts", type=int, nargs="+", default=[100, 1_000, 10_000])
-    parser.add_argument("--populations", nargs="+", default=["templates", "patterns", "mixed"])
+    parser.add_argument(
+        "--populations", nargs="+", default=["templates", "patterns", "mixed", "pinned"]
+    )
     parser.add_argument("--streams", nargs="+", default=["quotes", "walk"])
     parser.add_argument("--growth", action="store_true", help="the growth run only")
     parser.add_argument("--growth-events", type=int, default=100_000)

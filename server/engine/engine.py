@@ -301,11 +301,12 @@ class Engine:
             self._take(planner.process(epoch, lazy))
             state.counters.matches += len(lazy)
             published.extend(lazy)
-            if planner.dropped or planner.notices:
-                state.counters.dropped += planner.dropped
-                planner.dropped = 0
-                state.notices.extend(Notice(s, reason) for s, reason in planner.notices)
-                planner.notices.clear()
+            budget = planner.budget
+            if budget.dropped or budget.notices:
+                state.counters.dropped += budget.dropped
+                budget.dropped = 0
+                state.notices.extend(Notice(s, reason) for s, reason in budget.notices)
+                budget.notices.clear()
         return published
 
     def _remember(self, epoch: Sequence[Event], published: Output, groups: set[str]) -> None:

@@ -33,8 +33,9 @@ class PlanCosts:
     """An eager subscription is watched once the DAG holds this many partial matches for it
     (its share of its nodes' instances); it is left unwatched again below a quarter of it."""
     look: float = 1.0
-    """A lazy plan's own look at one event of its streams, in partial-match steps: the
-    DAG's look is shared through its indices, a lazy run's is not."""
+    """A lazy plan's own look at one event that reaches it (one its components may be, through
+    the planner's own-condition index), in partial-match steps: the DAG's look is shared
+    through its indices, a lazy run's is its own."""
     sweep: int = 64
     """Every this many epochs, a slice of the eager subscriptions is looked at (all of them
     while there are at most 256; a sixteenth of them past 4,096)."""
@@ -133,6 +134,10 @@ class Planned:
     a plan starting at a switch needs (it looks back before its start)."""
     why: str = "not weighed yet: no rates"
     next_check: float = -math.inf
+    due: float = math.inf
+    """The tick the planner's heap of checks and retirements visits it at (inf: not on it)."""
+    arrived: int = 0
+    """The events of its streams the planner had seen when its rates last counted them."""
     idle: bool = False
     """Pinned, or eager and not watched: not measured, not weighed."""
     watched: bool = False

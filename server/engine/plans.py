@@ -3,20 +3,26 @@
 A pattern subscription that a lazy plan can run (:func:`~cesar.automata.pattern.plans.refusal`)
 is *planned*.  The planner thinks in marginal costs beside the other subscriptions: on the
 shared DAG a subscription costs little more than what its indices and merged nodes already
-pay, while a lazy run is its own (it looks at every event of its streams, and buffers
-them).  So a subscription starts **eager**, on the DAG, and is left there unwatched (no work
+pay, while a lazy run is its own (it judges the events that reach it, and buffers them).
+So a subscription starts **eager**, on the DAG, and is left there unwatched (no work
 per event) while the DAG holds few partial matches for it: every ``sweep`` epochs
 (:class:`PlanCosts`) a slice of the eager subscriptions is looked at (``held``: the
 live instances of its nodes, divided among the automata sharing each), and one holding
 ``heavy`` or more is *watched*.
 
+An event reaches a subscription with work (a lazy run, a negation history, rates to
+measure) only if it may be one of its components by their own conditions: one probe of the
+own-condition index (:class:`~cesar.server.engine.fitting.FitIndex`) per event, whatever
+the number of subscriptions reading its stream.  A subscription is also visited when a check
+or a retirement falls due (a heap by tick), with or without events.
+
 A watched subscription keeps, per component, the rate of the events that pass the
 component's own conditions and the rate of all events of its streams (exponentially decayed
-over ``decay_windows × WITHIN`` ticks: one predicate test per event of its streams), the partition
+over ``decay_windows × WITHIN`` ticks; the latter counted per stream), the partition
 keys sharing them, and the selectivity of each condition between components as the lazy
 runs judge it (shown, not weighed).  Every ``WITHIN`` ticks (``check`` at least) it weighs
 the plans by :func:`~cesar.automata.pattern.plans.choose`: a lazy plan pays ``look`` per
-event of its streams besides its partial-match work; eager's cost is divided among the
+event that reaches it besides its partial-match work; eager's cost is divided among the
 planned subscriptions of its template, which the DAG merges.  It switches when the best
 costs less than ``1 / HYSTERESIS`` of the current plan's cost and the saving is worth
 ``MATERIAL`` of the events every plan looks at, the rates have been watched for half a decay
@@ -42,6 +48,7 @@ a subscription that reads it pins it eager first.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -55,6 +62,8 @@ from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, cost, pi
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event
 from cesar.automata.terms import Pred, to_cel
+from cesar.server.engine.fitting import FitIndex
+from cesar.server.engine.lazybudget import LazyBudget
 from cesar.server.engine.planned import (
     Enter,
     PlanCosts,
@@ -87,7 +96,7 @@ eager, which it keeps for this many windows."""
 GUARD_WINDOWS = 2
 """A lazy plan's work is measured over this many windows after the switch."""
 BUDGET_EVERY = 64
-"""The lazy runs' common budget is enforced every this many epochs."""
+"""The lazy runs' common budget is enforced every this many epochs (a budget period)."""
 KEY_SAMPLE = 8
 """The partition keys of one epoch in this many are counted (how many keys share the events)."""
 
@@ -112,17 +121,25 @@ class Planner:
     ) -> None:
         self.held_on_dag = held
         self.costs = costs or PlanCosts()
-        self.max_steps = max_steps
-        """Candidates and matches the recomputing searches of one subscription may look at per
-        epoch (None: no bound): past it the search stops (:meth:`_abandoned`)."""
+        self.budget = LazyBudget(limit, max_steps)
         self.faults = faults
         self.compiler = compiler
         self.functions = functions
-        self.limit = limit
         self.planned: dict[str, Planned] = {}
-        self.readers: dict[str, dict[str, Planned]] = {}
-        """Per stream, the planned subscriptions reading it that an epoch has work for (a
-        lazy run, a negation history, rates to measure); an idle eager one is left out."""
+        self.fitting = FitIndex()
+        """The own conditions of the planned subscriptions an epoch may have work for (a lazy
+        run, a negation history, rates to measure; an idle eager one is left out): an event
+        reaches those whose components it may be."""
+        self.negating: dict[str, dict[str, Planned]] = {}
+        """Per negated stream, those of them a negation of it may kill or spoil."""
+        self.arrived: dict[str, int] = {}
+        """Per stream, the events seen so far (a subscription's rates count its streams' events
+        since it last counted)."""
+        self.due: list[tuple[float, int, str]] = []
+        """A heap of (tick, number, subscription): a check or a retirement falls due then, with
+        or without events reaching it."""
+        self.dues = itertools.count()
+        self.clock = -math.inf
         self.publishers: dict[str, str] = {}
         """Per stream a planned subscription publishes, that subscription."""
         self.templates: dict[tuple[Edge, ...], int] = {}
@@ -134,12 +151,6 @@ class Planner:
         is shared among them, and one joining others starts eager beside them."""
         self.switches = 0
         self.epochs = 0
-        self.dropped = 0
-        self.notices: list[tuple[str, str]] = []
-        self.over: set[str] = set()
-        """Subscriptions whose lazy runs shed since their notice (an episode)."""
-        self.shedding: set[str] = set()
-        """Subscriptions whose lazy runs shed since the last budget check."""
         self.saved: dict[str, SavedPlanned] = {}
         """Saved states (:func:`~cesar.server.engine.plansave.save`) waiting for their
         subscriptions to come back."""
@@ -235,14 +246,43 @@ class Planner:
             planned.rates = Rates(planned.rates.tau, [0.0] * len(planned.rates.counts))
         active = present and (not idle or bool(planned.runs) or planned.history is not None)
         name = planned.subscription
-        for stream in planned.pattern.reads:
-            readers = self.readers.get(stream)
+        if active == (name in self.fitting):
             if active:
-                self.readers.setdefault(stream, {})[name] = planned
-            elif readers is not None and name in readers:
-                del readers[name]
-                if not readers:
-                    del self.readers[stream]
+                self._schedule(planned)
+            return
+        if active:
+            self.fitting.add(name, planned.fits)
+            planned.arrived = self._arrivals(planned)
+            self._schedule(planned)
+        else:
+            self.fitting.remove(name)
+            planned.due = math.inf
+        for stream in planned.fits.negated:
+            negating = self.negating.setdefault(stream, {})
+            if active:
+                negating[name] = planned
+            else:
+                del negating[name]
+                if not negating:
+                    del self.negating[stream]
+
+    def _arrivals(self, planned: Planned) -> int:
+        """The events of ``planned``'s streams seen so far."""
+        return sum(self.arrived.get(stream, 0) for stream in planned.pattern.reads)
+
+    def _schedule(self, planned: Planned) -> None:
+        """Put ``planned`` on the heap at its next check or retirement, if earlier than the
+        tick it is due at already."""
+        window = planned.window
+        due = planned.next_check if not planned.idle else math.inf
+        for run in planned.runs:
+            due = min(due, run.until + window)
+        if planned.dag is not None:
+            due = min(due, planned.dag[1] + window)
+        if due < planned.due:
+            planned.due = due
+            if due < math.inf:
+                heapq.heappush(self.due, (due, next(self.dues), planned.subscription))
 
     def pin_eager(self, subscription: str, clock: float) -> Steps:
         """Another subscription reads this one: make it eager for good."""
@@ -312,62 +352,90 @@ class Planner:
             self.faults,
             self.functions,
             self.compiler,
-            self.max_steps,
+            self.budget.max_steps,
         )
 
     def process(self, epoch: Sequence[Event], published: list[Event]) -> Steps:
-        """One epoch for every planned subscription that reads it: rates, lazy runs (their
-        matches go to ``published``), retirements, re-plans; what the DAG must do."""
+        """One epoch for every planned subscription it has work for: those whose components
+        its events may be (one probe of :attr:`fitting` per event), whose negations they
+        may be, and those due a check or a retirement.  Rates, lazy runs (their matches go
+        to ``published``), retirements, re-plans; returns what the DAG must do."""
         now = epoch[0].t1
+        self.clock = now
         steps: Steps = []
         self.epochs += 1
         by_stream: dict[str, list[Event]] = {}
         for event in epoch:
-            if event.stream in self.readers:
-                by_stream.setdefault(event.stream, []).append(event)
-        reading: dict[str, Planned] = {}
-        for stream in by_stream:
-            reading.update(self.readers[stream])
-        for planned in list(reading.values()):
-            reads = planned.pattern.reads
-            mine = [e for s, events in by_stream.items() if s in reads for e in events]
-            if planned.idle and not planned.runs:  # a negation history only: eager stays
-                if planned.history is not None:
-                    self._recall(planned, mine, now)
-                continue
-            places = {id(e): planned.fits.places(e) for e in mine}
-            planned.rates.seen(len(mine), now)
-            add = planned.rates.add
-            for found in places.values():
-                for n in found:
-                    add(n, now)
-            if planned.pattern.keyed and not self.epochs % KEY_SAMPLE:
-                for event in mine:
-                    if places[id(event)]:
-                        planned.rates.key(key_of(planned.pattern, event), now)
-            abandoned = 0
-            for run in planned.runs:
-                before = run.counters.abandoned
-                published.extend(run.process(mine, places))
-                abandoned += run.counters.abandoned - before
-            if abandoned:
-                self._abandoned(planned)
-            if planned.history is not None:
-                self._recall(planned, mine, now)
-            if self.limit is not None:
-                self._limit(planned)
-            self._retire(planned, now, steps)
-            if not planned.idle and now >= planned.next_check:
-                planned.next_check = now + max(planned.window, self.costs.check)
-                self._replan(planned, now, steps)
+            by_stream.setdefault(event.stream, []).append(event)
+        reached: dict[str, dict[int, list[int]]] = {}
+        mine: dict[str, list[Event]] = {}
+        for stream, events in by_stream.items():
+            self.arrived[stream] = self.arrived.get(stream, 0) + len(events)
+            negating = self.negating.get(stream, {})
+            for event in events:
+                for name, places in self.fitting.probe(event).items():
+                    reached.setdefault(name, {})[id(event)] = places
+                    mine.setdefault(name, []).append(event)
+                for name in negating:
+                    if id(event) not in reached.get(name, {}):
+                        reached.setdefault(name, {})[id(event)] = []
+                        mine.setdefault(name, []).append(event)
+        while self.due and self.due[0][0] <= now:
+            tick, _, name = heapq.heappop(self.due)
+            planned = self.planned.get(name)
+            if planned is not None and planned.due == tick:  # else a later entry stands
+                planned.due = math.inf
+                reached.setdefault(name, {})
+        for name, fitting in reached.items():
+            self._visit(self.planned[name], mine.get(name, []), fitting, now, published, steps)
         if not self.epochs % self.costs.sweep:
             self._sweep()
         if not self.epochs % BUDGET_EVERY:
-            if self.limit is not None:
-                self._budget()
-            self.over &= self.shedding  # an episode ends after a whole period without losses
-            self.shedding = set()
+            self.budget.period(self.planned.values())
         return steps
+
+    def _visit(
+        self,
+        planned: Planned,
+        mine: list[Event],
+        places: dict[int, list[int]],
+        now: int,
+        published: list[Event],
+        steps: Steps,
+    ) -> None:
+        """One epoch of ``planned``: ``mine``, the events that reach it (``places``: the
+        components each may be, by ``id``)."""
+        arrived = self._arrivals(planned)
+        planned.rates.seen(arrived - planned.arrived, now)
+        planned.arrived = arrived
+        if planned.idle and not planned.runs:  # a negation history only: eager stays
+            if planned.history is not None:
+                self._recall(planned, mine, now)
+            return
+        add = planned.rates.add
+        for found in places.values():
+            for n in found:
+                add(n, now)
+        if planned.pattern.keyed and not self.epochs % KEY_SAMPLE:
+            for event in mine:
+                if places[id(event)]:
+                    planned.rates.key(key_of(planned.pattern, event), now)
+        abandoned = 0
+        for run in planned.runs:
+            before = run.counters.abandoned
+            published.extend(run.process(mine, places))
+            abandoned += run.counters.abandoned - before
+        if abandoned:
+            self.budget.abandoned(planned)
+        if planned.history is not None:
+            self._recall(planned, mine, now)
+        self.budget.hold(planned)
+        self._retire(planned, now, steps)
+        if not planned.idle and now >= planned.next_check:
+            planned.next_check = now + max(planned.window, self.costs.check)
+            self._replan(planned, now, steps)
+        if planned.subscription in self.fitting:
+            self._schedule(planned)
 
     def _sweep(self) -> None:
         """Watch the eager subscriptions of this sweep's slice that the DAG holds ``heavy``
@@ -385,24 +453,6 @@ class Planner:
                 planned.why = f"eager: the DAG holds {held:.0f} partial matches for it; weighing"
                 self._refresh(planned)
 
-    def _abandoned(self, planned: Planned) -> None:
-        """A recomputing search of ``planned`` went past ``max_steps`` and was stopped: the
-        epoch's work stays bounded (an enumeration may be exponential in the buffered events)."""
-        self._episode(
-            planned,
-            f"its {planned.plan.spell()} plan looked at more than {self.max_steps} candidates "
-            "and matches in one epoch (max_search_steps); the search was stopped there, so "
-            "matches may be missed (one notice until it recovers)",
-        )
-
-    def _episode(self, planned: Planned, notice: str) -> None:
-        """``planned`` lost something to a budget: ``notice`` once per episode (an episode ends
-        after a whole budget period without losses)."""
-        self.shedding.add(planned.subscription)
-        if planned.subscription not in self.over:
-            self.over.add(planned.subscription)
-            self.notices.append((planned.subscription, notice))
-
     def _recall(self, planned: Planned, events: Sequence[Event], now: int) -> None:
         """Keep the negated events of the last window (a negation before the first component)."""
         assert planned.history is not None
@@ -412,43 +462,6 @@ class Planner:
                 planned.history.add(None, event)
         horizon = now - planned.window
         planned.history.prune(lambda e: e.t0 <= horizon)
-
-    def _limit(self, planned: Planned) -> None:
-        """Hold a subscription's lazy runs to ``limit`` partial matches and buffered events
-        each, the oldest dropped; one notice per episode over it."""
-        assert self.limit is not None
-        dropped = sum(run.shed(self.limit) for run in planned.runs)
-        self._dropped(planned, dropped, f"exceeded {self.limit}")
-
-    def _budget(self) -> None:
-        """Hold all lazy runs together to ``limit`` partial matches and buffered events (as
-        the DAG's instances are): the largest holders shed their oldest first, so one
-        client's window of years does not starve the others.  O(planned subscriptions)."""
-        assert self.limit is not None
-        held = [
-            (sum(run.live + run.buffered for run in p.runs), p)
-            for p in self.planned.values()
-            if p.runs
-        ]
-        total = sum(size for size, _ in held)
-        for size, planned in sorted(held, key=lambda pair: -pair[0]):
-            if total <= self.limit:
-                break
-            keep = max(size - (total - self.limit), 0) // len(planned.runs)
-            dropped = sum(run.shed(keep) for run in planned.runs)
-            total -= dropped
-            self._dropped(planned, dropped, f"with the other lazy plans exceeded {self.limit}")
-
-    def _dropped(self, planned: Planned, count: int, reason: str) -> None:
-        """Count what a subscription's lazy runs shed; notify it once per episode."""
-        if not count:
-            return
-        self.dropped += count
-        self._episode(
-            planned,
-            f"its {planned.plan.spell()} plan {reason} partial matches and buffered events; "
-            "the oldest are dropped, so a match may be missed (one notice until it recovers)",
-        )
 
     def _retire(self, planned: Planned, now: int, steps: Steps) -> None:
         window = planned.window
@@ -475,7 +488,8 @@ class Planner:
         names = [s.var for s in planned.pattern.steps]
         measured_rates = planned.rates.at(now)
         rates = dict(zip(names, measured_rates, strict=False))
-        look = self.costs.look * measured_rates[-1]
+        # The own-condition index brings a lazy run only the events its components may be.
+        look = self.costs.look * min(sum(measured_rates[:-1]), measured_rates[-1])
         keys = planned.rates.spread(now)
         judged: dict[Pred, list[int]] = {}
         for run in planned.runs:
@@ -539,11 +553,19 @@ class Planner:
 
     def check_valid(self, on_dag: Callable[[str], bool]) -> None:
         """Assert the planner's invariants; ``on_dag`` says if a subscription is on the DAG."""
-        pairs = {(s, n) for s, readers in self.readers.items() for n in readers}
         busy = {
             n: p for n, p in self.planned.items() if not p.idle or p.runs or p.history is not None
         }
-        assert pairs == {(s, n) for n, p in busy.items() for s in p.pattern.reads}
+        self.fitting.check_valid()
+        assert set(self.fitting.fits) == set(busy)
+        due = {(tick, name) for tick, _, name in self.due}
+        pairs = {(s, n) for s, negating in self.negating.items() for n in negating}
+        assert pairs == {(s, n) for n, p in busy.items() for s in p.fits.negated}
+        for name, planned in busy.items():
+            assert self.fitting.fits[name] is planned.fits
+            assert planned.due == math.inf or (planned.due, name) in due, name
+        for name, planned in self.planned.items():
+            assert name in busy or planned.due == math.inf, name
         for name, planned in self.planned.items():
             watching = self._watching(planned)
             assert planned.idle == (planned.pinned or (planned.plan == EAGER and not watching))

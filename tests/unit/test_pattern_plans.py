@@ -132,7 +132,7 @@ def test_a_subscription_starts_eager_unwatched_and_explain_says_so():
         "plan eager: eager: weighed once the DAG holds 64 partial matches for it"
     )
     assert "P" in engine.program and engine.subscriptions == ["P"]
-    assert not engine.planner.readers
+    assert not len(engine.planner.fitting)
     pattern = engine.planner.planned["P"].pattern
     assert plan_line(pattern).startswith("eager on the shared DAG until it holds many")
 
@@ -297,13 +297,13 @@ def test_eager_subscriptions_crowding_a_template_are_not_measured():
     holds enough for each, the sweep watches them."""
     engine = copies(10, window=60)
     rare_c(engine, ticks=300)
-    assert not engine.planner.readers
+    assert not len(engine.planner.fitting)
     for n in range(3, 10):
         engine.unsubscribe(f"P{n}")
     for t in range(300, 600):
         engine.process([Event.of(s, t, t, {"k": "w", "x": t % 10}) for s in "AB"])
-    assert set(engine.planner.readers["A"]) == {"P0", "P1", "P2"}
+    assert set(engine.planner.fitting.fits) == {"P0", "P1", "P2"}
     engine.check_valid()
     for n in range(3):
         engine.unsubscribe(f"P{n}")
-    assert not engine.planner.templates and not engine.planner.readers  # nothing kept for them
+    assert not engine.planner.templates and not len(engine.planner.fitting)  # nothing kept
