@@ -332,6 +332,10 @@ class ConjunctIndex(Generic[K]):
         if not len(index):
             del self._streams[stream]
 
+    def reads(self, stream: str) -> bool:
+        """True if some key registered a conjunct read from ``stream``."""
+        return stream in self._streams
+
     def probe(self, stream: str, attrs: Mapping[str, Value]) -> dict[K, list[int]]:
         """Key → positions of its conjuncts that ``attrs``, an event of ``stream``, satisfies."""
         index = self._streams.get(stream)

@@ -53,19 +53,23 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.perf.quotes import STOCK_SPEC, first_prices, quote_events, walk_events
 from cesar.perf.report import engine_figures, stamped, subscribed, write_json
-from cesar.server.engine.engine import Engine
+from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.matches import Match, expand
+from cesar.server.engine.workload import ENGINE_MODES
+from cesar.server.host.calibrate import calibrate
 from cesar.server.host.collector import tune_collector
 
 STOCK = parse_stream_spec(STOCK_SPEC)
 MODES = ("engine", "planned", "nomerge")
+Modes = dict[str, EngineOptions]
+"""Each mode's engine options (``planned`` with the plan constants measured on the host)."""
 
 Template = Callable[[random.Random, str, str, float], str]
 """A template's member: (rng, its ticker, another ticker, the ticker's first price) → CEL."""
@@ -235,10 +239,10 @@ class Run:
     made: list[Event | Match]
 
 
-def run(mode: str, texts: Sequence[str], events: Sequence[Event]) -> Run:
+def run(mode: str, texts: Sequence[str], events: Sequence[Event], options: Modes) -> Run:
     """Subscribe ``texts`` to a fresh engine of ``mode`` and run ``events``."""
     tick = time.perf_counter()
-    engine = subscribed(mode, texts, STOCK)
+    engine = subscribed(mode, texts, STOCK, options[mode])
     compiled = time.perf_counter() - tick
     made: list[Event | Match] = []
     tick = time.perf_counter()
@@ -266,6 +270,7 @@ def compare(
     seed: int,
     repeat: int,
     nomerge_max: int,
+    options: Modes,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every mode at every count on one population (nomerge up to ``nomerge_max``
     subscriptions), the modes taking turns ``repeat`` times and the fastest run of each
@@ -278,7 +283,7 @@ def compare(
         best: dict[str, Run] = {}
         for _ in range(repeat):
             for mode in modes:
-                one = run(mode, texts, events)
+                one = run(mode, texts, events, options)
                 if mode not in best or one.seconds < best[mode].seconds:
                     best[mode] = one
         mine = {}
@@ -307,12 +312,12 @@ def compare(
 
 
 def growth(
-    stream: str, count: int, events: Sequence[Event], seed: int, first: int
+    stream: str, count: int, events: Sequence[Event], seed: int, first: int, options: Modes
 ) -> dict[str, Any]:
     """Instances touched per event over the first ``first`` events, over all of them, and over
     the last ``first`` (after the windows filled: whether the cost still grows with time)."""
     texts = population("mixed", count, events, seed)
-    engine = subscribed("planned", texts, STOCK)
+    engine = subscribed("planned", texts, STOCK, options["planned"])
     blocks: list[tuple[int, int]] = [(0, 0)]  # (events seen, instances touched) per block
     seen = 0
     for epoch in epochs(events):
@@ -410,7 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.events, args.counts, args.repeat = 600, [10, 40], 1
         args.growth_events, args.growth_count = 3_000, 100
     records: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {}
+    costs = calibrate()  # as a served shard does at start
+    options = {mode: ENGINE_MODES[mode] or EngineOptions() for mode in MODES}
+    options["planned"] = replace(options["planned"], plan_costs=costs)
+    summary: dict[str, Any] = {"plan_costs": asdict(costs)}
     streams = {
         "quotes": lambda n: quote_events(args.data, n),
         "walk": lambda n: walk_events(n, names=500, seed=args.seed),
@@ -423,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             streams[args.growth_stream](args.growth_events),
             args.seed,
             first,
+            options,
         )
         print(json.dumps(record), file=sys.stderr, flush=True)
         records.append(record)
@@ -437,7 +446,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             events = streams[stream](args.events)
             for kind in args.populations:
                 found, ratios = compare(
-                    stream, kind, args.counts, events, args.seed, args.repeat, args.nomerge_max
+                    stream,
+                    kind,
+                    args.counts,
+                    events,
+                    args.seed,
+                    args.repeat,
+                    args.nomerge_max,
+                    options,
                 )
                 records += found
                 summary.update(ratios)

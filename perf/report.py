@@ -15,7 +15,7 @@ from typing import Any
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, StreamSchema
-from cesar.server.engine.engine import Engine
+from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.workload import ENGINE_MODES
 
 
@@ -43,9 +43,15 @@ def write_json(path: Path, result: dict[str, Any]) -> None:
     path.write_text(json.dumps(result, indent=1) + "\n")
 
 
-def subscribed(engine_name: str, texts: Sequence[str], schema: StreamSchema) -> Engine:
-    """A fresh engine of mode ``engine_name`` with ``texts`` subscribed, ``q0``, ``q1``…"""
-    options = ENGINE_MODES[engine_name]
+def subscribed(
+    engine_name: str,
+    texts: Sequence[str],
+    schema: StreamSchema,
+    options: EngineOptions | None = None,
+) -> Engine:
+    """A fresh engine of mode ``engine_name`` (or of ``options``) with ``texts`` subscribed,
+    ``q0``, ``q1``…"""
+    options = options or ENGINE_MODES[engine_name]
     assert options is not None, f"{engine_name} is an engine mode"
     engine = Engine(options)
     for number, text in enumerate(texts):

@@ -259,15 +259,18 @@ def choose(
     keys: int = 1,
     sharing: int = 1,
     look: float = 0.0,
+    weights: Mapping[PlanKind, float] | None = None,
 ) -> tuple[Plan, float]:
     """The cheapest plan for ``pattern`` by :func:`cost`, and its cost (ties: the first of
     :func:`candidates`, eager before lazy); eager's cost is divided among the ``sharing``
     subscriptions whose automata the DAG merges into one (a lazy run is one's own), and a lazy
-    plan pays ``look`` besides: its own look at the events of its streams, which the DAG's
-    indices share."""
+    plan pays ``look`` besides: its own look at the events that reach it, which the DAG's
+    indices share.  ``weights`` gives a step of each kind of lazy plan in steps of the DAG
+    (1 where not given)."""
+    weigh = weights or {}
     best, best_cost = EAGER, cost(pattern, EAGER, rates, keys) / max(sharing, 1)
     for plan in candidates(pattern, rates)[1:]:
-        value = look + cost(pattern, plan, rates, keys)
+        value = look + cost(pattern, plan, rates, keys) * weigh.get(plan.kind, 1.0)
         if value < best_cost:
             best, best_cost = plan, value
     return best, best_cost

@@ -138,6 +138,10 @@ class FitIndex:
                 if not free:
                     del self.free[stream]
 
+    def reads(self, stream: str) -> bool:
+        """True if some registered component takes events of ``stream``."""
+        return stream in self.free or self.index.reads(stream)
+
     def probe(self, event: Event) -> dict[str, list[int]]:
         """Per subscription, the components ``event`` may be (in pattern order); a
         subscription it may be none of is left out."""

@@ -27,7 +27,8 @@ from cesar.automata.terms import Pred
 
 @dataclass(frozen=True)
 class PlanCosts:
-    """The planner's thresholds (``EngineOptions.plan_costs``); the defaults serve."""
+    """The planner's thresholds and constants (``EngineOptions.plan_costs``); the served
+    shards measure ``look``, ``chain`` and ``recompute`` on their host at start."""
 
     heavy: float = 64.0
     """An eager subscription is watched once the DAG holds this many partial matches for it
@@ -36,6 +37,12 @@ class PlanCosts:
     """A lazy plan's own look at one event that reaches it (one its components may be, through
     the planner's own-condition index), in partial-match steps: the DAG's look is shared
     through its indices, a lazy run's is its own."""
+    chain: float = 1.0
+    """A step of a chain or tree plan (a partial match made, a candidate searched), in steps of
+    the DAG (an instance meeting an event); the served shards measure it
+    (:func:`~cesar.server.host.calibrate.calibrate`)."""
+    recompute: float = 1.0
+    """A step of a recomputation (a candidate its search looks at), in steps of the DAG."""
     sweep: int = 64
     """Every this many epochs, a slice of the eager subscriptions is looked at (all of them
     while there are at most 256; a sixteenth of them past 4,096)."""
@@ -43,6 +50,12 @@ class PlanCosts:
     """Rates decay with a time constant of this many windows."""
     check: int = 16
     """The plans are weighed every window, and at most every this many ticks."""
+
+    def weight(self, kind: PlanKind) -> float:
+        """A step of a plan of ``kind`` in steps of the DAG."""
+        if kind is PlanKind.EAGER:
+            return 1.0
+        return self.recompute if kind is PlanKind.RECOMPUTE else self.chain
 
 
 def plannable(pattern: Resolved) -> bool:

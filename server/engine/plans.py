@@ -372,6 +372,8 @@ class Planner:
         for stream, events in by_stream.items():
             self.arrived[stream] = self.arrived.get(stream, 0) + len(events)
             negating = self.negating.get(stream, {})
+            if not negating and not self.fitting.reads(stream):
+                continue
             for event in events:
                 for name, places in self.fitting.probe(event).items():
                     reached.setdefault(name, {})[id(event)] = places
@@ -503,12 +505,14 @@ class Planner:
         measured = planned.selectivity
         sharing = self._siblings(planned.template)
         eager = cost(planned.pattern, EAGER, rates, keys) / max(sharing, 1)
+        weight = self.costs.weight
         current = (
             eager
             if planned.plan == EAGER
-            else look + cost(planned.pattern, planned.plan, rates, keys)
+            else look + cost(planned.pattern, planned.plan, rates, keys) * weight(planned.plan.kind)
         )
-        best, best_cost = choose(planned.pattern, rates, keys, sharing, look)
+        weights = {kind: weight(kind) for kind in PlanKind}
+        best, best_cost = choose(planned.pattern, rates, keys, sharing, look, weights)
         shares = "".join(f"; {to_cel(pred)} passes {p:.2g}" for pred, p in measured.items())
         planned.why = (
             f"{best.spell()} costs {best_cost:.3g} per tick, {planned.plan.spell()} {current:.3g}"
@@ -539,7 +543,8 @@ class Planner:
         if span < GUARD_WINDOWS * planned.window:
             return False
         planned.promise = None
-        lazy = (work_of(planned) - work) / max(span, 1) + look
+        per_tick = (work_of(planned) - work) / max(span, 1)
+        lazy = per_tick * self.costs.weight(planned.plan.kind) + look
         if lazy <= eager * HYSTERESIS:
             return False
         left = planned.plan.spell()

@@ -41,6 +41,7 @@ from cesar.server.engine.matches import Match
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.front import limits
 from cesar.server.host import snapshots
+from cesar.server.host.calibrate import calibrate
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.metrics import Histogram, serve_metrics
@@ -550,9 +551,15 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"cesar shard: {exc}", file=sys.stderr)
         return 2
+    costs = calibrate()
+    log.info(
+        "plan constants measured",
+        extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},
+    )
     state = ShardState(
         EngineOptions(
             plans=True,
+            plan_costs=costs,
             max_instances_per_node=args.max_instances_per_node or None,
             max_instances=args.max_instances or None,
             max_search_steps=args.max_search_steps or None,

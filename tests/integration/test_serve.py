@@ -92,7 +92,15 @@ def test_sigterm_drains_and_stops_the_shards(tmp_path: Path) -> None:
     shards = server.shard_pids()
     assert server.stop() == 0
     assert wait_gone(shards) == []
-    assert '"msg": "stopped"' in server.log.read_text()
+    log = server.log.read_text()
+    assert '"msg": "stopped"' in log
+    measured = [
+        json.loads(line)
+        for line in log.splitlines()
+        if line.startswith("{") and '"plan constants measured"' in line
+    ]
+    assert len(measured) == len(shards)  # each shard measures its host's at start
+    assert all(0 < record["chain"] <= 8 and 0 < record["look"] <= 8 for record in measured)
     server.start()
     conn = server.connect()
     alerts = collect(conn, 3, pb.ListenRequest(after_seq={drops.id: 0}))

@@ -1,0 +1,38 @@
+"""The plan constants measured on the host (server/host/calibrate.py) and how the planner weighs
+them (automata/pattern/plans.py ``choose``, server/engine/planned.py ``PlanCosts.weight``)."""
+
+from dataclasses import replace
+
+from cesar.automata.compiler import compile_query
+from cesar.automata.pattern.plans import EAGER, PlanKind, choose
+from cesar.automata.schema import parse_stream_spec
+from cesar.server.engine.planned import PlanCosts
+from cesar.server.host.calibrate import BOUNDS, calibrate
+
+SCHEMAS = {n: parse_stream_spec(f"{n}(k:string,x:int)") for n in "ABC"}
+SEQ3 = (
+    "PATTERN SEQ(A a, B b, C c) WHERE skip_till_any_match(a, b, c) { b.x > a.x } WITHIN 9 PUBLISH P"
+)
+
+
+def test_calibration_measures_the_lazy_constants_and_keeps_the_thresholds():
+    base = PlanCosts(heavy=10.0, sweep=8, check=4)
+    measured = calibrate(base, events=150, repeat=1)
+    assert (measured.heavy, measured.sweep, measured.check) == (10.0, 8, 4)
+    for value in (measured.look, measured.chain, measured.recompute):
+        assert BOUNDS[0] <= value <= BOUNDS[1]
+    # Measured, not the defaults: three ratios of timings all exactly 1.0 would be a fluke.
+    assert (measured.look, measured.chain, measured.recompute) != (1.0, 1.0, 1.0)
+
+
+def test_weights_price_a_lazy_plans_steps_in_steps_of_the_dag():
+    pattern = compile_query(SEQ3, SCHEMAS).pattern
+    rates = {"a": 0.3, "b": 0.3, "c": 0.3}
+    assert choose(pattern, rates, look=0.5)[0] == EAGER  # a lazy step as dear as the DAG's
+    costs = replace(PlanCosts(), chain=0.2, recompute=0.2)
+    assert costs.weight(PlanKind.EAGER) == 1.0 and costs.weight(PlanKind.TREE) == 0.2
+    weights = {kind: costs.weight(kind) for kind in PlanKind}
+    best, value = choose(pattern, rates, look=0.5, weights=weights)
+    assert best != EAGER  # five lazy steps cost one of the DAG's: a lazy plan wins
+    eager = choose(pattern, rates, look=0.5)[1]
+    assert value < eager
