@@ -24,7 +24,6 @@ from cesar.automata.construct import build_automata
 from cesar.automata.errors import CelError, CelSemanticError
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.parser import parse_query
-from cesar.automata.pattern.ast import Pattern
 from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.pattern.plans import pinned
@@ -83,7 +82,6 @@ def compile_pattern(
     default_name: str | None = None,
     options: Options = DEFAULT_OPTIONS,
     build: bool = True,
-    parsed: Pattern | None = None,
 ) -> CompiledQuery:
     """Compile a pattern (SASE / SASE+, docs/patterns.md): parse, resolve, build its automata.
 
@@ -91,11 +89,10 @@ def compile_pattern(
     :class:`~cesar.automata.pattern.construct.NotCompiled` (a semantic error)
     for a pattern the engine does not run yet.  ``build=False`` stops before the
     automata (none are returned): for the pattern's literal evaluator, which
-    runs every pattern.  ``parsed`` is ``text``'s tree when the caller parsed it
-    already (the server reads the PUBLISH name first), as in :func:`compile_parsed`.
+    runs every pattern.
     """
     try:
-        tree = parse_pattern(text) if parsed is None else parsed
+        tree = parse_pattern(text)
         if len(tree.components) > MAX_PATTERN_COMPONENTS:
             raise CelSemanticError(
                 f"a pattern holds at most {MAX_PATTERN_COMPONENTS} components, not "

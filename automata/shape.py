@@ -4,7 +4,9 @@ Subscriptions of a pub/sub service come from a few shapes with different
 constants (a ticker, a threshold, the name it publishes).  Parsing and
 compiling one costs about 300 µs; a database's plan cache with
 auto-parameterization (normalized statements, simple parameterization) does
-that work once per shape.  This module is that cache for CEL.
+that work once per shape.  This module is that cache, for CEL and for patterns
+(a pattern's tokens come from its own tokenizer; a duration, a percentage and a
+selection strategy are part of its shape).
 
 A query's :class:`Shape` is its token sequence with every literal (``INT``,
 ``FLOAT``, ``STRING``; a duration keeps its unit and is part of the shape)
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
 from functools import cache
 from typing import Any
@@ -48,6 +50,7 @@ from typing import Any
 from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.errors import CelError
 from cesar.automata.parser import LITERALS, literal_value, scan
+from cesar.automata.pattern.parser import is_pattern, tokenize
 from cesar.automata.schema import AttrType, StreamSchema, Value
 from cesar.automata.terms import Const, Pos
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
@@ -67,10 +70,10 @@ _SENTINEL_TEXT = {
 _SENTINEL_NAME = "ShapeSentinel_q7x3"
 """The name a template is compiled under (a query may not publish onto an existing stream)."""
 
-_VALUED = frozenset({"NAME", "ATTRREF", "CMP", "DURATION"})
+_VALUED = frozenset({"NAME", "ATTRREF", "CMP", "DURATION", "STRATEGY", "PERCENT_LIT", "QUOTED"})
 """Token types whose text is part of the shape (of the others, the type is)."""
-_OPENING = frozenset({"LPAR", "LBRACE"})
-_CLOSING = frozenset({"RPAR", "RBRACE"})
+_OPENING = frozenset({"LPAR", "LBRACE", "LBRACK"})
+_CLOSING = frozenset({"RPAR", "RBRACE", "RBRACK"})
 
 _LITERAL_TYPES = {
     AttrType.INT: frozenset({"INT"}),
@@ -97,8 +100,19 @@ class Shape:
         return [literal_value(k, t) for k, t in zip(self.kinds, self.literals, strict=True)]
 
 
+def _pattern_tokens(text: str) -> Iterator[tuple[str, str, int]]:
+    """(type, text, offset) of each token of a pattern; a string in typographic quotes is
+    part of the shape (:func:`~cesar.automata.parser.literal_value` reads ASCII quotes)."""
+    for token in tokenize(text):
+        kind, value = token.type, str(token)
+        if kind == "STRING" and not value.startswith("'"):
+            kind = "QUOTED"
+        assert token.start_pos is not None
+        yield kind, value, token.start_pos
+
+
 def shape_of(text: str) -> Shape:
-    """The shape of ``text``: one pass of the tokenizer, O(len(text)).
+    """The shape of ``text``, CEL or a pattern: one pass of its tokenizer, O(len(text)).
 
     Raises :class:`~cesar.automata.errors.CelSyntaxError` where the tokenizer
     does (so does parsing the text).
@@ -106,8 +120,13 @@ def shape_of(text: str) -> Shape:
     >>> s = shape_of("FILTER{Name = 'IBM'} S PUBLISH Ibm")
     >>> s.literals, s.publish, s.key == shape_of("filter{Name='MSFT'} S PUBLISH X").key
     (("'IBM'",), 'Ibm', True)
+    >>> p = shape_of("PATTERN SEQ(S a, S b) WHERE a.x > 5 AND b.x < a.x WITHIN 3 MIN PUBLISH P")
+    >>> p.literals, p.publish, p.key == shape_of(p.text.replace("5", "7")).key
+    (('5',), 'P', True)
     """
-    key: list[object] = []
+    pattern = is_pattern(text)
+    tokens = _pattern_tokens(text) if pattern else scan(text)
+    key: list[object] = ["PATTERN"] if pattern else []
     kinds: list[str] = []
     literals: list[str] = []
     spans: list[tuple[int, int]] = []
@@ -115,7 +134,7 @@ def shape_of(text: str) -> Shape:
     publish_span: tuple[int, int] | None = None
     depth = 0
     after_publish = False
-    for kind, value, start in scan(text):
+    for kind, value, start in tokens:
         if after_publish and kind == "NAME" and depth == 0:
             key.append("publish name")
             publish, publish_span = value, (start, start + len(value))

@@ -32,7 +32,9 @@ second, and the engine's deterministic counters per event.
   that wait must not make an event cost what the engine keeps).  On the walk a 50-minute
   window holds 25,000 events: its first 10,000 are the windows filling;
 * ``--alone``: each template by itself at 10, 100 and 300 subscriptions, the cost per event
-  and the functions where it goes (cProfile, by own time).
+  and the functions where it goes (cProfile, by own time);
+* ``--compile``: subscriptions compiled per second: distinct-shape patterns in full, pattern
+  families and CEL templates through the server's shape cache (``QueryCache``).
 
 Run::
 
@@ -57,7 +59,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, epochs, parse_stream_spec
+from cesar.automata.shape import QueryCache, shape_of
 from cesar.perf.quotes import STOCK_SPEC, first_prices, quote_events, walk_events
 from cesar.perf.report import engine_figures, stamped, subscribed, write_json
 from cesar.server.engine.engine import Engine, EngineOptions
@@ -346,6 +350,33 @@ def growth(
     }
 
 
+def compiling(count: int, events: Sequence[Event], seed: int) -> dict[str, Any]:
+    """Subscriptions compiled per second, ``count`` of each kind (module docstring); the
+    pattern family is one distinct-shape pattern's shape with its ticker and constants drawn
+    again."""
+    schemas = {STOCK.name: STOCK}
+    distinct = population("patterns", count, events, seed)
+    rng = random.Random(seed)
+    shape = pattern_shapes()[len(pattern_shapes()) // 2]
+    tickers = sorted(first_prices(events))
+    family = [pattern(rng, shape, rng.choice(tickers)) for _ in range(count)]
+    family = [text.rsplit(" WITHIN", 1)[0] + " WITHIN 20 MIN" for text in family]
+    templates = population("templates", count, events, seed)
+    out: dict[str, Any] = {"benchmark": "compile", "count": count}
+    tick = time.perf_counter()
+    for number, text in enumerate(distinct):
+        compile_query(text, schemas, f"q{number}")
+    out["distinct_patterns_per_s"] = round(count / (time.perf_counter() - tick), 1)
+    for kind, texts in (("pattern_family", family), ("cel_templates", templates)):
+        cache = QueryCache()
+        tick = time.perf_counter()
+        for number, text in enumerate(texts):
+            cache.compile(shape_of(text), schemas, f"q{number}")
+        out[f"{kind}_per_s"] = round(count / (time.perf_counter() - tick), 1)
+        out[f"{kind}_bound"] = cache.counters["bound"]
+    return out
+
+
 def alone(counts: Sequence[int], events: Sequence[Event], seed: int) -> list[dict[str, Any]]:
     """Each template by itself: µs per event and the five functions of most own time."""
     out = []
@@ -402,6 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--growth-count", type=int, default=1_000, help="subscriptions")
     parser.add_argument("--growth-stream", choices=["quotes", "walk"], default="quotes")
     parser.add_argument("--alone", action="store_true", help="the templates alone only")
+    parser.add_argument("--compile", action="store_true", help="the compile rates only")
+    parser.add_argument("--compile-count", type=int, default=2_000, help="queries of each kind")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=2, help="runs per figure; the fastest")
     parser.add_argument(
@@ -412,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tune_collector()
     if args.smoke:
-        args.events, args.counts, args.repeat = 600, [10, 40], 1
+        args.events, args.counts, args.repeat, args.compile_count = 600, [10, 40], 1, 50
         args.growth_events, args.growth_count = 3_000, 100
     records: list[dict[str, Any]] = []
     costs = calibrate()  # as a served shard does at start
@@ -441,7 +474,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             quote_events(args.data, args.events),
             args.seed,
         )
-    if not (args.growth or args.alone):
+    if args.compile or args.smoke:
+        record = compiling(args.compile_count, walk_events(2_000, 500, args.seed), args.seed)
+        print(json.dumps(record), file=sys.stderr, flush=True)
+        records.append(record)
+    if not (args.growth or args.alone or args.compile):
         for stream in args.streams:
             events = streams[stream](args.events)
             for kind in args.populations:

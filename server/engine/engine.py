@@ -550,7 +550,7 @@ class Engine:
                     published.append(Match.of(streams, t0, t1, values))
             elif plain:
                 self.state.counters.matches += plain.bit_count()
-                published.append(Match(slot_stream, plain, t0, t1, values))
+                published.append(Match(space.names(), plain, t0, t1, values))
             self.state.counters.matches += len(fed)
             produced.extend([(event, new_root) for event in made_events(fed, t0, t1, values)])
         if node.filter is not None:

@@ -125,18 +125,34 @@ class Space:
     streams: dict[int, str] = field(default_factory=dict)
     free: list[int] = field(default_factory=list)
     fed: int = 0
+    lent: bool = False
+    """A :class:`~cesar.server.engine.matches.Match` holds ``streams`` as it is: the next
+    change of a slot copies it first (a match keeps the names of its own epoch)."""
+
+    def names(self) -> dict[int, str]:
+        """``streams`` lent to a match: it stays as it is now.  O(1); the next change of a
+        slot pays one copy."""
+        self.lent = True
+        return self.streams
 
     def take(self, stream: str) -> int:
         """A free slot (the lowest) for ``stream``'s automaton."""
         slot = heapq.heappop(self.free) if self.free else len(self.streams)
+        self._own()
         self.streams[slot] = stream
         return slot
 
     def give_back(self, slot: int) -> None:
         """Free ``slot``."""
+        self._own()
         del self.streams[slot]
         heapq.heappush(self.free, slot)
         self.fed &= ~(1 << slot)
+
+    def _own(self) -> None:
+        if self.lent:
+            self.streams = dict(self.streams)
+            self.lent = False
 
 
 @dataclass

@@ -23,10 +23,8 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
 
-from cesar.automata.compiler import CompiledQuery, compile_pattern
+from cesar.automata.compiler import CompiledQuery
 from cesar.automata.errors import CelError
-from cesar.automata.pattern.ast import Pattern
-from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.schema import SchemaError, StreamSchema, parse_stream_spec
 from cesar.automata.shape import QueryCache, Shape, shape_of
 from cesar.server.wire.algebra_proto import AlgebraMessageError, compile_algebra, to_algebra
@@ -67,12 +65,11 @@ class Source:
 
 @dataclass(frozen=True)
 class Parsed:
-    """A source parsed: a CEL query's shape or a pattern's syntax tree (neither for an algebra
-    message), and the PUBLISH name it gives, if any."""
+    """A source parsed: its text's shape, CEL or pattern (none for an algebra message alone),
+    and the PUBLISH name it gives, if any."""
 
     source: Source
     shape: Shape | None = None
-    pattern: Pattern | None = None
     publish: str | None = None
 
 
@@ -81,9 +78,6 @@ def parse_source(source: Source) -> Parsed:
     if source.algebra is not None:
         check_nesting(source.algebra)
     try:
-        if is_pattern(source.text):
-            tree = parse_pattern(source.text)
-            return Parsed(source, pattern=tree, publish=tree.publish)
         if source.text:
             shape = shape_of(source.text)
             return Parsed(source, shape=shape, publish=shape.publish)
@@ -98,9 +92,9 @@ def compile_source(
     """Compile a parsed source against ``schemas``, publishing under ``name`` unless it names
     its stream; raise SourceError.
 
-    A CEL query goes through ``cache`` (bound from its shape's template when it
-    has one; built from the algebra message when the source carries one), a
-    pattern through the pattern compiler, an algebra message alone through
+    A CEL query or a pattern goes through ``cache`` (bound from its shape's template
+    when it has one; a CEL query built from the algebra message when the source
+    carries one), an algebra message alone through
     :func:`~cesar.server.wire.algebra_proto.compile_algebra`.  The stream it publishes
     must be one a stream spec can say (its name and attributes within the limits of
     :func:`~cesar.automata.schema.parse_stream_spec`).
@@ -119,8 +113,6 @@ def _compiled(
     source = parsed.source
     algebra = source.algebra
     try:
-        if parsed.pattern is not None:
-            return compile_pattern(source.text, schemas, name, parsed=parsed.pattern)
         if parsed.shape is None:
             if algebra is None:
                 raise SourceError("give exactly one of query (CEL text) and algebra")

@@ -314,3 +314,6 @@ def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_pat
     assert len(growth["per_block"]) >= 2 and growth["instances_touched_per_event_all"] > 0
     alone = [r for r in report["records"] if r.get("benchmark") == "alone"]
     assert len(alone) == 7 and all(r["own_time"] for r in alone)
+    (compiled,) = [r for r in report["records"] if r.get("benchmark") == "compile"]
+    assert compiled["pattern_family_bound"] == compiled["count"] - 2  # a template from the 2nd
+    assert compiled["distinct_patterns_per_s"] > 0 and compiled["cel_templates_per_s"] > 0

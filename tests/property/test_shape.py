@@ -1,6 +1,6 @@
 """The shape cache against compiling in full: same outputs, on the engine and the reference.
 
-Families of CEL queries are drawn as one text whose literals are then drawn
+Families of CEL queries (and of patterns) are drawn as one text whose literals are then drawn
 again (from small sets, so equal constants and negated ones occur; the
 predicates fold, compare and negate constants, so shapes that are not
 parametric occur too).  Each member compiled through one
@@ -18,12 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cesar.automata.compiler import compile_query
+from cesar.automata.errors import CelError
 from cesar.automata.parser import tokenize
+from cesar.automata.pattern.parser import tokenize as pattern_tokens
+from cesar.automata.pattern.reference import evaluate as evaluate_pattern
 from cesar.automata.reference import evaluate
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.automata.shape import QueryCache, shape_of
 from cesar.automata.terms import Attr, Leaf, Scope, map_pred, to_cel
 from cesar.server.engine.engine import Engine, EngineOptions
+from tests.pattern_strategies import SCHEMAS as PATTERNS
+from tests.pattern_strategies import compiled_patterns, pattern_streams
 from tests.property.test_engine import SETTINGS
 from tests.strategies import event_values, typed_preds
 
@@ -102,4 +107,48 @@ def test_a_query_bound_from_its_shape_means_what_its_full_compile_means(texts, e
         got.subscribe(name, cached.automata)
         expected.subscribe(name, direct.automata)
         assert Counter(got.run(events)) == Counter(expected.run(events))
+    assert cache.counters["compiled"] + cache.counters["bound"] == len(texts)
+
+
+PATTERN_FRESH = {"INT": ["0", "1", "2", "4"], "STRING": ["'a'", "'b'"]}
+
+
+@st.composite
+def pattern_families(draw: st.DrawFn) -> list[str]:
+    """Two to five patterns of one shape: a random pattern with its literals drawn again."""
+    text = draw(compiled_patterns("P"))
+    out = []
+    for _ in range(draw(st.integers(2, 5))):
+        pieces, last = [], 0
+        for token in pattern_tokens(text):
+            if token.type in PATTERN_FRESH and str(token).startswith(("'", *"0123456789")):
+                assert token.start_pos is not None
+                pieces += [
+                    text[last : token.start_pos],
+                    draw(st.sampled_from(PATTERN_FRESH[token.type])),
+                ]
+                last = token.start_pos + len(token.value)
+        out.append("".join(pieces) + text[last:])
+    return out
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(texts=pattern_families(), streams=pattern_streams())
+def test_a_pattern_bound_from_its_shape_matches_what_its_full_compile_matches(texts, streams):
+    cache = QueryCache()
+    events = [e for stream in streams.values() for e in stream]
+    for number, text in enumerate(texts):
+        name = f"P{number}"
+        try:
+            direct = compile_query(text.replace("PUBLISH P", f"PUBLISH {name}"), PATTERNS)
+        except CelError:
+            return  # a literal drawn again made it one the engine refuses (a DNF too large)
+        cached = cache.compile(shape_of(direct.text), PATTERNS)
+        assert cached.text == direct.text and cached.output == direct.output
+        assert cached.pattern is not None and direct.pattern is not None
+        want = Counter(evaluate_pattern(direct.pattern, streams))
+        assert Counter(evaluate_pattern(cached.pattern, streams)) == want
+        engine = Engine(EngineOptions(merge=False))
+        engine.subscribe(name, cached.automata, None, cached.pattern)
+        assert Counter(engine.run(events)) == want
     assert cache.counters["compiled"] + cache.counters["bound"] == len(texts)

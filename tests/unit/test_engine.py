@@ -223,6 +223,20 @@ def test_a_match_shared_by_a_family_is_one_reference_until_it_is_copied():
     assert match.streams() == ["late"] and len(match) == 1
 
 
+def test_a_match_keeps_the_names_of_its_epoch_when_its_slots_change_later():
+    """A Match names its subscriptions by slot: a subscription that leaves (or switches plan)
+    after the match was made, and another that takes its slot, do not rename it."""
+    engine = Engine()
+    subscribe(engine, "first", "FILTER{k = 'a' AND v > 0} S")
+    subscribe(engine, "second", "FILTER{k = 'a' AND v > 1} S")
+    (match,) = engine.process_matches([s(1, "a", 9)])
+    engine.unsubscribe("first")
+    subscribe(engine, "third", "FILTER{k = 'a' AND v > 2} S")  # takes first's slot
+    (later,) = engine.process_matches([s(2, "a", 9)])
+    assert sorted(match.streams()) == ["first", "second"]
+    assert sorted(later.streams()) == ["second", "third"]
+
+
 RUN = "(SELECT *, 1 AS n FROM S) FOLD{$2.k = $.k, $2.v > $.v, $.n + 1 AS n} S"
 
 
