@@ -52,7 +52,7 @@ from cesar.automata.algebra import (
     first_name,
 )
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
-from cesar.automata.evaluate import FunctionRegistry
+from cesar.automata.functions import FunctionRegistry
 from cesar.automata.normal import canonical, canonical_term, conjuncts_of, split
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (

@@ -1,10 +1,10 @@
 """Evaluation of terms and predicates over bound events (Section 2.1).
 
-Arithmetic follows docs/language.md: ints are 64-bit, ``int op int`` gives an int
-(``/`` truncates toward zero, ``%`` is the C remainder), any float operand
-gives a float.  Division by zero, integer overflow and undefined powers raise
-:class:`ArithmeticFault`; :func:`holds` turns a faulting atom into *false* and
-counts it in the caller's :class:`Faults`.
+Arithmetic follows docs/language.md (:mod:`cesar.automata.arithmetic`), functions
+their registry (:mod:`cesar.automata.functions`).  Division by zero, integer
+overflow, undefined powers and functions outside their domain raise
+:class:`~cesar.automata.arithmetic.ArithmeticFault`; :func:`holds` turns a
+faulting atom into *false* and counts it in the caller's :class:`Faults`.
 
 >>> env = Env({Scope.EVENT: {"Price": 7, "Name": "IBM"}}, dur=1)
 >>> eval_term(Arith("/", Attr(Scope.EVENT, "Price"), Const(-2, AttrType.INT)), env)
@@ -18,11 +18,12 @@ False
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from cesar.automata.schema import INT_MAX, INT_MIN, AttrType, Value
+from cesar.automata.arithmetic import ArithmeticFault, arith, neg
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.schema import AttrType, Value
 from cesar.automata.terms import (
     NEGATED,
     And,
@@ -44,84 +45,11 @@ from cesar.automata.terms import (
 )
 
 
-class ArithmeticFault(ArithmeticError):
-    """Division by zero, 64-bit overflow or an undefined power."""
-
-
 @dataclass
 class Faults:
     """Counts the atoms that evaluated to false because their arithmetic faulted."""
 
     arithmetic: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Function:
-    """A registered function: name, parameter types, result type and a pure implementation.
-
-    A FLOAT parameter also accepts INT arguments.  The implementation may raise
-    :class:`ArithmeticFault`.
-    """
-
-    name: str
-    params: tuple[AttrType, ...]
-    result: AttrType
-    impl: Callable[..., Value] = field(compare=False)
-
-
-def _contains(s: str, t: str) -> int:
-    return 1 if t in s else 0
-
-
-def levenshtein(a: str, b: str) -> int:
-    """Edit distance with unit costs.
-
-    >>> levenshtein("kitten", "sitting")
-    3
-    """
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
-
-
-def _similarity(s: str, t: str) -> float:
-    longest = max(len(s), len(t))
-    return 1.0 if longest == 0 else 1.0 - levenshtein(s, t) / longest
-
-
-class FunctionRegistry:
-    """An immutable set of functions callable from CEL, looked up case-insensitively.
-
-    >>> reg = DEFAULT_FUNCTIONS.with_function(
-    ...     Function("LEN", (AttrType.STRING,), AttrType.INT, len))
-    >>> reg.get("len").result, DEFAULT_FUNCTIONS.get("LEN")
-    (<AttrType.INT: 'int'>, None)
-    """
-
-    def __init__(self, functions: Iterable[Function] = ()) -> None:
-        self._functions = {fn.name.upper(): fn for fn in functions}
-
-    def get(self, name: str) -> Function | None:
-        return self._functions.get(name.upper())
-
-    def with_function(self, function: Function) -> FunctionRegistry:
-        """A new registry with ``function`` added (replacing one of the same name)."""
-        return FunctionRegistry([*self._functions.values(), function])
-
-    def names(self) -> list[str]:
-        return sorted(self._functions)
-
-
-DEFAULT_FUNCTIONS = FunctionRegistry(
-    [
-        Function("CONTAINS", (AttrType.STRING, AttrType.STRING), AttrType.INT, _contains),
-        Function("SIMILARITY", (AttrType.STRING, AttrType.STRING), AttrType.FLOAT, _similarity),
-    ]
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,73 +63,6 @@ class Env:
     scopes: Mapping[Scope, Mapping[str, Value]]
     dur: int
     event_dur: int | None = None
-
-
-def _check_int(value: int) -> int:
-    if not INT_MIN <= value <= INT_MAX:
-        raise ArithmeticFault(f"integer overflow: {value}")
-    return value
-
-
-def _int_div(a: int, b: int) -> int:
-    if b == 0:
-        raise ArithmeticFault("division by zero")
-    quotient = abs(a) // abs(b)
-    return _check_int(quotient if (a < 0) == (b < 0) else -quotient)
-
-
-def _int_pow(a: int, b: int) -> int:
-    if b < 0:
-        if a == 0:
-            raise ArithmeticFault("zero to a negative power")
-        if abs(a) == 1:
-            return a ** (-b % 2) if a == -1 else 1
-        return 0
-    if abs(a) > 1 and b > 63:
-        raise ArithmeticFault("integer overflow in ^")
-    return _check_int(a**b)
-
-
-def arith(op: str, a: Value, b: Value) -> Value:
-    """Apply a binary arithmetic operator with CEL's int/float rules."""
-    assert not isinstance(a, str | bool) and not isinstance(b, str | bool)
-    if isinstance(a, int) and isinstance(b, int):
-        if op == "+":
-            return _check_int(a + b)
-        if op == "-":
-            return _check_int(a - b)
-        if op == "*":
-            return _check_int(a * b)
-        if op == "/":
-            return _int_div(a, b)
-        if op == "%":
-            return _check_int(a - b * _int_div(a, b))
-        return _int_pow(a, b)
-    x, y = float(a), float(b)
-    try:
-        if op == "+":
-            return x + y
-        if op == "-":
-            return x - y
-        if op == "*":
-            return x * y
-        if op == "/":
-            if y == 0.0:
-                raise ArithmeticFault("division by zero")
-            return x / y
-        if op == "%":
-            if y == 0.0:
-                raise ArithmeticFault("division by zero")
-            return math.fmod(x, y)
-        return math.pow(x, y)
-    except (OverflowError, ValueError, ZeroDivisionError) as exc:
-        raise ArithmeticFault(str(exc)) from None
-
-
-def neg(value: Value) -> Value:
-    """Unary minus; raises :class:`ArithmeticFault` on integer overflow."""
-    assert not isinstance(value, str | bool)
-    return _check_int(-value) if isinstance(value, int) else -value
 
 
 def eval_term(term: Term, env: Env, functions: FunctionRegistry = DEFAULT_FUNCTIONS) -> Value:

@@ -20,16 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cesar.automata.evaluate import (
-    DEFAULT_FUNCTIONS,
-    ArithmeticFault,
-    Env,
-    FunctionRegistry,
-    arith,
-    compare,
-    eval_term,
-    negate,
-)
+from cesar.automata.arithmetic import ArithmeticFault, arith
+from cesar.automata.evaluate import Env, compare, eval_term, negate
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import AttrType, Value
 from cesar.automata.terms import (
     FALSE,

@@ -41,16 +41,9 @@ from cesar.automata.algebra import (
     Union,
     first_name,
 )
-from cesar.automata.evaluate import (
-    DEFAULT_FUNCTIONS,
-    ArithmeticFault,
-    Env,
-    Faults,
-    FunctionRegistry,
-    eval_term,
-    holds,
-    store,
-)
+from cesar.automata.arithmetic import ArithmeticFault
+from cesar.automata.evaluate import Env, Faults, eval_term, holds, store
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import Event, Value
 from cesar.automata.terms import Pred, Scope
 

@@ -47,17 +47,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, dur_bound, own_bound
-from cesar.automata.evaluate import (
-    DEFAULT_FUNCTIONS,
-    ArithmeticFault,
-    Env,
-    Faults,
-    FunctionRegistry,
-    eval_term,
-    holds,
-    store,
-)
+from cesar.automata.evaluate import Env, Faults, eval_term, holds, store
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
 from cesar.automata.terms import Scope
 

@@ -31,7 +31,7 @@ from cesar.automata.ast import (
     WithinExpr,
 )
 from cesar.automata.errors import CelSemanticError
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.normal import DEFAULT_DNF_LIMIT, DnfLimitError, canonical, dnf
 from cesar.automata.parser import DURATION_UNITS
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit

@@ -13,10 +13,11 @@ cesar.automata.errors.CelSemanticError: line 1, column 1: cannot compare string 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from cesar.automata.errors import CelSemanticError
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import AttrType
 from cesar.automata.terms import (
     And,
@@ -78,20 +79,33 @@ def infer_type(
         raise CelSemanticError(
             f"unknown function {term.name} (known: {', '.join(functions.names())})", term.pos
         )
-    if len(term.args) != len(function.params):
+    fewest, most = function.arity()
+    if not fewest <= len(term.args) <= most:
+        wanted = (
+            f"{fewest}"
+            if fewest == most
+            else f"{fewest} or more"
+            if most == math.inf
+            else f"{fewest} to {most}"
+        )
         raise CelSemanticError(
-            f"{function.name} takes {len(function.params)} arguments, {len(term.args)} given",
+            f"{function.name} takes {wanted} arguments, {len(term.args)} given "
+            f"({function.signature()})",
             term.pos,
         )
-    for index, (arg, param) in enumerate(zip(term.args, function.params, strict=True), 1):
+    types = []
+    for index, arg in enumerate(term.args):
         typ = infer_type(arg, resolve, functions)
+        param = function.param(index)
         if not assignable(typ, param):
+            wanted = "a number" if param is AttrType.FLOAT else param.value
             raise CelSemanticError(
-                f"argument {index} of {function.name} must be {param.value}, "
-                f"not {_described(arg, typ)}",
+                f"argument {index + 1} of {function.name} must be {wanted}, "
+                f"not {_described(arg, typ)} ({function.signature()})",
                 arg.pos or term.pos,
             )
-    return function.result
+        types.append(typ)
+    return function.result_of(types)
 
 
 def assignable(source: AttrType, target: AttrType) -> bool:

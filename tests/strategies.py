@@ -137,17 +137,43 @@ numeric_leaves = st.one_of(
     st.sampled_from(INT_ATTRS + FLOAT_ATTRS).map(_ev),
     st.just(Dur()),
 )
+string_leaves = st.one_of(
+    st.sampled_from(STRING_ATTRS).map(_ev),
+    st.sampled_from(["", "a", "b", "ab", "Ab"]).map(lambda v: Const(v, AttrType.STRING)),
+)
+string_terms = st.one_of(
+    string_leaves,
+    st.builds(Call, st.sampled_from(["LOWER", "UPPER"]), string_leaves.map(lambda t: (t,))),
+)
+"""Strings, and the library's functions of strings (automata/functions.py)."""
+digits = st.integers(-1, 2).map(lambda v: Const(v, AttrType.INT))
 numeric_terms = st.recursive(
-    numeric_leaves,
+    numeric_leaves
+    | st.builds(Call, st.just("LENGTH"), string_terms.map(lambda t: (t,)))
+    | st.builds(
+        Call,
+        st.sampled_from(["CONTAINS", "STARTS_WITH", "ENDS_WITH"]),
+        st.tuples(string_terms, string_terms),
+    ),
     lambda inner: st.one_of(
-        st.builds(Arith, st.sampled_from(ARITH_OPS), inner, inner), st.builds(Neg, inner)
+        st.builds(Arith, st.sampled_from(ARITH_OPS), inner, inner),
+        st.builds(Neg, inner),
+        st.builds(
+            Call,
+            st.sampled_from(["ABS", "FLOOR", "CEIL", "SQRT", "LN", "LOG", "EXP", "ROUND"]),
+            inner.map(lambda t: (t,)),
+        ),
+        st.builds(Call, st.just("ROUND"), st.tuples(inner, digits)),
+        st.builds(Call, st.just("POW"), st.tuples(inner, inner)),
+        st.builds(
+            Call,
+            st.sampled_from(["LEAST", "GREATEST"]),
+            st.lists(inner, min_size=2, max_size=3).map(tuple),
+        ),
     ),
     max_leaves=4,
 )
-string_terms = st.one_of(
-    st.sampled_from(STRING_ATTRS).map(_ev),
-    st.sampled_from(["", "a", "b", "ab"]).map(lambda v: Const(v, AttrType.STRING)),
-)
+"""Numbers: arithmetic, and the library's functions of numbers and of strings."""
 typed_atoms = st.one_of(
     st.builds(Cmp, st.sampled_from(CMP_OPS), numeric_terms, numeric_terms),
     st.builds(Cmp, st.sampled_from(CMP_OPS), string_terms, string_terms),

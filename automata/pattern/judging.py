@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from cesar.automata.algebra import Assign
-from cesar.automata.evaluate import ArithmeticFault, Faults, FunctionRegistry
+from cesar.automata.arithmetic import ArithmeticFault
+from cesar.automata.evaluate import Faults
+from cesar.automata.functions import FunctionRegistry
 from cesar.automata.pattern.ast import Index
 from cesar.automata.pattern.plans import conjuncts
 from cesar.automata.pattern.reference import Judge, Selection

@@ -37,7 +37,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
+from cesar.automata.evaluate import Faults
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.buffers import Buffer, Key, key_of
 from cesar.automata.pattern.judging import EMPTY, Compiler, FastJudge, Fits, Test
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal

@@ -42,18 +42,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cesar.automata.evaluate import (
-    DEFAULT_FUNCTIONS,
-    ArithmeticFault,
-    Env,
-    Faults,
-    FunctionRegistry,
-    arith,
-    eval_term,
-    holds,
-    negate,
-    store,
-)
+from cesar.automata.arithmetic import ArithmeticFault, arith
+from cesar.automata.evaluate import Env, Faults, eval_term, holds, negate, store
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Index, Ref, Strategy
 from cesar.automata.pattern.resolve import Negation, Resolved, Step, keys_of
 from cesar.automata.schema import Event, Value, epochs

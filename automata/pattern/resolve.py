@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from cesar.automata.errors import CelSemanticError
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Index, Pattern, Ref, Strategy
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit, check_name
 from cesar.automata.terms import (

@@ -28,14 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.algebra import Assign
-from cesar.automata.evaluate import (
-    DEFAULT_FUNCTIONS,
-    ArithmeticFault,
-    Faults,
-    FunctionRegistry,
-    arith,
-    neg,
-)
+from cesar.automata.arithmetic import ArithmeticFault, arith, neg
+from cesar.automata.evaluate import Faults
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import AttrType, Value
 from cesar.automata.terms import (
     Arith,

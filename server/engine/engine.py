@@ -52,8 +52,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import Automaton
-from cesar.automata.evaluate import ArithmeticFault, Faults
+from cesar.automata.evaluate import Faults
 from cesar.automata.pattern.plans import Plan
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs

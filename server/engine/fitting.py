@@ -13,7 +13,8 @@ components it may be; only a conjunct with more than static atoms is judged in f
 whatever the number reading its stream.  A component that takes every event of its
 stream (its own condition is TRUE) is kept in a list per stream beside the index.
 
->>> from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
+>>> from cesar.automata.evaluate import Faults
+>>> from cesar.automata.functions import DEFAULT_FUNCTIONS
 >>> from cesar.automata.pattern.parser import parse_pattern
 >>> from cesar.automata.pattern.reference import Judge
 >>> from cesar.automata.pattern.resolve import resolve

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
+from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import Edge
-from cesar.automata.evaluate import ArithmeticFault, Faults
+from cesar.automata.evaluate import Faults
 from cesar.automata.schema import Value
 from cesar.automata.template import Constants
 from cesar.automata.terms import Arith, Attr, Call, Cmp, Const, Neg, Param, Scope, Term

@@ -54,7 +54,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 from cesar.automata.automaton import Automaton, Edge
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
+from cesar.automata.evaluate import Faults
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.buffers import Buffer, key_of
 from cesar.automata.pattern.judging import Compiler, FastJudge, Fits
 from cesar.automata.pattern.lazy import LazyRun

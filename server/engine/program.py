@@ -42,7 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind, dur_bound, own_bound
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults, FunctionRegistry
+from cesar.automata.evaluate import Faults
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.normal import Conjunct
 from cesar.automata.terms import FLIPPED, Attr, Scope
 from cesar.index.ai import InstanceAccess

@@ -9,7 +9,8 @@ every change.  The planner's own property tests (test_plans.py) run it against t
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cesar.automata.evaluate import DEFAULT_FUNCTIONS, Faults
+from cesar.automata.evaluate import Faults
+from cesar.automata.functions import DEFAULT_FUNCTIONS
 from cesar.automata.pattern.judging import Fits
 from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.reference import Judge

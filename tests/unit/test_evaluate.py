@@ -1,15 +1,8 @@
 import pytest
 
-from cesar.automata.evaluate import (
-    DEFAULT_FUNCTIONS,
-    ArithmeticFault,
-    Env,
-    Faults,
-    Function,
-    arith,
-    eval_term,
-    holds,
-)
+from cesar.automata.arithmetic import ArithmeticFault, arith
+from cesar.automata.evaluate import Env, Faults, eval_term, holds
+from cesar.automata.functions import DEFAULT_FUNCTIONS, Function
 from cesar.automata.schema import AttrType
 from cesar.automata.terms import Arith, Attr, Call, Cmp, Const, Dur, Neg, Not, Scope
 
