@@ -98,6 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             Options(dnf_limit=args.dnf_limit),
             automata=args.engine != "reference",
         )
+        program.check_plans(args.engine)
     except WorkloadError as exc:
         return _fail(str(exc))
     try:
@@ -140,6 +141,7 @@ def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event
     schemas = _stream_specs(args.stream)
     try:
         program = Workload.build(schemas, _query_sources(args), Options(dnf_limit=args.dnf_limit))
+        program.check_plans(args.engine)
     except WorkloadError as exc:
         raise SystemExit(_fail(str(exc))) from None
     try:

@@ -31,7 +31,7 @@ from cesar.automata.reference import evaluate
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs
-from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.engine import Engine, EngineOptions, unplanned_pin
 
 ENGINE_MODES: dict[str, EngineOptions | None] = {
     "engine": EngineOptions(),
@@ -122,6 +122,17 @@ class Workload:
             raise WorkloadError(f"queries {names} read each other's streams in a cycle")
         return workload
 
+    def check_plans(self, engine: str) -> None:
+        """WorkloadError if ``engine`` (one of :data:`ENGINE_MODES`) cannot honour a query's
+        ``PLAN`` pin: one without plans, or one automaton per query.  The reference evaluator
+        takes every pin (a plan never changes the matches, which it defines)."""
+        if engine == "reference" or (ENGINE_MODES.get(engine) or EngineOptions()).plans:
+            return
+        for query in self.queries:
+            refused = None if query.pattern is None else unplanned_pin(query.pattern)
+            if refused is not None:
+                raise WorkloadError(f"{query.name}: {refused} (--engine {engine})")
+
     def run(
         self,
         events: Sequence[Event],
@@ -140,6 +151,7 @@ class Workload:
         ``progress`` is told how many of ``events`` are done, now and then (the
         automata and the engine: every 1,024 events; the reference: after each query).
         """
+        self.check_plans(engine)
         feed: Iterable[Event] = events if progress is None else _counted(events, progress)
         if engine == "automaton":
             automata = [a for query in self.queries for a in query.automata]

@@ -373,3 +373,24 @@ def test_the_progress_bar_is_drawn_on_a_terminal_stderr_only(cesar):
     assert status == 0 and b"evaluating" not in drawn
     piped = cesar.run("run", "--stream", STOCK, "--query", query, events)
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_a_plan_pin_is_honoured_by_an_engine_that_plans_and_refused_by_one_that_cannot(cesar):
+    query = cesar.write(
+        "pinned.sase",
+        "PATTERN SEQ(Stock a, Stock b) WHERE skip_till_any_match(a, b) "
+        "{ [Name] AND b.Price > a.Price } WITHIN 9 PLAN chain(b, a) PUBLISH Rise",
+    )
+    events = cesar.write(
+        "e.jsonl",
+        '{"t": 1, "Name": "A", "Price": 1, "Volume": 1}\n'
+        '{"t": 2, "Name": "A", "Price": 2, "Volume": 1}\n',
+    )
+    refused = cesar.run("run", "--stream", STOCK, "--query", query, events)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "PLAN chain(b, a) cannot be honoured by an engine without plans" in refused.stderr
+    assert "--engine engine" in refused.stderr and "Traceback" not in refused.stderr
+    for engine in ("planned", "reference"):
+        result = cesar.run("run", "--stream", STOCK, "--query", query, "--engine", engine, events)
+        assert result.returncode == 0, result.stderr
+        assert [json.loads(line)["t0"] for line in result.stdout.splitlines()] == [1]

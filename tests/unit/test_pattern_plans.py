@@ -307,3 +307,14 @@ def test_eager_subscriptions_crowding_a_template_are_not_measured():
     for n in range(3):
         engine.unsubscribe(f"P{n}")
     assert not engine.planner.templates and not len(engine.planner.fitting)  # nothing kept
+
+
+def test_a_pin_is_refused_by_an_engine_without_plans_and_honoured_by_one_with():
+    compiled = compile_query(SEQ3.format("PLAN chain(c, b, a)"), SCHEMAS)
+    with pytest.raises(ValueError, match=r"PLAN chain\(c, b, a\) cannot be honoured"):
+        Engine().subscribe("P", compiled.automata, None, compiled.pattern)
+    eager = compile_query(SEQ3.format("PLAN eager"), SCHEMAS)
+    Engine().subscribe("P", eager.automata, None, eager.pattern)  # eager: every engine runs it
+    engine = Engine(EngineOptions(plans=True))
+    engine.subscribe("P", compiled.automata, None, compiled.pattern)
+    assert engine.planner.describe("P") == "plan chain(c, b, a): pinned by the pattern's PLAN"
