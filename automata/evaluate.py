@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from cesar.automata.arithmetic import ArithmeticFault, arith, neg
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
@@ -38,6 +39,7 @@ from cesar.automata.terms import (
     Neg,
     Not,
     Or,
+    Param,
     Pred,
     Scope,
     Term,
@@ -67,27 +69,29 @@ class Env:
 
 def eval_term(term: Term, env: Env, functions: FunctionRegistry = DEFAULT_FUNCTIONS) -> Value:
     """The value of ``term`` in ``env``; raises :class:`ArithmeticFault`."""
-    if isinstance(term, Const):
-        return term.value
-    if isinstance(term, Attr):
-        return env.scopes[term.scope][term.name]
-    if isinstance(term, Dur):
-        return env.dur
-    if isinstance(term, EventDur):
-        assert env.event_dur is not None, "DUR($2) is read only on automaton edges"
-        return env.event_dur
-    if isinstance(term, Arith):
-        return arith(
-            term.op, eval_term(term.left, env, functions), eval_term(term.right, env, functions)
-        )
-    if isinstance(term, Neg):
-        return neg(eval_term(term.operand, env, functions))
-    if isinstance(term, Call):
-        function = functions.get(term.name)
-        assert function is not None, f"unknown function {term.name}"
-        return function.impl(*(eval_term(arg, env, functions) for arg in term.args))
-    assert not isinstance(term, DurLit), "duration literals are compiled into ticks first"
-    raise TypeError(f"not a term: {term!r}")
+    match term:
+        case Const():
+            return term.value
+        case Attr():
+            return env.scopes[term.scope][term.name]
+        case Dur():
+            return env.dur
+        case EventDur():
+            assert env.event_dur is not None, "DUR($2) is read only on automaton edges"
+            return env.event_dur
+        case Arith():
+            left = eval_term(term.left, env, functions)
+            return arith(term.op, left, eval_term(term.right, env, functions))
+        case Neg():
+            return neg(eval_term(term.operand, env, functions))
+        case Call():
+            function = functions.get(term.name)
+            assert function is not None, f"unknown function {term.name}"
+            return function.impl(*(eval_term(arg, env, functions) for arg in term.args))
+        case DurLit() | Param():
+            raise TypeError(f"{term!r} is compiled away before evaluation")
+        case _:
+            assert_never(term)
 
 
 def store(value: Value, typ: AttrType) -> Value:

@@ -19,6 +19,7 @@ register one by one, and :func:`split` separates each conjunct's *static* atoms
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import assert_never
 
 from cesar.automata.arithmetic import ArithmeticFault, arith
 from cesar.automata.evaluate import Env, compare, eval_term, negate
@@ -35,10 +36,12 @@ from cesar.automata.terms import (
     Cmp,
     Const,
     Dur,
+    DurLit,
     EventDur,
     Neg,
     Not,
     Or,
+    Param,
     Pred,
     Scope,
     Term,
@@ -88,45 +91,49 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
     A constant sub-term whose evaluation faults is kept as it is, so the fault
     still makes its atom false (and counted) at run time.
     """
-    if isinstance(term, Neg):
-        operand = canonical_term(term.operand, functions)
-        if isinstance(operand, Const):
-            try:
-                return const_of(eval_term(Neg(operand), _EMPTY_ENV, functions))
-            except ArithmeticFault:
-                pass
-        return Neg(operand)
-    if isinstance(term, Arith):
-        left = canonical_term(term.left, functions)
-        right = canonical_term(term.right, functions)
-        if isinstance(left, Const) and isinstance(right, Const):
-            try:
-                return const_of(arith(term.op, left.value, right.value))
-            except ArithmeticFault:
-                pass
-        if term.op in ("+", "*") and _key(left) > _key(right):
-            left, right = right, left
-        return Arith(term.op, left, right)
-    if isinstance(term, Call):
-        args = tuple(canonical_term(arg, functions) for arg in term.args)
-        function = functions.get(term.name)
-        if function is not None and all(isinstance(arg, Const) for arg in args):
-            try:
-                return const_of(eval_term(Call(function.name, args), _EMPTY_ENV, functions))
-            except ArithmeticFault:
-                pass
-        return Call(term.name.upper(), args)
-    if term.pos is None:  # a leaf without a position is canonical as it is
-        return term
-    if isinstance(term, Const):
-        return Const(term.value, term.type)
-    if isinstance(term, Attr):
-        return Attr(term.scope, term.name)
-    if isinstance(term, Dur):
-        return Dur()
-    if isinstance(term, EventDur):
-        return EventDur()
-    return term
+    match term:
+        case Neg():
+            operand = canonical_term(term.operand, functions)
+            if isinstance(operand, Const):
+                try:
+                    return const_of(eval_term(Neg(operand), _EMPTY_ENV, functions))
+                except ArithmeticFault:
+                    pass
+            return Neg(operand)
+        case Arith():
+            left = canonical_term(term.left, functions)
+            right = canonical_term(term.right, functions)
+            if isinstance(left, Const) and isinstance(right, Const):
+                try:
+                    return const_of(arith(term.op, left.value, right.value))
+                except ArithmeticFault:
+                    pass
+            if term.op in ("+", "*") and _key(left) > _key(right):
+                left, right = right, left
+            return Arith(term.op, left, right)
+        case Call():
+            args = tuple(canonical_term(arg, functions) for arg in term.args)
+            function = functions.get(term.name)
+            if function is not None and all(isinstance(arg, Const) for arg in args):
+                try:
+                    return const_of(eval_term(Call(function.name, args), _EMPTY_ENV, functions))
+                except ArithmeticFault:
+                    pass
+            return Call(term.name.upper(), args)
+        case _ if term.pos is None:  # a leaf without a position is canonical as it is
+            return term
+        case Const():
+            return Const(term.value, term.type)
+        case Attr():
+            return Attr(term.scope, term.name)
+        case Dur():
+            return Dur()
+        case EventDur():
+            return EventDur()
+        case DurLit() | Param():
+            return term
+        case _:
+            assert_never(term)
 
 
 def _canonical_atom(atom: Cmp, functions: FunctionRegistry) -> Pred:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from cesar.automata.schema import AttrType, Value
 
@@ -231,23 +232,47 @@ def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
     ...                   lambda leaf: Attr(Scope.RIGHT, "b") if isinstance(leaf, Attr) else leaf))
     '$2.b < DUR'
     """
-    if isinstance(node, Const | Attr | Dur | EventDur | DurLit | Param):
-        return fn(node)
-    if isinstance(node, Arith):
-        return Arith(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
-    if isinstance(node, Neg):
-        return Neg(map_term(node.operand, fn), node.pos)
-    if isinstance(node, Call):
-        return Call(node.name, tuple(map_term(arg, fn) for arg in node.args), node.pos)
-    if isinstance(node, Cmp):
-        return Cmp(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
-    if isinstance(node, And):
-        return And(tuple(map_pred(item, fn) for item in node.items), node.pos)
-    if isinstance(node, Or):
-        return Or(tuple(map_pred(item, fn) for item in node.items), node.pos)
-    if isinstance(node, Not):
-        return Not(map_pred(node.item, fn), node.pos)
-    return node
+    match node:
+        case Const() | Attr() | Dur() | EventDur() | DurLit() | Param():
+            return fn(node)
+        case Arith():
+            return Arith(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
+        case Neg():
+            return Neg(map_term(node.operand, fn), node.pos)
+        case Call():
+            return Call(node.name, tuple(map_term(arg, fn) for arg in node.args), node.pos)
+        case Cmp():
+            return Cmp(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
+        case And():
+            return And(tuple(map_pred(item, fn) for item in node.items), node.pos)
+        case Or():
+            return Or(tuple(map_pred(item, fn) for item in node.items), node.pos)
+        case Not():
+            return Not(map_pred(node.item, fn), node.pos)
+        case Truth():
+            return node
+        case _:
+            assert_never(node)
+
+
+def subterms(term: Term) -> tuple[Term, ...]:
+    """The terms ``term`` is made of: none for a leaf.  Every kind of term is named here (and
+    in each pass over terms), so a new kind fails type-checking where it is forgotten.
+
+    >>> subterms(Arith("+", Dur(), Const(1, AttrType.INT)))
+    (Dur(), Const(value=1, type=<AttrType.INT: 'int'>))
+    """
+    match term:
+        case Arith():
+            return (term.left, term.right)
+        case Neg():
+            return (term.operand,)
+        case Call():
+            return term.args
+        case Const() | Attr() | Dur() | EventDur() | DurLit() | Param():
+            return ()
+        case _:
+            assert_never(term)
 
 
 def map_term(term: Term, fn: Callable[[Leaf], Term]) -> Term:
@@ -271,13 +296,17 @@ _ARITH_LEVEL = {"+": _LEVEL_ADD, "-": _LEVEL_ADD, "*": _LEVEL_MUL, "/": _LEVEL_M
 
 
 def _term_level(term: Term) -> int:
-    if isinstance(term, Arith):
-        return _LEVEL_POW if term.op == "^" else _ARITH_LEVEL[term.op]
-    if isinstance(term, Neg):
-        return _LEVEL_NEG
-    if isinstance(term, Const) and term.type.numeric and _is_negative(term.value):
-        return _LEVEL_NEG
-    return _LEVEL_PRIMARY
+    match term:
+        case Arith():
+            return _LEVEL_POW if term.op == "^" else _ARITH_LEVEL[term.op]
+        case Neg():
+            return _LEVEL_NEG
+        case Const():
+            return _LEVEL_NEG if term.type.numeric and _is_negative(term.value) else _LEVEL_PRIMARY
+        case Attr() | Dur() | EventDur() | DurLit() | Param() | Call():
+            return _LEVEL_PRIMARY
+        case _:
+            assert_never(term)
 
 
 def _is_negative(value: Value) -> bool:
@@ -314,45 +343,49 @@ def to_cel(node: Term | Pred) -> str:
     The text parses back to an equal node, except :class:`EventDur` and :class:`Param`,
     which CEL cannot write.
     """
-    if isinstance(node, Const):
-        return format_const(node.value, node.type)
-    if isinstance(node, Attr):
-        return f"{node.scope.value}.{node.name}" if node.scope is not Scope.EVENT else node.name
-    if isinstance(node, Dur):
-        return "DUR"
-    if isinstance(node, EventDur):
-        return "DUR($2)"
-    if isinstance(node, DurLit):
-        return f"{node.amount} {node.unit}"
-    if isinstance(node, Param):
-        return f"?{node.index}"
-    if isinstance(node, Neg):
-        operand = _wrap(node.operand, _term_level(node.operand) < _LEVEL_NEG)
-        # "--" would start a comment: a negated negative operand keeps its parentheses.
-        return "-" + (f"({operand})" if operand.startswith("-") else operand)
-    if isinstance(node, Arith):
-        if node.op == "^":
-            left = _wrap(node.left, _term_level(node.left) <= _LEVEL_POW)
-            right = _wrap(node.right, _term_level(node.right) < _LEVEL_NEG)
-            return f"{left} ^ {right}"
-        level = _ARITH_LEVEL[node.op]
-        left = _wrap(node.left, _term_level(node.left) < level)
-        right = _wrap(node.right, _term_level(node.right) <= level)
-        return f"{left} {node.op} {right}"
-    if isinstance(node, Call):
-        return f"{node.name}({', '.join(to_cel(arg) for arg in node.args)})"
-    if isinstance(node, Cmp):
-        return f"{to_cel(node.left)} {node.op} {to_cel(node.right)}"
-    if isinstance(node, Truth):
-        return "TRUE" if node.value else "FALSE"
-    if isinstance(node, Not):
-        inner = to_cel(node.item)
-        return f"NOT ({inner})" if isinstance(node.item, And | Or | Not) else f"NOT {inner}"
-    if isinstance(node, And):
-        return " AND ".join(
-            f"({to_cel(item)})" if isinstance(item, Or | And) else to_cel(item)
-            for item in node.items
-        )
-    return " OR ".join(
-        f"({to_cel(item)})" if isinstance(item, Or) else to_cel(item) for item in node.items
-    )
+    match node:
+        case Const():
+            return format_const(node.value, node.type)
+        case Attr():
+            return f"{node.scope.value}.{node.name}" if node.scope is not Scope.EVENT else node.name
+        case Dur():
+            return "DUR"
+        case EventDur():
+            return "DUR($2)"
+        case DurLit():
+            return f"{node.amount} {node.unit}"
+        case Param():
+            return f"?{node.index}"
+        case Neg():
+            operand = _wrap(node.operand, _term_level(node.operand) < _LEVEL_NEG)
+            # "--" would start a comment: a negated negative operand keeps its parentheses.
+            return "-" + (f"({operand})" if operand.startswith("-") else operand)
+        case Arith():
+            if node.op == "^":
+                left = _wrap(node.left, _term_level(node.left) <= _LEVEL_POW)
+                right = _wrap(node.right, _term_level(node.right) < _LEVEL_NEG)
+                return f"{left} ^ {right}"
+            level = _ARITH_LEVEL[node.op]
+            left = _wrap(node.left, _term_level(node.left) < level)
+            right = _wrap(node.right, _term_level(node.right) <= level)
+            return f"{left} {node.op} {right}"
+        case Call():
+            return f"{node.name}({', '.join(to_cel(arg) for arg in node.args)})"
+        case Cmp():
+            return f"{to_cel(node.left)} {node.op} {to_cel(node.right)}"
+        case Truth():
+            return "TRUE" if node.value else "FALSE"
+        case Not():
+            inner = to_cel(node.item)
+            return f"NOT ({inner})" if isinstance(node.item, And | Or | Not) else f"NOT {inner}"
+        case And():
+            return " AND ".join(
+                f"({to_cel(item)})" if isinstance(item, Or | And) else to_cel(item)
+                for item in node.items
+            )
+        case Or():
+            return " OR ".join(
+                f"({to_cel(item)})" if isinstance(item, Or) else to_cel(item) for item in node.items
+            )
+        case _:
+            assert_never(node)

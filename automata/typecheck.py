@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import assert_never
 
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
@@ -32,6 +33,7 @@ from cesar.automata.terms import (
     Neg,
     Not,
     Or,
+    Param,
     Pred,
     Term,
     Truth,
@@ -50,30 +52,38 @@ def infer_type(
     term: Term, resolve: Resolver, functions: FunctionRegistry = DEFAULT_FUNCTIONS
 ) -> AttrType:
     """The static type of ``term``; raises :class:`CelSemanticError` on a type error."""
-    if isinstance(term, Const):
-        return term.type
-    if isinstance(term, Attr):
-        return resolve(term)
-    if isinstance(term, Dur | EventDur | DurLit):
-        return AttrType.INT
-    if isinstance(term, Neg):
-        typ = infer_type(term.operand, resolve, functions)
-        if not typ.numeric:
-            raise CelSemanticError(
-                f"unary minus needs a number, not {_described(term.operand, typ)}", term.pos
-            )
-        return typ
-    if isinstance(term, Arith):
-        left = infer_type(term.left, resolve, functions)
-        right = infer_type(term.right, resolve, functions)
-        for side, typ in ((term.left, left), (term.right, right)):
+    match term:
+        case Const() | Param():
+            return term.type
+        case Attr():
+            return resolve(term)
+        case Dur() | EventDur() | DurLit():
+            return AttrType.INT
+        case Neg():
+            typ = infer_type(term.operand, resolve, functions)
             if not typ.numeric:
                 raise CelSemanticError(
-                    f"operator {term.op} needs numbers, not {_described(side, typ)}",
-                    side.pos or term.pos,
+                    f"unary minus needs a number, not {_described(term.operand, typ)}", term.pos
                 )
-        return AttrType.INT if left is right is AttrType.INT else AttrType.FLOAT
-    assert isinstance(term, Call)
+            return typ
+        case Arith():
+            left = infer_type(term.left, resolve, functions)
+            right = infer_type(term.right, resolve, functions)
+            for side, typ in ((term.left, left), (term.right, right)):
+                if not typ.numeric:
+                    raise CelSemanticError(
+                        f"operator {term.op} needs numbers, not {_described(side, typ)}",
+                        side.pos or term.pos,
+                    )
+            return AttrType.INT if left is right is AttrType.INT else AttrType.FLOAT
+        case Call():
+            return _call_type(term, resolve, functions)
+        case _:
+            assert_never(term)
+
+
+def _call_type(term: Call, resolve: Resolver, functions: FunctionRegistry) -> AttrType:
+    """The result type of a call of a registered function, its arguments checked."""
     function = functions.get(term.name)
     if function is None:
         raise CelSemanticError(

@@ -25,7 +25,7 @@ template's atoms with parameters (:mod:`cesar.automata.template`) also take
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from cesar.automata.algebra import Assign
 from cesar.automata.arithmetic import ArithmeticFault, arith, neg
@@ -39,6 +39,7 @@ from cesar.automata.terms import (
     Cmp,
     Const,
     Dur,
+    DurLit,
     EventDur,
     Neg,
     Param,
@@ -89,31 +90,35 @@ class _Source:
         self.calls: dict[str, Callable[..., Value]] = {}
 
     def term(self, term: Term) -> str:
-        if isinstance(term, Const):
-            self.constants.append(term.value)
-            return f"K[{len(self.constants) - 1}]"
-        if isinstance(term, Attr):
-            return f"{_SCOPE_VAR[term.scope]}[{term.name!r}]"
-        if isinstance(term, Dur):
-            return "D"
-        if isinstance(term, EventDur):
-            return "V"
-        if isinstance(term, Param):
-            return f"P[{term.index}]"
-        if isinstance(term, Arith):
-            left, right = self.term(term.left), self.term(term.right)
-            if term.op in _FLOAT_FAST:
-                return f"{_FLOAT_FAST[term.op]}({left}, {right})"
-            return f"arith({term.op!r}, {left}, {right})"
-        if isinstance(term, Neg):
-            return f"neg({self.term(term.operand)})"
-        if isinstance(term, Call):
-            function = self.functions.get(term.name)
-            assert function is not None, f"unknown function {term.name}"
-            self.calls[function.name] = function.impl
-            args = ", ".join(self.term(arg) for arg in term.args)
-            return f"F[{function.name!r}]({args})"
-        raise TypeError(f"cannot compile term {term!r}")
+        match term:
+            case Const():
+                self.constants.append(term.value)
+                return f"K[{len(self.constants) - 1}]"
+            case Attr():
+                return f"{_SCOPE_VAR[term.scope]}[{term.name!r}]"
+            case Dur():
+                return "D"
+            case EventDur():
+                return "V"
+            case Param():
+                return f"P[{term.index}]"
+            case Arith():
+                left, right = self.term(term.left), self.term(term.right)
+                if term.op in _FLOAT_FAST:
+                    return f"{_FLOAT_FAST[term.op]}({left}, {right})"
+                return f"arith({term.op!r}, {left}, {right})"
+            case Neg():
+                return f"neg({self.term(term.operand)})"
+            case Call():
+                function = self.functions.get(term.name)
+                assert function is not None, f"unknown function {term.name}"
+                self.calls[function.name] = function.impl
+                args = ", ".join(self.term(arg) for arg in term.args)
+                return f"F[{function.name!r}]({args})"
+            case DurLit():
+                raise TypeError(f"{term!r} is compiled into ticks before code is generated")
+            case _:
+                assert_never(term)
 
     def namespace(self, faults: Faults) -> dict[str, Any]:
         return {

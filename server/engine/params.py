@@ -43,7 +43,7 @@ from cesar.automata.automaton import Edge
 from cesar.automata.evaluate import Faults
 from cesar.automata.schema import Value
 from cesar.automata.template import Constants
-from cesar.automata.terms import Arith, Attr, Call, Cmp, Const, Neg, Param, Scope, Term
+from cesar.automata.terms import Attr, Call, Cmp, Const, Param, Scope, Term, subterms
 from cesar.index.masks import ValueMasks, compact, expand, slots_of
 from cesar.index.ranges import FLIPPED, OPS, RANGE_OPS, is_nan
 from cesar.index.static import Atoms
@@ -59,15 +59,7 @@ from cesar.server.engine.codegen import (
 
 def has_param(term: Term) -> bool:
     """True if a parameter occurs in ``term``."""
-    if isinstance(term, Param):
-        return True
-    if isinstance(term, Arith):
-        return has_param(term.left) or has_param(term.right)
-    if isinstance(term, Neg):
-        return has_param(term.operand)
-    if isinstance(term, Call):
-        return any(has_param(arg) for arg in term.args)
-    return False
+    return isinstance(term, Param) or any(has_param(part) for part in subterms(term))
 
 
 SMALL = 8
@@ -228,14 +220,9 @@ def _bound_attr(leaf: Term) -> bool:
 
 def _leaves(term: Term) -> Iterator[Term]:
     """The leaves of ``term``: through arithmetic, negation and function arguments."""
-    if isinstance(term, Arith):
-        yield from _leaves(term.left)
-        yield from _leaves(term.right)
-    elif isinstance(term, Neg):
-        yield from _leaves(term.operand)
-    elif isinstance(term, Call):
-        for arg in term.args:
-            yield from _leaves(arg)
+    if isinstance(term, Call) or subterms(term):
+        for part in subterms(term):
+            yield from _leaves(part)
     else:
         yield term
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import assert_never
 
 from cesar.automata import algebra as alg
 from cesar.automata.compiler import CompiledQuery, StreamExistsError, compile_expr
@@ -27,10 +28,12 @@ from cesar.automata.terms import (
     Cmp,
     Const,
     Dur,
+    DurLit,
     EventDur,
     Neg,
     Not,
     Or,
+    Param,
     Pred,
     Scope,
     Term,
@@ -264,40 +267,46 @@ def from_algebra(
 
 
 def _to_term(term: Term) -> pb.Term:
-    if isinstance(term, Const):
-        return pb.Term(constant=to_value(term.value))
-    if isinstance(term, Attr):
-        return pb.Term(attribute=pb.AttributeRef(scope=_SCOPE_NUMBERS[term.scope], name=term.name))
-    if isinstance(term, Dur):
-        return pb.Term(dur=True)
-    if isinstance(term, EventDur):
-        return pb.Term(event_dur=True)
-    if isinstance(term, Arith):
-        return pb.Term(
-            arithmetic=pb.Arithmetic(
-                op=term.op, left=_to_term(term.left), right=_to_term(term.right)
-            )
-        )
-    if isinstance(term, Neg):
-        return pb.Term(negate=_to_term(term.operand))
-    if isinstance(term, Call):
-        return pb.Term(call=pb.FunctionCall(name=term.name, args=[_to_term(a) for a in term.args]))
-    raise TypeError(f"no message for {term!r}")
+    match term:
+        case Const():
+            return pb.Term(constant=to_value(term.value))
+        case Attr():
+            scope = _SCOPE_NUMBERS[term.scope]
+            return pb.Term(attribute=pb.AttributeRef(scope=scope, name=term.name))
+        case Dur():
+            return pb.Term(dur=True)
+        case EventDur():
+            return pb.Term(event_dur=True)
+        case Arith():
+            left, right = _to_term(term.left), _to_term(term.right)
+            return pb.Term(arithmetic=pb.Arithmetic(op=term.op, left=left, right=right))
+        case Neg():
+            return pb.Term(negate=_to_term(term.operand))
+        case Call():
+            args = [_to_term(a) for a in term.args]
+            return pb.Term(call=pb.FunctionCall(name=term.name, args=args))
+        case DurLit() | Param():
+            raise TypeError(f"{term!r} is compiled away before a query travels")
+        case _:
+            assert_never(term)
 
 
 def to_predicate(pred: Pred) -> pb.Predicate:
     """The message for a predicate."""
-    if isinstance(pred, Cmp):
-        return pb.Predicate(
-            compare=pb.Comparison(op=pred.op, left=_to_term(pred.left), right=_to_term(pred.right))
-        )
-    if isinstance(pred, And):
-        return pb.Predicate(all=pb.Predicates(items=[to_predicate(p) for p in pred.items]))
-    if isinstance(pred, Or):
-        return pb.Predicate(any=pb.Predicates(items=[to_predicate(p) for p in pred.items]))
-    if isinstance(pred, Not):
-        return pb.Predicate(negate=to_predicate(pred.item))
-    return pb.Predicate(truth=pred.value)
+    match pred:
+        case Cmp():
+            left, right = _to_term(pred.left), _to_term(pred.right)
+            return pb.Predicate(compare=pb.Comparison(op=pred.op, left=left, right=right))
+        case And():
+            return pb.Predicate(all=pb.Predicates(items=[to_predicate(p) for p in pred.items]))
+        case Or():
+            return pb.Predicate(any=pb.Predicates(items=[to_predicate(p) for p in pred.items]))
+        case Not():
+            return pb.Predicate(negate=to_predicate(pred.item))
+        case Truth():
+            return pb.Predicate(truth=pred.value)
+        case _:
+            assert_never(pred)
 
 
 def _assignments(assigns: tuple[alg.Assign, ...]) -> list[pb.Assignment]:
