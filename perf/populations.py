@@ -20,7 +20,7 @@ from ``--seed`` around the quotes' own tickers and prices:
   ticker of its own (``a.Name = 'S3' AND b.Name = 'S17'``, no ``[Name]``), each pinned to
   its lazy chain (``PLAN chain(a, b, …)``): under ``planned`` every one is a lazy run, which
   an event reaches through the planner's own-condition index only if it names one of its
-  tickers (``engine`` ignores the pin: the DAG).
+  tickers (``engine`` and ``nomerge`` run them without the pin, on the DAG).
 
 Streams: ``quotes`` (the shared one-minute bars, 6 tickers) and ``walk`` (a random walk of
 500 tickers, the original Cayuga engine's workload).  Every mode must give every subscription
@@ -52,6 +52,7 @@ import itertools
 import json
 import pstats
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -72,6 +73,8 @@ from cesar.server.host.collector import tune_collector
 
 STOCK = parse_stream_spec(STOCK_SPEC)
 MODES = ("engine", "planned", "nomerge")
+UNPINNED = re.compile(r" PLAN \w+(\([^)]*\))?")
+"""A pattern's PLAN clause, which an engine without plans refuses."""
 Modes = dict[str, EngineOptions]
 """Each mode's engine options (``planned`` with the plan constants measured on the host)."""
 
@@ -244,7 +247,10 @@ class Run:
 
 
 def run(mode: str, texts: Sequence[str], events: Sequence[Event], options: Modes) -> Run:
-    """Subscribe ``texts`` to a fresh engine of ``mode`` and run ``events``."""
+    """Subscribe ``texts`` to a fresh engine of ``mode`` and run ``events`` (an engine without
+    plans runs a pinned pattern on the DAG: its pin is left out)."""
+    if not options[mode].plans:
+        texts = [UNPINNED.sub("", text) for text in texts]
     tick = time.perf_counter()
     engine = subscribed(mode, texts, STOCK, options[mode])
     compiled = time.perf_counter() - tick
