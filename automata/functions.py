@@ -166,14 +166,14 @@ def _round(x: Value, digits: Value = 0) -> Value:
     return _half_away(x * scale) / scale if math.isfinite(x * scale) else x
 
 
-def _floor(x: Value) -> Value:
-    assert not isinstance(x, str | bool)
-    return x if isinstance(x, int) or not math.isfinite(x) else float(math.floor(x))
+def _whole(to_int: Callable[[float], int]) -> Callable[[Value], Value]:
+    """FLOOR or CEIL: an int as it is, a finite float to a whole float."""
 
+    def whole(x: Value) -> Value:
+        assert not isinstance(x, str | bool)
+        return x if isinstance(x, int) or not math.isfinite(x) else float(to_int(x))
 
-def _ceil(x: Value) -> Value:
-    assert not isinstance(x, str | bool)
-    return x if isinstance(x, int) or not math.isfinite(x) else float(math.ceil(x))
+    return whole
 
 
 def _sqrt(x: Value) -> float:
@@ -183,18 +183,16 @@ def _sqrt(x: Value) -> float:
     return math.sqrt(x)
 
 
-def _ln(x: Value) -> float:
-    assert not isinstance(x, str | bool)
-    if x <= 0:
-        raise ArithmeticFault("the logarithm of a number not above 0")
-    return math.log(x)
+def _logarithm(log: Callable[[float], float]) -> Callable[[Value], float]:
+    """LN or LOG: faults at or below 0."""
 
+    def logarithm(x: Value) -> float:
+        assert not isinstance(x, str | bool)
+        if x <= 0:
+            raise ArithmeticFault("the logarithm of a number not above 0")
+        return log(x)
 
-def _log(x: Value) -> float:
-    assert not isinstance(x, str | bool)
-    if x <= 0:
-        raise ArithmeticFault("the logarithm of a number not above 0")
-    return math.log10(x)
+    return logarithm
 
 
 def _exp(x: Value) -> float:
@@ -231,28 +229,23 @@ DEFAULT_FUNCTIONS = FunctionRegistry(
         Function("LENGTH", (AttrType.STRING,), AttrType.INT, len),
         Function("ABS", (_NUMBER,), AttrType.FLOAT, _abs, keeps_int=True),
         Function("ROUND", (_NUMBER, AttrType.INT), AttrType.FLOAT, _round, 1, keeps_int=True),
-        Function("FLOOR", (_NUMBER,), AttrType.FLOAT, _floor, keeps_int=True),
-        Function("CEIL", (_NUMBER,), AttrType.FLOAT, _ceil, keeps_int=True),
+        Function("FLOOR", (_NUMBER,), AttrType.FLOAT, _whole(math.floor), keeps_int=True),
+        Function("CEIL", (_NUMBER,), AttrType.FLOAT, _whole(math.ceil), keeps_int=True),
         Function("SQRT", (_NUMBER,), AttrType.FLOAT, _sqrt),
-        Function("LN", (_NUMBER,), AttrType.FLOAT, _ln),
-        Function("LOG", (_NUMBER,), AttrType.FLOAT, _log),
+        Function("LN", (_NUMBER,), AttrType.FLOAT, _logarithm(math.log)),
+        Function("LOG", (_NUMBER,), AttrType.FLOAT, _logarithm(math.log10)),
         Function("EXP", (_NUMBER,), AttrType.FLOAT, _exp),
         Function("POW", (_NUMBER, _NUMBER), AttrType.FLOAT, _pow, keeps_int=True),
-        Function(
-            "LEAST",
-            (_NUMBER, _NUMBER),
-            AttrType.FLOAT,
-            _extreme(min),
-            variadic=True,
-            keeps_int=True,
-        ),
-        Function(
-            "GREATEST",
-            (_NUMBER, _NUMBER),
-            AttrType.FLOAT,
-            _extreme(max),
-            variadic=True,
-            keeps_int=True,
+        *(
+            Function(
+                name,
+                (_NUMBER, _NUMBER),
+                AttrType.FLOAT,
+                _extreme(pick),
+                variadic=True,
+                keeps_int=True,
+            )
+            for name, pick in (("LEAST", min), ("GREATEST", max))
         ),
     ]
 )

@@ -102,6 +102,20 @@ def pinned(pattern: Resolved) -> Plan | None:
     return plan
 
 
+def unplanned_pin(pattern: Resolved) -> str | None:
+    """Why an engine without plans refuses ``pattern``: it pins a lazy plan with ``PLAN``,
+    which such an engine cannot honour (every pattern runs on its DAG); None if it pins none,
+    or eager."""
+    pin = pinned(pattern)
+    if pin is None or pin.kind is PlanKind.EAGER:
+        return None
+    return (
+        f"PLAN {pin.spell()} cannot be honoured by an engine without plans, which runs every "
+        "pattern on the shared DAG: run it where patterns are planned (cesar serve, cesar run "
+        "--engine planned), or write PLAN eager"
+    )
+
+
 def refusal(pattern: Resolved, plan: Plan) -> str | None:
     """Why ``plan`` cannot run ``pattern`` (None: it can)."""
     if plan.kind is PlanKind.EAGER:

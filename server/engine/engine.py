@@ -55,7 +55,7 @@ from typing import Any
 from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import Faults
-from cesar.automata.pattern.plans import Plan, PlanKind, pinned
+from cesar.automata.pattern.plans import Plan, unplanned_pin
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
 from cesar.index.masks import slots_of
@@ -78,20 +78,6 @@ __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 _EMPTY: Mapping[str, Value] = {}
 Output = list[Event | Match]
 """An epoch's matches: shared ones as :class:`Match`, one subscription's as an event."""
-
-
-def unplanned_pin(pattern: Resolved) -> str | None:
-    """Why an engine without plans refuses ``pattern``: it pins a lazy plan with ``PLAN``,
-    which such an engine cannot honour (every pattern runs on its DAG); None if it pins none,
-    or eager."""
-    pin = pinned(pattern)
-    if pin is None or pin.kind is PlanKind.EAGER:
-        return None
-    return (
-        f"PLAN {pin.spell()} cannot be honoured by an engine without plans, which runs every "
-        "pattern on the shared DAG: run it where patterns are planned (cesar serve, cesar run "
-        "--engine planned), or write PLAN eager"
-    )
 
 
 class Engine:
@@ -157,7 +143,7 @@ class Engine:
         can run, reading only input streams, is planned (:mod:`.plans`).
         Raises ValueError for a subscription id or a published stream that
         exists, and, without the ``plans`` option, for a pattern that pins a lazy
-        plan (:func:`unplanned_pin`).
+        plan (:func:`~cesar.automata.pattern.plans.unplanned_pin`).
         """
         program = self.program
         if subscription in program or subscription in self.planner.planned:

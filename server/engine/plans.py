@@ -140,7 +140,6 @@ class Planner:
         """A heap of (tick, number, subscription): a check or a retirement falls due then, with
         or without events reaching it."""
         self.dues = itertools.count()
-        self.clock = -math.inf
         self.publishers: dict[str, str] = {}
         """Per stream a planned subscription publishes, that subscription."""
         self.templates: dict[tuple[Edge, ...], int] = {}
@@ -362,7 +361,6 @@ class Planner:
         may be, and those due a check or a retirement.  Rates, lazy runs (their matches go
         to ``published``), retirements, re-plans; returns what the DAG must do."""
         now = epoch[0].t1
-        self.clock = now
         steps: Steps = []
         self.epochs += 1
         by_stream: dict[str, list[Event]] = {}

@@ -26,12 +26,13 @@ from cesar.automata.errors import CelError
 from cesar.automata.evaluate import Faults
 from cesar.automata.parser import parse_query
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
+from cesar.automata.pattern.plans import unplanned_pin
 from cesar.automata.pattern.reference import evaluate as evaluate_pattern
 from cesar.automata.reference import evaluate
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs
-from cesar.server.engine.engine import Engine, EngineOptions, unplanned_pin
+from cesar.server.engine.engine import Engine, EngineOptions
 
 ENGINE_MODES: dict[str, EngineOptions | None] = {
     "engine": EngineOptions(),

@@ -44,7 +44,8 @@ TOKENS = [
     "DUR", "TRUE", "FALSE", "Stock", "Price", "Name", "Volume", "$1.Price", "$2.Name", "$.Price",
     "x", "*", "{", "}", "(", ")", ",", "=", "!=", "<", "<=", ">", ">=", "+", "-", "/", "%", "^",
     "0", "1", "-1", "9223372036854775808", "1.5", "1e999", "'IBM'", "'it''s'", "'", "5 MIN",
-    "ABS(", "--", "\n", "\u00e9", "\x00",
+    "ABS(", "ROUND(", "POW(", "LEAST(", "SQRT(", "EXP(", "LN(", "LOWER(", "LENGTH(",
+    "STARTS_WITH(", "--", "\n", "\u00e9", "\x00",
 ]  # fmt: skip
 cel = st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join) | st.text(max_size=60)
 PATTERN_TOKENS = [
@@ -55,6 +56,7 @@ PATTERN_TOKENS = [
     "b.Price", "b.Name", ">", "=", "<", "80%", "*", "1", "1e999", "'IBM'", "‘x’", "WITHIN",
     "1 HOUR", "0", "RETURN", "AS", "PUBLISH", "P", "/*", "*/", "--", "\n", "..", "i-1",
     "PLAN", "chain", "tree", "recompute", "eager", "auto", "chain(b, a)", "tree(a)",
+    "ROUND(", "GREATEST(", "POW(", "UPPER(", "ABS(",
 ]  # fmt: skip
 patterns = st.lists(st.sampled_from(PATTERN_TOKENS), max_size=30).map(
     lambda tokens: "PATTERN " + " ".join(tokens)
@@ -79,6 +81,16 @@ structures = st.one_of(  # deep and long: each near or past a budget
             "{ [Name] AND a[i].Price > avg(a[..i-1].Price) AND b.Volume > sum(a[].Volume) } "
             "WITHIN 19" + plan
         )
+    ),
+    st.sampled_from(  # every function at the edge of its domain, run on the fuzzed events
+        [
+            "FILTER{POW(Volume, 999) > EXP(Price) AND ROUND(Price, -400) < LEAST(1, Volume, 2.5)}"
+            " Stock",
+            "SELECT ROUND(Price, 400) AS r, SQRT(Price) AS s, LN(Volume) AS l, ABS(Volume) AS a,"
+            " LOWER(Name) AS n, LENGTH(Name) AS k FROM Stock",
+            "PATTERN SEQ(Stock a, Stock b) WHERE STARTS_WITH(UPPER(a.Name), b.Name) = 1 AND "
+            "GREATEST(a.Price, b.Price, POW(2, b.Volume)) > 1 RETURN LOG(b.Price) AS g WITHIN 5",
+        ]
     ),
     st.integers(250, 300).map(
         lambda n: "SELECT " + ", ".join(f"Price AS p{i}" for i in range(n)) + " FROM Stock"
