@@ -8,19 +8,20 @@ engine's generated code instead wherever that gives the same verdict, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Protocol
 
 from cesar.automata.algebra import Assign
 from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.evaluate import Faults
 from cesar.automata.functions import FunctionRegistry
-from cesar.automata.pattern.ast import Index
+from cesar.automata.normal import canonical
+from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.plans import conjuncts
 from cesar.automata.pattern.reference import Judge, Selection
 from cesar.automata.pattern.resolve import Resolved, keys_of
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import TRUE, Cmp, Pred, conjoin, conjuncts_of
+from cesar.automata.terms import TRUE, Attr, Cmp, Leaf, Pred, Term, conjoin, conjuncts_of, map_pred
 
 _OWN = (Index.ONLY, Index.FIRST)
 EMPTY: Mapping[str, Value] = {}
@@ -127,6 +128,25 @@ class Fits:
             free = self.own[n] == TRUE or (step.kleene and self.take_own[n] == TRUE)
             for name in step.types:
                 self.by_stream.setdefault(name, []).append((n, free))
+
+    def signature(self, n: int) -> Hashable:
+        """What decides the events component ``n`` may take: its streams, its own condition
+        with its variable's name left out (canonical), and the partition.  Components of any
+        patterns with equal signatures take the same events (a buffer pool's key)."""
+        step = self.pattern.steps[n]
+        refs = self.pattern.refs
+
+        def anonymous(leaf: Leaf) -> Term:
+            if isinstance(leaf, Attr) and leaf.name in refs:
+                ref = refs[leaf.name]
+                return Attr(leaf.scope, Ref("", ref.index, ref.attr, ref.aggregate).key)
+            return leaf
+
+        functions = self.judge.functions
+        own = canonical(map_pred(self.own[n], anonymous), functions)
+        take = canonical(map_pred(self.take_own[n], anonymous), functions) if step.kleene else None
+        partition = self.pattern.partition if self.pattern.keyed else None
+        return (frozenset(step.types), own, take, partition)
 
     def places(self, event: Event) -> list[int]:
         """The components ``event`` may be, in pattern order."""

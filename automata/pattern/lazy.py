@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.evaluate import Faults
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
-from cesar.automata.pattern.buffers import Buffer, Key, key_of
+from cesar.automata.pattern.buffers import Buffer, BufferPool, Key, key_of
 from cesar.automata.pattern.judging import EMPTY, Compiler, FastJudge, Fits, Test
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
 from cesar.automata.pattern.reference import Judge, Selection
@@ -110,6 +110,7 @@ class LazyRun:
         functions: FunctionRegistry = DEFAULT_FUNCTIONS,
         compiler: Compiler | None = None,
         max_steps: int | None = None,
+        pool: BufferPool | None = None,
     ) -> None:
         reason = refusal(pattern, plan)
         if reason is not None or plan.kind is PlanKind.EAGER:
@@ -136,11 +137,18 @@ class LazyRun:
         self.last = len(steps) - 1
         self.seq = pattern.operator == "SEQ"
         keyed = pattern.keyed
-        self.buffers: list[Buffer[Event]] = [Buffer(keyed) for _ in steps]
+        self.fits = Fits(pattern, self.judge)
+        self.pool = pool if pool is not None else BufferPool()
+        """Where its components' event buffers live: its own, or shared with other runs."""
+        self.signatures = [self.fits.signature(n) for n in range(len(steps))]
+        self.buffers: list[Buffer[Event]] = [
+            self.pool.take(signature, keyed, self.window) for signature in self.signatures
+        ]
         self.waiting: list[Buffer[Partial]] = [Buffer(keyed) for _ in steps]
         self.negated: Buffer[Event] = Buffer(False)
-        self.fits = Fits(pattern, self.judge)
         self.shared = self._shared()
+        self._epoch = -math.inf
+        self._abandoned = 0
         if plan.kind is PlanKind.CHAIN:
             self.first = self.names.index(plan.order[0])
             self.chain = [self.names.index(v) for v in plan.order]
@@ -176,15 +184,25 @@ class LazyRun:
 
     @property
     def buffered(self) -> int:
-        """Events held in buffers (one per component it may be)."""
-        return sum(len(b) for b in self.buffers) + len(self.negated)
+        """Events held in its buffers, a shared buffer's divided among its readers."""
+        held = len(self.negated)
+        counted: set[int] = set()
+        for signature, buffer in zip(self.signatures, self.buffers, strict=True):
+            if id(buffer) not in counted:
+                counted.add(id(buffer))
+                mine = self.signatures.count(signature)
+                held += len(buffer) * mine // max(self.pool.readers(signature), mine)
+        return held
 
     def events(self) -> list[Event]:
-        """Every buffered event once, in arrival order (what a snapshot keeps)."""
+        """Every buffered event its window still needs once, in arrival order (what a
+        snapshot keeps)."""
+        horizon = self.clock - self.window
         seen: dict[int, Event] = {}
         for buffer in (*self.buffers, self.negated):
             for event in buffer:
-                seen.setdefault(id(event), event)
+                if event.t0 > horizon:
+                    seen.setdefault(id(event), event)
         return sorted(seen.values(), key=lambda e: e.t1)
 
     def process(
@@ -193,48 +211,86 @@ class LazyRun:
         """Consume one epoch; the matches it completes whose root is in ``(since, until]``.
 
         ``fitting`` gives, by ``id``, each event's :meth:`Fits.places` if the caller
-        knows them already.
+        knows them already.  A run whose buffers are shared is not given epochs this way
+        but event by event (:meth:`take`, then :meth:`keep` once every reader took it).
         """
         if not epoch:
             return []
-        now = epoch[0].t1
         out: list[Event] = []
-        if self.max_steps is not None:
-            self._stop = self.counters.searched + self.max_steps
         for event in epoch:
             places = self.fits.places(event) if fitting is None else fitting[id(event)]
-            key = self._key(event)
-            if self.plan.kind is PlanKind.RECOMPUTE and places and places[-1] == self.last:
+            key = self.take(event, places, out)
+            self.keep(event, places, key)
+        self.end(epoch[0].t1)
+        return out
+
+    def take(self, event: Event, places: list[int], out: list[Event]) -> Key:
+        """``event``, which may be components ``places``, meets what waits for it (or triggers
+        a recomputation); its matches go to ``out``.  Returns its partition key."""
+        if event.t1 != self._epoch:
+            self._epoch = event.t1
+            if self.max_steps is not None:
+                self._stop = self.counters.searched + self.max_steps
+        key = self._key(event)
+        if self.plan.kind is PlanKind.RECOMPUTE:
+            if places and places[-1] == self.last:
                 self.counters.triggers += 1
                 try:
                     self._search(0, (), event, key, event.t1, out)
                 except _Abandoned:
                     self.counters.abandoned += 1
-            if (
-                places
-                and self.plan.kind is not PlanKind.RECOMPUTE
-                and (self.first in places or any(self.waiting[n].size for n in places))
-            ):
-                self._meet(event, key, places, out)
-            for n in places:
-                self.buffers[n].add(key, event)
-            if event.stream in self.fits.negated:
-                self.negated.add(None, event)
+                    self._abandoned += 1
+        elif places and (self.first in places or any(self.waiting[n].size for n in places)):
+            self._meet(event, key, places, out)
+        return key
+
+    def keep(self, event: Event, places: list[int], key: Key) -> None:
+        """Buffer ``event`` for components ``places`` (a shared buffer takes it once)."""
+        for n in places:
+            self.buffers[n].add(key, event)
+        if event.stream in self.fits.negated:
+            self.negated.add(None, event)
+
+    def end(self, now: int) -> int:
+        """Close epoch ``now`` (pruning when due); how many searches it abandoned."""
         self.clock = now
         if now >= self.next_prune:
             self.prune()
-        return out
+        abandoned, self._abandoned = self._abandoned, 0
+        return abandoned
 
     def prune(self) -> None:
-        """Drop what no later event can complete: buffered events and partial matches whose
-        start is ``WITHIN`` or more before the clock.  Called every quarter window (what is
-        kept longer fails the window test), so a buffer holds 1.25 windows at most."""
+        """Drop what no later event can complete: partial matches whose start is ``WITHIN``
+        or more before the clock, and from the buffers what their longest window has passed.
+        Called every quarter window (what is kept longer fails the window test), so a
+        buffer holds 1.25 of its readers' longest window at most."""
         self.next_prune = self.clock + self.window // 4 + 1
         horizon = self.clock - self.window
-        for buffer in (*self.buffers, self.negated):
-            buffer.prune(lambda e: e.t0 <= horizon)
+        self.negated.prune(lambda e: e.t0 <= horizon)
         for waiting in self.waiting:
             waiting.prune(lambda p: p.t0 <= horizon)
+        self.pool.prune(int(self.clock))
+
+    def move(self, pool: BufferPool) -> None:
+        """Keep its buffers in ``pool`` from now on, with what it buffered merged in (a run
+        rebuilt from a snapshot joining the runs already there)."""
+        keyed = self.pattern.keyed
+        merged: set[int] = set()
+        buffers: list[Buffer[Event]] = []
+        for signature, old in zip(self.signatures, self.buffers, strict=True):
+            new = pool.take(signature, keyed, self.window)
+            if id(old) not in merged:
+                merged.add(id(old))
+                new.merge(old)
+            self.pool.release(signature, self.window)
+            buffers.append(new)
+        self.pool, self.buffers = pool, buffers
+
+    def close(self) -> None:
+        """Give its buffers back to the pool (the run is over)."""
+        for signature in self.signatures:
+            self.pool.release(signature, self.window)
+        self.buffers = []
 
     def judged(self) -> dict[Pred, tuple[int, int]]:
         """Per condition between components: assignments judged, and let through."""
@@ -252,15 +308,32 @@ class LazyRun:
                 self.negated.add(None, event)
 
     def shed(self, limit: int) -> int:
-        """Drop the oldest partial matches, then the oldest buffered events, until at most
-        ``limit`` of them are held; how many went."""
+        """Drop the oldest partial matches, then the oldest events of the buffers only it
+        reads, then of the negated, until at most ``limit`` of them are held (a shared
+        buffer counted as its share); then, if it reads a shared buffer with the longest
+        window, the events only it still needs.  Another reader never loses an event to
+        this run's budget.  How many went."""
+        own: dict[int, Buffer[Event]] = {}
+        shared: dict[int, tuple[Hashable, Buffer[Event]]] = {}
+        for signature, buffer in zip(self.signatures, self.buffers, strict=True):
+            if self.pool.readers(signature) == self.signatures.count(signature):
+                own[id(buffer)] = buffer
+            else:
+                shared[id(buffer)] = (signature, buffer)
         dropped = 0
-        helds: list[Buffer[Partial] | Buffer[Event]] = [*self.waiting, *self.buffers, self.negated]
+        helds: list[Buffer[Partial] | Buffer[Event]] = [*self.waiting, *own.values(), self.negated]
         for held in helds:
             excess = self.live + self.buffered - limit
             if excess <= 0:
-                break
+                return dropped
             dropped += held.shed(excess)
+        for signature, buffer in shared.values():
+            excess = self.live + self.buffered - limit
+            if excess <= 0:
+                break
+            share = self.pool.readers(signature) // self.signatures.count(signature)
+            horizon = self.clock - self.pool.others(signature, self.window)
+            dropped += buffer.shed(excess * share, horizon)
         return dropped
 
     def check_valid(self) -> None:
@@ -313,7 +386,7 @@ class LazyRun:
             n = self.chain[len(self.names) - len(unbound)]
         else:  # the tree's ad hoc order: the fewest buffered events now
             n = min(unbound, key=lambda m: (len(self.buffers[m]), m))
-        for event in self.buffers[n].candidates(partial.key):
+        for event in self.buffers[n].candidates(partial.key, partial.t1 - self.window):
             self.counters.searched += 1
             grown = self._bind(partial, n, event)
             if grown is not None:
@@ -394,7 +467,7 @@ class LazyRun:
             return
         if last and trigger.t0 > after and self.judge.judge(step.begin, selected, trigger, n):
             self._close((*selected, (trigger,)), root, out)
-        for event in self.buffers[n].candidates(key):
+        for event in self.buffers[n].candidates(key, horizon):
             self._step()
             if event.t0 <= after or event.t1 >= trigger.t0 or (not selected and event.t0 < horizon):
                 continue
@@ -412,12 +485,13 @@ class LazyRun:
         step = self.pattern.steps[n]
         last = n == len(self.pattern.steps) - 1
         end = selected[-1][-1].t1
+        horizon = trigger.t1 - self.window
         if last:
             if trigger.t0 > end and self.judge.judge(step.take, selected, trigger, n):
                 self._close((*selected[:-1], (*selected[-1], trigger)), root, out)
         elif self.judge.judge(step.close, selected, None, n):
             self._search(n + 1, selected, trigger, key, root, out)
-        for event in self.buffers[n].candidates(key):
+        for event in self.buffers[n].candidates(key, horizon):
             self._step()
             if event.t0 <= end or event.t1 >= trigger.t0:
                 continue

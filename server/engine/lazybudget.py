@@ -54,12 +54,15 @@ class LazyBudget:
 
     def period(self, planned: Iterable[Planned]) -> None:
         """End a budget period: hold all lazy runs together to ``limit`` partial matches and
-        buffered events (as the DAG's instances are), the largest holders shedding their
-        oldest first, so one client's window of years does not starve the others; end the
-        episodes without losses.  O(planned subscriptions)."""
+        buffered events (as the DAG's instances are; a buffer shared by several runs counted
+        once), the largest holders shedding their oldest first, so one client's window of
+        years does not starve the others; end the episodes without losses.  O(planned
+        subscriptions)."""
         if self.limit is not None:
             held = [(sum(run.live + run.buffered for run in p.runs), p) for p in planned if p.runs]
-            total = sum(size for size, _ in held)
+            runs = [run for _, p in held for run in p.runs]
+            buffers = {id(b): b for run in runs for b in (*run.buffers, run.negated)}
+            total = sum(len(b) for b in buffers.values()) + sum(run.live for run in runs)
             for size, one in sorted(held, key=lambda pair: -pair[0]):
                 if total <= self.limit:
                     break

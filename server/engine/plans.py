@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Sequence
 from cesar.automata.automaton import Automaton, Edge
 from cesar.automata.evaluate import Faults
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
-from cesar.automata.pattern.buffers import Buffer, key_of
+from cesar.automata.pattern.buffers import Buffer, BufferPool, key_of
 from cesar.automata.pattern.judging import Compiler, FastJudge, Fits
 from cesar.automata.pattern.lazy import LazyRun
 from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, cost, pinned, refusal
@@ -76,7 +76,7 @@ from cesar.server.engine.planned import (
     edges_of,
     work_of,
 )
-from cesar.server.engine.plansave import SavedPlanned, load
+from cesar.server.engine.plansave import Restored, SavedPlanned, load
 
 HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it ..."""
@@ -154,6 +154,11 @@ class Planner:
         self.saved: dict[str, SavedPlanned] = {}
         """Saved states (:func:`~cesar.server.engine.plansave.save`) waiting for their
         subscriptions to come back."""
+        self.restored = Restored()
+        """The events their lazy runs held, one object per event whichever run saved it."""
+        self.pool = BufferPool()
+        """The lazy runs' event buffers, one per signature (streams, own condition,
+        partition) whatever the number of runs reading it."""
 
     def add(
         self, subscription: str, pattern: Resolved, automata: Sequence[Automaton], since: float
@@ -198,7 +203,11 @@ class Planner:
         if saved is None:
             self._start(planned, planned.plan, since, steps)
         else:
-            steps = load(planned, saved, self.run_for)
+            steps = load(planned, saved, self.run_for, self.restored)
+            for run in planned.runs:
+                run.move(self.pool)
+            if not self.saved:
+                self.restored = Restored()
         self._join(planned, +1)
         return steps
 
@@ -207,6 +216,7 @@ class Planner:
         planned = self.planned.pop(subscription, None)
         if planned is None:
             return None
+        self._drop(planned, [])
         self._join(planned, -1)
         del self.publishers[planned.pattern.output.name]
         return [Retire(subscription, None)] if planned.dag is not None else []
@@ -321,7 +331,7 @@ class Planner:
         planned.plan = plan
         if plan.kind is PlanKind.EAGER and planned.dag is not None:
             since = planned.dag[0]
-            planned.runs = [run for run in planned.runs if run.until <= since]
+            self._drop(planned, [run for run in planned.runs if run.until <= since])
             planned.dag = (since, math.inf)
             steps.append(Retire(subscription, math.inf))
         else:
@@ -342,8 +352,18 @@ class Planner:
             run.seed(past)
             planned.runs.append(run)
 
-    def run_for(self, planned: Planned, plan: Plan, since: float, until: float) -> LazyRun:
-        """A lazy run of ``planned`` on ``plan`` taking the matches rooted in (since, until]."""
+    def _drop(self, planned: Planned, kept: list[LazyRun]) -> None:
+        """Keep only ``kept`` of ``planned``'s lazy runs; the others give their buffers back."""
+        for run in planned.runs:
+            if run not in kept:
+                run.close()
+        planned.runs = kept
+
+    def run_for(
+        self, planned: Planned, plan: Plan, since: float, until: float, shared: bool = True
+    ) -> LazyRun:
+        """A lazy run of ``planned`` on ``plan`` taking the matches rooted in (since, until],
+        its buffers in the planner's pool (``shared``) or its own."""
         return LazyRun(
             planned.pattern,
             plan,
@@ -353,6 +373,7 @@ class Planner:
             self.functions,
             self.compiler,
             self.budget.max_steps,
+            self.pool if shared else None,
         )
 
     def process(self, epoch: Sequence[Event], published: list[Event]) -> Steps:
@@ -374,13 +395,17 @@ class Planner:
             if not negating and not self.fitting.reads(stream):
                 continue
             for event in events:
+                touched: list[tuple[Planned, list[int]]] = []
                 for name, places in self.fitting.probe(event).items():
                     reached.setdefault(name, {})[id(event)] = places
                     mine.setdefault(name, []).append(event)
-                for name in negating:
+                    touched.append((self.planned[name], places))
+                for name, negated in negating.items():
                     if id(event) not in reached.get(name, {}):
                         reached.setdefault(name, {})[id(event)] = []
                         mine.setdefault(name, []).append(event)
+                        touched.append((negated, []))
+                self._take(event, touched, published)
         while self.due and self.due[0][0] <= now:
             tick, _, name = heapq.heappop(self.due)
             planned = self.planned.get(name)
@@ -388,12 +413,25 @@ class Planner:
                 planned.due = math.inf
                 reached.setdefault(name, {})
         for name, fitting in reached.items():
-            self._visit(self.planned[name], mine.get(name, []), fitting, now, published, steps)
+            self._visit(self.planned[name], mine.get(name, []), fitting, now, steps)
+        self.pool.prune(now)
         if not self.epochs % self.costs.sweep:
             self._sweep()
         if not self.epochs % BUDGET_EVERY:
             self.budget.period(self.planned.values())
         return steps
+
+    @staticmethod
+    def _take(event: Event, touched: list[tuple[Planned, list[int]]], out: list[Event]) -> None:
+        """``event`` for the lazy runs of the subscriptions it reaches (``places``: the
+        components it may be): every run meets it, then it joins their buffers, a shared one
+        once.  So no run finds in a buffer an event it has yet to meet."""
+        kept = []
+        for planned, places in touched:
+            for run in planned.runs:
+                kept.append((run, places, run.take(event, places, out)))
+        for run, places, key in kept:
+            run.keep(event, places, key)
 
     def _visit(
         self,
@@ -401,7 +439,6 @@ class Planner:
         mine: list[Event],
         places: dict[int, list[int]],
         now: int,
-        published: list[Event],
         steps: Steps,
     ) -> None:
         """One epoch of ``planned``: ``mine``, the events that reach it (``places``: the
@@ -423,9 +460,7 @@ class Planner:
                     planned.rates.key(key_of(planned.pattern, event), now)
         abandoned = 0
         for run in planned.runs:
-            before = run.counters.abandoned
-            published.extend(run.process(mine, places))
-            abandoned += run.counters.abandoned - before
+            abandoned += run.end(now)
         if abandoned:
             self.budget.abandoned(planned)
         if planned.history is not None:
@@ -468,7 +503,7 @@ class Planner:
         window = planned.window
         kept = [r for r in planned.runs if now < r.until + window]
         if len(kept) < len(planned.runs):
-            planned.runs = kept
+            self._drop(planned, kept)
             self._refresh(planned)
         if planned.dag is not None and now >= planned.dag[1] + window:
             planned.dag = None
@@ -561,6 +596,14 @@ class Planner:
             n: p for n, p in self.planned.items() if not p.idle or p.runs or p.history is not None
         }
         self.fitting.check_valid()
+        self.pool.check_valid()
+        readers: dict[object, int] = {}
+        for planned in self.planned.values():
+            for run in planned.runs:
+                assert run.pool is self.pool
+                for signature in run.signatures:
+                    readers[signature] = readers.get(signature, 0) + 1
+        assert readers == {s: self.pool.readers(s) for s in self.pool.shared}
         assert set(self.fitting.fits) == set(busy)
         due = {(tick, name) for tick, _, name in self.due}
         pairs = {(s, n) for s, negating in self.negating.items() for n in negating}
@@ -598,13 +641,14 @@ class Planner:
     def figures(self) -> dict[str, int]:
         """Counts for the shard's stats: subscriptions planned, of them on a lazy plan,
         switches so far, partial matches waiting and events buffered by lazy runs."""
-        held = list(self.lazy_holdings())
+        runs = [run for planned in self.planned.values() for run in planned.runs]
         return {
             "planned": len(self.planned),
             "planned_lazy": sum(p.plan.kind is not PlanKind.EAGER for p in self.planned.values()),
             "plan_switches": self.switches,
-            "lazy_partials": sum(waiting for _, waiting, _ in held),
-            "lazy_buffered": sum(buffered for _, _, buffered in held),
+            "lazy_partials": sum(run.live for run in runs),
+            "lazy_buffered": self.pool.size + sum(len(run.negated) for run in runs),
+            "lazy_buffers": len(self.pool.shared),
         }
 
     def lazy_holdings(self) -> Iterable[tuple[str, int, int]]:

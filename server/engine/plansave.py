@@ -21,8 +21,36 @@ from cesar.server.engine.planned import Enter, Planned, Retire, Steps
 SavedPlanned = dict[str, Any]
 """A planned subscription's state as plain data (:func:`save`)."""
 
-RunMaker = Callable[[Planned, Plan, float, float], LazyRun]
-"""Makes a lazy run of a subscription: (planned, plan, since, until) → run."""
+RunMaker = Callable[[Planned, Plan, float, float, bool], LazyRun]
+"""Makes a lazy run of a subscription: (planned, plan, since, until, shared) → run, its
+buffers in the planner's pool if shared, else its own."""
+
+
+class Restored:
+    """The events the saved lazy runs held, one object per event whichever run saved it.
+
+    Runs save their events separately; those sharing a buffer saved the same events, and
+    must hold the same objects again (a buffer keeps an event once, an AND pattern tells
+    its components' events apart by identity).  Equal fields stand for one event each
+    time they occur in one run: the ``k``-th occurrence in any run is the ``k``-th object.
+    """
+
+    def __init__(self) -> None:
+        self.events: dict[tuple[Any, ...], list[Event]] = {}
+
+    def events_of(self, saved: list[Any]) -> list[Event]:
+        """The events of one run's saved list, as the objects other runs were given."""
+        seen: dict[tuple[Any, ...], int] = {}
+        out = []
+        for fields in saved:
+            key = (fields[0], fields[1], fields[2], tuple(tuple(pair) for pair in fields[3]))
+            k = seen.get(key, 0)
+            seen[key] = k + 1
+            known = self.events.setdefault(key, [])
+            if k == len(known):
+                known.append(Event(*fields))
+            out.append(known[k])
+        return out
 
 
 def save(planned: Mapping[str, Planned]) -> dict[str, SavedPlanned]:
@@ -61,9 +89,10 @@ def save(planned: Mapping[str, Planned]) -> dict[str, SavedPlanned]:
     return out
 
 
-def load(planned: Planned, saved: SavedPlanned, make_run: RunMaker) -> Steps:
+def load(planned: Planned, saved: SavedPlanned, make_run: RunMaker, restored: Restored) -> Steps:
     """Give a subscription planned again its saved state; the DAG's part as steps (its
-    automata entered and, if they were retiring, retired again)."""
+    automata entered and, if they were retiring, retired again).  Its lazy runs are rebuilt
+    with buffers of their own, to be moved to the planner's pool."""
     plan = Plan.parse(saved["plan"])
     planned.plan = EAGER if plan is None else plan
     planned.pinned, planned.why = saved["pinned"], saved["why"]
@@ -95,8 +124,8 @@ def load(planned: Planned, saved: SavedPlanned, make_run: RunMaker) -> Steps:
     for spelled, since_run, until, clock, events in saved["runs"]:
         run_plan = Plan.parse(spelled)
         assert run_plan is not None
-        run = make_run(planned, run_plan, since_run, until)
-        for epoch in epochs(Event(*fields) for fields in events):
+        run = make_run(planned, run_plan, since_run, until, False)
+        for epoch in epochs(restored.events_of(events)):
             run.process(epoch)
         run.clock = clock
         run.prune()

@@ -256,10 +256,13 @@ def test_a_query_reading_a_planned_pattern_makes_it_eager_and_gets_its_matches()
 def test_lazy_runs_share_the_instance_limit_and_the_largest_sheds_first():
     """Two lazy subscriptions under max_instances = 200: a window of years buffers every
     event, a short one little; every 64 epochs the lazy runs are held to 200 together, the
-    large one shedding, and only it is told (once)."""
+    large one shedding, and only it is told (once).  Their own conditions differ, so they
+    share no buffer."""
     engine = Engine(EngineOptions(plans=True, max_instances=200))
     for name, window in (("Long", 100_000), ("Short", 3)):
         text = SEQ3.format("PLAN chain(c, b, a)").replace("WITHIN 9", f"WITHIN {window}")
+        if name == "Short":
+            text = text.replace("b.x > a.x", "b.x > a.x AND a.x < 99 AND b.x < 99")
         compiled = compile_query(text.replace("PUBLISH P", f"PUBLISH {name}"), SCHEMAS)
         engine.subscribe(name, compiled.automata, None, compiled.pattern)
     for t in range(1, 257):
@@ -273,6 +276,41 @@ def test_lazy_runs_share_the_instance_limit_and_the_largest_sheds_first():
     assert [n.subscription for n in engine.notices] == ["Long"]
     assert engine.counters.dropped > 0
     engine.check_valid()
+
+
+def test_lazy_runs_with_equal_own_conditions_share_their_buffers():
+    """Two lazy subscriptions whose components take the same events (the variables named
+    apart, windows 3 and 100,000) keep one buffer per component: the engine holds each
+    event once, the long window decides what is kept, and each finds the matches it
+    would alone.  Past ``max_instances``, the long one sheds what only it needs: the short
+    one loses nothing and is told nothing."""
+    texts = {
+        "Long": SEQ3.format("PLAN chain(c, b, a)").replace("WITHIN 9", "WITHIN 100000"),
+        "Short": "PATTERN SEQ(A u, B v, C w) WHERE skip_till_any_match(u, v, w) { v.x > u.x } "
+        "WITHIN 3 PLAN chain(w, v, u) PUBLISH P",
+    }
+    events = [
+        [Event.of(s, t, t, {"k": "w", "x": (t * 7 + n) % 10}) for n, s in enumerate("ABC")]
+        for t in range(1, 101)
+    ]
+    engine = Engine(EngineOptions(plans=True, max_instances=60))
+    alone = {}
+    for name, text in texts.items():
+        compiled = compile_query(text.replace("PUBLISH P", f"PUBLISH {name}"), SCHEMAS)
+        engine.subscribe(name, compiled.automata, None, compiled.pattern)
+        one = Engine(EngineOptions(plans=True))
+        one.subscribe(name, compiled.automata, None, compiled.pattern)
+        alone[name] = Counter(e for epoch in events for e in one.process(epoch))
+    got: Counter[Event] = Counter()
+    for t, epoch in enumerate(events, 1):
+        got.update(engine.process(epoch))
+        figures = engine.planner.figures()
+        assert figures["lazy_buffers"] == 3
+        if t == 20:  # nothing shed yet: each event once, in its component's buffer
+            assert figures["lazy_buffered"] == 3 * 20
+        engine.check_valid()
+    assert Counter(e for e in got.elements() if e.stream == "Short") == alone["Short"]
+    assert alone["Short"] and [n.subscription for n in engine.notices] == ["Long"]
 
 
 def test_a_planned_pattern_joins_the_clock_groups_it_reads():
