@@ -20,7 +20,10 @@ from ``--seed`` around the quotes' own tickers and prices:
   ticker of its own (``a.Name = 'S3' AND b.Name = 'S17'``, no ``[Name]``), each pinned to
   its lazy chain (``PLAN chain(a, b, …)``): under ``planned`` every one is a lazy run, which
   an event reaches through the planner's own-condition index only if it names one of its
-  tickers (``engine`` and ``nomerge`` run them without the pin, on the DAG).
+  tickers (``engine`` and ``nomerge`` run them without the pin, on the DAG);
+* ``shared``: the skip-till-any-match shapes of ``patterns`` under ``[Name]``, each pinned to
+  its lazy chain: the later components take every quote of the first one's ticker, so every
+  subscription reads the same events there and the lazy runs share those buffers.
 
 Streams: ``quotes`` (the shared one-minute bars, 6 tickers) and ``walk`` (a random walk of
 500 tickers, the original Cayuga engine's workload).  Every mode must give every subscription
@@ -221,14 +224,15 @@ def population(kind: str, count: int, events: Sequence[Event], seed: int) -> lis
             texts.append(template(rng, ticker, other, first[ticker]))
         return texts
     shapes = pattern_shapes()
-    if kind == "pinned":
+    if kind in ("pinned", "shared"):
         shapes = [shape for shape in shapes if shape[0] == 0]
         drawn = itertools.islice(itertools.cycle(rng.sample(shapes, len(shapes))), count)
-        return [
-            f"{pattern(rng, shape, rng.choice(tickers), rng.sample(tickers, 3))} "
-            f"PLAN chain({', '.join(NAMES[: len(shape[1]) + 1])})"
-            for shape in drawn
-        ]
+        texts = []
+        for shape in drawn:
+            others = rng.sample(tickers, 3) if kind == "pinned" else ()
+            chain = ", ".join(NAMES[: len(shape[1]) + 1])
+            texts.append(f"{pattern(rng, shape, rng.choice(tickers), others)} PLAN chain({chain})")
+        return texts
     order: list[Shape] = []
     while len(order) < count:
         order += rng.sample(shapes, len(shapes))
@@ -431,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--counts", type=int, nargs="+", default=[100, 1_000, 10_000])
     parser.add_argument(
-        "--populations", nargs="+", default=["templates", "patterns", "mixed", "pinned"]
+        "--populations", nargs="+", default=["templates", "patterns", "mixed", "pinned", "shared"]
     )
     parser.add_argument("--streams", nargs="+", default=["quotes", "walk"])
     parser.add_argument("--growth", action="store_true", help="the growth run only")

@@ -21,7 +21,7 @@ import itertools
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -45,7 +45,7 @@ _COMPACT = 64
 """A bucket drops the items it has passed once there are this many and they are half of it."""
 
 
-def _older(horizon: int, event: Event) -> bool:
+def _older(horizon: float, event: Event) -> bool:
     return event.t0 <= horizon
 
 
@@ -180,11 +180,22 @@ class Buffer(Generic[T]):
         return self.size
 
 
+class Waiter(Protocol):
+    """A lazy run as the pool's waiting lists see it: whose it is, and the components of a
+    signature it has partial matches waiting at for a key."""
+
+    owner: str
+
+    def waits(self, signature: Hashable, key: Key) -> list[int]: ...
+
+
 @dataclass
 class _Shared:
-    """A pooled buffer and the windows of its readers (one count per reader)."""
+    """A pooled buffer, its partition attributes (None: not keyed) and the windows of its
+    readers (one count per reader)."""
 
     buffer: Buffer[Event]
+    partition: tuple[str, ...] | None
     windows: Counter[int] = field(default_factory=Counter)
 
 
@@ -195,18 +206,28 @@ class BufferPool:
     A run takes a buffer for each of its components (:meth:`take`) and releases it when it
     ends (:meth:`release`); the buffer goes with its last reader.  :meth:`prune` drops what
     the longest window among its readers has passed, every quarter of that window.
+
+    Beside the buffers, per signature and partition key, the runs with partial matches
+    waiting for such an event (:meth:`wait`, :meth:`waiting`): an event that fits a
+    signature concerns those, not every reader.  A run leaves a list when an event finds
+    nothing of it waiting there any more.
     """
 
     def __init__(self) -> None:
         self.shared: dict[Hashable, _Shared] = {}
+        self.waiters: dict[Hashable, dict[Key, dict[int, Waiter]]] = {}
         self._due: list[tuple[float, int, Hashable]] = []
         self._order = itertools.count()
 
-    def take(self, signature: Hashable, keyed: bool, window: int) -> Buffer[Event]:
-        """The buffer of ``signature`` for one more reader of window ``window``."""
+    def take(
+        self, signature: Hashable, partition: tuple[str, ...] | None, window: int
+    ) -> Buffer[Event]:
+        """The buffer of ``signature`` (keyed by ``partition`` unless None) for one more
+        reader of window ``window``."""
         entry = self.shared.get(signature)
         if entry is None:
-            entry = self.shared[signature] = _Shared(Buffer(keyed))
+            buffer: Buffer[Event] = Buffer(partition is not None)
+            entry = self.shared[signature] = _Shared(buffer, partition)
             heapq.heappush(self._due, (-math.inf, next(self._order), signature))
         entry.windows[window] += 1
         return entry.buffer
@@ -219,6 +240,42 @@ class BufferPool:
             del entry.windows[window]
         if not entry.windows:
             del self.shared[signature]
+
+    def keep(self, event: Event, signatures: Iterable[Hashable]) -> None:
+        """Buffer ``event`` in the buffers of ``signatures`` (those it fits), once each."""
+        for signature in signatures:
+            entry = self.shared.get(signature)
+            if entry is not None:
+                entry.buffer.add(partition_key(entry.partition, event), event)
+
+    def wait(self, signature: Hashable, key: Key, run: Waiter) -> None:
+        """``run`` has partial matches waiting for an event of ``signature`` and ``key``."""
+        self.waiters.setdefault(signature, {}).setdefault(key, {})[id(run)] = run
+
+    def waiting(self, signature: Hashable, event: Event) -> dict[str, list[int]]:
+        """Per subscription, the components of ``signature`` its runs have partial matches
+        waiting at for ``event``'s key; a run with none left leaves the list.  O(runs
+        listed)."""
+        by_key = self.waiters.get(signature)
+        if not by_key:
+            return {}
+        entry = self.shared.get(signature)
+        key = partition_key(entry.partition, event) if entry is not None else None
+        runs = by_key.get(key)
+        if not runs:
+            return {}
+        out: dict[str, list[int]] = {}
+        for number, run in list(runs.items()):
+            places = run.waits(signature, key)
+            if places:
+                out.setdefault(run.owner, []).extend(places)
+            else:
+                del runs[number]
+        if not runs:
+            del by_key[key]
+            if not by_key:
+                del self.waiters[signature]
+        return out
 
     def others(self, signature: Hashable, window: int) -> float:
         """The longest window among the readers of ``signature`` but one of ``window``
@@ -233,11 +290,11 @@ class BufferPool:
         entry = self.shared.get(signature)
         return 0 if entry is None else entry.windows.total()
 
-    def prune(self, now: int) -> None:
+    def prune(self, now: float) -> None:
         """Drop from the buffers due a pruning what the longest window of their readers has
         passed at ``now``.  O(log buffers) per buffer pruned."""
         due = self._due
-        while due and due[0][0] <= now:
+        while due and due[0][0] <= now > -math.inf:
             _, _, signature = heapq.heappop(due)
             entry = self.shared.get(signature)
             if entry is None:
@@ -263,9 +320,13 @@ class BufferPool:
 
 def key_of(pattern: Resolved, event: Event) -> Key:
     """The partition key of an event of a ``keyed`` pattern (None: not keyed)."""
-    if not pattern.keyed:
+    return partition_key(pattern.partition if pattern.keyed else None, event)
+
+
+def partition_key(partition: tuple[str, ...] | None, event: Event) -> Key:
+    """``event``'s values of the ``partition`` attributes (None: not keyed)."""
+    if partition is None:
         return None
-    partition = pattern.partition
     if len(partition) == 1:
         attr = partition[0]
         value = event.value(attr)

@@ -120,6 +120,8 @@ class Fits:
                     take_own.append(pred)
             self.own.append(conjoin(*own))
             self.take_own.append(conjoin(*take_own))
+        self.signatures: dict[int, Hashable] = {}
+        """Each component's :meth:`signature`, once worked out."""
         self.negated = frozenset(t for n in pattern.negations for t in n.types)
         """The streams of negated components."""
         self.by_stream: dict[str, list[tuple[int, bool]]] = {}
@@ -132,7 +134,11 @@ class Fits:
     def signature(self, n: int) -> Hashable:
         """What decides the events component ``n`` may take: its streams, its own condition
         with its variable's name left out (canonical), and the partition.  Components of any
-        patterns with equal signatures take the same events (a buffer pool's key)."""
+        patterns with equal signatures take the same events (a buffer pool's key).  Worked
+        out once per component."""
+        known = self.signatures.get(n)
+        if known is not None:
+            return known
         step = self.pattern.steps[n]
         refs = self.pattern.refs
 
@@ -146,7 +152,8 @@ class Fits:
         own = canonical(map_pred(self.own[n], anonymous), functions)
         take = canonical(map_pred(self.take_own[n], anonymous), functions) if step.kleene else None
         partition = self.pattern.partition if self.pattern.keyed else None
-        return (frozenset(step.types), own, take, partition)
+        signature = self.signatures[n] = (frozenset(step.types), own, take, partition)
+        return signature
 
     def places(self, event: Event) -> list[int]:
         """The components ``event`` may be, in pattern order."""

@@ -111,6 +111,7 @@ class LazyRun:
         compiler: Compiler | None = None,
         max_steps: int | None = None,
         pool: BufferPool | None = None,
+        owner: str = "",
     ) -> None:
         reason = refusal(pattern, plan)
         if reason is not None or plan.kind is PlanKind.EAGER:
@@ -137,12 +138,18 @@ class LazyRun:
         self.last = len(steps) - 1
         self.seq = pattern.operator == "SEQ"
         keyed = pattern.keyed
+        self.owner = owner
+        """The subscription it serves (the pool's waiting lists name it)."""
         self.fits = Fits(pattern, self.judge)
         self.pool = pool if pool is not None else BufferPool()
         """Where its components' event buffers live: its own, or shared with other runs."""
+        self.partition = pattern.partition if keyed else None
         self.signatures = [self.fits.signature(n) for n in range(len(steps))]
+        self.by_signature: dict[Hashable, list[int]] = {}
+        for n, signature in enumerate(self.signatures):
+            self.by_signature.setdefault(signature, []).append(n)
         self.buffers: list[Buffer[Event]] = [
-            self.pool.take(signature, keyed, self.window) for signature in self.signatures
+            self.pool.take(signature, self.partition, self.window) for signature in self.signatures
         ]
         self.waiting: list[Buffer[Partial]] = [Buffer(keyed) for _ in steps]
         self.negated: Buffer[Event] = Buffer(False)
@@ -269,28 +276,36 @@ class LazyRun:
         self.negated.prune(lambda e: e.t0 <= horizon)
         for waiting in self.waiting:
             waiting.prune(lambda p: p.t0 <= horizon)
-        self.pool.prune(int(self.clock))
+        self.pool.prune(self.clock)
 
     def move(self, pool: BufferPool) -> None:
         """Keep its buffers in ``pool`` from now on, with what it buffered merged in (a run
         rebuilt from a snapshot joining the runs already there)."""
-        keyed = self.pattern.keyed
         merged: set[int] = set()
         buffers: list[Buffer[Event]] = []
         for signature, old in zip(self.signatures, self.buffers, strict=True):
-            new = pool.take(signature, keyed, self.window)
+            new = pool.take(signature, self.partition, self.window)
             if id(old) not in merged:
                 merged.add(id(old))
                 new.merge(old)
             self.pool.release(signature, self.window)
             buffers.append(new)
         self.pool, self.buffers = pool, buffers
+        for n, waiting in enumerate(self.waiting):
+            for key in waiting.buckets:
+                pool.wait(self.signatures[n], key, self)
 
     def close(self) -> None:
         """Give its buffers back to the pool (the run is over)."""
         for signature in self.signatures:
             self.pool.release(signature, self.window)
         self.buffers = []
+        self.waiting = [Buffer(self.pattern.keyed) for _ in self.waiting]
+
+    def waits(self, signature: Hashable, key: Key) -> list[int]:
+        """Its components of ``signature`` with partial matches waiting for an event of
+        partition key ``key``."""
+        return [n for n in self.by_signature.get(signature, ()) if key in self.waiting[n].buckets]
 
     def judged(self) -> dict[Pred, tuple[int, int]]:
         """Per condition between components: assignments judged, and let through."""
@@ -374,6 +389,7 @@ class LazyRun:
                 self._expand(start, made, out)
         for partial in made:
             self.waiting[partial.waits].add(partial.key, partial)
+            self.pool.wait(self.signatures[partial.waits], partial.key, self)
 
     def _expand(self, partial: Partial, made: list[Partial], out: list[Event]) -> None:
         """A new partial match: complete it, or search the next component's buffer and wait."""

@@ -2,8 +2,9 @@
 
 A lazy run (:class:`~cesar.automata.pattern.lazy.LazyRun`) holds partial matches and
 buffered events, as the DAG holds instances; the planner keeps them within the engine's
-``max_instances`` (``limit``): each subscription's runs within it after every epoch
-(:meth:`LazyBudget.hold`), and all of them together every budget period
+``max_instances`` (``limit``): each subscription's runs within it after every epoch that
+reaches them (:meth:`LazyBudget.hold`); every budget period each again (a shared buffer
+grows with events that reach none of its readers) and all of them together
 (:meth:`LazyBudget.period`), the largest holders shedding their oldest first.  A recomputing
 search may look at ``max_steps`` candidates and matches per epoch (its enumeration may be
 exponential).  A subscription that lost matches to either hears it once per *episode*,
@@ -53,13 +54,17 @@ class LazyBudget:
         self._dropped(planned, dropped, f"exceeded {self.limit}")
 
     def period(self, planned: Iterable[Planned]) -> None:
-        """End a budget period: hold all lazy runs together to ``limit`` partial matches and
+        """End a budget period: hold each subscription's lazy runs to ``limit`` (:meth:`hold`),
+        then all of them together to ``limit`` partial matches and
         buffered events (as the DAG's instances are; a buffer shared by several runs counted
         once), the largest holders shedding their oldest first, so one client's window of
         years does not starve the others; end the episodes without losses.  O(planned
         subscriptions)."""
         if self.limit is not None:
-            held = [(sum(run.live + run.buffered for run in p.runs), p) for p in planned if p.runs]
+            lazy = [p for p in planned if p.runs]
+            for one in lazy:
+                self.hold(one)
+            held = [(sum(run.live + run.buffered for run in p.runs), p) for p in lazy]
             runs = [run for _, p in held for run in p.runs]
             buffers = {id(b): b for run in runs for b in (*run.buffers, run.negated)}
             total = sum(len(b) for b in buffers.values()) + sum(run.live for run in runs)

@@ -11,10 +11,14 @@ live instances of its nodes, divided among the automata sharing each), and one h
 ``heavy`` or more is *watched*.
 
 An event reaches a subscription with work (a lazy run, a negation history, rates to
-measure) only if it may be one of its components by their own conditions: one probe of the
-own-condition index (:class:`~cesar.server.engine.fitting.FitIndex`) per event, whatever
-the number of subscriptions reading its stream.  A subscription is also visited when a check
-or a retirement falls due (a heap by tick), with or without events.
+measure) only if it concerns it: one probe of the own-condition index
+(:class:`~cesar.server.engine.fitting.FitIndex`) per event gives the component signatures it
+fits, whatever the number of subscriptions reading its stream; from each it goes to the
+components that need every event they fit (a measured subscription's, a lazy run's first) and
+to the lazy runs with partial matches waiting there for its partition key (the buffer pool's
+waiting lists), and joins the signature's shared buffer once
+(:class:`~cesar.automata.pattern.buffers.BufferPool`).  A subscription is also visited when
+a check or a retirement falls due (a heap by tick), with or without events.
 
 A watched subscription keeps, per component, the rate of the events that pass the
 component's own conditions and the rate of all events of its streams (exponentially decayed
@@ -51,7 +55,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from cesar.automata.automaton import Automaton, Edge
 from cesar.automata.evaluate import Faults
@@ -256,12 +260,16 @@ class Planner:
             planned.rates = Rates(planned.rates.tau, [0.0] * len(planned.rates.counts))
         active = present and (not idle or bool(planned.runs) or planned.history is not None)
         name = planned.subscription
+        needs = self._needs(planned)
         if active == (name in self.fitting):
             if active:
+                if self.fitting.needs[name] != needs:
+                    self.fitting.remove(name)
+                    self.fitting.add(name, planned.fits, needs)
                 self._schedule(planned)
             return
         if active:
-            self.fitting.add(name, planned.fits)
+            self.fitting.add(name, planned.fits, needs)
             planned.arrived = self._arrivals(planned)
             self._schedule(planned)
         else:
@@ -275,6 +283,17 @@ class Planner:
                 del negating[name]
                 if not negating:
                     del self.negating[stream]
+
+    @staticmethod
+    def _needs(planned: Planned) -> frozenset[int]:
+        """The components of ``planned`` every event they fit must reach: all of them while
+        its rates are measured, else its lazy runs' first (a recomputation's last); the
+        others are reached by what waits for the event."""
+        if not planned.idle:
+            return frozenset(range(len(planned.pattern.steps)))
+        return frozenset(
+            run.last if run.plan.kind is PlanKind.RECOMPUTE else run.first for run in planned.runs
+        )
 
     def _arrivals(self, planned: Planned) -> int:
         """The events of ``planned``'s streams seen so far."""
@@ -374,6 +393,7 @@ class Planner:
             self.compiler,
             self.budget.max_steps,
             self.pool if shared else None,
+            planned.subscription,
         )
 
     def process(self, epoch: Sequence[Event], published: list[Event]) -> Steps:
@@ -395,8 +415,17 @@ class Planner:
             if not negating and not self.fitting.reads(stream):
                 continue
             for event in events:
+                hits = self.fitting.probe(event)
+                found: dict[str, list[int]] = {}
+                for signature in hits:
+                    for name, n in self.fitting.always[signature]:
+                        found.setdefault(name, []).append(n)
+                    for name, waiting in self.pool.waiting(signature, event).items():
+                        found.setdefault(name, []).extend(waiting)
                 touched: list[tuple[Planned, list[int]]] = []
-                for name, places in self.fitting.probe(event).items():
+                for name, places in found.items():
+                    if len(places) > 1:
+                        places = sorted(set(places))
                     reached.setdefault(name, {})[id(event)] = places
                     mine.setdefault(name, []).append(event)
                     touched.append((self.planned[name], places))
@@ -405,7 +434,7 @@ class Planner:
                         reached.setdefault(name, {})[id(event)] = []
                         mine.setdefault(name, []).append(event)
                         touched.append((negated, []))
-                self._take(event, touched, published)
+                self._take(event, touched, hits, published)
         while self.due and self.due[0][0] <= now:
             tick, _, name = heapq.heappop(self.due)
             planned = self.planned.get(name)
@@ -421,17 +450,27 @@ class Planner:
             self.budget.period(self.planned.values())
         return steps
 
-    @staticmethod
-    def _take(event: Event, touched: list[tuple[Planned, list[int]]], out: list[Event]) -> None:
-        """``event`` for the lazy runs of the subscriptions it reaches (``places``: the
-        components it may be): every run meets it, then it joins their buffers, a shared one
-        once.  So no run finds in a buffer an event it has yet to meet."""
-        kept = []
+    def _take(
+        self,
+        event: Event,
+        touched: list[tuple[Planned, list[int]]],
+        hits: list[Hashable],
+        out: list[Event],
+    ) -> None:
+        """``event`` for the lazy runs of the subscriptions it concerns (``places``: the
+        components it starts or has partial matches waiting at): every run meets it, then it
+        joins the buffers of the signatures it fits (``hits``), each once, and the negated
+        events of the runs that negate its stream.  So no run finds in a buffer an event it
+        has yet to meet."""
+        negating = []
         for planned, places in touched:
             for run in planned.runs:
-                kept.append((run, places, run.take(event, places, out)))
-        for run, places, key in kept:
-            run.keep(event, places, key)
+                key = run.take(event, places, out)
+                if event.stream in run.fits.negated:
+                    negating.append((run, key))
+        self.pool.keep(event, hits)
+        for run, key in negating:
+            run.keep(event, [], key)
 
     def _visit(
         self,
