@@ -25,10 +25,12 @@ from ``--seed`` around the quotes' own tickers and prices:
   its lazy chain: the later components take every quote of the first one's ticker, so every
   subscription reads the same events there and the lazy runs share those buffers.
 
-Streams: ``quotes`` (the shared one-minute bars, 6 tickers) and ``walk`` (a random walk of
-500 tickers, the original Cayuga engine's workload).  Every mode must give every subscription
-the same alerts (``digest``); a record carries events/s, the subscriptions compiled per
-second, and the engine's deterministic counters per event.
+Streams: ``quotes`` (the shared one-minute bars, 6 tickers), ``walk`` (a random walk of
+500 tickers, the original Cayuga engine's workload) and ``reach`` (a walk of one ticker per
+``--starts`` subscriptions at each count: each event can start about that many of them at
+100 as at 1,000, so the cost per event measures what unrelated subscriptions add).  Every
+mode must give every subscription the same alerts (``digest``); a record carries events/s,
+the subscriptions compiled per second, and the engine's deterministic counters per event.
 
 * ``--growth``: the mixed population (on the quotes, or ``--growth-stream walk``), instances
   touched per event over the first 10,000 events and over all of ``--growth-events`` (the runs
@@ -280,18 +282,21 @@ def compare(
     stream: str,
     kind: str,
     counts: Sequence[int],
-    events: Sequence[Event],
+    events_for: Callable[[int], Sequence[Event]],
     seed: int,
     repeat: int,
     nomerge_max: int,
     options: Modes,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every mode at every count on one population (nomerge up to ``nomerge_max``
-    subscriptions), the modes taking turns ``repeat`` times and the fastest run of each
-    kept (the machine is noisy): records, and the ratios of one run."""
+    subscriptions; ``events_for(count)`` the events), the modes taking turns ``repeat`` times
+    and the fastest run of each kept (the machine is noisy): records, and the ratios of one
+    run."""
     records: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}
     for count in counts:
+        events = events_for(count)
+        tickers = len(first_prices(events))
         texts = population(kind, count, events, seed)
         modes = [m for m in MODES if m != "nomerge" or count <= nomerge_max]
         best: dict[str, Run] = {}
@@ -305,6 +310,7 @@ def compare(
             record = {
                 "stream": stream,
                 "population": kind,
+                "tickers": tickers,
                 **figures(mode, texts, events, best[mode]),
             }
             print(json.dumps(record), file=sys.stderr, flush=True)
@@ -429,6 +435,21 @@ def alone(counts: Sequence[int], events: Sequence[Event], seed: int) -> list[dic
     return out
 
 
+def stream_events(stream: str, args: argparse.Namespace) -> Callable[[int], Sequence[Event]]:
+    """The events of ``stream`` for a count of subscriptions: the same quotes or walk at every
+    count, or for ``reach`` a walk of one ticker per ``--starts`` subscriptions, so each event
+    can start about that many of them and each ticker quotes once a minute at every count."""
+    if stream == "reach":
+        return lambda count: walk_events(
+            args.events, names=max(2, count // args.starts), seed=args.seed
+        )
+    if stream == "quotes":
+        events = quote_events(args.data, args.events)
+    else:
+        events = walk_events(args.events, names=500, seed=args.seed)
+    return lambda count: events
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cesar.perf.populations", description=__doc__)
     parser.add_argument("--data", type=Path, help="one-minute quotes CSV (default: the sample)")
@@ -437,7 +458,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--populations", nargs="+", default=["templates", "patterns", "mixed", "pinned", "shared"]
     )
-    parser.add_argument("--streams", nargs="+", default=["quotes", "walk"])
+    parser.add_argument(
+        "--streams", nargs="+", choices=["quotes", "walk", "reach"], default=["quotes", "walk"]
+    )
+    parser.add_argument(
+        "--starts", type=int, default=2, help="reach: subscriptions per ticker (each event's)"
+    )
     parser.add_argument("--growth", action="store_true", help="the growth run only")
     parser.add_argument("--growth-events", type=int, default=100_000)
     parser.add_argument("--growth-count", type=int, default=1_000, help="subscriptions")
@@ -457,6 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.smoke:
         args.events, args.counts, args.repeat, args.compile_count = 600, [10, 40], 1, 50
         args.growth_events, args.growth_count = 3_000, 100
+        args.streams = list(dict.fromkeys([*args.streams, "reach"]))
     records: list[dict[str, Any]] = []
     costs = calibrate()  # as a served shard does at start
     options = {mode: ENGINE_MODES[mode] or EngineOptions() for mode in MODES}
@@ -490,13 +517,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         records.append(record)
     if not (args.growth or args.alone or args.compile):
         for stream in args.streams:
-            events = streams[stream](args.events)
+            events_for = stream_events(stream, args)
             for kind in args.populations:
                 found, ratios = compare(
                     stream,
                     kind,
                     args.counts,
-                    events,
+                    events_for,
                     args.seed,
                     args.repeat,
                     args.nomerge_max,

@@ -35,12 +35,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from cesar.automata.evaluate import Faults
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.buffers import Buffer, BufferPool, Key, key_of
-from cesar.automata.pattern.judging import EMPTY, Compiler, FastJudge, Fits, Test
+from cesar.automata.pattern.judging import EMPTY, Compiler, FastJudge, Fits
+from cesar.automata.pattern.partials import Between, LazyCounters, Partial
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
 from cesar.automata.pattern.reference import Judge, Selection
 from cesar.automata.pattern.resolve import Resolved, keys_of
@@ -48,49 +48,8 @@ from cesar.automata.schema import Event
 from cesar.automata.terms import Pred
 
 
-@dataclass
-class LazyCounters:
-    """Deterministic work counters of a lazy run."""
-
-    partials: int = 0
-    """Partial matches made (CHAIN and TREE), each once."""
-    searched: int = 0
-    """Buffered or waiting candidates looked at."""
-    triggers: int = 0
-    """Events that triggered a recomputation (RECOMPUTE)."""
-    abandoned: int = 0
-    """Recomputations stopped at the search budget (RECOMPUTE)."""
-    matches: int = 0
-    """Matches emitted."""
-
-
 class _Abandoned(Exception):
     """A recomputing search reached its epoch's budget."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Shared:
-    """A condition naming several components: their names, the predicate, what it reads
-    (reference key, component, attribute) and its generated code if it may run as is."""
-
-    names: frozenset[str]
-    pred: Pred
-    reads: list[tuple[str, int, str]]
-    test: Test | None
-    judged: list[int]
-    """How many assignments it judged, and how many it let through: its selectivity."""
-
-
-@dataclass(slots=True)
-class Partial:
-    """A partial match of a lazy plan: its event per component (None: unbound)."""
-
-    bound: tuple[Event | None, ...]
-    t0: int
-    t1: int
-    root: int
-    key: Key
-    waits: int = -1
 
 
 class LazyRun:
@@ -163,10 +122,10 @@ class LazyRun:
             self.first = self.names.index(plan.order[0]) if plan.order else 0
             self.chain = []
 
-    def _shared(self) -> list[list[_Shared]]:
+    def _shared(self) -> list[list[Between]]:
         """Per component, the conditions naming it and another component (single events
         only: the chain and tree plans)."""
-        shared: list[list[_Shared]] = [[] for _ in self.names]
+        shared: list[list[Between]] = [[] for _ in self.names]
         judge = self.judge
         for names, pred in conjuncts(self.pattern):
             if len(names) > 1:
@@ -177,7 +136,7 @@ class LazyRun:
                     for key, ref in zip(keys, refs, strict=True)
                 ]
                 test = judge.test(pred) if isinstance(judge, FastJudge) else None
-                entry = _Shared(names, pred, reads, test, [0, 0])
+                entry = Between(names, pred, reads, test, [0, 0])
                 for var in names:
                     shared[self.names.index(var)].append(entry)
         return shared

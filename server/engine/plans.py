@@ -55,19 +55,18 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from cesar.automata.automaton import Automaton, Edge
 from cesar.automata.evaluate import Faults
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
-from cesar.automata.pattern.buffers import Buffer, BufferPool, key_of
+from cesar.automata.pattern.buffers import Buffer, key_of
 from cesar.automata.pattern.judging import Compiler, FastJudge, Fits
 from cesar.automata.pattern.lazy import LazyRun
 from cesar.automata.pattern.plans import EAGER, Plan, PlanKind, choose, cost, pinned, refusal
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event
 from cesar.automata.terms import Pred, to_cel
-from cesar.server.engine.fitting import FitIndex
 from cesar.server.engine.lazybudget import LazyBudget
 from cesar.server.engine.planned import (
     Enter,
@@ -81,6 +80,7 @@ from cesar.server.engine.planned import (
     work_of,
 )
 from cesar.server.engine.plansave import Restored, SavedPlanned, load
+from cesar.server.engine.reaching import Reaching
 
 HYSTERESIS = 1.5
 """A plan must cost less than the current one by this factor to replace it ..."""
@@ -131,15 +131,10 @@ class Planner:
         self.compiler = compiler
         self.functions = functions
         self.planned: dict[str, Planned] = {}
-        self.fitting = FitIndex()
-        """The own conditions of the planned subscriptions an epoch may have work for (a lazy
-        run, a negation history, rates to measure; an idle eager one is left out): an event
-        reaches those whose components it may be."""
-        self.negating: dict[str, dict[str, Planned]] = {}
-        """Per negated stream, those of them a negation of it may kill or spoil."""
-        self.arrived: dict[str, int] = {}
-        """Per stream, the events seen so far (a subscription's rates count its streams' events
-        since it last counted)."""
+        self.reaching = Reaching()
+        """The planned subscriptions an epoch may have work for (a lazy run, a negation
+        history, rates to measure; an idle eager one is left out), and the events' ways to
+        them; the lazy runs' shared buffers (``reaching.pool``)."""
         self.due: list[tuple[float, int, str]] = []
         """A heap of (tick, number, subscription): a check or a retirement falls due then, with
         or without events reaching it."""
@@ -160,9 +155,6 @@ class Planner:
         subscriptions to come back."""
         self.restored = Restored()
         """The events their lazy runs held, one object per event whichever run saved it."""
-        self.pool = BufferPool()
-        """The lazy runs' event buffers, one per signature (streams, own condition,
-        partition) whatever the number of runs reading it."""
 
     def add(
         self, subscription: str, pattern: Resolved, automata: Sequence[Automaton], since: float
@@ -209,7 +201,7 @@ class Planner:
         else:
             steps = load(planned, saved, self.run_for, self.restored)
             for run in planned.runs:
-                run.move(self.pool)
+                run.move(self.reaching.pool)
             if not self.saved:
                 self.restored = Restored()
         self._join(planned, +1)
@@ -259,45 +251,14 @@ class Planner:
             planned.idle = idle
             planned.rates = Rates(planned.rates.tau, [0.0] * len(planned.rates.counts))
         active = present and (not idle or bool(planned.runs) or planned.history is not None)
-        name = planned.subscription
-        needs = self._needs(planned)
-        if active == (name in self.fitting):
-            if active:
-                if self.fitting.needs[name] != needs:
-                    self.fitting.remove(name)
-                    self.fitting.add(name, planned.fits, needs)
-                self._schedule(planned)
-            return
+        known = planned.subscription in self.reaching
+        self.reaching.register(planned, active)
         if active:
-            self.fitting.add(name, planned.fits, needs)
-            planned.arrived = self._arrivals(planned)
+            if not known:
+                planned.arrived = self.reaching.arrivals(planned)
             self._schedule(planned)
-        else:
-            self.fitting.remove(name)
+        elif known:
             planned.due = math.inf
-        for stream in planned.fits.negated:
-            negating = self.negating.setdefault(stream, {})
-            if active:
-                negating[name] = planned
-            else:
-                del negating[name]
-                if not negating:
-                    del self.negating[stream]
-
-    @staticmethod
-    def _needs(planned: Planned) -> frozenset[int]:
-        """The components of ``planned`` every event they fit must reach: all of them while
-        its rates are measured, else its lazy runs' first (a recomputation's last); the
-        others are reached by what waits for the event."""
-        if not planned.idle:
-            return frozenset(range(len(planned.pattern.steps)))
-        return frozenset(
-            run.last if run.plan.kind is PlanKind.RECOMPUTE else run.first for run in planned.runs
-        )
-
-    def _arrivals(self, planned: Planned) -> int:
-        """The events of ``planned``'s streams seen so far."""
-        return sum(self.arrived.get(stream, 0) for stream in planned.pattern.reads)
 
     def _schedule(self, planned: Planned) -> None:
         """Put ``planned`` on the heap at its next check or retirement, if earlier than the
@@ -392,7 +353,7 @@ class Planner:
             self.functions,
             self.compiler,
             self.budget.max_steps,
-            self.pool if shared else None,
+            self.reaching.pool if shared else None,
             planned.subscription,
         )
 
@@ -404,37 +365,7 @@ class Planner:
         now = epoch[0].t1
         steps: Steps = []
         self.epochs += 1
-        by_stream: dict[str, list[Event]] = {}
-        for event in epoch:
-            by_stream.setdefault(event.stream, []).append(event)
-        reached: dict[str, dict[int, list[int]]] = {}
-        mine: dict[str, list[Event]] = {}
-        for stream, events in by_stream.items():
-            self.arrived[stream] = self.arrived.get(stream, 0) + len(events)
-            negating = self.negating.get(stream, {})
-            if not negating and not self.fitting.reads(stream):
-                continue
-            for event in events:
-                hits = self.fitting.probe(event)
-                found: dict[str, list[int]] = {}
-                for signature in hits:
-                    for name, n in self.fitting.always[signature]:
-                        found.setdefault(name, []).append(n)
-                    for name, waiting in self.pool.waiting(signature, event).items():
-                        found.setdefault(name, []).extend(waiting)
-                touched: list[tuple[Planned, list[int]]] = []
-                for name, places in found.items():
-                    if len(places) > 1:
-                        places = sorted(set(places))
-                    reached.setdefault(name, {})[id(event)] = places
-                    mine.setdefault(name, []).append(event)
-                    touched.append((self.planned[name], places))
-                for name, negated in negating.items():
-                    if id(event) not in reached.get(name, {}):
-                        reached.setdefault(name, {})[id(event)] = []
-                        mine.setdefault(name, []).append(event)
-                        touched.append((negated, []))
-                self._take(event, touched, hits, published)
+        reached, mine = self.reaching.route(epoch, self.planned, published)
         while self.due and self.due[0][0] <= now:
             tick, _, name = heapq.heappop(self.due)
             planned = self.planned.get(name)
@@ -443,34 +374,12 @@ class Planner:
                 reached.setdefault(name, {})
         for name, fitting in reached.items():
             self._visit(self.planned[name], mine.get(name, []), fitting, now, steps)
-        self.pool.prune(now)
+        self.reaching.pool.prune(now)
         if not self.epochs % self.costs.sweep:
             self._sweep()
         if not self.epochs % BUDGET_EVERY:
             self.budget.period(self.planned.values())
         return steps
-
-    def _take(
-        self,
-        event: Event,
-        touched: list[tuple[Planned, list[int]]],
-        hits: list[Hashable],
-        out: list[Event],
-    ) -> None:
-        """``event`` for the lazy runs of the subscriptions it concerns (``places``: the
-        components it starts or has partial matches waiting at): every run meets it, then it
-        joins the buffers of the signatures it fits (``hits``), each once, and the negated
-        events of the runs that negate its stream.  So no run finds in a buffer an event it
-        has yet to meet."""
-        negating = []
-        for planned, places in touched:
-            for run in planned.runs:
-                key = run.take(event, places, out)
-                if event.stream in run.fits.negated:
-                    negating.append((run, key))
-        self.pool.keep(event, hits)
-        for run, key in negating:
-            run.keep(event, [], key)
 
     def _visit(
         self,
@@ -482,7 +391,7 @@ class Planner:
     ) -> None:
         """One epoch of ``planned``: ``mine``, the events that reach it (``places``: the
         components each may be, by ``id``)."""
-        arrived = self._arrivals(planned)
+        arrived = self.reaching.arrivals(planned)
         planned.rates.seen(arrived - planned.arrived, now)
         planned.arrived = arrived
         if planned.idle and not planned.runs:  # a negation history only: eager stays
@@ -509,7 +418,7 @@ class Planner:
         if not planned.idle and now >= planned.next_check:
             planned.next_check = now + max(planned.window, self.costs.check)
             self._replan(planned, now, steps)
-        if planned.subscription in self.fitting:
+        if planned.subscription in self.reaching:
             self._schedule(planned)
 
     def _sweep(self) -> None:
@@ -634,21 +543,9 @@ class Planner:
         busy = {
             n: p for n, p in self.planned.items() if not p.idle or p.runs or p.history is not None
         }
-        self.fitting.check_valid()
-        self.pool.check_valid()
-        readers: dict[object, int] = {}
-        for planned in self.planned.values():
-            for run in planned.runs:
-                assert run.pool is self.pool
-                for signature in run.signatures:
-                    readers[signature] = readers.get(signature, 0) + 1
-        assert readers == {s: self.pool.readers(s) for s in self.pool.shared}
-        assert set(self.fitting.fits) == set(busy)
+        self.reaching.check_valid(self.planned, busy)
         due = {(tick, name) for tick, _, name in self.due}
-        pairs = {(s, n) for s, negating in self.negating.items() for n in negating}
-        assert pairs == {(s, n) for n, p in busy.items() for s in p.fits.negated}
         for name, planned in busy.items():
-            assert self.fitting.fits[name] is planned.fits
             assert planned.due == math.inf or (planned.due, name) in due, name
         for name, planned in self.planned.items():
             assert name in busy or planned.due == math.inf, name
@@ -686,8 +583,8 @@ class Planner:
             "planned_lazy": sum(p.plan.kind is not PlanKind.EAGER for p in self.planned.values()),
             "plan_switches": self.switches,
             "lazy_partials": sum(run.live for run in runs),
-            "lazy_buffered": self.pool.size + sum(len(run.negated) for run in runs),
-            "lazy_buffers": len(self.pool.shared),
+            "lazy_buffered": self.reaching.pool.size + sum(len(run.negated) for run in runs),
+            "lazy_buffers": len(self.reaching.pool.shared),
         }
 
     def lazy_holdings(self) -> Iterable[tuple[str, int, int]]:

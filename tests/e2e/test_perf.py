@@ -299,12 +299,14 @@ def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_pat
     report = smoke_json("cesar.perf.populations", tmp_path / "populations.json", 600)
     summary = report["summary"]
     agree = [key for key in summary if key.endswith("_alerts_agree")]
-    assert len(agree) == 2 * 5 * 2 and all(summary[key] for key in agree)  # streams × kinds × n
+    assert len(agree) == 3 * 5 * 2 and all(summary[key] for key in agree)  # streams × kinds × n
     runs = [r for r in report["records"] if "population" in r]
     kinds = ("templates", "patterns", "mixed", "pinned", "shared")
     assert {(r["population"], r["engine"]) for r in runs} == {
         (p, e) for p in kinds for e in ("engine", "planned", "nomerge")
     }
+    reach = {(r["queries"], r["tickers"]) for r in runs if r["stream"] == "reach"}
+    assert reach == {(10, 5), (40, 20)}  # a ticker per two subscriptions
     assert any(r["alerts"] > 0 for r in runs if r["population"] == "patterns")
     pinned = [r for r in runs if r["population"] == "pinned" and r["engine"] == "planned"]
     assert pinned and all(r["planned_lazy"] == r["queries"] for r in pinned)  # every one lazy

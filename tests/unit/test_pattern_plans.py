@@ -132,7 +132,7 @@ def test_a_subscription_starts_eager_unwatched_and_explain_says_so():
         "plan eager: eager: weighed once the DAG holds 64 partial matches for it"
     )
     assert "P" in engine.program and engine.subscriptions == ["P"]
-    assert not len(engine.planner.fitting)
+    assert not len(engine.planner.reaching.fitting)
     pattern = engine.planner.planned["P"].pattern
     assert plan_line(pattern).startswith("eager on the shared DAG until it holds many")
 
@@ -334,16 +334,16 @@ def test_eager_subscriptions_crowding_a_template_are_not_measured():
     holds enough for each, the sweep watches them."""
     engine = copies(10, window=60)
     rare_c(engine, ticks=300)
-    assert not len(engine.planner.fitting)
+    assert not len(engine.planner.reaching.fitting)
     for n in range(3, 10):
         engine.unsubscribe(f"P{n}")
     for t in range(300, 600):
         engine.process([Event.of(s, t, t, {"k": "w", "x": t % 10}) for s in "AB"])
-    assert set(engine.planner.fitting.fits) == {"P0", "P1", "P2"}
+    assert set(engine.planner.reaching.fitting.fits) == {"P0", "P1", "P2"}
     engine.check_valid()
     for n in range(3):
         engine.unsubscribe(f"P{n}")
-    assert not engine.planner.templates and not len(engine.planner.fitting)  # nothing kept
+    assert not engine.planner.templates and not len(engine.planner.reaching.fitting)  # nothing kept
 
 
 def test_a_pin_is_refused_by_an_engine_without_plans_and_honoured_by_one_with():
