@@ -105,6 +105,9 @@ class Edge:
     event into the match — the instance keeps its end (``t1``), so events that
     start before the recorded one ends are still after it; it fires once per
     instance and epoch however many events satisfy it, and its map reads no event.
+    ``unless_taken``: such a REBIND does not fire for an instance that takes an event (another
+    REBIND) in the same epoch: a run that may not skip what it can take (skip till next
+    match, contiguity) has no copy that did not take it.
     ``joins``: a FILTER edge whose node sees events by arrival (module docstring).
     """
 
@@ -118,6 +121,7 @@ class Edge:
     map: tuple[Assign, ...]
     keeps_end: bool = False
     joins: bool = False
+    unless_taken: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +255,8 @@ def format_automaton(automaton: Automaton) -> str:
             kind = "∄ UNLESS (no earlier event satisfies it, else its ∃-edges do not fire)"
         if edge.keeps_end:
             kind += " (keeps its end)"
+        if edge.unless_taken:
+            kind += " (not when the instance takes an event)"
         if edge.joins:
             kind += " (joins: sees events by arrival)"
         lines.append(f"    q{edge.source} → q{edge.target}  {kind}  on {edge.stream}")

@@ -212,6 +212,8 @@ class _Epoch:
         stays = [edge for edge in edges if edge.kind is EdgeKind.STAY]
         joins = node in self.automaton.joining
         self.counters.instances_touched += 1
+        took = False  # a REBIND took an event: an unless_taken record does not fire
+        records: list[tuple[Edge, Env, int, int, int]] = []
         for edge in edges:
             if edge.kind in _NOT_FIRED:
                 continue
@@ -227,10 +229,16 @@ class _Epoch:
                     continue
                 if edge.kind is EdgeKind.FILTER:
                     survives = survives and any(self.satisfied(stay, env) for stay in stays)
-                elif not recorded and not self.vetoed(edge, env, start, event):
-                    recorded = edge.keeps_end
-                    end = t1 if edge.keeps_end else max(t1, event.t1)
-                    self.fire(edge, env, start, end, item.place)
+                elif edge.keeps_end:
+                    if not recorded and not self.vetoed(edge, env, start, event):
+                        recorded = True
+                        records.append((edge, env, start, t1, item.place))
+                elif not self.vetoed(edge, env, start, event):
+                    took = took or edge.kind is EdgeKind.REBIND
+                    self.fire(edge, env, start, max(t1, event.t1), item.place)
+        for edge, env, start, end, place in records:
+            if not (took and edge.unless_taken):
+                self.fire(edge, env, start, end, place)
         return survives
 
     def vetoed(self, edge: Edge, env: Env, t0: int, event: Event) -> bool:

@@ -33,6 +33,7 @@ class Draft:
     map: Binding
     keeps_end: bool = False
     joins: bool = False
+    unless_taken: bool = False
 
 
 def any_of(preds: Sequence[Pred]) -> Pred:
@@ -90,6 +91,7 @@ def edges_of(drafts: list[Draft], options: Options) -> tuple[Edge, ...]:
                 assigns,
                 draft.keeps_end,
                 draft.joins,
+                draft.unless_taken,
             )
         )
     order = {

@@ -42,7 +42,10 @@ A negation between a Kleene closure and the next component does not kill a
 run in the closure: its negated event replaces the run by one marked spoiled
 in its binding (a REBIND that keeps the run's end: the event is not in the
 match), which may take again — and is then fresh: the negated event is no
-longer between — but not proceed.
+longer between — but not proceed.  Under a strategy that may not skip what it
+can take, a run that takes an event into the closure in the epoch of the negated
+one has no such copy (the edge is ``unless_taken``): the copy would have skipped
+it.  Proceeding to the next component is a fork of its own, and does not count.
 
 A negation a run cannot judge when its event comes (one before the first
 component, or one whose condition names a later component) is judged when
@@ -302,10 +305,13 @@ class SeqBuilder:
         pred: Pred,
         binding: Binding | None = None,
         keeps_end: bool = False,
+        unless_taken: bool = False,
     ) -> None:
         if kind not in (EdgeKind.FILTER, EdgeKind.STAY) and self.bound is not None:
             pred = conjoin(pred, self.bound)
-        self.drafts.append(Draft(kind, source, target, stream, pred, binding or {}, keeps_end))
+        self.drafts.append(
+            Draft(kind, source, target, stream, pred, binding or {}, keeps_end, False, unless_taken)
+        )
         if binding is not None:
             self.attributes.setdefault(
                 target, tuple((name, typ) for name, (_, typ) in binding.items())
@@ -375,7 +381,18 @@ class SeqBuilder:
                 seen = conjoin(self.ignore(n, binding, kleene=True), any_of(negated))
                 mark = _spoiled(step.var).key
                 spoilt = {**binding, mark: (Const(True, AttrType.BOOL), AttrType.BOOL)}
-                self.add(EdgeKind.REBIND, node, node, stream, seen, spoilt, keeps_end=True)
+                # A run that may not skip what it takes has no spoiled copy that did not.
+                skips = self.p.strategy is Strategy.ANY
+                self.add(
+                    EdgeKind.REBIND,
+                    node,
+                    node,
+                    stream,
+                    seen,
+                    spoilt,
+                    keeps_end=True,
+                    unless_taken=not skips,
+                )
         for n, node in waiting.items():
             if node:
                 self.loops(n, node, kleene=False)

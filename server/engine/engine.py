@@ -53,7 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.arithmetic import ArithmeticFault
-from cesar.automata.automaton import Automaton
+from cesar.automata.automaton import Automaton, EdgeKind
 from cesar.automata.evaluate import Faults
 from cesar.automata.pattern.plans import Plan, unplanned_pin
 from cesar.automata.pattern.resolve import Resolved
@@ -427,6 +427,7 @@ class Engine:
         # instance and edge in a round, for every slot any event moved.
         records: dict[tuple[int, int], tuple[CompiledEdge, EngineInstance, int, tuple[Any, ...]]]
         records = {}
+        taken: dict[int, int] = {}  # per instance, the slots a REBIND took an event for
         joining = program.dag.joining
         joined = 0  # spawned[:joined] holds no instance of a joining node
         joined_at: set[int] = set()  # the joining nodes that got instances
@@ -462,7 +463,10 @@ class Engine:
                         if not moving:
                             continue
                         args = (event, attrs, own, root, spawned, out)
-                        if compiled.edge.keeps_end:
+                        if not compiled.edge.keeps_end:
+                            if compiled.edge.kind is EdgeKind.REBIND:
+                                taken[instance.id] = taken.get(instance.id, 0) | moving
+                        else:
                             key = (instance.id, id(compiled))
                             known = records.get(key)
                             if known is not None:
@@ -472,7 +476,10 @@ class Engine:
                             continue
                         fire(compiled, instance, moving, *args)
         for compiled, instance, moving, args in records.values():
-            fire(compiled, instance, moving, *args)
+            if compiled.edge.unless_taken:  # not for the slots that took an event
+                moving &= ~taken.get(instance.id, 0)
+            if moving:
+                fire(compiled, instance, moving, *args)
         self.installer.install(leaving, spawned)
         if joined_at:
             self.installer.enforce_limits(joined_at)
