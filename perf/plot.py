@@ -25,6 +25,16 @@ def series(paths: Sequence[str]) -> dict[str, list[tuple[int, float]]]:
     return {label: sorted(points) for label, points in sorted(lines.items())}
 
 
+def unavailable() -> str | None:
+    """Why no figure can be drawn here (matplotlib, a development dependency, is missing), or
+    None."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "matplotlib is not installed (pip install 'cesar[dev]'), so no figure is drawn"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2:

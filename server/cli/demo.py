@@ -28,7 +28,13 @@ from cesar.examples import STOCKS_SAMPLE
 from cesar.server.engine.workload import Workload
 from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import trusted_event
-from cesar.server.wire.eventfile import drop_file, event_json, input_line, read_events
+from cesar.server.wire.eventfile import (
+    EventInputError,
+    drop_file,
+    event_json,
+    input_line,
+    read_events,
+)
 from cesar.v1 import cesar_pb2 as pb
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
@@ -53,9 +59,21 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo (see the module docstring); 0 when the alerts equal ``cesar run``'s."""
+    from cesar.server.cli.main import EXIT_USAGE
+
     schemas = {"Stock": parse_stream_spec(STOCK)}
-    with open(args.events) as handle:
-        events = read_events(handle, args.events, schemas).events
+    try:
+        with open(args.events, encoding="utf-8") as handle:
+            events = read_events(handle, args.events, schemas).events
+    except OSError as exc:
+        print(f"cesar: --events {args.events}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    except EventInputError as exc:
+        print(f"cesar: --events {args.events}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not events:
+        print(f"cesar: --events {args.events}: no quote in it", file=sys.stderr)
+        return EXIT_USAGE
     queries = [(Path(name).stem, (EXAMPLE_QUERIES / name).read_text()) for name in QUERIES]
     program = Workload.build(list(schemas.values()), queries)
     outputs = {q.name: q.output for q in program.queries}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points, version
@@ -132,9 +133,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event]]:
-    """Compile the queries and read the (sorted) events of ``cesar bench``."""
+def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event], int]:
+    """Compile the queries and read the (sorted) events of ``cesar bench``, and how many lines
+    it skipped (said on standard error; none read at all is an error)."""
     from cesar.automata.translate import Options
+    from cesar.server.cli.ingest import ingest_of, skipped_report
     from cesar.server.engine.workload import Workload, WorkloadError
     from cesar.server.wire.eventfile import EventInputError, read_events
 
@@ -144,15 +147,23 @@ def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event
         program.check_plans(args.engine)
     except WorkloadError as exc:
         raise SystemExit(_fail(str(exc))) from None
+    ingest = ingest_of(args)
     try:
         with open(args.events, encoding="utf-8") as handle:
-            result = read_events(handle, args.events, program.inputs, sort=True, skip_bad=True)
+            result = read_events(
+                handle, args.events, program.inputs, sort=True, skip_bad=True, ingest=ingest
+            )
     except OSError as exc:
         raise SystemExit(_fail(f"{args.events}: {exc.strerror}")) from None
     except EventInputError as exc:
         raise SystemExit(_fail(f"{args.events}: {exc}")) from None
+    if result.skipped:
+        print(skipped_report(result.skipped).report("rejected"), file=sys.stderr)
+        if not result.events:
+            hint = "" if ingest is not None else " (a file not written for cesar: --time-column)"
+            raise SystemExit(_fail(f"{args.events}: no event read{hint}"))
     events = result.events[: args.limit] if args.limit else result.events
-    return program, list(events)
+    return program, list(events), len(result.skipped)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -166,7 +177,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from cesar.server.engine.engine import Engine
 
     started = time.perf_counter()
-    program, events = _read_program_events(args)
+    program, events, skipped = _read_program_events(args)
     compile_s = time.perf_counter() - started
     summary: dict[str, object] = {"engine": args.engine, "queries": len(program.queries)}
     options = ENGINE_MODES[args.engine]
@@ -200,6 +211,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary["faults"] = faults.arithmetic
     summary.update(
         events=len(events),
+        skipped=skipped,
         compile_s=round(compile_s, 3),
         seconds=round(seconds, 3),
         events_per_s=round(len(events) / seconds, 1) if seconds else None,
@@ -210,6 +222,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+_QUERY_FILE = re.compile(r"[^\s{}()']+\.(cel|sase|jsonl)")
+"""What can only be a query file's name (no query text looks like it)."""
+
+
 def _query_text(value: str) -> str:
     """A query file's contents (CEL or a pattern), or ``value`` itself when it names no file."""
     path = Path(value)
@@ -218,6 +234,8 @@ def _query_text(value: str) -> str:
     except OSError:  # not even a possible path (too long, say): it is query text
         named_file = False
     if not named_file:
+        if _QUERY_FILE.fullmatch(value):
+            raise SystemExit(_fail(f"{value}: no such file"))
         return value
     try:
         return path.read_text()
@@ -344,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--engine", choices=ENGINE_MODES, default="engine", help=ENGINE_HELP)
     bench.add_argument("--limit", type=int, help="use only the first N events (after sorting)")
     bench.add_argument("--dnf-limit", type=int, default=256)
+    add_ingest_arguments(bench)
     bench.set_defaults(handler=cmd_bench, query=None)
 
     explain = sub.add_parser("explain", help="show a query's compiled form")

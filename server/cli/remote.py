@@ -319,6 +319,26 @@ def _unsubscribe(conn: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def one_line(query: str) -> str:
+    """``query`` on one line for a TSV cell: its ``--`` comments left out (a string's
+    ``--`` is kept), its whitespace runs made one space.
+
+    >>> one_line("-- big ones\nFILTER{Price > 9 -- dollars\n AND Name = 'a--b'} Stock")
+    "FILTER{Price > 9 AND Name = 'a--b'} Stock"
+    """
+    lines = []
+    for line in query.splitlines():
+        quoted = False
+        for at, char in enumerate(line):
+            if char == "'":
+                quoted = not quoted
+            elif not quoted and line.startswith("--", at):
+                line = line[:at]
+                break
+        lines.append(line)
+    return " ".join(" ".join(lines).split())
+
+
 def _list(conn: Any, args: argparse.Namespace) -> int:
     from cesar.server.wire.client import message_data
     from cesar.v1 import cesar_pb2 as pb
@@ -333,7 +353,7 @@ def _list(conn: Any, args: argparse.Namespace) -> int:
             if row.placement.key_attribute
             else f"global@{row.placement.shard}"
         )
-        query = " ".join(row.query.split())
+        query = one_line(row.query)
         print(f"{row.id}\t{row.stream}\t{where}\tseq={row.last_seq}\t{query}")
     return 0
 

@@ -147,6 +147,8 @@ def _listen(server: grpc.Server, config: ServeConfig, credentials: object) -> in
 def serve(config: ServeConfig) -> int:
     """Run the server until SIGTERM/SIGINT (0) or a shard failure (1)."""
     configure_logging(config.log_level, "front")
+    if config.ready_file is not None:  # a killed server's file would say "ready" at once
+        config.ready_file.unlink(missing_ok=True)
     tune_collector()
     defaults = Limits(
         config.max_subscriptions, config.max_query_bytes, config.max_listens, config.max_streams

@@ -19,6 +19,20 @@ if TYPE_CHECKING:
     from cesar.server.front.front import Front
 
 
+FRONT_COUNTERS = (
+    "events_accepted",
+    "events_rejected",
+    "alerts",
+    "batches",
+    "routed_batches",
+    "duplicate_batches",
+    "subscribes",
+    "unsubscribes",
+    "listens_opened",
+)
+"""The front's counters, each shown from the start, at 0 until it first counts."""
+
+
 def seen_by(front: Front, client: Client) -> pb.StatsResponse:
     """What ``client`` may see (see the module docstring)."""
     if client.may("admin"):
@@ -50,7 +64,7 @@ def seen_by(front: Front, client: Client) -> pb.StatsResponse:
 def everything(front: Front) -> pb.StatsResponse:
     """The front's counters and every shard's (an admin's Stats, and the metrics)."""
     with front.lock:
-        counters = dict(front.counters)
+        counters = dict.fromkeys(FRONT_COUNTERS, 0) | dict(front.counters)
         checkpoints = front.checkpoints
         counters.update(
             subscriptions=len(front.registry.live),

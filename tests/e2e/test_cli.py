@@ -394,3 +394,52 @@ def test_a_plan_pin_is_honoured_by_an_engine_that_plans_and_refused_by_one_that_
         result = cesar.run("run", "--stream", STOCK, "--query", query, "--engine", engine, events)
         assert result.returncode == 0, result.stderr
         assert [json.loads(line)["t0"] for line in result.stdout.splitlines()] == [1]
+
+
+def test_bench_reads_a_file_made_for_something_else_or_says_why_not(cesar):
+    """``bench`` takes ``run``'s options for a foreign file; without them it refuses the rows
+    with their reason and exits 2 instead of measuring nothing."""
+    queries = cesar.write("q.jsonl", '{"id": "up", "query": "FILTER{close > 100} Quote"}\n')
+    events = cesar.write(
+        "raw.csv",
+        "symbol,ts,close\nAAPL,2020-10-26T09:31:00-04:00,114.2\nAMZN,2020-10-26T09:31:00-04:00,3195.7\n",
+    )
+    spec = "Quote(symbol:string,close:float)[min]"
+    args = ("bench", "--stream", spec, "--queries", queries, "--events", events)
+    refused = cesar.run(*args)
+    assert refused.returncode == 2 and not refused.stdout
+    assert "cesar: rejected 2: 2 t0: missing" in refused.stderr
+    assert f"cesar: {events}: no event read (a file not written for cesar: --time-column)" in (
+        refused.stderr
+    )
+    read = cesar.run(*args, "--time-column", "ts")
+    assert read.returncode == 0, read.stderr
+    summary = json.loads(read.stdout)
+    assert summary["events"] == 2 and summary["matches"] == 2 and summary["skipped"] == 0
+
+
+def test_explain_of_a_file_that_is_not_there_says_so(cesar):
+    result = cesar.run("explain", "--stream", STOCK, "/missing/query.cel")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "cesar: /missing/query.cel: no such file"
+
+
+def test_demo_with_events_it_cannot_read_says_why_without_a_traceback(cesar):
+    missing = cesar.run("demo", "--events", "/missing/quotes.csv")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "cesar: --events /missing/quotes.csv: No such file or directory" in missing.stderr
+    bad = cesar.run("demo", "--events", cesar.write("bad.csv", "t,Name,Price\n1,IBM,x\n"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "line 2" in bad.stderr and "Price" in bad.stderr
+
+
+def test_serve_removes_a_ready_file_left_by_a_killed_server_before_anything_else(cesar):
+    """A script waiting for ``--ready-file`` must not go on because of the last server's file:
+    the server removes it as it starts, even when it then fails to start."""
+    ready = cesar.write("ready", "127.0.0.1:50551\n")
+    result = cesar.run(
+        "serve", "--data-dir", ready.parent / "data", "--tokens", "/missing/tokens",
+        "--ready-file", ready,
+    )  # fmt: skip
+    assert result.returncode == 2 and "--tokens /missing/tokens" in result.stderr
+    assert not ready.exists()

@@ -165,3 +165,22 @@ def test_share_and_delete_stream_as_a_user(served: Server) -> None:
     assert cesar(served, "unsubscribe", "s1").returncode == 0
     assert cesar(served, "delete-stream", "Scratch").returncode == 0
     assert "Scratch" not in cesar(served, "streams").stdout
+
+
+def test_list_leaves_comments_out_and_stats_shows_every_counter_from_the_start(
+    served: Server, tmp_path: Path
+) -> None:
+    """The TSV's query is one line without its ``--`` comments (a comment folded into the
+    line would hide the query after it); a fresh server's stats hold every front counter,
+    at 0, so a script can read ``["alerts"]`` before the first alert."""
+    stats = json.loads(cesar(served, "stats").stdout)
+    counted = ("events_accepted", "events_rejected", "alerts", "batches", "subscribes")
+    assert {name: stats["front"][name] for name in counted} == dict.fromkeys(counted, 0)
+    query = tmp_path / "commented.cel"
+    query.write_text(
+        "-- quotes over 100, said 'twice'\nFILTER{Price > 100 -- a level\n  AND Name = 'a--b'}\n"
+        "Stock PUBLISH Dear\n"
+    )
+    assert cesar(served, "subscribe", query).stdout.split() == ["s1"]
+    (line,) = cesar(served, "list").stdout.splitlines()
+    assert line.split("\t")[4] == "FILTER{Price > 100 AND Name = 'a--b'} Stock PUBLISH Dear"
