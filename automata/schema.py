@@ -77,6 +77,10 @@ class SchemaError(ValueError):
     """A stream specification that cannot be read."""
 
 
+NOT_AN_ATTRIBUTE = "not an attribute of the stream"
+"""The reason given for a field the stream does not declare."""
+
+
 class EventError(ValueError):
     """An event that does not conform to its stream's schema.
 
@@ -348,7 +352,7 @@ def validate_event(schema: StreamSchema, raw: Mapping[str, object]) -> Event:
         values[name] = coerce_value(stream, name, typ, raw[name])
     extra = sorted(set(raw) - set(schema.names) - {"t0", "t1", "stream"})
     if extra:
-        raise EventError(stream, extra[0], "not an attribute of the stream")
+        raise EventError(stream, extra[0], NOT_AN_ATTRIBUTE)
     return Event.of(stream, t0, t1, values)
 
 

@@ -323,7 +323,7 @@ def one_line(query: str) -> str:
     """``query`` on one line for a TSV cell: its ``--`` comments left out (a string's
     ``--`` is kept), its whitespace runs made one space.
 
-    >>> one_line("-- big ones\nFILTER{Price > 9 -- dollars\n AND Name = 'a--b'} Stock")
+    >>> one_line("-- big ones\\nFILTER{Price > 9 -- dollars\\n AND Name = 'a--b'} Stock")
     "FILTER{Price > 9 AND Name = 'a--b'} Stock"
     """
     lines = []

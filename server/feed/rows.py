@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cesar.automata.schema import AttrType, StreamSchema, parse_stream_spec
+from cesar.automata.schema import NOT_AN_ATTRIBUTE, AttrType, StreamSchema, parse_stream_spec
 from cesar.server.wire.arrowevents import Reasons, column
 from cesar.server.wire.arrowroute import ArrowRoutes
 from cesar.v1 import cesar_pb2 as pb
@@ -163,7 +163,7 @@ def _extras(m: _Fields, allowed: set[str], reasons: Reasons) -> None:
     first[m.parents[hits][::-1]] = hits[::-1]
     names = pc.take(m.keys, pa.array(first, mask=first < 0))
     for name in pc.unique(pc.drop_null(names)).to_pylist():
-        reasons.fail(pc.equal(names, name), name, "not an attribute of the stream")
+        reasons.fail(pc.equal(names, name), name, NOT_AN_ATTRIBUTE)
 
 
 def validate(batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.Table:

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cesar.automata.schema import (
+    NOT_AN_ATTRIBUTE,
     AttrType,
     Event,
     EventError,
@@ -312,7 +313,7 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
             reasons.fail(
                 pc.and_(mine, pc.is_valid(table.column(column(name, attribute)))),
                 attribute,
-                "not an attribute of the stream",
+                NOT_AN_ATTRIBUTE,
             )
     ok = reasons.ok
     bad = pc.indices_nonzero(pc.invert(ok))

