@@ -74,6 +74,9 @@ def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     feed.add_argument(
         "--metrics-host", default="127.0.0.1", help="the address --metrics-port binds to"
     )
+    from cesar.server.cli.ingest import add_ingest_arguments
+
+    add_ingest_arguments(feed)
     feed.set_defaults(handler=cmd_feed)
 
 
@@ -95,6 +98,14 @@ def spark_log_of(args: argparse.Namespace) -> Path | None:
 
 def cmd_feed(args: argparse.Namespace) -> int:
     """Run the feed until its source is done (--available-now), SIGTERM/SIGINT, or a failure."""
+    from cesar.server.cli.ingest import ingest_of
+
+    ingest = ingest_of(args)
+    if ingest is not None and args.format != "csv":
+        raise SystemExit(
+            "cesar feed: --time-column, --columns and --stream-name read CSV files not written "
+            "for cesar: give --format csv"
+        )
     configure_logging(args.log_level, "feed")
     from pyspark.errors import StreamingQueryException
 
@@ -115,6 +126,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
         csv_columns=tuple(args.csv_columns.split(",")) if args.csv_columns else (),
         max_files_per_trigger=args.max_files_per_trigger,
         max_rows=args.max_rows,
+        ingest=ingest,
     )
     spark_log = spark_log_of(args)
     spark = session(options.master, spark_log=spark_log)
@@ -162,4 +174,12 @@ def cmd_feed(args: argparse.Namespace) -> int:
     finally:
         feed.close()
         spark.stop()
+    totals = feed.last.totals
+    if totals["rows"] and not totals["accepted"]:
+        print(
+            f"cesar feed: no row was accepted ({totals['rejected']} rejected, {totals['late']} "
+            f"late): their field and reason are in {options.dead_letter}",
+            file=sys.stderr,
+        )
+        return 1
     return 0

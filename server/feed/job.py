@@ -49,6 +49,7 @@ from cesar.server.feed.send import OUTPUT, Target, close_epochs, publish_partiti
 from cesar.server.feed.synthetic import SyntheticSource
 from cesar.server.host.metrics import Histogram
 from cesar.server.wire.client import Connection, list_streams
+from cesar.server.wire.eventfile import Ingest
 from cesar.v1 import cesar_pb2 as pb
 
 log = logging.getLogger("cesar.feed")
@@ -78,6 +79,9 @@ class Options:
     csv_columns: tuple[str, ...] = ()
     max_files_per_trigger: int | None = None
     max_rows: int = 50_000
+    ingest: Ingest | None = None
+    """How CSV rows not written for cesar become events (``run``'s ``--time-column``,
+    ``--time-format``, ``--columns``, ``--stream-name``)."""
 
 
 def under_spark_submit() -> bool:
@@ -326,6 +330,7 @@ class Feed:
                     target=target,
                     batch=batch,
                     watermark=state.watermark,
+                    ingest=self.options.ingest,
                 ),
                 OUTPUT,
             )

@@ -20,9 +20,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cesar.automata.schema import NOT_AN_ATTRIBUTE, AttrType, StreamSchema, parse_stream_spec
+from cesar.automata.schema import (
+    NOT_AN_ATTRIBUTE,
+    AttrType,
+    EventError,
+    StreamSchema,
+    parse_stream_spec,
+)
 from cesar.server.wire.arrowevents import Reasons, column
 from cesar.server.wire.arrowroute import ArrowRoutes
+from cesar.server.wire.eventfile import Ingest
 from cesar.v1 import cesar_pb2 as pb
 
 INTEGER = r"^-?[0-9]{1,18}(\.0*)?$"
@@ -166,19 +173,50 @@ def _extras(m: _Fields, allowed: set[str], reasons: Reasons) -> None:
         reasons.fail(pc.equal(names, name), name, NOT_AN_ATTRIBUTE)
 
 
-def validate(batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.Table:
+def _ingest_times(
+    text: pa.Array, schema: StreamSchema, ingest: Ingest, reasons: Reasons
+) -> pa.Array:
+    """The ``--time-column`` cells as ticks of ``schema``'s unit, read as ``cesar run`` reads
+    them (:meth:`Ingest.ticks`): once per distinct cell, the reasons of those it refuses in
+    ``reasons``."""
+    field = ingest.time_column
+    assert field is not None
+    reasons.fail(pc.is_null(text), field, "missing (the --time-column)")
+    distinct = pc.unique(pc.drop_null(text))
+    ticks: list[int | None] = []
+    errors: list[str | None] = []
+    for cell in distinct.to_pylist():
+        try:
+            ticks.append(ingest.ticks(cell, schema))
+            errors.append(None)
+        except EventError as exc:
+            ticks.append(None)
+            errors.append(exc.reason)
+    at = pc.index_in(text, distinct)
+    reason = pc.take(pa.array(errors, pa.string()), at)
+    reasons.fail(pc.is_valid(reason), field, reason)
+    return pc.take(pa.array(ticks, pa.int64()), at)
+
+
+def validate(
+    batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema], ingest: Ingest | None = None
+) -> pa.Table:
     """Rows of ``m``/``raw``/``arrival`` as typed events plus ``field``/``reason`` of rejections.
 
     The output has the columns ``stream``, ``t0``, ``t1``, ``<stream>/<attribute>``,
     ``arrival``, ``field``, ``reason`` and ``raw``; a rejected row has a reason and
-    null values.
+    null values.  ``ingest`` reads rows not written for cesar as ``cesar run`` does: the
+    stream of rows naming none, the time column, the columns kept (the others ignored).
     """
     parts = []
     m = batch.column("m")
     stream = _Fields(m).get("stream")
     not_object = pc.is_null(m)
-    if len(schemas) == 1:
-        only = pa.scalar(next(iter(schemas)))
+    default = ingest.stream if ingest is not None and ingest.stream is not None else None
+    if default is None and len(schemas) == 1:
+        default = next(iter(schemas))
+    if default is not None:
+        only = pa.scalar(default)
         stream = pc.if_else(not_object, pa.scalar(None, pa.string()), pc.coalesce(stream, only))
     known = pc.is_in(stream, pa.array(sorted(schemas), pa.string()))
     outside = pc.and_(pc.invert(not_object), pc.invert(pc.fill_null(known, False)))
@@ -189,12 +227,22 @@ def validate(batch: pa.RecordBatch, schemas: Mapping[str, StreamSchema]) -> pa.T
             continue
         reasons = Reasons(rows.num_rows)
         sub = _Fields(rows.column("m"))
-        t0, t1 = _timestamps(sub, reasons)
+        allowed = set(RESERVED) | set(schema.names)
+        kept = None if ingest is None else ingest.columns
+        if ingest is not None and ingest.time_column is not None:
+            t0 = t1 = _ingest_times(sub.get(ingest.time_column), schema, ingest, reasons)
+            allowed.add(ingest.time_column)
+        else:
+            t0, t1 = _timestamps(sub, reasons)
+        if kept is not None:  # the file's other columns are ignored
+            allowed |= set(pc.unique(sub.keys).to_pylist()) - set(kept)
         columns: dict[str, pa.Array] = {}
         for attribute, typ in schema.attributes:
             text = sub.get(attribute)
+            if kept is not None and attribute not in kept:
+                text = pa.nulls(rows.num_rows, pa.string())
             columns[column(name, attribute)] = _attribute(text, typ, attribute, reasons)
-        _extras(sub, set(RESERVED) | set(schema.names), reasons)
+        _extras(sub, allowed, reasons)
         ok = reasons.ok
         table = {
             "stream": pa.repeat(pa.scalar(name), rows.num_rows),

@@ -38,6 +38,7 @@ from cesar.server.feed.jsonl import check_json
 from cesar.server.feed.rows import Plan, Router, route, validate
 from cesar.server.wire.arrowevents import encode
 from cesar.server.wire.client import Connection
+from cesar.server.wire.eventfile import Ingest
 from cesar.v1 import cesar_pb2 as pb
 
 OUTPUT = (
@@ -75,8 +76,10 @@ def publish_partition(
     target: Target,
     batch: int,
     watermark: int | None,
+    ingest: Ingest | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Validate, set aside late rows, route and publish one partition (module docstring)."""
+    """Validate (CSV rows read by ``ingest`` when given), set aside late rows, route and
+    publish one partition (module docstring)."""
     router = Router.of(plan)
     counts = dict.fromkeys(("rows", "rejected", "late", "accepted", "unrouted"), 0)
     max_t1: int | None = None
@@ -85,7 +88,7 @@ def publish_partition(
         if not record.num_rows:
             continue
         if "m" in record.schema.names:
-            checked = validate(record, router.schemas)
+            checked = validate(record, router.schemas, ingest)
         else:
             checked = check_json(record, router.schemas)
         if not checked.num_rows:

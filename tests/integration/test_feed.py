@@ -36,7 +36,7 @@ from cesar.perf.serverproc import (
 )
 from cesar.server.feed.job import Feed, Options
 from cesar.server.feed.synthetic import tick
-from cesar.server.wire.eventfile import input_line
+from cesar.server.wire.eventfile import Ingest, input_line, read_events
 from cesar.server.wire.routing import shard_of
 from cesar.v1 import cesar_pb2 as pb
 
@@ -344,3 +344,61 @@ def test_a_row_the_server_refuses_does_not_move_the_watermark(
         assert "rejected by the server" in dead[0]["reason"] and "jumps" in dead[0]["reason"]
     finally:
         server.stop()
+
+
+def test_the_feed_reads_a_csv_not_written_for_cesar_as_cesar_run_does(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The bundled intraday file as its source wrote it (an ISO ``ts`` with its zone, extra
+    columns, no stream) with ``run``'s ``--time-column``, ``--columns`` and ``--stream-name``:
+    the events sent are those ``cesar run`` reads; without the options every row is refused,
+    with its field and reason, and none accepted."""
+    intraday = SAMPLE.with_name("intraday_sample.csv")
+    spec = "Quote(symbol:string,close:float,volume:int)[min]"
+    table = pb.RoutingTable(shards=2, version=1)
+    table.streams.add(stream="Quote", key_attributes=["symbol"])
+    ingest = Ingest("ts", "auto", ("symbol", "close", "volume"), "Quote")
+    schemas = {"Quote": parse_stream_spec(spec)}
+    with intraday.open() as handle:
+        wanted = read_events(handle, str(intraday), schemas, ingest=ingest).events
+    results = {}
+    for label, given in (("read", ingest), ("raw", None)):
+        sink = AckSink(table, [pb.StreamInfo(name="Quote", spec=spec)], keep=True)
+        source = tmp_path / label / "in"
+        source.mkdir(parents=True)
+        (source / "quotes.csv").write_text(intraday.read_text())
+        options = Options(
+            server=sink.address,
+            source=str(source),
+            checkpoint=str(tmp_path / label / "checkpoint"),
+            dead_letter=str(tmp_path / label / "dead"),
+            available_now=True,
+            format="csv",
+            ingest=given,
+        )
+        feed = Feed(spark, options)
+        try:
+            feed.start().awaitTermination()
+            feed.finish()
+        finally:
+            feed.close()
+            sink.stop()
+        results[label] = (sink, feed.last.totals)
+    sink, totals = results["read"]
+    sent = Counter(
+        (r["t1"], r["Quote/symbol"], r["Quote/close"], r["Quote/volume"])
+        for tables in sink.received.tables.values()
+        for r in pa.concat_tables(tables).to_pylist()
+    )
+    assert sent == Counter(
+        (e.t1, e.value("symbol"), e.value("close"), e.value("volume")) for e in wanted
+    )
+    assert totals["accepted"] == len(wanted) == 2340 and totals["rejected"] == 0
+    _, raw = results["raw"]
+    assert raw["rows"] == 2340 and raw["accepted"] == 0 and raw["rejected"] == 2340
+    dead = {
+        (json.loads(line)["field"], json.loads(line)["reason"])
+        for path in (tmp_path / "raw" / "dead").rglob("*.json")
+        for line in path.read_text().splitlines()
+    }
+    assert ("t0", "missing") in dead
