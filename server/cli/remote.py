@@ -358,52 +358,6 @@ def _list(conn: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def alert_json(alert: Any, schemas: dict[str, Any]) -> str:
-    """An alert as ``cesar run``'s JSON line plus ``subscription`` and ``seq``."""
-    from cesar.server.wire.convert import trusted_event
-    from cesar.server.wire.eventfile import event_json
-
-    record = {"subscription": alert.subscription, "seq": alert.seq}
-    if alert.notice:
-        record["notice"] = alert.notice
-        return json.dumps(record)
-    event = trusted_event(alert.event)
-    record.update(json.loads(event_json(event, schemas.get(event.stream))))
-    return json.dumps(record, ensure_ascii=False)
-
-
-def _listen(conn: Any, args: argparse.Namespace) -> int:
-    import grpc
-
-    from cesar.automata.schema import parse_stream_spec
-    from cesar.server.wire.client import alerts
-    from cesar.v1 import cesar_pb2 as pb
-
-    subs = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
-    schemas = {}
-    for row in subs.subscriptions:
-        schema = parse_stream_spec(row.output_spec)
-        schemas[schema.name] = schema
-    request = pb.ListenRequest(subscriptions=args.subscription or [])
-    if args.after_seq is not None:
-        targets = args.subscription or [row.id for row in subs.subscriptions]
-        for sub in targets:
-            request.after_seq[sub] = args.after_seq
-    stream = conn.stub.Listen(request, metadata=conn.metadata, timeout=args.timeout)
-    count = 0
-    try:
-        for alert in alerts(stream):
-            print(alert_json(alert, schemas), flush=True)
-            count += 1
-            if args.count is not None and count >= args.count:
-                stream.cancel()
-                break
-    except grpc.RpcError as exc:
-        if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise
-    return 0
-
-
 def _publish(conn: Any, args: argparse.Namespace) -> int:
     from cesar.automata.schema import parse_stream_spec
     from cesar.server.cli.ingest import Refusals, read_event_file, skipped_report
@@ -502,12 +456,11 @@ def add_remote_commands(sub: Any) -> None:
     listing.add_argument("--json", action="store_true", help="one JSON object a subscription")
     listing.set_defaults(handler=_remote(_list))
 
-    listen = sub.add_parser("listen", help="print alerts as JSON lines as they arrive")
-    listen.add_argument("--subscription", action="append", metavar="ID", help="default: all mine")
-    listen.add_argument("--after-seq", type=int, metavar="N", help="resume after seq N")
-    listen.add_argument("--count", type=int, metavar="K", help="stop after K alerts")
-    listen.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds")
-    listen.set_defaults(handler=_remote(_listen))
+    from cesar.server.cli.listen import add_listen_arguments, listen
+
+    listener = sub.add_parser("listen", help="print alerts as JSON lines as they arrive")
+    add_listen_arguments(listener)
+    listener.set_defaults(handler=_remote(listen))
 
     publish = sub.add_parser("publish", help="publish events from a JSON Lines or CSV file")
     publish.add_argument("events", metavar="EVENTS", help="the file, or - for standard input")
@@ -545,7 +498,7 @@ def add_remote_commands(sub: Any) -> None:
         subscribe,
         unsubscribe,
         listing,
-        listen,
+        listener,
         publish,
         stats,
     ):

@@ -184,3 +184,58 @@ def test_list_leaves_comments_out_and_stats_shows_every_counter_from_the_start(
     assert cesar(served, "subscribe", query).stdout.split() == ["s1"]
     (line,) = cesar(served, "list").stdout.splitlines()
     assert line.split("\t")[4] == "FILTER{Price > 100 AND Name = 'a--b'} Stock PUBLISH Dear"
+
+
+def test_listen_resumes_each_subscription_through_a_server_restart(tmp_path: Path) -> None:
+    """``listen`` started before a restart prints every alert of two subscriptions once, in
+    order: it reconnects and resumes each after its last seq; its checkpoint holds the last
+    seqs, and a second ``listen`` from it prints what came after, per subscription."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Server(tmp_path / "data", "--port", str(port)).start()
+    try:
+        assert cesar(server, "subscribe", *QUERIES[1:2]).returncode == 0  # Drops: s1
+        lines = SAMPLE.read_text().splitlines()
+        half = len(lines) // 2
+        while lines[half].split(",")[0] == lines[half - 1].split(",")[0]:
+            half += 1  # a whole minute on each side: the first publish closes its last one
+        first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+        first.write_text("\n".join(lines[:half]) + "\n")
+        second.write_text("\n".join([lines[0], *lines[half:]]) + "\n")
+        assert cesar(server, "publish", "--quiet", first).returncode == 0
+        run_lines = expected_lines([(QUERIES[1].stem, QUERIES[1].read_text())], sample_events())
+        total = sum(run_lines.values())
+        checkpoint = tmp_path / "seqs.json"
+        listening = subprocess.Popen(
+            [
+                *(str(CESAR), "listen", "--after-seq", "0", "--count", str(total)),
+                *("--timeout", "120", "--checkpoint", str(checkpoint)),
+                *("--server", server.address, "--wait", "60"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        first_line = listening.stdout.readline() if listening.stdout else ""
+        assert json.loads(first_line)["seq"] == 1
+        assert server.stop() == 0
+        server.start()
+        assert server.address == f"127.0.0.1:{port}"
+        assert cesar(server, "publish", "--quiet", second).returncode == 0
+        out, err = listening.communicate(timeout=150)
+        seqs = [json.loads(line)["seq"] for line in [first_line, *out.splitlines()]]
+        assert seqs == list(range(1, total + 1)), err
+        assert "the server went away" in err and listening.returncode == 0
+        assert json.loads(checkpoint.read_text()) == {"s1": total}
+        checkpoint.write_text(json.dumps({"s1": total - 3}))
+        again = cesar(server, "listen", "--checkpoint", checkpoint, "--count", "3")
+        assert [json.loads(line)["seq"] for line in again.stdout.splitlines()] == [
+            total - 2,
+            total - 1,
+            total,
+        ]
+    finally:
+        server.stop()
