@@ -115,7 +115,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--snapshot-every-seconds",
         type=float,
         default=60.0,
-        help="checkpoint at the first batch this many seconds after the last (0: off)",
+        help="checkpoint this many seconds after the last one if batches came since, at the "
+        "next batch or, on an idle server, within half a second (0: off)",
     )
     parser.add_argument(
         "--snapshots-kept",

@@ -38,7 +38,8 @@ class NoCheckpoint(RuntimeError):
 @dataclass(frozen=True)
 class SnapshotPolicy:
     """Take a checkpoint after ``batches`` batches or ``seconds`` seconds (whichever first,
-    checked when a batch commits; 0 turns that trigger off); keep the newest ``keep`` (≥ 1)."""
+    checked when a batch commits, and for ``seconds`` twice a second on an idle server too;
+    0 turns that trigger off); keep the newest ``keep`` (≥ 1)."""
 
     batches: int = 1_000
     seconds: float = 60.0

@@ -400,6 +400,22 @@ class Front:
                 self.commits.put(ticket)
         return ticket
 
+    def checkpoint_if_due(self) -> bool:
+        """Take the checkpoint whose time has come though no batch commits to check it (an idle
+        server would otherwise keep its log uncompacted, and replay all of it after a crash);
+        True if one was taken.  Waits for the batches in flight to be logged first."""
+        with self.turnstile, self.lock:
+            number = self.batches
+            if self.closing or self.shards.failed is not None:
+                return False
+            if not self.checkpoints.due(number):
+                return False
+            self.commits.drain(number + 1)
+            self.checkpoints.take(
+                number, {"gate": self.gate.to_data(), "newest": self.admission.to_data()}
+            )
+            return True
+
     def arrivals(self, accepted: list[Event], shard: int | None) -> list[Arrival]:
         """The accepted events with the (shard, lane) pairs each goes to."""
         return [(event, self.registry.destinations(event, shard)) for event in accepted]

@@ -261,7 +261,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
                 "tls": tls,
             },
         )
-        _watch_shards(shards, stop, fail)
+        _watch_shards(shards, stop, fail, front)
         _arm_shutdown_deadline(config.grace + SHUTDOWN_MARGIN, status)
         log.info("shutting down", extra={"grace_seconds": config.grace})
         health_servicer.enter_graceful_shutdown()
@@ -317,8 +317,11 @@ def _recover(front: Front, stop: threading.Event, running: threading.Lock) -> No
         running.release()
 
 
-def _watch_shards(shards: ShardPool, stop: threading.Event, fail: Callable[[], None]) -> None:
-    """Return once ``stop`` is set; a dead shard sets it (through ``fail``).
+def _watch_shards(
+    shards: ShardPool, stop: threading.Event, fail: Callable[[], None], front: Front
+) -> None:
+    """Return once ``stop`` is set; a dead shard sets it (through ``fail``).  Meanwhile take
+    the checkpoints an idle front has due (:meth:`Front.checkpoint_if_due`).
 
     The main thread polls instead of blocking in ``stop.wait()``: a signal the
     kernel delivers to another thread does not interrupt a blocked wait, and the
@@ -329,6 +332,11 @@ def _watch_shards(shards: ShardPool, stop: threading.Event, fail: Callable[[], N
         if dead:
             log.error("shard process exited", extra={"shards": dead})
             fail()
+            continue
+        try:
+            front.checkpoint_if_due()
+        except ShardFailure as exc:  # the shards failed meanwhile: the watch above sees it
+            log.warning("idle checkpoint not taken", extra={"error": str(exc)})
 
 
 def _arm_shutdown_deadline(seconds: float, status: dict[str, int]) -> None:

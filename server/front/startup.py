@@ -46,6 +46,10 @@ class ReplayError(RuntimeError):
     """The catalog cannot be replayed with this server's configuration."""
 
 
+PROGRESS_EVERY = 5.0
+"""Seconds between two ``replaying`` log lines while the log is replayed at start."""
+
+
 def load(front: Front) -> None:
     """Load ``front``'s catalog and latest usable checkpoint, install every subscription and
     replay the event log after the checkpoint (see the module docstring)."""
@@ -61,11 +65,17 @@ def load(front: Front) -> None:
     joins = iter(catalog.clock_joins())
     join = next(joins, None)
     replayed = start
+    last = catalog.batch_count()
+    log.info(
+        "loading catalog",
+        extra={"checkpoint": start, "batches_to_replay": last - start},
+    )
+    told = started
 
     def replay_to(position: int | None) -> None:
         """Replay the log up to batch ``position`` (None: all), joining clock groups
         at the positions where they were joined."""
-        nonlocal replayed, join
+        nonlocal replayed, join, told
         while True:
             while join is not None and join[0] <= replayed:
                 registry.groups.join(join[1])
@@ -77,6 +87,9 @@ def load(front: Front) -> None:
                 return
             replay(front, *row)
             replayed = row[0]
+            if time.monotonic() - told >= PROGRESS_EVERY:
+                told = time.monotonic()
+                log.info("replaying", extra={"batch": replayed, "of": last})
 
     def install(restored: list[Admitted]) -> None:
         front.shards.install(install_batches(restored, front.shards.count))

@@ -442,3 +442,36 @@ def test_the_metrics_endpoint_moves_with_the_load(tmp_path: Path) -> None:
         assert own[f"cesar_shard_events_total{name}"] == after[f"cesar_shard_events_total{name}"]
         assert own[f"cesar_shard_apply_seconds_count{name}"] > 0
     server.stop()
+
+
+def test_an_idle_server_takes_its_checkpoint_and_a_restart_says_what_it_replays(
+    tmp_path: Path,
+) -> None:
+    """A server that stops receiving batches still takes the checkpoint its
+    --snapshot-every-seconds has due (it was checked only when a batch committed, so an idle
+    server replayed its whole log after a crash, in silence); a restart logs what it has
+    to replay before it serves."""
+    server = Server(tmp_path / "data", "--snapshot-every-seconds", "1").start()
+    try:
+        conn = server.connect()
+        subscribe(conn, SOURCES[0][1])
+        publish(conn, sample_events()[:300], close=False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
+            if stats.front["checkpoints"] >= 1:
+                break
+            time.sleep(0.25)
+        assert stats.front["checkpoints"] >= 1
+        assert stats.front["checkpoint_position"] == stats.front["batches_logged"] > 0
+        conn.close()
+        server.kill9()
+        server.start()
+        loading = [
+            json.loads(line)
+            for line in server.log.read_text().splitlines()
+            if '"loading catalog"' in line
+        ]
+        assert loading[-1]["batches_to_replay"] == 0  # the checkpoint holds every batch
+    finally:
+        server.stop()
