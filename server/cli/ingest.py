@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cesar.automata.schema import StreamSchema
@@ -76,16 +76,37 @@ def ingest_of(args: argparse.Namespace) -> Ingest | None:
     return Ingest(args.time_column, args.time_format, columns, args.stream_name)
 
 
-def read_event_file(args: argparse.Namespace, schemas: Mapping[str, StreamSchema]) -> ReadResult:
-    """Read ``args.events`` (``-``: standard input) with the command's options.
+def read_event_file(
+    args: argparse.Namespace,
+    schemas: Mapping[str, StreamSchema],
+    progress: Callable[[int, int], None] | None = None,
+) -> ReadResult:
+    """Read ``args.events`` (``-``: standard input) with the command's options;
+    ``progress(lines read, lines)`` as :func:`read_events` calls it.
 
     Raises OSError and :class:`~cesar.server.wire.eventfile.EventInputError`.
     """
-    options = {"sort": args.sort, "skip_bad": args.skip_bad, "ingest": ingest_of(args)}
+    ingest = ingest_of(args)
     if args.events == "-":
-        return read_events(sys.stdin, "-", schemas, **options)
+        return read_events(
+            sys.stdin,
+            "-",
+            schemas,
+            sort=args.sort,
+            skip_bad=args.skip_bad,
+            ingest=ingest,
+            progress=progress,
+        )
     with open(args.events, encoding="utf-8") as handle:
-        return read_events(handle, args.events, schemas, **options)
+        return read_events(
+            handle,
+            args.events,
+            schemas,
+            sort=args.sort,
+            skip_bad=args.skip_bad,
+            ingest=ingest,
+            progress=progress,
+        )
 
 
 def skipped_report(skipped: list[EventInputError]) -> Refusals:

@@ -102,12 +102,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         program.check_plans(args.engine)
     except WorkloadError as exc:
         return _fail(str(exc))
-    try:
-        result = read_event_file(args, program.inputs)
-    except OSError as exc:
-        return _fail(f"{args.events}: {exc.strerror}")
-    except EventInputError as exc:
-        return _fail(f"{args.events}: {exc}")
+    with progress_bar(args.quiet) as bar:
+        reading = bar.add_task("reading lines", total=None)
+        try:
+            result = read_event_file(
+                args,
+                program.inputs,
+                lambda done, lines: bar.update(reading, completed=done, total=lines),
+            )
+        except OSError as exc:
+            return _fail(f"{args.events}: {exc.strerror}")
+        except EventInputError as exc:
+            return _fail(f"{args.events}: {exc}")
     if result.skipped:
         print(skipped_report(result.skipped).report("skipped"), file=sys.stderr)
         if not result.events:

@@ -27,7 +27,7 @@ import csv
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -291,6 +291,10 @@ def is_csv(path: str, first_line: str) -> bool:
     return not first_line.lstrip().startswith("{")
 
 
+PROGRESS_LINES = 10_000
+"""Lines between two calls of :func:`read_events`'s ``progress``."""
+
+
 def read_events(
     stream: IO[str],
     path: str,
@@ -299,15 +303,19 @@ def read_events(
     sort: bool = False,
     skip_bad: bool = False,
     ingest: Ingest | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReadResult:
     """Read and validate every event of an open file (rows rewritten by ``ingest``).
 
     Raises :class:`EventInputError` for a malformed line (unless ``skip_bad``)
     and for an event whose t1 is before the previous one (unless ``sort``).
+    ``progress(lines read, lines)`` is called every :data:`PROGRESS_LINES` lines and at
+    the end.
     """
     text = stream.read()
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    numbered = enumerate(text.splitlines(), 1)
+    lines = text.splitlines()
+    first = next((line for line in lines if line.strip()), "")
+    numbered = enumerate(lines, 1)
     if is_csv(path, first):
         rows = _csv_rows(numbered, schemas, ingest)
     else:
@@ -315,6 +323,8 @@ def read_events(
     events: list[Event] = []
     skipped: list[EventInputError] = []
     for number, item in rows:
+        if progress is not None and not number % PROGRESS_LINES:
+            progress(number, len(lines))
         if isinstance(item, EventError):
             if skip_bad:
                 skipped.append(EventInputError(number, item))
@@ -329,6 +339,8 @@ def read_events(
         events.append(item)
     if sort:
         events.sort(key=lambda event: event.t1)
+    if progress is not None:
+        progress(len(lines), len(lines))
     return ReadResult(events, skipped)
 
 

@@ -368,9 +368,10 @@ def test_the_progress_bar_is_drawn_on_a_terminal_stderr_only(cesar):
     status, drawn, out = _stderr_on_a_terminal(command)
     assert status == 0
     assert b"evaluating (engine)" in drawn and b"3000/3000" in drawn
+    assert b"reading lines" in drawn and b"3001/3001" in drawn  # the header too
     assert len([json.loads(line) for line in out.splitlines()]) == 3000
     status, drawn, _ = _stderr_on_a_terminal([*command, "--quiet"])
-    assert status == 0 and b"evaluating" not in drawn
+    assert status == 0 and b"evaluating" not in drawn and b"reading" not in drawn
     piped = cesar.run("run", "--stream", STOCK, "--query", query, events)
     assert piped.returncode == 0 and piped.stderr == ""
 
