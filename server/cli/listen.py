@@ -10,7 +10,10 @@ keeps, per subscription, the last seq it printed, and asks the server for what f
   and reconnects for up to ``--wait`` seconds, resuming each subscription after the last seq
   it printed: no alert is lost or printed twice;
 * with ``--checkpoint FILE`` it writes those seqs there (a JSON object, replaced whole at
-  most once a second and at the end), so a later ``listen`` resumes where this one stopped.
+  most once a second and at the end), so a later ``listen`` resumes where this one stopped;
+* ``--to`` delivers the alerts to standard output (``-``), a JSON Lines file that rotates, or
+  an HTTP endpoint (:mod:`cesar.server.cli.delivery`); a seq counts as done once its batch is
+  delivered, so delivery is at least once, without a gap, through restarts of either side.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from cesar.server.cli.delivery import DeliveryError, Sink, sink_for
 
 SAVE_EVERY = 1.0
 """Seconds between two writes of the checkpoint file (and one at the end)."""
@@ -61,6 +66,29 @@ def add_listen_arguments(listen: argparse.ArgumentParser) -> None:
     )
     listen.add_argument("--count", type=int, metavar="K", help="stop after K alerts")
     listen.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds")
+    listen.add_argument(
+        "--to",
+        default="-",
+        metavar="-|FILE|URL",
+        help="deliver to standard output (-), a JSON Lines FILE, or POST to an http(s) URL",
+    )
+    listen.add_argument(
+        "--rotate-bytes",
+        type=int,
+        default=64 * 2**20,
+        metavar="N",
+        help="a FILE past N bytes is renamed FILE.1 (FILE.1 to FILE.2 ...) and begun again",
+    )
+    listen.add_argument(
+        "--keep-files", type=int, default=5, metavar="K", help="rotated files kept (FILE.1..K)"
+    )
+    listen.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an HTTP header of every POST (repeatable), e.g. an Authorization",
+    )
 
 
 def alert_json(alert: Any, schemas: dict[str, Any]) -> str:
@@ -106,12 +134,24 @@ def _starts(args: argparse.Namespace, rows: list[Any]) -> dict[str, int]:
     return seqs
 
 
+def _sink(args: argparse.Namespace) -> Sink:
+    """The sink ``--to`` names; SystemExit for a malformed ``--header`` or bound."""
+    headers = {}
+    for header in args.header:
+        name, colon, value = header.partition(":")
+        if not colon or not name.strip():
+            raise SystemExit(f"cesar: --header {header!r}: expected 'NAME: VALUE'")
+        headers[name.strip()] = value.strip()
+    if args.rotate_bytes < 1 or args.keep_files < 1:
+        raise SystemExit("cesar: --rotate-bytes and --keep-files must be at least 1")
+    return sink_for(args.to, args.rotate_bytes, args.keep_files, headers)
+
+
 def listen(conn: Any, args: argparse.Namespace) -> int:
     """Print alerts until ``--count`` or ``--timeout``, reconnecting as the module says."""
     import grpc
 
     from cesar.automata.schema import parse_stream_spec
-    from cesar.server.wire.client import alerts
     from cesar.v1 import cesar_pb2 as pb
 
     listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=conn.metadata)
@@ -121,6 +161,7 @@ def listen(conn: Any, args: argparse.Namespace) -> int:
         schema = parse_stream_spec(row.output_spec)
         schemas[schema.name] = schema
     seqs = _starts(args, rows)
+    sink = _sink(args)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     count, saved_at, lost_at = 0, time.monotonic(), None
     try:
@@ -129,11 +170,15 @@ def listen(conn: Any, args: argparse.Namespace) -> int:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             stream = conn.stub.Listen(request, metadata=conn.metadata, timeout=left)
             try:
-                for alert in alerts(stream):
+                for batch in stream:
                     lost_at = None
-                    print(alert_json(alert, schemas), flush=True)
-                    seqs[alert.subscription] = alert.seq
-                    count += 1
+                    chosen = list(batch.alerts)
+                    if args.count is not None:
+                        chosen = chosen[: args.count - count]
+                    sink.deliver([alert_json(alert, schemas) for alert in chosen])
+                    for alert in chosen:
+                        seqs[alert.subscription] = alert.seq
+                    count += len(chosen)
                     if args.checkpoint is not None and time.monotonic() - saved_at >= SAVE_EVERY:
                         _save(args.checkpoint, seqs)
                         saved_at = time.monotonic()
@@ -160,6 +205,9 @@ def listen(conn: Any, args: argparse.Namespace) -> int:
                 )
                 return 1
             time.sleep(0.5)
+    except DeliveryError as exc:
+        print(f"cesar: {exc}", file=sys.stderr)
+        return 1
     finally:
         if args.checkpoint is not None:
             _save(args.checkpoint, seqs)

@@ -225,7 +225,10 @@ def test_listen_resumes_each_subscription_through_a_server_restart(tmp_path: Pat
         server.start()
         assert server.address == f"127.0.0.1:{port}"
         assert cesar(server, "publish", "--quiet", second).returncode == 0
-        out, err = listening.communicate(timeout=150)
+        assert listening.stdout is not None and listening.stderr is not None
+        out = listening.stdout.read()  # not communicate(): it would skip what readline buffered
+        err = listening.stderr.read()
+        listening.wait(30)
         seqs = [json.loads(line)["seq"] for line in [first_line, *out.splitlines()]]
         assert seqs == list(range(1, total + 1)), err
         assert "the server went away" in err and listening.returncode == 0
@@ -239,3 +242,64 @@ def test_listen_resumes_each_subscription_through_a_server_restart(tmp_path: Pat
         ]
     finally:
         server.stop()
+
+
+def test_listen_posts_every_alert_to_a_webhook_through_a_restart_of_each(tmp_path: Path) -> None:
+    """``listen --to URL`` POSTs each batch; the endpoint fails its first POST (503, retried)
+    and the server restarts between the two halves of the sample: the endpoint gets every
+    alert once, in seq order, and the checkpoint holds the last seq it acknowledged."""
+    import socket
+    import threading
+    import time
+
+    from tests.unit.test_delivery import Receiver
+
+    receiver = Receiver([503])
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Server(tmp_path / "data", "--port", str(port)).start()
+    try:
+        assert cesar(server, "subscribe", *QUERIES[1:2]).returncode == 0
+        lines = SAMPLE.read_text().splitlines()
+        half = len(lines) // 2
+        while lines[half].split(",")[0] == lines[half - 1].split(",")[0]:
+            half += 1
+        first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+        first.write_text("\n".join(lines[:half]) + "\n")
+        second.write_text("\n".join([lines[0], *lines[half:]]) + "\n")
+        assert cesar(server, "publish", "--quiet", first).returncode == 0
+        total = sum(
+            expected_lines([(QUERIES[1].stem, QUERIES[1].read_text())], sample_events()).values()
+        )
+        checkpoint = tmp_path / "seqs.json"
+        listening = subprocess.Popen(
+            [
+                *(str(CESAR), "listen", "--to", receiver.url, "--after-seq", "0"),
+                *("--count", str(total), "--timeout", "120", "--checkpoint", str(checkpoint)),
+                *("--header", "Authorization: Bearer hook", "--server", server.address),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not receiver.bodies and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert receiver.bodies, "nothing delivered before the restart"
+        assert server.stop() == 0
+        server.start()
+        assert cesar(server, "publish", "--quiet", second).returncode == 0
+        out, err = listening.communicate(timeout=150)
+        assert listening.returncode == 0, err
+        assert out == ""  # delivered to the endpoint, not printed
+        seqs = [alert["seq"] for _, body in receiver.bodies for alert in body]  # type: ignore[attr-defined]
+        assert seqs == list(range(1, total + 1))
+        assert all(token == "Bearer hook" for token, _ in receiver.bodies)
+        assert receiver.posts == len(receiver.bodies) + 1  # the 503, retried
+        assert "HTTP 503; retrying" in err and "the server went away" in err
+        assert json.loads(checkpoint.read_text()) == {"s1": total}
+    finally:
+        server.stop()
+        receiver.shutdown()

@@ -1,0 +1,134 @@
+"""Where ``cesar listen`` delivers alerts: standard output, a JSON Lines file that rotates,
+or an HTTP endpoint (a webhook).
+
+Each delivers one batch of alert lines (the alerts of one Listen message) and returns only
+once it is delivered: ``listen`` counts an alert's seq as done (and saves it in its
+``--checkpoint``) only then, so delivery is at least once, and a receiver removes a
+duplicate by ``(subscription, seq)``.
+
+* ``-``: standard output, one JSON line per alert;
+* a path: appended, flushed and fsynced per batch; past ``rotate_bytes`` the file is renamed
+  ``PATH.1`` (``PATH.1`` to ``PATH.2`` and so on, the oldest of ``keep`` dropped) and a new
+  one begun;
+* ``http://`` or ``https://``: one POST per batch, a JSON array of the alert objects; a
+  failure to connect, a 5xx or a 429 is retried with exponential backoff (0.5 s doubling to
+  30 s) until it succeeds; another status is an error (:class:`DeliveryError`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+RETRY_FIRST = 0.5
+"""Seconds before the first retry of a webhook POST ..."""
+RETRY_MAX = 30.0
+"""... doubling up to this many."""
+POST_TIMEOUT = 30.0
+"""Seconds a webhook POST may take."""
+
+
+class DeliveryError(Exception):
+    """A delivery that retrying cannot mend (a webhook's 4xx other than 429)."""
+
+
+class Sink(Protocol):
+    """One kind of delivery (module docstring)."""
+
+    def deliver(self, lines: list[str]) -> None:
+        """Deliver ``lines`` (one JSON object each); return once delivered."""
+
+
+class StandardOutput:
+    """One JSON line per alert on standard output."""
+
+    def deliver(self, lines: list[str]) -> None:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+
+
+class RotatingFile:
+    """A JSON Lines file, synced per batch, renamed ``.1``, ``.2`` … past ``rotate_bytes``."""
+
+    def __init__(self, path: Path, rotate_bytes: int, keep: int) -> None:
+        self.path, self.rotate_bytes, self.keep = path, rotate_bytes, keep
+
+    def deliver(self, lines: list[str]) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+            size = handle.tell()
+        if size >= self.rotate_bytes:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        """``PATH.k`` becomes ``PATH.k+1`` (the oldest dropped), then ``PATH`` ``PATH.1``."""
+        aged = [self.path.with_name(f"{self.path.name}.{k}") for k in range(self.keep + 1)]
+        aged[self.keep].unlink(missing_ok=True)
+        for k in range(self.keep - 1, 0, -1):
+            if aged[k].exists():
+                os.replace(aged[k], aged[k + 1])
+        os.replace(self.path, aged[1])
+
+
+class Webhook:
+    """One POST per batch to ``url``, retried until it succeeds (module docstring);
+    ``sleep`` and ``say`` are the waiting and the telling (tests pass their own)."""
+
+    def __init__(
+        self,
+        url: str,
+        headers: dict[str, str],
+        sleep: Callable[[float], None] = time.sleep,
+        say: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
+    ) -> None:
+        self.url, self.headers, self.sleep, self.say = url, headers, sleep, say
+        self.retries = 0
+
+    def deliver(self, lines: list[str]) -> None:
+        body = ("[" + ",".join(lines) + "]").encode()
+        wait = RETRY_FIRST
+        while True:
+            why = self._post(body)
+            if why is None:
+                return
+            self.retries += 1
+            self.say(f"cesar: {self.url}: {why}; retrying in {wait:g} s")
+            self.sleep(wait)
+            wait = min(wait * 2, RETRY_MAX)
+
+    def _post(self, body: bytes) -> str | None:
+        """POST ``body``; None if delivered, else why it should be retried."""
+        request = urllib.request.Request(
+            self.url,
+            data=body,
+            headers={"Content-Type": "application/json", **self.headers},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=POST_TIMEOUT) as response:
+                response.read()
+            return None
+        except urllib.error.HTTPError as exc:
+            if exc.code >= 500 or exc.code == 429:
+                return f"HTTP {exc.code}"
+            raise DeliveryError(f"{self.url}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return f"cannot deliver ({reason})"
+
+
+def sink_for(target: str, rotate_bytes: int, keep: int, headers: dict[str, str]) -> Sink:
+    """The sink ``--to`` names: ``-``, an ``http(s)://`` URL, or a file path."""
+    if target == "-":
+        return StandardOutput()
+    if target.startswith(("http://", "https://")):
+        return Webhook(target, headers)
+    return RotatingFile(Path(target), rotate_bytes, keep)
