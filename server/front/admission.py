@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cesar.automata.schema import Event, EventError, StreamSchema
+from cesar.automata.schema import Event, EventError, StreamSchema, TimeUnit
 from cesar.server.front import limits
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import StreamRow
@@ -48,6 +48,7 @@ from cesar.server.wire.arrowevents import check as check_arrow
 from cesar.server.wire.arrowevents import decode as decode_arrow
 from cesar.server.wire.arrowevents import read as read_arrow
 from cesar.server.wire.convert import from_event, rejection
+from cesar.server.wire.eventfile import iso_time
 from cesar.v1 import cesar_pb2 as pb
 
 Refused = Counter[tuple[str, str]]
@@ -170,7 +171,8 @@ class Admission:
                 continue
             settled = self.gate.settled(t1, event.stream, shard)
             if settled is not None:
-                reason = late_reason(t1, settled, shard)
+                unit = self.registry.inputs[event.stream].unit
+                reason = late_reason(t1, settled, shard, unit)
                 response.rejected.append(pb.Rejection(index=index, field="t1", reason=reason))
                 refused["t1", "late"] += 1
                 continue
@@ -221,7 +223,7 @@ class Admission:
             if bound is not None:
                 behind = ok & (t1s <= bound)
                 for i in np.flatnonzero(behind).tolist():
-                    reason = late_reason(int(t1s[i]), bound, shard)
+                    reason = late_reason(int(t1s[i]), bound, shard, self.registry.inputs[name].unit)
                     failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "late"))
             keep &= ~behind
             accepted = ok & ~behind
@@ -352,10 +354,25 @@ def _t1(one: Incoming) -> int:
     return item.t1
 
 
-def late_reason(t1: int, settled: int, shard: int | None) -> str:
-    """Why an event at ``t1`` is late: epochs up to ``settled`` are being processed."""
+def late_reason(t1: int, settled: int, shard: int | None, unit: TimeUnit) -> str:
+    """Why an event at ``t1`` is late: epochs up to ``settled`` are being processed; times in
+    ticks, and in ISO 8601 (UTC) for a stream with a calendar unit.
+
+    >>> print(late_reason(26728651, 26728845, None, TimeUnit.MIN).replace(", ", ",\\n"))
+    late: t1 = 26728651 (2020-10-26T13:31Z),
+    but events up to t1 = 26728845 (2020-10-26T16:45Z) are already being processed
+    """
     where = "" if shard is None else f" on shard {shard}"
-    return f"late: t1 = {t1}, but events up to t1 = {settled} are already being processed{where}"
+    return (
+        f"late: t1 = {_at(t1, unit)}, but events up to t1 = {_at(settled, unit)} are already "
+        f"being processed{where}"
+    )
+
+
+def _at(ticks: int, unit: TimeUnit) -> str:
+    """``ticks``, with their ISO 8601 time when the unit is a calendar one."""
+    iso = iso_time(ticks, unit)
+    return str(ticks) if iso is None else f"{ticks} ({iso})"
 
 
 FIELDS = frozenset({"stream", "t0", "t1", "attributes"})

@@ -109,7 +109,7 @@ def test_errors_print_the_status_and_exit_1(served: Server, tmp_path: Path) -> N
     assert cesar(served, "publish", "--quiet", events).returncode == 0
     again = cesar(served, "publish", "--quiet", events)
     assert again.returncode == 1
-    assert "event 1: t1: late: t1 = 5" in again.stderr
+    assert "event 1: t1: late: t1 = 5 (1970-01-01T00:05Z), but events up to t1 = 5" in again.stderr
 
 
 def test_publish_reads_standard_input_and_sums_up_what_it_could_not_publish(
