@@ -413,7 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("--data-dir", type=Path, required=True, help="the server's data directory")
     repair.add_argument("--stream", required=True, help="the input stream whose events go")
     repair.add_argument(
-        "--after", type=int, required=True, help="drop its events with t1 after this (its unit)"
+        "--after",
+        required=True,
+        metavar="TIME",
+        help="drop its events with t1 after this: ticks of its unit, or an ISO 8601 time such "
+        "as 2020-10-26T16:45Z (with a zone offset, or UTC)",
     )
     repair.set_defaults(handler=lambda a: repair_log(a.data_dir, a.stream, a.after))
     add_remote_commands(sub)

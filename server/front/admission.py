@@ -48,7 +48,7 @@ from cesar.server.wire.arrowevents import check as check_arrow
 from cesar.server.wire.arrowevents import decode as decode_arrow
 from cesar.server.wire.arrowevents import read as read_arrow
 from cesar.server.wire.convert import from_event, rejection
-from cesar.server.wire.eventfile import iso_time
+from cesar.server.wire.eventfile import tick_time
 from cesar.v1 import cesar_pb2 as pb
 
 Refused = Counter[tuple[str, str]]
@@ -364,15 +364,9 @@ def late_reason(t1: int, settled: int, shard: int | None, unit: TimeUnit) -> str
     """
     where = "" if shard is None else f" on shard {shard}"
     return (
-        f"late: t1 = {_at(t1, unit)}, but events up to t1 = {_at(settled, unit)} are already "
-        f"being processed{where}"
+        f"late: t1 = {tick_time(t1, unit)}, but events up to t1 = {tick_time(settled, unit)} "
+        f"are already being processed{where}"
     )
-
-
-def _at(ticks: int, unit: TimeUnit) -> str:
-    """``ticks``, with their ISO 8601 time when the unit is a calendar one."""
-    iso = iso_time(ticks, unit)
-    return str(ticks) if iso is None else f"{ticks} ({iso})"
 
 
 FIELDS = frozenset({"stream", "t0", "t1", "attributes"})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cesar.automata.schema import StreamSchema, parse_stream_spec
 from cesar.server.front.catalog import Catalog
 from cesar.server.host import snapshots
 from cesar.server.host.snapshots import SnapshotError
@@ -32,6 +33,16 @@ class RepairError(RuntimeError):
     """The events cannot be dropped; the message says why."""
 
 
+def input_schema(catalog: Catalog, stream: str) -> StreamSchema:
+    """The schema of the input stream ``stream``; RepairError naming the input streams if the
+    catalog has no such one."""
+    inputs = {row.name: row for row in catalog.streams() if not row.subscription}
+    if stream not in inputs:
+        known = ", ".join(sorted(inputs)) or "none"
+        raise RepairError(f"no input stream {stream} in the catalog (its input streams: {known})")
+    return parse_stream_spec(inputs[stream].spec)
+
+
 def drop_events(catalog: Catalog, stream: str, after: int) -> Repair:
     """Drop from the log every event of ``stream`` with ``t1 > after``.  O(logged events).
 
@@ -41,10 +52,7 @@ def drop_events(catalog: Catalog, stream: str, after: int) -> Repair:
     the log before them is compacted (the events are nowhere to be dropped from),
     and when ``stream`` is no input stream of the catalog.
     """
-    inputs = {row.name for row in catalog.streams() if not row.subscription}
-    if stream not in inputs:
-        known = ", ".join(sorted(inputs)) or "none"
-        raise RepairError(f"no input stream {stream} in the catalog (its input streams: {known})")
+    input_schema(catalog, stream)
     stale = []
     for position, _shards, blob in catalog.checkpoints():
         try:

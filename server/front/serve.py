@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from cesar.automata.schema import EventError, TimeUnit
 from cesar.server.front import limits
 from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError
@@ -41,7 +42,7 @@ from cesar.server.front.checkpoints import NoCheckpoint, SnapshotPolicy
 from cesar.server.front.errors import AlreadyExists
 from cesar.server.front.front import Front
 from cesar.server.front.metrics import collect
-from cesar.server.front.repair import RepairError, drop_events
+from cesar.server.front.repair import RepairError, drop_events, input_schema
 from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.front.startup import ReplayError
 from cesar.server.host.collector import tune_collector
@@ -50,6 +51,7 @@ from cesar.server.host.metrics import serve_metrics
 from cesar.server.host.tls import TlsError, server_credentials
 from cesar.server.shard.pool import RemoteShards, ShardFailure, ShardPool
 from cesar.server.wire.client import GRPC_OPTIONS
+from cesar.server.wire.eventfile import Ingest, tick_time
 from cesar.v1 import cesar_pb2
 
 log = logging.getLogger("cesar.front")
@@ -359,8 +361,9 @@ def _arm_shutdown_deadline(seconds: float, status: dict[str, int]) -> None:
     timer.start()
 
 
-def repair_log(data_dir: Path, stream: str, after: int) -> int:
-    """``cesar repair-log``: drop ``stream``'s logged events with ``t1 > after``; exit status."""
+def repair_log(data_dir: Path, stream: str, after: str) -> int:
+    """``cesar repair-log``: drop ``stream``'s logged events with ``t1 > after`` (ticks, or an
+    ISO 8601 time read in the stream's unit); exit status."""
     path = data_dir / "catalog.sqlite"
     if not path.exists():
         print(f"cesar: {path} does not exist", file=sys.stderr)
@@ -372,21 +375,29 @@ def repair_log(data_dir: Path, stream: str, after: int) -> int:
         print(f"cesar: {exc}", file=sys.stderr)
         return 2
     try:
-        done = drop_events(catalog, stream, after)
+        ticks, unit = _ticks(catalog, stream, after)
+        done = drop_events(catalog, stream, ticks)
     except DecodeError as exc:
         print(f"cesar: the event log cannot be read ({exc}): {RESTORE}", file=sys.stderr)
         return 2
-    except RepairError as exc:
+    except (RepairError, EventError) as exc:
         print(f"cesar: {exc}", file=sys.stderr)
         return 2
     finally:
         catalog.close()
         lock.close()
     print(
-        f"dropped {done.events} events of {stream} after t1 = {after} "
+        f"dropped {done.events} events of {stream} after t1 = {tick_time(ticks, unit)} "
         f"from {done.batches} logged batches; start the server to rebuild the shards"
     )
     return 0
+
+
+def _ticks(catalog: Catalog, stream: str, after: str) -> tuple[int, TimeUnit]:
+    """``--after`` as ticks of ``stream``'s unit, and the unit (EventError naming ``--after``
+    if it cannot be read)."""
+    schema = input_schema(catalog, stream)
+    return Ingest("--after").ticks(after, schema), schema.unit
 
 
 def _write_ready(path: Path, address: str) -> None:

@@ -405,6 +405,16 @@ def iso_time(ticks: int, unit: TimeUnit) -> str | None:
     return text + suffix
 
 
+def tick_time(ticks: int, unit: TimeUnit) -> str:
+    """``ticks`` for a person: with their ISO 8601 time when ``unit`` is a calendar one.
+
+    >>> tick_time(26728651, TimeUnit.MIN), tick_time(5, TimeUnit.TICK)
+    ('26728651 (2020-10-26T13:31Z)', '5')
+    """
+    iso = iso_time(ticks, unit)
+    return str(ticks) if iso is None else f"{ticks} ({iso})"
+
+
 def input_line(event: Event) -> str:
     """``event`` as a JSON Lines input line (what ``cesar run`` and the feed read back).
 

@@ -19,6 +19,7 @@ import grpc
 import pyarrow as pa
 import pytest
 
+from cesar.automata.schema import TimeUnit
 from cesar.perf.serverproc import (
     QUERIES,
     Server,
@@ -35,6 +36,7 @@ from cesar.perf.serverproc import (
 from cesar.server.wire.arrowevents import encode
 from cesar.server.wire.client import list_streams
 from cesar.server.wire.convert import to_event
+from cesar.server.wire.eventfile import iso_time
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2, shard_pb2_grpc
 
@@ -473,13 +475,15 @@ def test_repair_log_is_the_way_back_from_an_accepted_wrong_timestamp(tmp_path: P
         )
         assert late.accepted == 0 and all("late" in r.reason for r in late.rejected)
         repair = [str(CESAR), "repair-log", "--data-dir", str(server.data_dir), "--stream"]
-        repair += ["Stock", "--after", str(good[-1].t1)]
+        after = iso_time(good[-1].t1, TimeUnit.MIN)  # a time as people write it
+        assert after is not None
+        repair += ["Stock", "--after", after]
         busy = subprocess.run(repair, capture_output=True, text=True, timeout=60, check=False)
         assert busy.returncode == 2 and "in use by cesar serve" in busy.stderr
     finally:
         server.stop()
     done = subprocess.run(repair, capture_output=True, text=True, timeout=60, check=True)
-    assert "dropped 1 events of Stock" in done.stdout
+    assert f"dropped 1 events of Stock after t1 = {good[-1].t1} ({after})" in done.stdout
     catalog = sqlite3.connect(server.data_dir / "catalog.sqlite")
     compacted = catalog.execute("SELECT value FROM marks WHERE name = 'compacted'").fetchone()
     assert compacted == (2,)
