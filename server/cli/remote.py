@@ -19,6 +19,8 @@ from typing import Any
 from cesar.server.front import limits
 
 EXIT_ERROR = 1
+SAY_WAITING = 2.0
+"""Seconds a client command waits for its server before it says it is waiting."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -221,8 +223,21 @@ def _remote(
         connection = Connection.open(args.server, args.token, args.tls_ca)
         try:
             if args.wait > 0:
+                ready = grpc.channel_ready_future(connection.channel)
                 try:
-                    grpc.channel_ready_future(connection.channel).result(timeout=args.wait)
+                    try:
+                        ready.result(timeout=min(SAY_WAITING, args.wait))
+                    except grpc.FutureTimeoutError:
+                        if args.wait <= SAY_WAITING:
+                            raise
+                        print(
+                            f"cesar: waiting up to {args.wait:g} s for the server at "
+                            f"{args.server} (one that restarts answers once it has replayed "
+                            "its log; it logs its progress)",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        ready.result(timeout=args.wait - SAY_WAITING)
                 except grpc.FutureTimeoutError:
                     hint = (
                         f" (with --tls-ca {args.tls_ca}: is the server's certificate signed by "

@@ -303,3 +303,23 @@ def test_listen_posts_every_alert_to_a_webhook_through_a_restart_of_each(tmp_pat
     finally:
         server.stop()
         receiver.shutdown()
+
+
+def test_a_client_command_says_it_waits_for_a_server_before_giving_up(tmp_path: Path) -> None:
+    """Nothing answers at the address: after 2 s the command says it is waiting (a restarting
+    server replays its log first), and at --wait it gives up with the reason, exit 1."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    result = subprocess.run(
+        [str(CESAR), "streams", "--server", f"127.0.0.1:{port}", "--wait", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    waiting, gave_up = result.stderr.splitlines()
+    assert waiting.startswith(f"cesar: waiting up to 3 s for the server at 127.0.0.1:{port}")
+    assert gave_up == f"cesar: UNAVAILABLE: no server answered at 127.0.0.1:{port} within 3 s"
