@@ -288,3 +288,61 @@ def test_the_feed_on_a_standalone_spark_cluster_gives_what_cesar_run_gives(
         assert "WARN" in spark_log.read_text()
         apps = list((tmp_path / "spark" / "work").glob("app-*/*/stderr"))
         assert apps, "no executor ran on the worker"
+
+
+def test_a_newcomer_feeds_the_one_minute_file_as_it_is_and_gets_what_run_gives(
+    tmp_path: Path,
+) -> None:
+    """The bundled intraday file laid out as its source wrote it (an ISO ``ts`` with its zone
+    offset, extra columns, no stream column) goes through ``cesar feed`` with ``run``'s
+    options into a server; the alerts ``listen`` prints are ``cesar run``'s on the same file."""
+    intraday = Path(QUERIES[0]).parents[1] / "intraday_sample.csv"
+    spec = "Quote(symbol:string,close:float,volume:int)[min]"
+    options = ("--time-column", "ts", "--columns", "symbol,close,volume", "--stream-name", "Quote")
+    query = tmp_path / "drops.cel"
+    query.write_text(
+        "FILTER{After < 0.998 * Before}(SELECT symbol, close_1 AS Before, close AS After "
+        "FROM Quote NEXT{$1.symbol = $2.symbol} Quote) PUBLISH QuoteDrops\n"
+    )
+    ran = subprocess.run(
+        [str(CESAR), "run", "--stream", spec, "--query", str(query), *options, str(intraday)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    wanted = Counter(
+        json.dumps(json.loads(line), sort_keys=True) for line in ran.stdout.splitlines()
+    )
+    assert sum(wanted.values()) > 10
+    server = Server(tmp_path / "data", "--stream", spec).start()
+    try:
+        client = ("--server", server.address)
+        subscribed = subprocess.run(
+            [str(CESAR), "subscribe", str(query), *client], capture_output=True, text=True
+        )
+        assert subscribed.returncode == 0, subscribed.stderr
+        (tmp_path / "in").mkdir()
+        shutil.copy(intraday, tmp_path / "in" / "quotes.csv")  # there before the feed starts
+        log = tmp_path / "feed.log"
+        feed = start_feed(server, tmp_path, log, "--format", "csv", "--available-now", *options)
+        assert feed.wait(timeout=400) == 0, log.read_text()[-3000:]
+        listened = subprocess.run(
+            [
+                *(str(CESAR), "listen", "--after-seq", "0"),
+                *("--count", str(sum(wanted.values())), "--timeout", "60", *client),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        got = Counter(
+            json.dumps(
+                {k: v for k, v in json.loads(line).items() if k not in ("subscription", "seq")},
+                sort_keys=True,
+            )
+            for line in listened.stdout.splitlines()
+        )
+        assert got == wanted
+    finally:
+        server.stop()
