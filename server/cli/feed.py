@@ -129,7 +129,18 @@ def cmd_feed(args: argparse.Namespace) -> int:
         ingest=ingest,
     )
     spark_log = spark_log_of(args)
+    print(
+        f"cesar feed: starting Spark ({options.master or 'local[2]'}); its JVM takes up to a "
+        "minute to come up",
+        file=sys.stderr,
+        flush=True,
+    )
     spark = session(options.master, spark_log=spark_log)
+    print(
+        f"cesar feed: asking {options.server} for its streams and routing table",
+        file=sys.stderr,
+        flush=True,
+    )
     feed = Feed(spark, options)
     if args.metrics_port is not None:
         from cesar.server.feed.metrics import collect

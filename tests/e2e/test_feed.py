@@ -327,6 +327,9 @@ def test_a_newcomer_feeds_the_one_minute_file_as_it_is_and_gets_what_run_gives(
         log = tmp_path / "feed.log"
         feed = start_feed(server, tmp_path, log, "--format", "csv", "--available-now", *options)
         assert feed.wait(timeout=400) == 0, log.read_text()[-3000:]
+        said = log.read_text()
+        assert "cesar feed: starting Spark (local[2])" in said  # not minutes of silence
+        assert f"cesar feed: asking {server.address} for its streams" in said
         listened = subprocess.run(
             [
                 *(str(CESAR), "listen", "--after-seq", "0"),
