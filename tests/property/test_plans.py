@@ -122,6 +122,15 @@ def test_a_restored_planner_runs_on_as_if_never_stopped(texts, streams, data):
     """Capture between two epochs (lazy runs mid-window, a plan retiring after a forced
     switch, rates), rebuild from the texts, restore: the oracle's matches in all."""
     patterns = [resolve(parse_pattern(text), SCHEMAS) for text in texts]
+    got = restarted_run(patterns, streams, data, odds=4)
+    want = Counter(e for pattern in patterns for e in evaluate(pattern, streams))
+    assert got == want
+
+
+def restarted_run(patterns, streams, data, odds, check=False):
+    """``patterns`` on a planned engine over ``streams``: captured and restored at an epoch
+    ``data`` draws, each planned subscription forced onto a drawn plan with odds 1 in
+    ``odds`` an epoch (``check``: the engine checked after each); the alerts."""
 
     def subscribed(saved=None):
         engine = Engine(EngineOptions(plans=True))
@@ -146,8 +155,9 @@ def test_a_restored_planner_runs_on_as_if_never_stopped(texts, streams, data):
             engine.check_valid()
         for pattern in patterns:
             name = pattern.output.name
-            if name in engine.planner.planned and data.draw(st.integers(0, 3)) == 0:
+            if name in engine.planner.planned and data.draw(st.integers(0, odds - 1)) == 0:
                 engine.replan(name, data.draw(st.sampled_from(choices(pattern))))
         got.update(engine.process(epoch))
-    want = Counter(e for pattern in patterns for e in evaluate(pattern, streams))
-    assert got == want
+        if check:
+            engine.check_valid()
+    return got
