@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import time
@@ -129,18 +130,13 @@ def cmd_feed(args: argparse.Namespace) -> int:
         ingest=ingest,
     )
     spark_log = spark_log_of(args)
-    print(
-        f"cesar feed: starting Spark ({options.master or 'local[2]'}); its JVM takes up to a "
-        "minute to come up",
-        file=sys.stderr,
-        flush=True,
+    log = logging.getLogger("cesar.feed")
+    log.info(
+        "starting Spark",
+        extra={"master": options.master or "local[2]", "note": "its JVM takes up to a minute"},
     )
     spark = session(options.master, spark_log=spark_log)
-    print(
-        f"cesar feed: asking {options.server} for its streams and routing table",
-        file=sys.stderr,
-        flush=True,
-    )
+    log.info("asking the front for its streams and routing table", extra={"server": options.server})
     feed = Feed(spark, options)
     if args.metrics_port is not None:
         from cesar.server.feed.metrics import collect

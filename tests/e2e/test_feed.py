@@ -327,9 +327,12 @@ def test_a_newcomer_feeds_the_one_minute_file_as_it_is_and_gets_what_run_gives(
         log = tmp_path / "feed.log"
         feed = start_feed(server, tmp_path, log, "--format", "csv", "--available-now", *options)
         assert feed.wait(timeout=400) == 0, log.read_text()[-3000:]
-        said = log.read_text()
-        assert "cesar feed: starting Spark (local[2])" in said  # not minutes of silence
-        assert f"cesar feed: asking {server.address} for its streams" in said
+        said = [json.loads(line) for line in log.read_text().splitlines()]  # its JSON log
+        told = [(r["msg"], r.get("master", r.get("server"))) for r in said[:2]]
+        assert told == [  # not a minute of silence while Spark starts
+            ("starting Spark", "local[2]"),
+            ("asking the front for its streams and routing table", server.address),
+        ]
         listened = subprocess.run(
             [
                 *(str(CESAR), "listen", "--after-seq", "0"),
