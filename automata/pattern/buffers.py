@@ -33,7 +33,11 @@ Key = tuple[Value, ...] | None
 
 
 class Timed(Protocol):
-    """An item that came at a time: an event, or a partial match (its latest event's end)."""
+    """An item that came at a time: an event, or a partial match (its earliest event's start
+    and its latest event's end)."""
+
+    @property
+    def t0(self) -> int: ...
 
     @property
     def t1(self) -> int: ...
@@ -47,10 +51,6 @@ _COMPACT = 64
 
 def _older(horizon: float, event: Event) -> bool:
     return event.t0 <= horizon
-
-
-def _t0(item: object) -> float:
-    return getattr(item, "t0", -math.inf)
 
 
 def _t1(pair: tuple[Key, Timed]) -> int:
@@ -141,7 +141,7 @@ class Buffer(Generic[T]):
         while dropped < count and self.buckets:
             key = min(self.buckets, key=lambda k: self.buckets[k].front().t1)
             bucket = self.buckets[key]
-            if _t0(bucket.front()) > horizon:
+            if bucket.front().t0 > horizon:
                 break
             bucket.pop_front()
             dropped += 1
@@ -293,8 +293,10 @@ class BufferPool:
     def prune(self, now: float) -> None:
         """Drop from the buffers due a pruning what the longest window of their readers has
         passed at ``now``.  O(log buffers) per buffer pruned."""
+        if now == -math.inf:  # a run that saw no epoch yet
+            return
         due = self._due
-        while due and due[0][0] <= now > -math.inf:
+        while due and due[0][0] <= now:
             _, _, signature = heapq.heappop(due)
             entry = self.shared.get(signature)
             if entry is None:

@@ -17,6 +17,7 @@ cesar: rejected 3: 3 t1: late
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -87,17 +88,12 @@ def read_event_file(
     Raises OSError and :class:`~cesar.server.wire.eventfile.EventInputError`.
     """
     ingest = ingest_of(args)
-    if args.events == "-":
-        return read_events(
-            sys.stdin,
-            "-",
-            schemas,
-            sort=args.sort,
-            skip_bad=args.skip_bad,
-            ingest=ingest,
-            progress=progress,
-        )
-    with open(args.events, encoding="utf-8") as handle:
+    source = (
+        contextlib.nullcontext(sys.stdin)
+        if args.events == "-"
+        else open(args.events, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    )
+    with source as handle:
         return read_events(
             handle,
             args.events,

@@ -143,9 +143,9 @@ def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event
     """Compile the queries and read the (sorted) events of ``cesar bench``, and how many lines
     it skipped (said on standard error; none read at all is an error)."""
     from cesar.automata.translate import Options
-    from cesar.server.cli.ingest import ingest_of, skipped_report
+    from cesar.server.cli.ingest import ingest_of, read_event_file, skipped_report
     from cesar.server.engine.workload import Workload, WorkloadError
-    from cesar.server.wire.eventfile import EventInputError, read_events
+    from cesar.server.wire.eventfile import EventInputError
 
     schemas = _stream_specs(args.stream)
     try:
@@ -153,12 +153,8 @@ def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event
         program.check_plans(args.engine)
     except WorkloadError as exc:
         raise SystemExit(_fail(str(exc))) from None
-    ingest = ingest_of(args)
     try:
-        with open(args.events, encoding="utf-8") as handle:
-            result = read_events(
-                handle, args.events, program.inputs, sort=True, skip_bad=True, ingest=ingest
-            )
+        result = read_event_file(args, program.inputs)  # sorted, bad lines skipped
     except OSError as exc:
         raise SystemExit(_fail(f"{args.events}: {exc.strerror}")) from None
     except EventInputError as exc:
@@ -166,7 +162,11 @@ def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event
     if result.skipped:
         print(skipped_report(result.skipped).report("rejected"), file=sys.stderr)
         if not result.events:
-            hint = "" if ingest is not None else " (a file not written for cesar: --time-column)"
+            hint = (
+                ""
+                if ingest_of(args) is not None
+                else " (a file not written for cesar: --time-column)"
+            )
             raise SystemExit(_fail(f"{args.events}: no event read{hint}"))
     events = result.events[: args.limit] if args.limit else result.events
     return program, list(events), len(result.skipped)
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=int, help="use only the first N events (after sorting)")
     bench.add_argument("--dnf-limit", type=int, default=256)
     add_ingest_arguments(bench)
-    bench.set_defaults(handler=cmd_bench, query=None)
+    bench.set_defaults(handler=cmd_bench, query=None, sort=True, skip_bad=True)
 
     explain = sub.add_parser("explain", help="show a query's compiled form")
     explain.add_argument("--stream", action="append", required=True, metavar="SPEC")

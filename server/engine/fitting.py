@@ -212,7 +212,8 @@ class FitIndex:
             s: set(r) for s, r in self.readers.items()
         }
         always = {
-            s: {r for r in readers if r[1] in self.needs[r[0]]} for s, readers in readers.items()
+            signature: {(name, n) for name, n in mine if n in self.needs[name]}
+            for signature, mine in readers.items()
         }
         assert always == {s: set(r) for s, r in self.always.items()}
         free = {(s, stream) for stream, signatures in self.free.items() for s in signatures}

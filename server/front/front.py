@@ -392,9 +392,7 @@ class Front:
                 self.commits.drain(number)
                 alerts = self.advance(arrivals, request.watermark or None, shard).result()
                 self.commits.commit(ticket, alerts)
-                self.checkpoints.take(
-                    number, {"gate": self.gate.to_data(), "newest": self.admission.to_data()}
-                )
+                self._checkpoint(number)
             else:
                 ticket.applying = self.advance(arrivals, request.watermark or None, shard)
                 self.commits.put(ticket)
@@ -411,10 +409,15 @@ class Front:
             if not self.checkpoints.due(number):
                 return False
             self.commits.drain(number + 1)
-            self.checkpoints.take(
-                number, {"gate": self.gate.to_data(), "newest": self.admission.to_data()}
-            )
+            self._checkpoint(number)
             return True
+
+    def _checkpoint(self, number: int) -> None:
+        """Take a checkpoint at batch ``number`` (every batch up to it applied and logged),
+        with the front's own state: the epoch gate and each stream's newest time."""
+        self.checkpoints.take(
+            number, {"gate": self.gate.to_data(), "newest": self.admission.to_data()}
+        )
 
     def arrivals(self, accepted: list[Event], shard: int | None) -> list[Arrival]:
         """The accepted events with the (shard, lane) pairs each goes to."""
