@@ -72,6 +72,7 @@ from cesar.server.engine.state import (
     EngineState,
     Notice,
 )
+from cesar.server.engine.stepping import Steppers, settle
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 
@@ -92,8 +93,10 @@ class Engine:
         self.options = options or EngineOptions()
         self.program = QueryProgram(self.options)
         self.state = EngineState()
-        self.probe = Probe(self.program, self.state, self.options)
-        self.installer = Installer(self.program, self.state, self.options)
+        options = self.options
+        self.steppers = Steppers(self.program, options.steps and options.indices)
+        self.probe = Probe(self.program, self.state, options, self.steppers)
+        self.installer = Installer(self.program, self.state, options, self.steppers)
         self.planner = Planner(
             self.held,
             self.program.faults,
@@ -239,8 +242,17 @@ class Engine:
                 self.state.remember_past(step.events)
 
     def _apply(self, change: Change) -> None:
-        """Bring the run state in line with a changed program."""
+        """Bring the run state in line with a changed program.
+
+        First the nodes whose lazy instances may step lazily no more (the node
+        steps no more, or its DUR bound changed) settle them and file them eagerly.
+        """
         program, state = self.program, self.state
+        deleted = set(change.deleted)
+        stepping = {steps.rebind.source for steps in state.stepped.values()} - deleted
+        self.steppers.clear()
+        moved = {n for n in stepping if n in change.rebound or self.steppers.rebind_of(n) is None}
+        self.settle(moved)
         for node in change.deleted:
             state.drop_node(node)
         state.forget(change.freed)
@@ -249,6 +261,22 @@ class Engine:
                 self.installer.activate(node)
         for node in change.rebound:
             state.queue(node, program.clock_group(node), program.bound[node])
+
+    def settle(self, unstep: set[int] | None = None) -> None:
+        """Give every lazily stepped instance the step it owes (a snapshot reads them all);
+        those of the nodes in ``unstep`` are filed eagerly from now on.  O(lazy instances)."""
+        state = self.state
+        for group, steps in list(state.stepped.items()):
+            node = steps.rebind.source
+            for instance in steps.files.values():
+                step = steps.pending(instance, math.inf)
+                if step is not None:
+                    state.live[node].rebind(instance, settle(instance, step, steps.rebind))
+                    state.counters.settled += 1
+            steps.last = steps.before = None
+            if unstep is not None and node in unstep:
+                del state.stepped[group]
+                state.by_group.setdefault(group, {}).update(steps.files)
 
     # ------------------------------------------------------------------ epochs
 
@@ -445,8 +473,13 @@ class Engine:
                 slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
                 if slots:
                     fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
-            for node, affected in self.probe.affected(event, attrs, own):
-                firing = self.probe.firing(node, event.stream, attrs)
+            for node, affected, firing, forks in self.probe.affected(event, attrs, own):
+                for instance, step, rebind in forks:  # its group's lazy step of this epoch
+                    leaving[instance.id] = leaving.get(instance.id, 0) | instance.members
+                    stepping = (step.event, step.attrs, 1, step.root, spawned, out)
+                    fire(rebind, instance, instance.members, *stepping)
+                if firing is None:
+                    firing = self.probe.firing(node, event.stream, attrs)
                 stay = program.stay_of(node)
                 staying = stay.params.matching_groups(attrs) if stay is not None else None
                 joins = node in joining

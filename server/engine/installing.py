@@ -15,15 +15,19 @@ from cesar.index.ai import InstanceAccess
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Notice
+from cesar.server.engine.stepping import Steppers
 
 
 class Installer:
     """The writing half of an epoch's round: instances made live, moved on, limited."""
 
-    def __init__(self, program: QueryProgram, state: EngineState, options: EngineOptions) -> None:
+    def __init__(
+        self, program: QueryProgram, state: EngineState, options: EngineOptions, steppers: Steppers
+    ) -> None:
         self.program = program
         self.state = state
         self.options = options
+        self.steppers = steppers
 
     def activate(self, node: int) -> None:
         program = self.program
@@ -107,7 +111,8 @@ class Installer:
                 if access is None
                 for group in compiled.params.groups_meeting(instance.members, conjunct)
             ]
-        self.state.add(instance, program.bound.get(node), program.clock_group(node), homes)
+        rebind = self.steppers.lazy(node, instance.members, homes)
+        self.state.add(instance, program.bound.get(node), program.clock_group(node), homes, rebind)
         self.wait_by_key(instance)
 
     def wait_by_key(self, instance: EngineInstance) -> None:

@@ -339,6 +339,10 @@ class EdgeParams:
         """The largest DUR any slot's edge can still fire with (inf: unbounded)."""
         return self._bounds[-1] if self._bounds else -math.inf
 
+    def bound_of(self, slot: int) -> float:
+        """The largest DUR ``slot``'s edge can still fire with (inf: unbounded)."""
+        return self._bound_of[slot]
+
     def all_groups(self) -> Iterable[Group]:
         """Every group of every conjunct."""
         for groups in self.groups:

@@ -15,7 +15,7 @@ time it is met) and the instances it files by threshold on their first probe.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from cesar.automata.schema import Event, Value
 from cesar.index.thresholds import Thresholds
@@ -23,21 +23,35 @@ from cesar.server.engine.codegen import ThresholdOf
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Waiting
+from cesar.server.engine.stepping import GroupSteps, Step, Steppers, settle
 
 _NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
+_EMPTY: Mapping[str, Value] = {}
+
+Firing = list[tuple[CompiledEdge, list[Group]]]
+Fork = tuple[EngineInstance, Step, CompiledEdge]
+Affected = tuple[int, list[tuple[EngineInstance, int]], Firing | None, list[Fork]]
+"""A node an event touches: its affected instances with their slots, the edges that can fire
+(None: not worked out yet) and the instances that first take a step of the same epoch their
+group recorded lazily (:mod:`.stepping`)."""
 
 
 class Probe:
     """The reading half of an epoch's round: what one event fires and affects."""
 
-    def __init__(self, program: QueryProgram, state: EngineState, options: EngineOptions) -> None:
+    def __init__(
+        self,
+        program: QueryProgram,
+        state: EngineState,
+        options: EngineOptions,
+        steppers: Steppers,
+    ) -> None:
         self.program = program
         self.state = state
         self.options = options
+        self.steppers = steppers
 
-    def firing(
-        self, node: int, stream: str, attrs: Mapping[str, Value]
-    ) -> list[tuple[CompiledEdge, list[Group]]]:
+    def firing(self, node: int, stream: str, attrs: Mapping[str, Value]) -> Firing:
         """The ∃-edges leaving ``node`` that can fire, each with the groups the event may satisfy.
 
         A node with few leaving edges finds each one's groups by the event's
@@ -63,13 +77,13 @@ class Probe:
             mine.setdefault(group.edge, []).append(group)
         return [(edges[e], mine[e]) for e in sorted(mine)]
 
-    def affected(
-        self, event: Event, attrs: Mapping[str, Value], own: int
-    ) -> Iterable[tuple[int, list[tuple[EngineInstance, int]]]]:
+    def affected(self, event: Event, attrs: Mapping[str, Value], own: int) -> Iterator[Affected]:
         """The active nodes the event may touch and, for each, its affected instances and slots.
 
         An instance's affected slots are those of its members for which the
-        event satisfies the node's filter; those slots leave the node.
+        event satisfies the node's filter; those slots leave the node.  A group
+        of a node that steps records the event as a step instead, when it can
+        (:meth:`_steps`); else its lazy instances take what they owe and are affected.
         """
         counters = self.state.counters
         live = self.state.live
@@ -101,12 +115,15 @@ class Probe:
         waiting_on = self.options.waiting
         joining = self.program.dag.joining
         filter_of = self.program.filter_of
+        stepped = self.state.stepped
         for node, groups in nodes.items():
             index = live[node]
             accesses = index.accesses
             wait_keys = filter_of(node).wait_keys
             joins = node in joining
             affected: dict[int, tuple[EngineInstance, int]] = {}
+            firing: Firing | None = None
+            forks: list[Fork] = []
             for group in groups:
                 holds, entry = group.params.holds, group.entry
                 mask = entry if entry >= 0 else 1 << ~entry  # Group.mask, inline
@@ -133,6 +150,12 @@ class Probe:
                         )
                         candidates = list(filed.values())
                         waits.extend((group, threshold, instance) for instance in candidates)
+                steps = stepped.get(group) if stepped else None
+                if steps is not None:
+                    if firing is None:
+                        firing = self.firing(node, event.stream, attrs)
+                    if not self._steps(node, group, steps, firing, event, attrs, own):
+                        candidates = [*candidates, *self._owed(steps, event, forks)]
                 for instance in candidates:
                     touched += 1
                     members = instance.members & mask
@@ -155,9 +178,69 @@ class Probe:
                 entries = group.params.thresholds(group, instance.members, instance.binding)
                 self.state.wait(instance, group, None, op, entries)
             waits.clear()
-            if affected:
-                yield node, list(affected.values())
+            if affected or forks:
+                yield node, list(affected.values()), firing, forks
         counters.instances_touched += touched
+
+    def _steps(
+        self,
+        node: int,
+        group: Group,
+        steps: GroupSteps,
+        firing: Firing,
+        event: Event,
+        attrs: Mapping[str, Value],
+        own: int,
+    ) -> bool:
+        """Record ``event`` as a step of ``group``'s lazy instances if it moves every one of
+        them only through the REBIND: a point event, the group's first step of its epoch,
+        whose filter holds for all its slots (DUR holds for a live one), and no other edge
+        of the node may fire for them (one that reads of a run only its DUR is asked with
+        the event; another may fire if it has a group of their key).  O(edges that may fire)."""
+        t1 = event.t1
+        last = steps.last
+        if event.t0 != t1 or steps.eager == t1 or (last is not None and last.event.t1 >= t1):
+            return False
+        mask = group.mask
+        params = self.program.filter_of(node).params
+        if params.holds((group,), mask, _EMPTY, attrs, 1, own) != mask:
+            return False
+        plain = self.steppers.plain
+        for compiled, groups in firing:
+            if compiled is steps.rebind or not any(g.mask & mask for g in groups):
+                continue
+            if not plain(compiled.params.edge_id):
+                return False
+            if compiled.params.holds(groups, mask, _EMPTY, attrs, 1, own):
+                return False
+        steps.before, steps.last = last, Step(event, attrs, t1)  # an input event's root is its t1
+        self.state.counters.steps_shared += 1
+        return True
+
+    def _owed(
+        self,
+        steps: GroupSteps,
+        event: Event,
+        forks: list[Fork],
+    ) -> list[EngineInstance]:
+        """The lazy instances of a group an event moves eagerly, each first given the step it
+        owes from earlier epochs; one this epoch's step has yet to move goes to ``forks``.
+        The group's instances then owe nothing, and move eagerly for the rest of the epoch.
+        O(instances)."""
+        t1 = event.t1
+        last = steps.last
+        index = self.state.live
+        counters = self.state.counters
+        for instance in steps.files.values():
+            step = steps.pending(instance, t1)
+            if step is not None:
+                index[instance.node].rebind(instance, settle(instance, step, steps.rebind))
+                counters.settled += 1
+            if last is not None and last.event.t1 == t1 and last.event.t0 > instance.t1:
+                forks.append((instance, last, steps.rebind))
+        steps.last = steps.before = None
+        steps.eager = t1
+        return list(steps.files.values())
 
     def _waiting(
         self,

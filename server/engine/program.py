@@ -70,6 +70,9 @@ class EngineOptions:
     """A node with at most this many leaving ∃-edges finds their groups by key, without FR."""
     plans: bool = False
     """Pattern subscriptions a lazy plan can run are planned (:mod:`cesar.server.engine.plans`)."""
+    steps: bool = True
+    """A FOLD's runs take the step events their group shares lazily, once per group
+    (:mod:`cesar.server.engine.stepping`); off, each run moves at every step (with indices only)."""
     waiting: bool = True
     """Instances wait by threshold where a filter conjunct allows (:mod:`cesar.index.thresholds`);
     off, they stay filed by group (the benchmark's baseline)."""

@@ -42,6 +42,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cesar.automata.schema import Event, Value
 from cesar.index.ai import InstanceAccess, InstanceIndex
@@ -51,6 +52,10 @@ from cesar.index.static import Atoms, ConjunctIndex
 from cesar.index.thresholds import Thresholds
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.params import Group, Tuple
+from cesar.server.engine.stepping import GroupSteps
+
+if TYPE_CHECKING:
+    from cesar.server.engine.program import CompiledEdge
 
 
 @dataclass
@@ -63,7 +68,9 @@ class EngineCounters:
     evaluated; ``spawned``: new instances made by firing edges, of which
     ``rebound`` took their predecessor's place (a REBIND that moved every
     member of its instance); ``remembered_checked``: remembered events an
-    UNLESS edge was asked about.
+    UNLESS edge was asked about; ``steps_shared``: step events a FOLD node's
+    group took once for its lazy instances, ``settled``: steps such an instance
+    took when it was read (:mod:`.stepping`).
     """
 
     epochs: int = 0
@@ -79,6 +86,8 @@ class EngineCounters:
     dropped: int = 0
     active_nodes_sum: int = 0
     remembered_checked: int = 0
+    steps_shared: int = 0
+    settled: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,8 +167,12 @@ class EngineState:
     instances: dict[int, EngineInstance] = field(default_factory=dict)
     by_group: dict[Group, dict[int, EngineInstance]] = field(default_factory=dict)
     """Per filter group (of a conjunct without AI access): the instances it met when added."""
+    stepped: dict[Group, GroupSteps] = field(default_factory=dict)
+    """Per filter group of a node that steps (:mod:`.stepping`): the instances it files to step
+    lazily (not in ``by_group``) and the steps they owe."""
     homes: dict[int, list[Group]] = field(default_factory=dict)
-    """Per instance id: the groups ``by_group`` files it under, unless it waits there."""
+    """Per instance id: the groups ``by_group`` (or ``stepped``) files it under, unless it waits
+    there."""
     waiting: dict[Group, dict[Value | None, Thresholds[Waiting]]] = field(default_factory=dict)
     """Per filter group with a threshold atom, per value of its wait key (None: no key): the
     instances that wait in it by threshold."""
@@ -295,12 +308,18 @@ class EngineState:
             self.by_value.remove(stream, key.attr, instance.binding[key.bound], instance.node)
 
     def add(
-        self, instance: EngineInstance, bound: float | None, group: str, homes: list[Group]
+        self,
+        instance: EngineInstance,
+        bound: float | None,
+        group: str,
+        homes: list[Group],
+        rebind: CompiledEdge | None = None,
     ) -> None:
         """Make ``instance`` live at its active node; a DUR ``bound`` queues its deadline.
 
         ``group`` is the clock group of the stream the node's filter reads;
-        ``homes`` the filter groups to file it under (see ``by_group``).
+        ``homes`` the filter groups to file it under (see ``by_group``; with the
+        node's ``rebind``, its one home steps it lazily, see ``stepped``).
         O(conjuncts × log n + homes).
         """
         self.live[instance.node].add(instance)
@@ -308,8 +327,15 @@ class EngineState:
         self._count(instance)
         if homes:
             self.homes[instance.id] = homes
-            for home in homes:
-                self.by_group.setdefault(home, {})[instance.id] = instance
+            if rebind is not None:
+                (home,) = homes
+                steps = self.stepped.get(home)
+                if steps is None:
+                    steps = self.stepped[home] = GroupSteps(rebind)
+                steps.files[instance.id] = instance
+            else:
+                for home in homes:
+                    self.by_group.setdefault(home, {})[instance.id] = instance
         if bound is not None:
             queue = self.expiry.setdefault(group, [])
             heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
@@ -388,6 +414,9 @@ class EngineState:
         filed = self.by_group.get(group)
         if filed is not None and filed.pop(instance_id, None) is not None and not filed:
             del self.by_group[group]
+        steps = self.stepped.get(group)
+        if steps is not None and steps.files.pop(instance_id, None) is not None and not steps.files:
+            del self.stepped[group]
 
     def _unfile(self, instance_id: int) -> None:
         self._unwait(instance_id)
@@ -503,13 +532,22 @@ class EngineState:
             waits = self.waits.get(instance_id, set())
             for home in homes:
                 covered = sum(w.entry.mask for w in waits if w.group is home)
-                if instance_id in self.by_group.get(home, {}):
+                stepped = self.stepped.get(home)
+                if stepped is not None and instance_id in stepped.files:
+                    assert homes == [home], f"instance {instance_id} steps in two groups"
+                    assert instance_id not in self.by_group.get(home, {}), instance_id
+                    assert not self.instances[instance_id].members & ~home.mask, instance_id
+                    filed[home, instance_id] = stepped.files[instance_id]
+                elif instance_id in self.by_group.get(home, {}):
                     assert not covered, f"instance {instance_id} both filed and waiting"
                     filed[home, instance_id] = self.by_group[home][instance_id]
                 else:
                     members = self.instances[instance_id].members & home.mask
                     assert not members & ~covered, f"instance {instance_id} lost in a group"
-        assert len(filed) == sum(len(f) for f in self.by_group.values())
+        assert len(filed) == sum(len(f) for f in self.by_group.values()) + sum(
+            len(s.files) for s in self.stepped.values()
+        )
+        assert all(s.files for s in self.stepped.values()), "an empty stepping file"
         assert all(self.instances[i] is instance for (_, i), instance in filed.items())
         files = [(k, f) for by_key in self.waiting.values() for k, f in by_key.items()]
         for _, file in files:
