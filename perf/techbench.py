@@ -56,7 +56,7 @@ from cesar.automata.compiler import compile_query
 from cesar.automata.construct import build_automata
 from cesar.automata.schema import AttrType, Event, StreamSchema
 from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Pred, Scope, Term
-from cesar.server.engine.engine import Engine
+from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.workload import ENGINE_MODES
 from cesar.server.host.collector import tune_collector
 
@@ -68,8 +68,15 @@ COLUMNS = tuple((a, AttrType.INT) for a in DISCRETE) + tuple(
 SCHEMA = StreamSchema("S", COLUMNS)
 SOURCE = alg.Source("S", COLUMNS)
 TEMPLATES = ("LinearStat", "LinearDyn", "Filter", "NonDeterministic", "NonDeterministicAgg")
-ENGINES = {"full": "engine", "nomerge": "nomerge", "naive": "naive"}
-"""Section 5's names for the engine's modes (:data:`~cesar.server.engine.workload.ENGINE_MODES`)."""
+ENGINES: dict[str, EngineOptions] = {
+    "full": ENGINE_MODES["engine"] or EngineOptions(),
+    "nomerge": ENGINE_MODES["nomerge"] or EngineOptions(),
+    "naive": ENGINE_MODES["naive"] or EngineOptions(),
+    "nosteps": EngineOptions(steps=False),
+}
+"""Section 5's names for the engine's modes (:data:`~cesar.server.engine.workload.ENGINE_MODES`),
+and ``nosteps``: the full engine with every FOLD run moving at every step
+(:mod:`~cesar.server.engine.stepping` off)."""
 
 
 @dataclass(frozen=True)
@@ -270,9 +277,7 @@ def run_engine(
     schemas = [expr.attributes for expr in queries]
     gc.collect()
     rss_before = _rss_mb()
-    options = ENGINE_MODES[ENGINES[name]]
-    assert options is not None, f"{name} is an engine mode"
-    engine = Engine(options)
+    engine = Engine(ENGINES[name])
     subscribe_ms = []
     unmerged = 0
     for number, expr in enumerate(queries):
@@ -304,6 +309,8 @@ def run_engine(
         "instances_touched_per_event": round(
             counters.instances_touched / max(counters.events, 1), 2
         ),
+        "spawned_per_event": round(counters.spawned / max(counters.events, 1), 2),
+        "steps_shared_per_event": round(counters.steps_shared / max(counters.events, 1), 2),
         "collected": counters.collected,
         "rss_mb": round(_rss_mb() - rss_before, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
