@@ -61,7 +61,7 @@ from functools import cached_property
 from cesar.automata.algebra import Assign, Columns
 from cesar.automata.normal import Conjunct
 from cesar.automata.schema import StreamSchema, Value
-from cesar.automata.terms import Const, Dur, EventDur, Pred, Term, to_cel
+from cesar.automata.terms import Const, Dur, EventDur, Param, Pred, Term, to_cel
 
 
 class EdgeKind(enum.Enum):
@@ -185,6 +185,19 @@ class Automaton:
 def dur_bound(edge: Edge) -> float:
     """The largest composite DUR (an integer) with which ``edge`` can still fire (inf: none)."""
     return _bound(edge, Dur)
+
+
+def reads_dur_only(edge: Edge) -> bool:
+    """True if ``edge`` reads of the instance only its DUR, bounded from above (``DUR <= c``,
+    ``DUR < c``), and has no guard: whether it holds for a live instance is a question about
+    the event alone."""
+    return not edge.guards and all(
+        isinstance(atom.left, Dur)
+        and atom.op in ("<=", "<")
+        and isinstance(atom.right, Const | Param)
+        for conjunct in edge.conjuncts
+        for atom in conjunct.dynamic.atoms
+    )
 
 
 def own_bound(edge: Edge) -> float:

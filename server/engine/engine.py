@@ -95,7 +95,7 @@ class Engine:
         self.state = EngineState()
         options = self.options
         self.steppers = Steppers(self.program, options.steps and options.indices)
-        self.probe = Probe(self.program, self.state, options, self.steppers)
+        self.probe = Probe(self.program, self.state, options)
         self.installer = Installer(self.program, self.state, options, self.steppers)
         self.planner = Planner(
             self.held,
@@ -244,15 +244,13 @@ class Engine:
     def _apply(self, change: Change) -> None:
         """Bring the run state in line with a changed program.
 
-        First the nodes whose lazy instances may step lazily no more (the node
-        steps no more, or its DUR bound changed) settle them and file them eagerly.
+        First the nodes whose DUR bound changed settle their lazy instances and
+        file them eagerly (their slots may no longer bound DUR alike).
         """
         program, state = self.program, self.state
-        deleted = set(change.deleted)
-        stepping = {steps.rebind.source for steps in state.stepped.values()} - deleted
-        self.steppers.clear()
-        moved = {n for n in stepping if n in change.rebound or self.steppers.rebind_of(n) is None}
-        self.settle(moved)
+        self.steppers.forget(change.deleted)
+        if state.stepped:
+            self.settle({n for n in change.rebound if n in state.live})
         for node in change.deleted:
             state.drop_node(node)
         state.forget(change.freed)
@@ -263,18 +261,24 @@ class Engine:
             state.queue(node, program.clock_group(node), program.bound[node])
 
     def settle(self, unstep: set[int] | None = None) -> None:
-        """Give every lazily stepped instance the step it owes (a snapshot reads them all);
-        those of the nodes in ``unstep`` are filed eagerly from now on.  O(lazy instances)."""
+        """Give every lazily stepped instance the step it owes (a snapshot reads them all); or,
+        given ``unstep``, those of its nodes only, which file them eagerly from now on.
+        O(lazy instances settled, and their nodes' filter groups)."""
         state = self.state
-        for group, steps in list(state.stepped.items()):
-            node = steps.rebind.source
+        if unstep is None:
+            groups = list(state.stepped)
+        else:
+            groups = [g for n in unstep for g in state.an_groups[n] if g in state.stepped]
+        for group in groups:
+            steps = state.stepped[group]
+            index = state.live[steps.rebind.source]
             for instance in steps.files.values():
                 step = steps.pending(instance, math.inf)
                 if step is not None:
-                    state.live[node].rebind(instance, settle(instance, step, steps.rebind))
+                    index.rebind(instance, settle(instance, step, steps.rebind))
                     state.counters.settled += 1
             steps.last = steps.before = None
-            if unstep is not None and node in unstep:
+            if unstep is not None:
                 del state.stepped[group]
                 state.by_group.setdefault(group, {}).update(steps.files)
 

@@ -339,9 +339,9 @@ class EdgeParams:
         """The largest DUR any slot's edge can still fire with (inf: unbounded)."""
         return self._bounds[-1] if self._bounds else -math.inf
 
-    def bound_of(self, slot: int) -> float:
-        """The largest DUR ``slot``'s edge can still fire with (inf: unbounded)."""
-        return self._bound_of[slot]
+    def alike(self) -> bool:
+        """True if every slot's edge fires up to one DUR (and there is a slot).  O(1)."""
+        return bool(self._bounds) and self._bounds[0] == self._bounds[-1]
 
     def all_groups(self) -> Iterable[Group]:
         """Every group of every conjunct."""

@@ -23,7 +23,7 @@ from cesar.server.engine.codegen import ThresholdOf
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Waiting
-from cesar.server.engine.stepping import GroupSteps, Step, Steppers, settle
+from cesar.server.engine.stepping import GroupSteps, Step, settle
 
 _NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
 _EMPTY: Mapping[str, Value] = {}
@@ -44,12 +44,10 @@ class Probe:
         program: QueryProgram,
         state: EngineState,
         options: EngineOptions,
-        steppers: Steppers,
     ) -> None:
         self.program = program
         self.state = state
         self.options = options
-        self.steppers = steppers
 
     def firing(self, node: int, stream: str, attrs: Mapping[str, Value]) -> Firing:
         """The ∃-edges leaving ``node`` that can fire, each with the groups the event may satisfy.
@@ -201,15 +199,16 @@ class Probe:
         last = steps.last
         if event.t0 != t1 or steps.eager == t1 or (last is not None and last.event.t1 >= t1):
             return False
+        if event.stream in self.program.rank:  # a derived event: its root is not its epoch
+            return False
         mask = group.mask
         params = self.program.filter_of(node).params
         if params.holds((group,), mask, _EMPTY, attrs, 1, own) != mask:
             return False
-        plain = self.steppers.plain
         for compiled, groups in firing:
             if compiled is steps.rebind or not any(g.mask & mask for g in groups):
                 continue
-            if not plain(compiled.params.edge_id):
+            if not compiled.dur_only:
                 return False
             if compiled.params.holds(groups, mask, _EMPTY, attrs, 1, own):
                 return False

@@ -41,7 +41,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cesar.automata.automaton import LOOPS, Automaton, Edge, EdgeKind, dur_bound, own_bound
+from cesar.automata.automaton import (
+    LOOPS,
+    Automaton,
+    Edge,
+    EdgeKind,
+    dur_bound,
+    own_bound,
+    reads_dur_only,
+)
 from cesar.automata.evaluate import Faults
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.normal import Conjunct
@@ -96,6 +104,8 @@ class CompiledEdge:
     accesses: tuple[InstanceAccess | None, ...] = ()
     recall: InstanceAccess | None = None
     """An UNLESS edge's :func:`recall_key`, found once when it is compiled."""
+    dur_only: bool = False
+    """:func:`~cesar.automata.automaton.reads_dur_only`: of an instance it reads only DUR."""
     wait_keys: tuple[InstanceAccess | None, ...] = ()
     """Per conjunct of a FILTER edge, the equality under which its instances wait by threshold
     (its AI access is then None: they are filed by group, then wait per key value)."""
@@ -489,6 +499,7 @@ class QueryProgram:
         edge = dag_edge.label
         params = EdgeParams(edge_id, edge, self._codegen, self.faults, self.options.small_group)
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
+        compiled.dur_only = reads_dur_only(edge)
         if edge.kind is EdgeKind.FILTER:
             accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
             waits = tuple(

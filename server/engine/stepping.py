@@ -13,23 +13,24 @@ follows the runs alive, as Table 2's NonDeterministic queries made it do.
 A node *steps* (:meth:`Steppers.rebind_of`) if its FILTER and its only REBIND have one
 template predicate of one conjunct whose dynamic atoms are only ``DUR <= c`` / ``DUR < c``,
 the REBIND's map copies event attributes, constants, and its own binding's attributes under
-their names, and the node has no STAY, TIMEOUT, join or UNLESS of its own, and reads an input
-stream.  An instance steps lazily (:meth:`Steppers.lazy`) if its slots are all in one filter
-group whose every slot bounds DUR by the node's bound: a live instance then meets every step
-of its group within its DUR, all its slots move, and none stays behind.  Every other instance
-is filed and moved eagerly as before; eager is always correct, lazy is the shortcut.
+their names, and the node has no STAY, TIMEOUT, join or UNLESS of its own.  An instance steps
+lazily (:meth:`Steppers.lazy`) if its slots are all in one filter group and every slot of the
+REBIND bounds DUR alike, by the node's bound: a live instance then meets every step of its
+group within its DUR, all its slots move, and none stays behind.  Only an event of an input
+stream is recorded as a step (its root is its epoch, so the last step's root stands for all).
+Every other instance is filed and moved eagerly as before; eager is always correct, lazy is the
+shortcut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cesar.automata.automaton import EdgeKind
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import Attr, Cmp, Const, Dur, Param, Scope
-from cesar.index.masks import slots_of
+from cesar.automata.terms import Attr, Const, Scope
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, QueryProgram
 
@@ -77,32 +78,21 @@ class GroupSteps:
 
 
 class Steppers:
-    """Which nodes step and which groups may step lazily, for one program; cleared when the
-    program changes.  O(1) per question after the first."""
+    """Which nodes step and which instances may step lazily, for one program.  O(1) per
+    question after the first."""
 
     def __init__(self, program: QueryProgram, enabled: bool = True) -> None:
         self.program = program
         self.enabled = enabled
         self._rebinds: dict[int, CompiledEdge | None] = {}
-        self._uniform: dict[Group, bool] = {}
-        self._plain: dict[int, bool] = {}
 
-    def clear(self) -> None:
-        """Forget what was worked out (subscriptions changed the program)."""
-        self._rebinds.clear()
-        self._uniform.clear()
-        self._plain.clear()
+    def forget(self, nodes: Iterable[int]) -> None:
+        """Forget what was worked out about deleted nodes.
 
-    def plain(self, edge_id: int) -> bool:
-        """True if edge ``edge_id`` reads of a run only its DUR, bounded from above (whether it
-        holds for a live run of a stepping node is then a question about the event alone)."""
-        known = self._plain.get(edge_id)
-        if known is None:
-            edge = self.program.edges[edge_id].edge
-            known = self._plain[edge_id] = not edge.guards and all(
-                _dur_bound_atom(atom) for c in edge.conjuncts for atom in c.dynamic.atoms
-            )
-        return known
+        A node's own loops are part of its signature, so what decides whether a live node
+        steps does not change while it lives."""
+        for node in nodes:
+            self._rebinds.pop(node, None)
 
     def rebind_of(self, node: int) -> CompiledEdge | None:
         """The REBIND edge of ``node`` if the node steps (see the module docstring), else None."""
@@ -137,20 +127,17 @@ class Steppers:
         if (
             edge.pred != filtering.pred
             or edge.stream != filtering.stream
-            or edge.stream in program.rank
             or edge.keeps_end
             or edge.unless_taken
             or edge.joins
             or edge.guards
-            or filtering.guards
+            or not rebind.dur_only
             or len(edge.conjuncts) != 1
             or len(filtering.conjuncts) != 1
             or compiled.accesses != (None,)
             or compiled.wait_keys != (None,)
             or compiled.params.plans[0].threshold is not None
         ):
-            return None
-        if not all(_dur_bound_atom(atom) for atom in edge.conjuncts[0].dynamic.atoms):
             return None
         for assign in edge.map:
             term = assign.term
@@ -165,30 +152,16 @@ class Steppers:
 
     def lazy(self, node: int, members: int, homes: list[Group]) -> CompiledEdge | None:
         """The REBIND by which an instance of ``node`` with ``members``, filed under ``homes``,
-        may step lazily (one home holding all its slots, each of which bounds DUR by the
-        node's bound), else None.  O(1) after a group's first question (O(its slots))."""
+        may step lazily, else None: one home holds all its slots, and every slot of the
+        REBIND bounds DUR alike, by the node's bound (so do the instance's slots, whatever
+        slots come later).  O(1)."""
         rebind = self.rebind_of(node)
-        if rebind is None or len(homes) != 1:
+        if rebind is None or len(homes) != 1 or members & ~homes[0].mask:
             return None
-        (home,) = homes
-        if members & ~home.mask:
+        params = rebind.params
+        if not params.alike() or params.dur_bound() != self.program.bound.get(node):
             return None
-        uniform = self._uniform.get(home)
-        if uniform is None:
-            bound, params = self.program.bound.get(node), rebind.params
-            uniform = self._uniform[home] = bound is not None and all(
-                params.bound_of(slot) == bound for slot in slots_of(home.mask)
-            )
-        return rebind if uniform else None
-
-
-def _dur_bound_atom(atom: Cmp) -> bool:
-    """True for ``DUR <= c`` or ``DUR < c`` with a constant or parameter ``c``."""
-    return (
-        isinstance(atom.left, Dur)
-        and atom.op in ("<=", "<")
-        and isinstance(atom.right, Const | Param)
-    )
+        return rebind
 
 
 def settle(instance: EngineInstance, step: Step, rebind: CompiledEdge) -> Mapping[str, Value]:
