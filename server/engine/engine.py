@@ -72,7 +72,7 @@ from cesar.server.engine.state import (
     EngineState,
     Notice,
 )
-from cesar.server.engine.stepping import Steppers, settle
+from cesar.server.engine.stepping import Steppers
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 
@@ -272,15 +272,19 @@ class Engine:
         for group in groups:
             steps = state.stepped[group]
             index = state.live[steps.rebind.source]
+            ended = []
             for instance in steps.files.values():
-                step = steps.pending(instance, math.inf)
-                if step is not None:
-                    index.rebind(instance, settle(instance, step, steps.rebind))
-                    state.counters.settled += 1
-            steps.last = steps.before = None
+                took = steps.settle(instance, math.inf, index)
+                if took is None:
+                    ended.append(instance)
+                else:
+                    state.counters.settled += took
+            steps.history.clear()
             if unstep is not None:
                 del state.stepped[group]
                 state.by_group.setdefault(group, {}).update(steps.files)
+            for instance in ended:
+                state.remove(instance)
 
     # ------------------------------------------------------------------ epochs
 

@@ -23,7 +23,7 @@ from cesar.server.engine.codegen import ThresholdOf
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Waiting
-from cesar.server.engine.stepping import GroupSteps, Step, settle
+from cesar.server.engine.stepping import GroupSteps, Step
 
 _NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
 _EMPTY: Mapping[str, Value] = {}
@@ -196,8 +196,7 @@ class Probe:
         of the node may fire for them (one that reads of a run only its DUR is asked with
         the event; another may fire if it has a group of their key).  O(edges that may fire)."""
         t1 = event.t1
-        last = steps.last
-        if event.t0 != t1 or steps.eager == t1 or (last is not None and last.event.t1 >= t1):
+        if event.t0 != t1 or steps.eager == t1 or steps.this_epoch(t1) is not None:
             return False
         if event.stream in self.program.rank:  # a derived event: its root is not its epoch
             return False
@@ -212,34 +211,34 @@ class Probe:
                 return False
             if compiled.params.holds(groups, mask, _EMPTY, attrs, 1, own):
                 return False
-        steps.before, steps.last = last, Step(event, attrs, t1)  # an input event's root is its t1
+        steps.record(Step(event, attrs, t1))  # an input event's root is its epoch
         self.state.counters.steps_shared += 1
         return True
 
-    def _owed(
-        self,
-        steps: GroupSteps,
-        event: Event,
-        forks: list[Fork],
-    ) -> list[EngineInstance]:
-        """The lazy instances of a group an event moves eagerly, each first given the step it
-        owes from earlier epochs; one this epoch's step has yet to move goes to ``forks``.
-        The group's instances then owe nothing, and move eagerly for the rest of the epoch.
-        O(instances)."""
+    def _owed(self, steps: GroupSteps, event: Event, forks: list[Fork]) -> list[EngineInstance]:
+        """The lazy instances of a group an event moves eagerly, each first given the steps it
+        owes from earlier epochs (one that faults ends there and goes); one this epoch's step
+        has yet to move goes to ``forks``.  The group's instances then owe nothing, and move
+        eagerly for the rest of the epoch.  O(instances × steps owed)."""
         t1 = event.t1
-        last = steps.last
-        index = self.state.live
-        counters = self.state.counters
+        now = steps.this_epoch(t1)
+        state = self.state
+        index = state.live[steps.rebind.source]
+        moving, ended = [], []
         for instance in steps.files.values():
-            step = steps.pending(instance, t1)
-            if step is not None:
-                index[instance.node].rebind(instance, settle(instance, step, steps.rebind))
-                counters.settled += 1
-            if last is not None and last.event.t1 == t1 and last.event.t0 > instance.t1:
-                forks.append((instance, last, steps.rebind))
-        steps.last = steps.before = None
+            took = steps.settle(instance, t1, index)
+            if took is None:
+                ended.append(instance)
+                continue
+            state.counters.settled += took
+            moving.append(instance)
+            if now is not None and now.event.t0 > instance.t1:
+                forks.append((instance, now, steps.rebind))
+        steps.history.clear()
         steps.eager = t1
-        return list(steps.files.values())
+        for instance in ended:
+            state.remove(instance)
+        return moving
 
     def _waiting(
         self,

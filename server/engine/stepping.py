@@ -5,15 +5,17 @@ attributes take the event's values and the rest is carried (Section 2.3).  Where
 compares the event only with constants and bounds DUR, every run of one filter group takes the
 same step events while it lives, and after a step its right-hand attributes are the event's
 whatever came before.  So the engine records a group's step once (:class:`GroupSteps`) and
-leaves its runs as they are; a run takes the group's last step (it is *settled*) only when
+leaves its runs as they are; a run takes the steps it owes (it is *settled*) only when
 something reads it: an event that moves it on (a FORWARD fires, two steps in one epoch, an
 event with a duration), a snapshot, or a change to its node.  The cost of a step no longer
 follows the runs alive, as Table 2's NonDeterministic queries made it do.
 
 A node *steps* (:meth:`Steppers.rebind_of`) if its FILTER and its only REBIND have one
 template predicate of one conjunct whose dynamic atoms are only ``DUR <= c`` / ``DUR < c``,
-the REBIND's map copies event attributes, constants, and its own binding's attributes under
-their names, and the node has no STAY, TIMEOUT, join or UNLESS of its own.  An instance steps
+the REBIND's map reads only the run's and the event's attributes and constants (not DUR), and
+the node has no STAY, TIMEOUT, join or UNLESS of its own.  Where the map only copies, a run
+takes the group's latest step alone; where it aggregates (NonDeterministicAgg's running sum),
+it replays the group's steps it owes, in order (:class:`GroupSteps`).  An instance steps
 lazily (:meth:`Steppers.lazy`) if its slots are all in one filter group and every slot of the
 REBIND bounds DUR alike, by the node's bound: a live instance then meets every step of its
 group within its DUR, all its slots move, and none stays behind.  Only an event of an input
@@ -24,17 +26,21 @@ shortcut.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cesar.automata.algebra import Assign
+from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import Attr, Const, Scope
+from cesar.automata.terms import Attr, Const, Param, Scope, Term, subterms
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, QueryProgram
 
 if TYPE_CHECKING:
+    from cesar.index.ai import InstanceIndex
     from cesar.server.engine.state import EngineInstance
 
 
@@ -52,29 +58,89 @@ class GroupSteps:
     """A filter group's lazily stepped instances, the edge they step by and the steps they
     have yet to take.
 
-    ``last`` is the group's latest step recorded without moving its instances; ``before``
-    the latest of an earlier epoch than ``last``'s (an instance's state before ``last``'s
-    epoch, when another event of that epoch moves it).  ``eager`` is the last epoch in which
-    the group's instances moved eagerly (its later events that epoch move them eagerly too).
+    ``history`` holds the group's steps recorded without moving its instances, oldest
+    first, one an epoch, as far back as a live instance may owe one (the REBIND's DUR
+    bound).  An instance owes those that started after it ended: the latest alone where
+    the map keeps nothing of earlier steps, all of them in order where it *replays*
+    (an aggregate such as ``$1.sum + $2.Price`` reads the run).  ``eager`` is the last
+    epoch in which the group's instances moved eagerly (its later events that epoch move
+    them eagerly too).
     """
 
     rebind: CompiledEdge
     """The node's REBIND edge, by which its instances take their steps."""
     files: dict[int, EngineInstance] = field(default_factory=dict)
-    last: Step | None = None
-    before: Step | None = None
+    history: deque[Step] = field(default_factory=deque)
     eager: float = -1.0
+    replays: bool = field(init=False)
 
-    def pending(self, instance: EngineInstance, t1: float) -> Step | None:
-        """The step ``instance`` owes before epoch ``t1``: the latest recorded step of an
-        earlier epoch, if it started after the instance ended (an instance takes only the
-        latest: its map keeps nothing of the earlier ones)."""
-        step = self.last
-        if step is not None and step.event.t1 >= t1:
-            step = self.before
-        if step is None or step.event.t0 <= instance.t1:
-            return None
-        return step
+    def __post_init__(self) -> None:
+        self.replays = any(_aggregates(a) for a in self.rebind.edge.map)
+
+    def record(self, step: Step) -> None:
+        """Add the group's step of a new epoch; forget those no live instance can owe.
+        O(1) amortized."""
+        history, t1 = self.history, step.event.t1
+        bound = self.rebind.params.dur_bound()
+        while history and history[0].event.t1 <= t1 - bound:
+            history.popleft()
+        history.append(step)
+
+    def owed(self, instance: EngineInstance, t1: float) -> list[Step]:
+        """The steps ``instance`` owes before epoch ``t1``, oldest first: those of earlier
+        epochs that started after it ended (only the latest unless the group replays).
+        O(steps owed)."""
+        owed = [
+            step
+            for step in reversed(self.history)
+            if step.event.t1 < t1 and step.event.t0 > instance.t1
+        ]
+        owed.reverse()
+        return owed if self.replays else owed[-1:]
+
+    def this_epoch(self, t1: float) -> Step | None:
+        """The step recorded in epoch ``t1``, if any."""
+        return self.history[-1] if self.history and self.history[-1].event.t1 >= t1 else None
+
+    def settle(
+        self, instance: EngineInstance, t1: float, index: InstanceIndex[EngineInstance]
+    ) -> bool | None:
+        """Give ``instance`` (live in ``index``) the steps it owes before epoch ``t1``: True if
+        it took some, None if one faulted (the run ended there, as an eager one would have;
+        the caller removes it).  O(steps × map)."""
+        owed = self.owed(instance, t1)
+        if not owed:
+            return False
+        build = self.rebind.build
+        assert build is not None
+        binding = instance.binding
+        for step in owed:
+            event = step.event
+            try:
+                binding = build(binding, step.attrs, event.t1 - instance.t0 + 1, 1)
+            except ArithmeticFault:
+                self.rebind.params.faults.arithmetic += 1
+                return None
+            instance.t1 = event.t1
+            instance.root = min(instance.root, step.root)
+        index.rebind(instance, binding)
+        return True
+
+
+def _aggregates(assign: Assign) -> bool:
+    """True if ``assign`` reads the run other than by keeping one attribute under its name."""
+    term = assign.term
+    return not isinstance(term, Attr) or (term.scope is Scope.LEFT and term.name != assign.name)
+
+
+def _reads_values(term: Term) -> bool:
+    """True if ``term`` reads only attributes of the run and the event, and constants."""
+    parts = subterms(term)
+    if parts:
+        return all(_reads_values(part) for part in parts)
+    if isinstance(term, Attr):
+        return term.scope in (Scope.LEFT, Scope.EVENT)
+    return isinstance(term, Const | Param)
 
 
 class Steppers:
@@ -139,15 +205,8 @@ class Steppers:
             or compiled.params.plans[0].threshold is not None
         ):
             return None
-        for assign in edge.map:
-            term = assign.term
-            if isinstance(term, Attr):
-                if term.scope is not Scope.EVENT and (
-                    term.scope is not Scope.LEFT or term.name != assign.name
-                ):
-                    return None
-            elif not isinstance(term, Const):
-                return None
+        if not all(_reads_values(assign.term) for assign in edge.map):
+            return None
         return rebind
 
     def lazy(self, node: int, members: int, homes: list[Group]) -> CompiledEdge | None:
@@ -162,15 +221,3 @@ class Steppers:
         if not params.alike() or params.dur_bound() != self.program.bound.get(node):
             return None
         return rebind
-
-
-def settle(instance: EngineInstance, step: Step, rebind: CompiledEdge) -> Mapping[str, Value]:
-    """The binding ``instance`` has after taking ``step`` through ``rebind``; sets its end and
-    root (the caller re-files the binding in its node's index).  O(map)."""
-    event = step.event
-    assert rebind.build is not None
-    dur, own = event.t1 - instance.t0 + 1, event.t1 - event.t0 + 1
-    binding = rebind.build(instance.binding, step.attrs, dur, own)
-    instance.t1 = event.t1
-    instance.root = min(instance.root, step.root)
-    return binding

@@ -2,14 +2,14 @@
 without them.
 
 Queries are FOLDs whose step compares the event only with constants and bounds DUR (the
-shape of Table 2's NonDeterministic), one or two deep, drawn as families with constants from
-small sets: equal step constants put runs of several subscriptions in one group, and unequal
-DUR bounds make groups whose runs must step eagerly.  Streams have durations and simultaneous
-events, so two steps of one epoch, a step with a duration and a FORWARD in a stepping epoch
-all occur.  The stateful machine subscribes such folds and their variants among the engine machine's
-rules, so
-snapshots and restarts (which settle every lazy run) and subscriptions that change a node's DUR
-bound happen while runs owe steps.
+shape of Table 2's NonDeterministic), one or two deep, some with a running aggregate that can
+fault (NonDeterministicAgg's shape: runs replay the steps they owe), drawn as families with
+constants from small sets: equal step constants put runs of several subscriptions in one group,
+and unequal DUR bounds make nodes whose runs must step eagerly.  Streams have durations and
+simultaneous events, so two steps of one epoch, a step with a duration and a FORWARD in a
+stepping epoch all occur.  The stateful machine subscribes such folds and their variants among
+the engine machine's rules, so snapshots and restarts (which settle every lazy run) and
+subscriptions that change a node's DUR bound happen while runs owe steps.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from cesar.automata import algebra as alg
 from cesar.automata.algebra import AlgebraError, Expr
 from cesar.automata.reference import evaluate
 from cesar.automata.schema import AttrType, Event
-from cesar.automata.terms import TRUE, And, Attr, Cmp, Const, Dur, Pred, Scope
+from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Pred, Scope
 from cesar.server.engine.engine import Engine, EngineOptions
 from tests.algebra_strategies import KEYS, SOURCES, input_streams
 from tests.property.test_engine import SETTINGS, subscribe
@@ -56,11 +56,27 @@ def _chosen(draw: st.DrawFn, name: str) -> Pred:
 def stepping_folds(draw: st.DrawFn) -> Expr:
     """σ(μ(σ(S), S; step)), sometimes with a second μ over its output (NonDeterministic's
     shape, on the strategies' streams)."""
-    first = alg.Select(
+    first: Expr = alg.Select(
         draw(st.sampled_from([S, T])),
         Cmp("=", Attr(Scope.EVENT, "k"), Const(draw(st.sampled_from(KEYS)), STRING)),
     )
-    fold: Expr = alg.Fold(first, draw(st.sampled_from([S, T])), _step(draw, "k"), TRUE, ())
+    aggregates: tuple[alg.Assign, ...] = ()
+    if draw(st.booleans()):  # a running aggregate: runs replay the steps they owe
+        first = alg.Introduce(first, (alg.Assign("n", Attr(Scope.EVENT, "v"), INT),))
+        total = Attr(Scope.STATE, "n")
+        step_value = Attr(Scope.RIGHT, "v")
+        term = draw(
+            st.sampled_from(
+                [
+                    Arith("+", total, step_value),
+                    Arith("-", Arith("*", total, Const(2, INT)), step_value),
+                    Arith("/", total, step_value),  # faults when the step's v is 0
+                ]
+            )
+        )
+        aggregates = (alg.Assign("n", term, INT),)
+    right = draw(st.sampled_from([S, T]))
+    fold: Expr = alg.Fold(first, right, _step(draw, "k"), TRUE, aggregates)
     fold = alg.Select(fold, _chosen(draw, "v"))
     if draw(st.booleans()):
         left = alg.Introduce(

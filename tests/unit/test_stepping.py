@@ -9,25 +9,35 @@ from cesar.automata import algebra as alg
 from cesar.automata.construct import build_automata
 from cesar.automata.reference import evaluate
 from cesar.automata.schema import AttrType, Event, StreamSchema
-from cesar.automata.terms import TRUE, And, Attr, Cmp, Const, Dur, Scope
+from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Scope
 from cesar.server.engine.engine import Engine, EngineOptions
 
 INT, STRING = AttrType.INT, AttrType.STRING
 S = alg.Source("S", (("k", STRING), ("v", INT)))
 
 
-def fold(bound: int, reads_run: bool = False) -> alg.Expr:
+def fold(
+    bound: int, reads_run: bool = False, sums: bool = False, divides: bool = False
+) -> alg.Expr:
     """Runs from each ``k = 'a'``, stepping on ``k = 'b'`` within ``bound``; output ``v >= 3``.
 
-    ``reads_run``: the step also compares the event with the run (``$2.v > $.v``)."""
+    ``reads_run``: the step also compares the event with the run (``$2.v > $.v``);
+    ``sums``: the run keeps ``total``, the sum of the step events' ``v``; ``divides``: it
+    keeps ``total`` divided by each step's ``v`` instead (a step with ``v = 0`` faults)."""
     atoms = [
         Cmp("<=", Dur(), Const(bound, INT)),
         Cmp("=", Attr(Scope.RIGHT, "k"), Const("b", STRING)),
     ]
     if reads_run:
         atoms.append(Cmp(">", Attr(Scope.RIGHT, "v"), Attr(Scope.STATE, "v")))
-    first = alg.Select(S, Cmp("=", Attr(Scope.EVENT, "k"), Const("a", STRING)))
-    step = alg.Fold(first, S, And(tuple(atoms)), TRUE, ())
+    first: alg.Expr = alg.Select(S, Cmp("=", Attr(Scope.EVENT, "k"), Const("a", STRING)))
+    aggregates: tuple[alg.Assign, ...] = ()
+    if sums or divides:
+        first = alg.Introduce(first, (alg.Assign("total", Const(60, INT), INT),))
+        op = "/" if divides else "+"
+        added = Arith(op, Attr(Scope.STATE, "total"), Attr(Scope.RIGHT, "v"))
+        aggregates = (alg.Assign("total", added, INT),)
+    step = alg.Fold(first, S, And(tuple(atoms)), TRUE, aggregates)
     return alg.Select(step, Cmp(">=", Attr(Scope.EVENT, "v"), Const(3, INT)))
 
 
@@ -70,6 +80,31 @@ def test_runs_of_a_group_take_a_step_once():
     assert alone.counters.instances_touched == 3 * 6
     assert shared.counters.instances_touched == 3
     assert shared.counters.settled == 3
+
+
+def test_runs_that_aggregate_replay_the_steps_they_owe():
+    exprs = {"q0": fold(20, sums=True)}
+    shared, got = run(EngineOptions(), exprs)
+    assert got == reference(exprs)
+    assert sorted(dict(e.values)["total"] for e in got) == [70, 70, 70]  # 60, five 1s, then 5
+    assert shared.counters.steps_shared == 5
+    assert shared.counters.instances_touched == 3
+
+
+def test_a_run_whose_replay_faults_ends_there():
+    """Runs that divide by each step's ``v``: a step with ``v = 0`` ends them (as eagerly),
+    found when the run is read, so the fault is counted then."""
+    exprs = {"q0": fold(20, divides=True)}
+    events = quotes()
+    events[4] = Event.of("S", 5, 5, {"k": "b", "v": 0})  # the second step
+    engine = Engine()
+    subscribe(engine, "q0", exprs["q0"])
+    got = Counter(engine.run(events))
+    engine.check_valid()
+    assert got == Counter(evaluate(exprs["q0"], {"S": events}, name="q0")) == Counter()
+    assert engine.counters.steps_shared == 5
+    assert engine.faults.arithmetic == 3  # each run, when the step at 9 read it
+    assert not engine.state.instances
 
 
 def test_a_step_that_reads_the_run_does_not_step_lazily():
