@@ -90,13 +90,17 @@ class GroupSteps:
         """The steps ``instance`` owes before epoch ``t1``, oldest first: those of earlier
         epochs that started after it ended (only the latest unless the group replays).
         O(steps owed)."""
-        owed = [
-            step
-            for step in reversed(self.history)
-            if step.event.t1 < t1 and step.event.t0 > instance.t1
-        ]
+        owed: list[Step] = []
+        for step in reversed(self.history):  # point events, one an epoch: latest first
+            if step.event.t1 >= t1:
+                continue
+            if step.event.t0 <= instance.t1:
+                break
+            owed.append(step)
+            if not self.replays:
+                break
         owed.reverse()
-        return owed if self.replays else owed[-1:]
+        return owed
 
     def this_epoch(self, t1: float) -> Step | None:
         """The step recorded in epoch ``t1``, if any."""
