@@ -33,14 +33,8 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Two halves at once, one a core: the in-process and integration tests, and the e2e tests
-# (mostly waiting on the processes they start). Each half's report is printed whole, the e2e
-# half's last; the target fails if either half does. `$(BIN)/pytest` alone runs them in turn.
 test: lint
-	@$(BIN)/pytest tests/e2e > build/e2e-tests.log 2>&1 & e2e=$$!; \
-	$(BIN)/pytest tests/unit tests/property tests/integration; first=$$?; \
-	wait $$e2e; second=$$?; echo "--- tests/e2e ---"; cat build/e2e-tests.log; \
-	test $$first -eq 0 && test $$second -eq 0
+	$(BIN)/pytest
 
 # docs/diagrams/*.dot are `cesar explain --dot` of the .cel files; the .svg need Graphviz.
 diagrams: setup
