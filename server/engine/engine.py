@@ -271,14 +271,8 @@ class Engine:
             groups = [g for n in unstep for g in state.an_groups[n] if g in state.stepped]
         for group in groups:
             steps = state.stepped[group]
-            index = state.live[steps.rebind.source]
-            ended = []
-            for instance in steps.files.values():
-                took = steps.settle(instance, math.inf, index)
-                if took is None:
-                    ended.append(instance)
-                else:
-                    state.counters.settled += took
+            took, ended = steps.settle_all(math.inf, state.live[steps.rebind.source])
+            state.counters.settled += took
             steps.history.clear()
             if unstep is not None:
                 del state.stepped[group]

@@ -224,16 +224,11 @@ class Probe:
         now = steps.this_epoch(t1)
         state = self.state
         index = state.live[steps.rebind.source]
-        moving, ended = [], []
-        for instance in steps.files.values():
-            took = steps.settle(instance, t1, index)
-            if took is None:
-                ended.append(instance)
-                continue
-            state.counters.settled += took
-            moving.append(instance)
-            if now is not None and now.event.t0 > instance.t1:
-                forks.append((instance, now, steps.rebind))
+        took, ended = steps.settle_all(t1, index)
+        state.counters.settled += took
+        moving = [i for i in steps.files.values() if i not in ended]
+        if now is not None:
+            forks.extend((i, now, steps.rebind) for i in moving if now.event.t0 > i.t1)
         steps.history.clear()
         steps.eager = t1
         for instance in ended:

@@ -130,6 +130,20 @@ class GroupSteps:
         index.rebind(instance, binding)
         return True
 
+    def settle_all(
+        self, t1: float, index: InstanceIndex[EngineInstance]
+    ) -> tuple[int, list[EngineInstance]]:
+        """:meth:`settle` every instance of the group before epoch ``t1``: how many took
+        steps, and those whose step faulted (the caller removes them).  O(instances × steps)."""
+        took, ended = 0, []
+        for instance in self.files.values():
+            settled = self.settle(instance, t1, index)
+            if settled is None:
+                ended.append(instance)
+            else:
+                took += settled
+        return took, ended
+
 
 def _aggregates(assign: Assign) -> bool:
     """True if ``assign`` reads the run other than by keeping one attribute under its name."""
