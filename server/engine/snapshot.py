@@ -133,8 +133,11 @@ def capture(engine: Engine) -> RunSnapshot:
     """The run state of ``engine`` between epochs.
 
     O(instances + automata nodes + the distinct slots of each node holding instances):
-    an instance shared by many subscriptions costs its mask, not a member each.
+    an instance shared by many subscriptions costs its mask, not a member each.  Each run
+    that owes shared steps takes them first (:meth:`Engine.settle`): a restored engine has
+    no history of steps to owe from.
     """
+    engine.settle()
     program, state = engine.program, engine.state
     owner: dict[tuple[int, int], tuple[str, int, dict[int, int]]] = {}
     since: dict[str, float] = {}

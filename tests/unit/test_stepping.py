@@ -11,6 +11,7 @@ from cesar.automata.reference import evaluate
 from cesar.automata.schema import AttrType, Event, StreamSchema
 from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Scope
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 
 INT, STRING = AttrType.INT, AttrType.STRING
 S = alg.Source("S", (("k", STRING), ("v", INT)))
@@ -134,3 +135,28 @@ def test_a_subscription_that_changes_the_bound_settles_the_runs_first():
     got.update(engine.run(events[6:]))
     expected = Counter(e for e in reference({"q0": fold(20)}).elements())
     assert got == expected
+
+
+def test_a_snapshot_settles_the_steps_runs_owe_so_a_restored_engine_sums_them():
+    """Three runs owe two shared steps when the snapshot is taken; the restored engine has no
+    history to replay them from, so capture settles them first (totals 70, not 67)."""
+    expr = fold(20, sums=True)
+    events = quotes()
+    engine = Engine()
+    subscribe(engine, "q", expr)
+    whole = Counter(engine.run(events))
+    first = Engine()
+    subscribe(first, "q", expr)
+    before = first.run(events[:6])
+    assert first.counters.steps_shared == 3
+    saved = RunSnapshot.from_data(capture(first).to_data())
+    restored = Engine()
+    prepare(restored, saved)
+    restored.subscribe(
+        "q", build_automata(expr, StreamSchema("q", expr.attributes)), since=saved.since["q"]
+    )
+    restore(restored, saved)
+    after = restored.run(events[6:])
+    restored.check_valid()
+    assert Counter(before + after) == whole
+    assert {e.value("total") for e in whole} == {70}
