@@ -61,6 +61,7 @@ from functools import cached_property
 from cesar.automata.algebra import Assign, Columns
 from cesar.automata.normal import Conjunct
 from cesar.automata.schema import StreamSchema, Value
+from cesar.automata.skipping import Skip
 from cesar.automata.terms import Const, Dur, EventDur, Param, Pred, Term, to_cel
 
 
@@ -145,6 +146,9 @@ class Automaton:
     edges: tuple[Edge, ...]
     final: int
     internal: bool = False
+    skip: Skip | None = None
+    """The after-match policy of the pattern it runs: its final node then holds the hidden
+    attributes of :mod:`cesar.automata.skipping` too, which a Skipper strips."""
 
     @property
     def name(self) -> str:

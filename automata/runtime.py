@@ -52,6 +52,7 @@ from cesar.automata.automaton import Automaton, Edge, EdgeKind, dur_bound, own_b
 from cesar.automata.evaluate import Env, Faults, eval_term, holds, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
+from cesar.automata.skipping import Skipper
 from cesar.automata.terms import Scope
 
 _EMPTY: Mapping[str, Value] = {}
@@ -348,7 +349,8 @@ class Runner:
     """Runs automata (producers first) epoch by epoch; the published events come back.
 
     Internal streams (``internal`` automata) feed later automata only; every
-    other automaton's output is both returned and fed to later readers.
+    other automaton's output is both returned and fed to later readers, except that of an
+    automaton under an after-match policy, held until judged and then only returned.
     """
 
     def __init__(
@@ -363,6 +365,13 @@ class Runner:
         self.states = [AutomatonState() for _ in self.automata]
         self.counters = Counters()
         self.last_t1: int | None = None
+        self.skippers = {
+            index: Skipper(automaton.skip)
+            for index, automaton in enumerate(self.automata)
+            if automaton.skip is not None
+        }
+        """The held matches of each automaton under an after-match policy (no one reads
+        them: they are published when judged)."""
 
     def process(self, epoch: Sequence[Event]) -> list[Event]:
         """Process one epoch of input events (all with the same, increasing ``t1``).
@@ -383,7 +392,11 @@ class Runner:
         published: list[Event] = []
         while (due := self._due(ticked)) is not None and due < t1:
             published += self._step({}, ticked, due)
-        return published + self._step(streams, ticked, t1)
+        published += self._step(streams, ticked, t1)
+        for index, skipper in self.skippers.items():
+            if index in ticked:
+                published += skipper.release(t1)
+        return published
 
     def _ticked(self, streams: set[str]) -> set[int]:
         """The automata an epoch of ``streams`` moves: readers of them, and of what those
@@ -423,7 +436,11 @@ class Runner:
                 self.counters,
                 clock if index in ticked else None,
             )
-            if outputs:
+            skipper = self.skippers.get(index)
+            if skipper is not None:
+                for output in outputs:
+                    skipper.add(output)
+            elif outputs:
                 streams.setdefault(automaton.name, []).extend(outputs)
                 if not automaton.internal:
                     published.extend(outputs)

@@ -12,6 +12,8 @@ across them, equivalence tests and windows.
 
 from __future__ import annotations
 
+import pickle
+from collections import Counter
 from dataclasses import dataclass
 
 from hypothesis import reject
@@ -19,7 +21,10 @@ from hypothesis import strategies as st
 
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.pattern.construct import build_pattern_automata
+from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.schema import Event, parse_stream_spec
+from cesar.server.engine.engine import Engine
+from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from tests.strategies import streams
 
 SCHEMAS = {
@@ -241,3 +246,49 @@ def automata_of(pattern):
         return build_pattern_automata(pattern, SCHEMAS)
     except DnfLimitError:
         reject()
+
+
+@st.composite
+def skipping_patterns(draw: st.DrawFn, name: str = "P") -> str:
+    """A random SEQ pattern with an after-match policy, as text: one of
+    :func:`compiled_patterns` with a window, or of :func:`negated_patterns` with one, under a
+    random ``AFTER MATCH SKIP`` (a variable that is not the match's own first event)."""
+    text = draw(compiled_patterns(name, windowed=True) | negated_patterns(name))
+    if " WITHIN " not in text:
+        text = text.replace(" PUBLISH ", f" WITHIN {draw(st.integers(0, 6))} PUBLISH ")
+    components = [c for c in parse_pattern(text).components if not c.negated]
+    policies = ["PAST LAST ROW", "TO NEXT ROW", "PAST LAST EVENT"]
+    for n, component in enumerate(components):
+        if n:
+            policies.append(f"TO FIRST {component.var}")
+        if n or component.kleene:
+            policies.append(f"TO LAST {component.var}")
+    clause = f" AFTER MATCH SKIP {draw(st.sampled_from(policies))}"
+    return text.replace(" PUBLISH ", f"{clause} PUBLISH ")
+
+
+def through_a_restart(builds, parts, cut):
+    """(steady, restarted): the alerts after epoch ``cut`` of ``parts`` from an engine that
+    never stopped and from one captured there, its subscriptions ``q0 …`` built again
+    (``builds``: number → automata; a subscription's automata are built afresh, as a server
+    compiles its texts again), and restored.  Both engines pass check_valid."""
+    names = [f"q{number}" for number in range(len(builds))]
+    steady, stopped = Engine(), Engine()
+    for name, build in zip(names, builds, strict=True):
+        steady.subscribe(name, build())
+        stopped.subscribe(name, build())
+    for epoch in parts[:cut]:
+        steady.process(epoch)
+        stopped.process(epoch)
+    saved = RunSnapshot.from_data(pickle.loads(pickle.dumps(capture(stopped).to_data())))
+    restarted = Engine()
+    prepare(restarted, saved)
+    for name, build in zip(names, builds, strict=True):
+        restarted.subscribe(name, build(), since=saved.since[name])
+    restore(restarted, saved)
+    restarted.check_valid()
+    expected, got = Counter(), Counter()
+    for epoch in parts[cut:]:
+        expected.update(steady.process(epoch))
+        got.update(restarted.process(epoch))
+    return expected, got

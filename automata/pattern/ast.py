@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from cesar.automata.skipping import Skip
 from cesar.automata.terms import Pos, Pred, Term, position
 
 
@@ -133,7 +134,8 @@ class Pattern:
     ``where`` holds the predicate over :class:`Ref` leaves, with the
     equivalence tests apart; ``refs`` maps each leaf key used to its ref;
     ``strategy_vars`` are the variables named in the strategy's brackets;
-    ``plan`` the evaluation plan the pattern pins (``PLAN chain(c, b, a)``), spelled.
+    ``plan`` the evaluation plan the pattern pins (``PLAN chain(c, b, a)``), spelled;
+    ``skip`` its after-match policy (None: every match is published).
     """
 
     operator: str
@@ -148,3 +150,4 @@ class Pattern:
     publish: str | None
     plan: str | None = None
     pos: Pos = position()
+    skip: Skip | None = None

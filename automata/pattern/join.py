@@ -70,7 +70,7 @@ class JoinBuilder(SeqBuilder):
                     *self.same_key(bound),
                 )
                 made: Binding = (
-                    self.output(view) if target == full else {**binding, **self.opened(n)}
+                    self.output(view, binding) if target == full else {**binding, **self.opened(n)}
                 )
                 stream = self.stream_of(step.types)
                 self.add(

@@ -53,6 +53,7 @@ from cesar.automata.pattern.ast import (
     Strategy,
 )
 from cesar.automata.schema import AttrType
+from cesar.automata.skipping import Skip, SkipKind
 from cesar.automata.terms import Attr, Const, Neg, Pos, Pred, Scope, Term
 
 KEYWORDS = {
@@ -74,10 +75,11 @@ KEYWORDS = {
 }
 """The pattern language's reserved words (any case) and the token each gives."""
 STRATEGIES = {strategy.value.upper(): strategy for strategy in Strategy}
-_CLAUSE_ENDS = frozenset({"WHERE", "WITHIN", "PLAN", "RETURN", "PUBLISH"})
+_CLAUSE_ENDS = frozenset({"WHERE", "WITHIN", "AFTER_MATCH_SKIP", "PLAN", "RETURN", "PUBLISH"})
 _TOKEN = re.compile(
     rf"""
     (?P<SPACE>\s+|--[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)
+  | (?P<AFTER_MATCH_SKIP>(?i:AFTER)\s+(?i:MATCH)\s+(?i:SKIP)(?![A-Za-z0-9_]))
   | (?P<DURATION>\d+(?:\.\d+)?[ \t]*(?i:{_UNIT_ALT})(?![A-Za-z0-9_]))
   | (?P<PERCENT_LIT>\d+(?:\.\d+)?%(?=\s*\*))
   | (?P<FLOAT>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
@@ -119,6 +121,7 @@ _VOCABULARY = Vocabulary(
         "DURATION": "a duration",
         "CMP": "a comparison operator",
         "STRATEGY": "a selection strategy",
+        "AFTER_MATCH_SKIP": "AFTER MATCH SKIP",
         "$END": "end of query",
         **{name: f"'{char}'" for char, name in _PUNCT.items() if char.isascii()},
         "BANG": "'!'",
@@ -161,6 +164,8 @@ def tokenize(text: str) -> Iterator[Token]:
             kind = "NAME"
         elif kind == "CMP":
             value = _ASCII_CMP.get(value, value)
+        elif kind == "AFTER_MATCH_SKIP":
+            in_structure = False
         elif kind == "NAME":
             upper = value.upper()
             if upper in KEYWORDS:
@@ -244,6 +249,7 @@ class _Builder(TermBuilder):
                 if isinstance(item, lark.Tree)
             )
         publish = str(clauses["publish"].children[1]) if "publish" in clauses else None
+        skip = self.skip(clauses["skip"]) if "skip" in clauses else None
         plan = None
         if "plan" in clauses:
             names = [str(t) for t in clauses["plan"].children if t.type == "NAME"]
@@ -260,6 +266,25 @@ class _Builder(TermBuilder):
             returns,
             publish,
             plan,
+            pos_of(tree),
+            skip,
+        )
+
+    def skip(self, tree: ParseTree) -> Skip:
+        """``AFTER MATCH SKIP`` and its strategy, spelled as Flink SQL spells it (``ROW`` or
+        ``EVENT``)."""
+        words = [str(token) for token in tree.children[1:]]
+        spelled = " ".join(words[:2]).upper()
+        last = words[2] if len(words) == 3 else None
+        for kind in (SkipKind.PAST_LAST, SkipKind.TO_NEXT):
+            if spelled == kind.value.rsplit(" ", 1)[0] and (last or "").upper() in ("ROW", "EVENT"):
+                return Skip(kind, pos=pos_of(tree))
+        for kind in (SkipKind.TO_FIRST, SkipKind.TO_LAST):
+            if spelled == kind.value and last is not None and last.upper() != "EVENT":
+                return Skip(kind, last, pos=pos_of(tree))
+        raise CelSyntaxError(
+            f"unexpected 'AFTER MATCH SKIP {' '.join(words)}'; expected AFTER MATCH SKIP followed "
+            "by PAST LAST ROW, TO NEXT ROW, TO FIRST variable or TO LAST variable",
             pos_of(tree),
         )
 

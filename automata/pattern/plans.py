@@ -127,6 +127,8 @@ def refusal(pattern: Resolved, plan: Plan) -> str | None:
         )
     if pattern.window is None:
         return "without WITHIN the buffers would never end"
+    if pattern.skip is not None:
+        return f"{pattern.skip} reads the times of a match's events that only the automaton keeps"
     if any(n.after == len(pattern.steps) - 1 for n in pattern.negations):
         return "a negation after the last component waits past the match"
     kleene = [s.var for s in pattern.steps if s.kleene]

@@ -48,6 +48,7 @@ from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Index, Ref, Strategy
 from cesar.automata.pattern.resolve import Negation, Resolved, Step, keys_of
 from cesar.automata.schema import Event, Value, epochs
+from cesar.automata.skipping import SkipKind
 from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term
 
 Selection = tuple[tuple[Event, ...], ...]
@@ -232,20 +233,59 @@ class _Evaluator(Judge):
             return self.conjunction()
         runs: list[_Run] = []
         pending: list[Selection] = []
-        out: list[Event] = []
+        out: list[tuple[Selection, Event]] = []
         window = self.p.window if self.p.window is not None else 0
+        t1 = 0
         for epoch in epochs(self.events):
             t1 = epoch[0].t1
             matches: list[Selection] = []
             runs = self.advance(runs, epoch, matches)
             if not self.trailing:
-                out.extend(e for m in matches for e in self.emit(m, self.events))
+                out.extend((m, e) for m in matches for e in self.emit(m, self.events))
                 continue
             pending.extend(matches)
             out.extend(
-                e for m in pending if m[0][0].t0 + window <= t1 for e in self.emit(m, self.events)
+                (m, e)
+                for m in pending
+                if m[0][0].t0 + window <= t1
+                for e in self.emit(m, self.events)
             )
             pending = [m for m in pending if m[0][0].t0 + window > t1]
+        if self.p.skip is not None:
+            return self.skipped(out, t1)
+        return [e for _, e in out]
+
+    def skipped(self, matches: list[tuple[Selection, Event]], clock: int) -> list[Event]:
+        """The matches an after-match policy publishes by ``clock``, the last epoch: those
+        whose start (their first event's arrival) is at least a window before it, taken in
+        order of (start, end, t0, values, bound) per partition, each kept if it starts after
+        the bound the last kept one set (:mod:`cesar.automata.skipping`)."""
+        skip = self.p.skip
+        assert skip is not None
+        order = {step.var: n for n, step in enumerate(self.p.steps)}
+        taken = []
+        for selected, event in matches:
+            start = selected[0][0].t1
+            if start > clock - skip.window:
+                continue
+            if skip.kind is SkipKind.PAST_LAST:
+                bound = selected[-1][-1].t1
+            elif skip.kind is SkipKind.TO_NEXT:
+                bound = start
+            else:
+                assert skip.var is not None
+                events = selected[order[skip.var]]
+                bound = (events[0] if skip.kind is SkipKind.TO_FIRST else events[-1]).t1 - 1
+            first = selected[0][0]
+            key = tuple(first.value(a) for a in self.p.partition) if self.p.keyed else ()
+            taken.append(((start, event.t1, event.t0, repr(event.values), bound), key, event))
+        taken.sort(key=lambda item: item[0])
+        bounds: dict[tuple[Value | None, ...], int] = {}
+        out = []
+        for (start, *_, bound), key, event in taken:
+            if key not in bounds or start > bounds[key]:
+                bounds[key] = bound
+                out.append(event)
         return out
 
     # ------------------------------------------------------------- the runs

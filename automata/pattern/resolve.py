@@ -29,6 +29,7 @@ from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Index, Pattern, Ref, Strategy
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit, check_name
+from cesar.automata.skipping import Skip, SkipKind
 from cesar.automata.terms import (
     TRUE,
     Attr,
@@ -101,6 +102,7 @@ class Resolved:
     ``conjuncts`` (AND patterns) is the whole WHERE, judged on a full match.
     ``keyed``: every stream of every positive component has the ``partition``
     attributes, so matches never mix partitions (the lazy plans' buffers key on them).
+    ``skip``: the after-match policy, its window set (:mod:`cesar.automata.skipping`).
     """
 
     pattern: Pattern
@@ -117,6 +119,7 @@ class Resolved:
     reads: frozenset[str]
     conjuncts: Pred
     keyed: bool = False
+    skip: Skip | None = None
 
 
 def resolve(
@@ -167,6 +170,7 @@ class _Resolver:
                 "without a window it never ends",
                 pattern.pos,
             )
+        skip = self._skip(steps, window)
         name = pattern.publish or default_name
         if name is None:
             raise CelSemanticError("the pattern needs PUBLISH name", pattern.pos)
@@ -197,7 +201,41 @@ class _Resolver:
                 for name in component.types
                 for test in pattern.equivalences
             ),
+            skip,
         )
+
+    def _skip(self, steps: tuple[Step, ...], window: int | None) -> Skip | None:
+        """The after-match policy, checked: a SEQ with WITHIN, and a variable that is a
+        component other than the first event of every match."""
+        skip = self.pattern.skip
+        if skip is None:
+            return None
+        pos = skip.pos or self.pattern.pos
+        if self.pattern.operator == "AND":
+            raise CelSemanticError(
+                f"{skip} applies to SEQ: an AND's components have no order to skip by", pos
+            )
+        if window is None:
+            raise CelSemanticError(
+                f"{skip} needs WITHIN: a match is published once no run that started before it "
+                "can still complete, which without a window is never",
+                pos,
+            )
+        if skip.var is not None:
+            order = [step.var for step in steps]
+            if skip.var not in order:
+                raise CelSemanticError(
+                    f"{skip}: {skip.var} is not a component that events match "
+                    f"(the components are {', '.join(order)})",
+                    pos,
+                )
+            if skip.var == order[0] and (skip.kind is SkipKind.TO_FIRST or not steps[0].kleene):
+                raise CelSemanticError(
+                    f"{skip} would skip to the first event of the match itself, so it would skip "
+                    "nothing (Flink raises an error there); write AFTER MATCH SKIP TO NEXT ROW",
+                    pos,
+                )
+        return replace(skip, window=window)
 
     # ------------------------------------------------------------ components
 
@@ -561,7 +599,8 @@ def format_resolved(pattern: Resolved) -> str:
         begin: b.k = a[1].k AND b.v > a[a.LEN].v
     """
     window = "" if pattern.window is None else f", WITHIN {pattern.window} ticks"
-    lines = [f"{pattern.operator} under {pattern.strategy.value}{window}"]
+    skip = "" if pattern.skip is None else f", {pattern.skip}"
+    lines = [f"{pattern.operator} under {pattern.strategy.value}{window}{skip}"]
     if pattern.operator == "AND":
         lines.append(f"  where: {to_cel(pattern.conjuncts)}")
     for n, step in enumerate(pattern.steps):

@@ -60,12 +60,13 @@ from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
 from cesar.index.masks import slots_of
 from cesar.server.engine.installing import Installer
-from cesar.server.engine.matches import Match, expand
+from cesar.server.engine.matches import Match, Output, expand
 from cesar.server.engine.params import Group
 from cesar.server.engine.planned import Enter, Retire, Steps, plannable
 from cesar.server.engine.plans import Planner
 from cesar.server.engine.probing import Probe, joined_dur
 from cesar.server.engine.program import Change, CompiledEdge, EngineOptions, QueryProgram
+from cesar.server.engine.skipping import Skipping
 from cesar.server.engine.state import (
     EngineCounters,
     EngineInstance,
@@ -77,8 +78,6 @@ from cesar.server.engine.stepping import Steppers
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 
 _EMPTY: Mapping[str, Value] = {}
-Output = list[Event | Match]
-"""An epoch's matches: shared ones as :class:`Match`, one subscription's as an event."""
 
 
 class Engine:
@@ -95,6 +94,7 @@ class Engine:
         self.state = EngineState()
         options = self.options
         self.steppers = Steppers(self.program, options.steps and options.indices)
+        self.skipping = Skipping()
         self.probe = Probe(self.program, self.state, options)
         self.installer = Installer(self.program, self.state, options, self.steppers)
         self.planner = Planner(
@@ -151,6 +151,8 @@ class Engine:
         program = self.program
         if subscription in program or subscription in self.planner.planned:
             raise ValueError(f"subscription {subscription} exists")
+        planned_reads = (p.pattern.reads for p in self.planner.planned.values())
+        self.skipping.check(automata, {*program.read, *(s for r in planned_reads for s in r)})
         if pattern is not None and not self.options.plans:
             refused = unplanned_pin(pattern)
             if refused is not None:
@@ -174,6 +176,7 @@ class Engine:
             self._take(self.planner.add(subscription, pattern, automata, since))
         else:
             self._enter(subscription, automata, since)
+        self.skipping.add(subscription, automata)
 
     def _clock(self, streams: set[str] | frozenset[str]) -> float:
         """The latest epoch of the clock groups of ``streams``."""
@@ -230,6 +233,7 @@ class Engine:
             self._apply(self.program.unsubscribe(subscription))
         else:
             self._take(steps)
+        self.skipping.remove(subscription)
 
     def _take(self, steps: Steps) -> None:
         """Do on the DAG what the planner returned, in order."""
@@ -311,8 +315,9 @@ class Engine:
         state.counters.epochs += 1
         state.counters.events += len(epoch)
         state.counters.active_nodes_sum += len(state.live)
-        rank = self.program.rank
-        groups = {self.program.groups.find(stream) for stream in streams}
+        program = self.program
+        rank = program.rank
+        groups = {program.groups.find(stream) for stream in streams}
         published: Output = []
         self._overdue(t1, groups, published)
         pending: dict[int, list[tuple[Event, float]]] = {}
@@ -343,6 +348,8 @@ class Engine:
                 budget.dropped = 0
                 state.notices.extend(Notice(s, reason) for s, reason in budget.notices)
                 budget.notices.clear()
+        if self.skipping:
+            published = self.skipping.judge(published, groups, state.group_clock, program.groups)
         return published
 
     def _remember(self, epoch: Sequence[Event], published: Output, groups: set[str]) -> None:
@@ -651,6 +658,7 @@ class Engine:
         program.check_valid()
         state.check_valid()
         self.planner.check_valid(program.__contains__)
+        self.skipping.check_valid(self.subscriptions)
         find = program.groups.find
         assert all(find(group) == group for group in (*state.group_clock, *state.expiry))
         for node, index in state.live.items():

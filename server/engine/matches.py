@@ -72,6 +72,10 @@ class Match:
         return made_events(self.streams(), self.t0, self.t1, self.values)
 
 
+Output = list[Event | Match]
+"""An epoch's matches: shared ones as :class:`Match`, one subscription's as an event."""
+
+
 def expand(matches: Sequence[Match | Event]) -> list[Event]:
     """The events of ``matches``, in order (an event stands for itself)."""
     out: list[Event] = []

@@ -75,7 +75,8 @@ class RunSnapshot:
     is saved as its mask, not as one member per subscription; ``remembered``:
     per stream, the events its UNLESS edges still ask about, as (t0, t1,
     attribute items); ``plans``: per planned subscription, its planner state
-    (:meth:`~cesar.server.engine.plans.Planner.save`), since too.
+    (:meth:`~cesar.server.engine.plans.Planner.save`), since too; ``skipped``: per stream
+    published under an after-match policy, its held matches and partitions' bounds.
     """
 
     since: dict[str, float]
@@ -90,6 +91,7 @@ class RunSnapshot:
     nodes: dict[int, dict[int, Member]]
     remembered: dict[str, list[SavedEvent]]
     plans: dict[str, SavedPlanned]
+    skipped: dict[str, Any]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, tuples, strings, numbers) for a serializer."""
@@ -100,15 +102,16 @@ class RunSnapshot:
         """The inverse of :meth:`to_data`; KeyError or TypeError for data of another shape.
 
         Data saved before ``nodes`` (each instance's members spelled out) or before
-        ``remembered`` is read too.
+        ``remembered``, ``plans`` or ``skipped`` is read too.
         """
-        later = ("nodes", "remembered", "plans")
+        later = ("nodes", "remembered", "plans", "skipped")
         values = {f.name: data[f.name] for f in fields(cls) if f.name not in later}
         return cls(
             **values,
             nodes=data.get("nodes", {}),
             remembered=data.get("remembered", {}),
             plans=data.get("plans", {}),
+            skipped=data.get("skipped", {}),
         )
 
     def spelled_out(self) -> RunSnapshot:
@@ -188,6 +191,7 @@ def capture(engine: Engine) -> RunSnapshot:
             for stream, events in state.remembered.items()
         },
         plans=save(engine.planner.planned),
+        skipped=engine.skipping.to_data(),
     )
 
 
@@ -241,6 +245,7 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
     for stream, events in snapshot.remembered.items():
         for t0, t1, items in events:
             state.remember(Event(stream, t0, t1, tuple((name, value) for name, value in items)))
+    engine.skipping.restore(snapshot.skipped)
     for capped in snapshot.capped:
         if capped is None:
             state.capped.add(None)

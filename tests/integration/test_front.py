@@ -36,6 +36,7 @@ from cesar.server.wire.routing import shard_of
 from cesar.v1 import cesar_pb2 as pb
 
 EVERY = "FILTER{Price > 0} Stock PUBLISH Every"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -452,3 +453,32 @@ def test_an_idle_listen_stream_does_not_poll_while_other_clients_get_alerts(
     time.sleep(1.5)  # no new alert: the stream waits (0.5 s wake-ups), it does not spin
     assert front.counters["listen_polls"] - before <= 5
     assert front.registry.last_seq[front.subscriptions(busy)[0].id] == 200
+
+
+def test_a_pattern_under_after_match_skip_publishes_one_alert_per_episode_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Matches held at the restart (their window not yet passed) and each stock's bound come
+    back: the alerts are those of an uninterrupted run, one per fall."""
+    text = (ROOT / "docs" / "cookbook.md").read_text().split("```sase\n")[-1].split("```")[0]
+    assert "AFTER MATCH SKIP PAST LAST ROW" in text
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    events = [to_event(e) for e in sample_events()]
+    shards = ShardPool(2)
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    front.start()
+    front.define_stream(client, STOCK)
+    falls = front.subscribe(client, text)
+    front.publish(client, pb.PublishRequest(events=events[:1000]))
+    front.close()
+    shards.stop()
+    shards = ShardPool(2)
+    again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    again.start()
+    try:
+        again.publish(client, pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
+        expected = expected_lines([("falls", text)], [trusted_event(e) for e in events])
+        assert again.registry.last_seq[falls.id] == sum(expected.values()) == 260
+    finally:
+        again.close()
+        shards.stop()

@@ -9,7 +9,6 @@ engine restored from a snapshot runs on as one that never stopped.  AND
 patterns (tests/pattern_strategies.py ``conjunctions``) go through the same.
 """
 
-import pickle
 from collections import Counter
 
 import pytest
@@ -23,7 +22,6 @@ from cesar.automata.pattern.resolve import resolve
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, epochs
 from cesar.server.engine.engine import Engine, EngineOptions
-from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.engine.workload import Workload
 from tests.pattern_strategies import (
     SCHEMAS,
@@ -32,6 +30,7 @@ from tests.pattern_strategies import (
     conjunctions,
     negated_patterns,
     pattern_streams,
+    through_a_restart,
 )
 
 MODES = {
@@ -143,27 +142,10 @@ def test_a_restored_engine_runs_patterns_on_as_if_never_stopped(texts, streams, 
     """Capture the run state between two epochs (spoiled marks, runs waiting out a trailing
     negation, union streams, AND's joining runs, events remembered for negations that look
     back), rebuild from the pattern texts, restore: the same later alerts."""
-    names = [f"q{number}" for number in range(len(texts))]
-    builds = [compiled(t.replace("PUBLISH P", f"PUBLISH P{n}"))[1] for n, t in enumerate(texts)]
-    steady, stopped = Engine(), Engine()
-    for name, automata in zip(names, builds, strict=True):
-        steady.subscribe(name, automata)
-        stopped.subscribe(name, automata)
+    builds = [
+        lambda n=n, t=t: compiled(t.replace("PUBLISH P", f"PUBLISH P{n}"))[1]
+        for n, t in enumerate(texts)
+    ]
     parts = epochs([e for stream in streams.values() for e in stream])
-    cut = data.draw(st.integers(0, len(parts)))
-    for epoch in parts[:cut]:
-        steady.process(epoch)
-        stopped.process(epoch)
-    saved = RunSnapshot.from_data(pickle.loads(pickle.dumps(capture(stopped).to_data())))
-    restarted = Engine()
-    prepare(restarted, saved)
-    for name, text in zip(names, texts, strict=True):
-        automata = compiled(text.replace("PUBLISH P", f"PUBLISH P{names.index(name)}"))[1]
-        restarted.subscribe(name, automata, since=saved.since[name])
-    restore(restarted, saved)
-    restarted.check_valid()
-    expected, got = Counter(), Counter()
-    for epoch in parts[cut:]:
-        expected.update(steady.process(epoch))
-        got.update(restarted.process(epoch))
+    expected, got = through_a_restart(builds, parts, data.draw(st.integers(0, len(parts))))
     assert got == expected

@@ -1,0 +1,176 @@
+"""After-match skip policies: which matches a pattern publishes when matches overlap.
+
+Flink's ``AFTER MATCH SKIP`` (and MATCH_RECOGNIZE's) decides whether an event may
+take part in more than one match.  A pattern that says nothing publishes every
+match (SASE's default).  Under a policy, matches are taken **in order of their
+start** — the arrival (``t1``) of their first event — per partition (the values
+of the pattern's ``[attr]`` tests), and a match is published only if it starts
+after the *bound* the last published match of its partition set:
+
+=========================  ===============================================
+policy                     the next published match starts
+=========================  ===============================================
+``SKIP PAST LAST ROW``     after this match's last event arrives
+``SKIP TO NEXT ROW``       after this match's first event (one per start)
+``SKIP TO FIRST v``        no earlier than ``v``'s first event
+``SKIP TO LAST v``         no earlier than ``v``'s last event
+=========================  ===============================================
+
+Taking matches in order of their start is Flink's: it holds a complete match
+back while a partial match that started earlier may still complete.  A match
+is therefore published once no run that started before it can complete — when
+its stream's clock has reached its start plus the window — which is why a
+policy needs ``WITHIN``.  Ties are broken by the match's end, start and values,
+so the published matches are one set, whatever the order of evaluation.
+
+The compiled automaton publishes, beside the pattern's attributes, the hidden
+ones :data:`START` and :data:`BOUND` (relative to the match's ``t0``) and one
+:data:`KEY` attribute per partition attribute; a :class:`Skipper` keeps the
+matches held and each partition's bound, and strips the hidden attributes.
+
+>>> skipper = Skipper(Skip(SkipKind.PAST_LAST, window=10))
+>>> def match(t0, t1):
+...     return Event.of("M", t0, t1, {"@start": 0, "@bound": t1 - t0, "x": t0})
+>>> for m in (match(1, 3), match(2, 4), match(4, 6)):
+...     skipper.add(m)
+>>> [(e.t0, e.t1, e.attrs()) for e in skipper.release(13)]
+[(1, 3, {'x': 1})]
+>>> [(e.t0, e.t1) for e in skipper.release(14)]
+[(4, 6)]
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+from cesar.automata.schema import Event, Value
+from cesar.automata.terms import Pos, position
+
+START = "@start"
+"""The hidden attribute holding a match's first event's arrival, relative to its ``t0``."""
+BOUND = "@bound"
+"""The hidden attribute holding the bound the next match must start after, relative to ``t0``."""
+KEY = "@key."
+"""The prefix of the hidden attributes holding a match's partition (``@key.Name``)."""
+
+
+class SkipKind(enum.Enum):
+    """Flink's four skip strategies (no policy: every match is published)."""
+
+    PAST_LAST = "PAST LAST ROW"
+    TO_NEXT = "TO NEXT ROW"
+    TO_FIRST = "TO FIRST"
+    TO_LAST = "TO LAST"
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """``AFTER MATCH SKIP …``: the kind, the variable of ``TO FIRST`` and ``TO LAST``, and the
+    pattern's window in ticks (set when the pattern is resolved).
+
+    >>> str(Skip(SkipKind.TO_LAST, "b")), str(Skip(SkipKind.PAST_LAST))
+    ('AFTER MATCH SKIP TO LAST b', 'AFTER MATCH SKIP PAST LAST ROW')
+    """
+
+    kind: SkipKind
+    var: str | None = None
+    window: int = 0
+    pos: Pos = position()
+
+    def __str__(self) -> str:
+        tail = f" {self.var}" if self.var is not None else ""
+        return f"AFTER MATCH SKIP {self.kind.value}{tail}"
+
+
+Key = tuple[Value, ...]
+"""A partition: the values of the pattern's ``[attr]`` attributes (empty if it has none)."""
+
+Held = tuple[int, int, int, str, int, str, int, Key, Event]
+"""A held match: (start, t1, t0, values spelled, bound, key spelled, arrival, key, the event
+without hidden values); ordered as matches are taken (the arrival only breaks ties of equal
+matches)."""
+
+
+@dataclass
+class Skipper:
+    """One subscription's held matches and each partition's bound.
+
+    :meth:`add` is O(log held); :meth:`release` O(log held) per match released.
+    """
+
+    skip: Skip
+    held: list[Held] = field(default_factory=list)
+    arrivals: int = 0
+    """How many matches were held, to order equal ones."""
+    bounds: dict[Key, int] = field(default_factory=dict)
+    """Per partition, the bound the next published match must start after."""
+
+    def add(self, event: Event) -> None:
+        """Hold ``event``, a match carrying the hidden attributes, until it may be judged."""
+        start = bound = 0
+        key: list[Value] = []
+        values = []
+        for name, value in event.values:
+            if name == START:
+                assert isinstance(value, int)
+                start = event.t0 + value
+            elif name == BOUND:
+                assert isinstance(value, int)
+                bound = event.t0 + value
+            elif name.startswith(KEY):
+                key.append(value)
+            else:
+                values.append((name, value))
+        self._hold(start, bound, tuple(key), Event(event.stream, event.t0, event.t1, tuple(values)))
+
+    def _hold(self, start: int, bound: int, key: Key, event: Event) -> None:
+        self.arrivals += 1
+        spelled = repr(event.values)
+        item = (start, event.t1, event.t0, spelled, bound, repr(key), self.arrivals, key, event)
+        heapq.heappush(self.held, item)
+
+    def release(self, clock: int) -> list[Event]:
+        """The held matches no earlier-starting match can now precede (their start plus the
+        window reached by ``clock``, the last epoch processed), those the policy keeps, in
+        order; the partitions' bounds that can no longer matter are forgotten."""
+        out: list[Event] = []
+        held, bounds = self.held, self.bounds
+        while held and held[0][0] <= clock - self.skip.window:
+            start, _, _, _, bound, _, _, key, event = heapq.heappop(held)
+            last = bounds.get(key)
+            if last is None or start > last:
+                bounds[key] = bound
+                out.append(event)
+        if bounds:
+            # A match yet to be judged starts after clock - window; a bound below that is moot.
+            horizon = clock - self.skip.window
+            for key in [k for k, b in bounds.items() if b <= horizon]:
+                del bounds[key]
+        return out
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for a snapshot (:meth:`from_data` reads it back)."""
+        return {
+            "held": [
+                (h[0], h[4], h[7], (h[8].t0, h[8].t1, h[8].values)) for h in sorted(self.held)
+            ],
+            "bounds": list(self.bounds.items()),
+        }
+
+    def restore(self, data: dict[str, Any], stream: str) -> None:
+        """Take back what :meth:`to_data` saved, the matches of ``stream``."""
+        self.held, self.arrivals = [], 0
+        for start, bound, key, (t0, t1, values) in data["held"]:
+            self._hold(start, bound, tuple(key), Event(stream, t0, t1, tuple(map(tuple, values))))
+        self.bounds = {tuple(key): bound for key, bound in data["bounds"]}
+
+    def check_valid(self) -> None:
+        """Assert the invariants: the heap is ordered; no hidden value is kept."""
+        for n in range(1, len(self.held)):
+            assert self.held[(n - 1) // 2] <= self.held[n]
+        assert all(not name.startswith("@") for h in self.held for name, _ in h[8].values)

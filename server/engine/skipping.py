@@ -1,0 +1,118 @@
+"""The engine's after-match policies: each subscription's held matches, judged by its clock.
+
+A pattern with ``AFTER MATCH SKIP`` compiles to an automaton whose matches carry
+hidden attributes (:mod:`cesar.automata.skipping`).  The engine takes them out of
+what an epoch publishes, holds them in the subscription's
+:class:`~cesar.automata.skipping.Skipper`, and publishes those the policy keeps
+once the subscription's clock group has passed their start by the window.
+
+No query may read such a subscription's stream: its matches are published late,
+out of the order of the stream's time, so :meth:`Skipping.check` refuses a reader
+(and a policy on a stream someone reads).  An engine without a policy pays one
+truth test per epoch; with one, a look-up per match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from cesar.automata.automaton import Automaton
+from cesar.automata.schema import Event
+from cesar.automata.skipping import Skipper
+from cesar.server.engine.clocks import StreamGroups
+from cesar.server.engine.matches import Match, Output
+
+
+class Skipping:
+    """The skippers of an engine's subscriptions, by the stream each publishes."""
+
+    def __init__(self) -> None:
+        self.skippers: dict[str, Skipper] = {}
+        """Per stream published under a policy, its held matches."""
+        self.owners: dict[str, str] = {}
+        """Per such stream, the subscription publishing it."""
+        self.reads: dict[str, str] = {}
+        """Per such stream, one stream its automaton reads (its clock group's)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.skippers)
+
+    def check(self, automata: Sequence[Automaton], read: Iterable[str]) -> None:
+        """Raise ValueError if ``automata`` read a stream published under a policy, or publish
+        one under a policy that some query reads (``read``)."""
+        for automaton in automata:
+            taken = sorted(automaton.reads & self.skippers.keys())
+            if taken:
+                raise ValueError(
+                    f"stream {taken[0]} is published under AFTER MATCH SKIP, late and out of "
+                    "time order, so no query may read it"
+                )
+            if automaton.skip is not None and automaton.name in set(read):
+                raise ValueError(
+                    f"stream {automaton.name} is read by a query, so it cannot be published "
+                    f"under {automaton.skip} (its matches come late and out of time order)"
+                )
+
+    def add(self, subscription: str, automata: Sequence[Automaton]) -> None:
+        """Give each automaton of ``subscription`` with a policy its skipper."""
+        for automaton in automata:
+            if automaton.skip is not None:
+                self.skippers[automaton.name] = Skipper(automaton.skip)
+                self.owners[automaton.name] = subscription
+                self.reads[automaton.name] = min(automaton.reads)
+
+    def remove(self, subscription: str) -> None:
+        """Forget ``subscription``'s skippers and the matches they held."""
+        for stream in [s for s, owner in self.owners.items() if owner == subscription]:
+            del self.skippers[stream], self.owners[stream], self.reads[stream]
+
+    def judge(
+        self,
+        published: Output,
+        moved: set[str],
+        clocks: Mapping[str, float],
+        groups: StreamGroups,
+    ) -> Output:
+        """``published`` without the matches of streams under a policy, which are held, and
+        with the held matches the policies publish now that the clock groups ``moved`` have
+        reached ``clocks``."""
+        skippers = self.skippers
+        out: Output = []
+        for item in published:
+            if isinstance(item, Match):
+                streams = item.streams()
+                if streams[0] not in skippers:
+                    out.append(item)
+                    continue
+                # The hidden attributes are a policy's alone: a match reaching one such
+                # subscription reaches only such.
+                for stream in streams:
+                    skippers[stream].add(Event(stream, item.t0, item.t1, item.values))
+            elif item.stream in skippers:
+                skippers[item.stream].add(item)
+            else:
+                out.append(item)
+        for stream, skipper in skippers.items():
+            group = groups.find(self.reads[stream])
+            if group in moved:
+                out.extend(skipper.release(int(clocks[group])))
+        return out
+
+    def to_data(self) -> dict[str, Any]:
+        """Each skipper's state as plain data, by stream (:meth:`restore` reads it back)."""
+        return {stream: skipper.to_data() for stream, skipper in self.skippers.items()}
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Take back the states :meth:`to_data` saved, for the streams still under a policy."""
+        for stream, saved in data.items():
+            skipper = self.skippers.get(stream)
+            if skipper is not None:
+                skipper.restore(saved, stream)
+
+    def check_valid(self, live: Iterable[str]) -> None:
+        """Assert each skipper's invariants, and that each belongs to a ``live`` subscription."""
+        assert self.skippers.keys() == self.owners.keys() == self.reads.keys()
+        assert set(self.owners.values()) <= set(live)
+        for skipper in self.skippers.values():
+            skipper.check_valid()
