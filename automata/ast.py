@@ -15,9 +15,11 @@ needs them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import assert_never
 
-from cesar.automata.terms import Pos, Pred, Term, to_cel
+from cesar.automata.terms import Call, Leaf, Pos, Pred, Term, map_pred, map_term, to_cel
 
 
 def position() -> Pos:
@@ -190,3 +192,47 @@ def format_query(node: Expr) -> str:
     if isinstance(node.expr, Query):
         body = f"({body})"
     return body if node.publish is None else f"{body} PUBLISH {node.publish}"
+
+
+def map_calls(expr: Expr, calls: Callable[[Call], Term | None]) -> Expr:
+    """``expr`` with each function call ``calls`` replaces (None: kept, its arguments mapped)
+    replaced, in every predicate, aggregate and SELECT item."""
+
+    def keep(leaf: Leaf) -> Term:
+        return leaf
+
+    def pred(p: Pred | None) -> Pred | None:
+        return None if p is None else map_pred(p, keep, calls)
+
+    match expr:
+        case StreamRef():
+            return expr
+        case FilterExpr():
+            mapped = map_pred(expr.pred, keep, calls)
+            return replace(expr, pred=mapped, operand=map_calls(expr.operand, calls))
+        case NextExpr():
+            left, right = map_calls(expr.left, calls), map_calls(expr.right, calls)
+            return replace(expr, left=left, right=right, pred=pred(expr.pred))
+        case FoldExpr():
+            aggs = tuple(replace(a, term=map_term(a.term, keep, calls)) for a in expr.aggs)
+            left, right = map_calls(expr.left, calls), map_calls(expr.right, calls)
+            step, kept = pred(expr.step), pred(expr.keep)
+            return replace(expr, left=left, right=right, step=step, keep=kept, aggs=aggs)
+        case UnionExpr():
+            return replace(
+                expr, left=map_calls(expr.left, calls), right=map_calls(expr.right, calls)
+            )
+        case SelectExpr():
+            items = tuple(
+                item
+                if isinstance(item, Star)
+                else replace(item, term=map_term(item.term, keep, calls))
+                for item in expr.items
+            )
+            return replace(expr, items=items, source=map_calls(expr.source, calls))
+        case WithinExpr():
+            return replace(expr, operand=map_calls(expr.operand, calls))
+        case Query():
+            return replace(expr, expr=map_calls(expr.expr, calls))
+        case _:
+            assert_never(expr)

@@ -15,10 +15,10 @@ messages), so all three front ends share the back half.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cesar.automata.algebra import Expr
-from cesar.automata.ast import Query
+from cesar.automata.ast import Query, map_calls
 from cesar.automata.automaton import Automaton
 from cesar.automata.construct import build_automata
 from cesar.automata.errors import CelError, CelSemanticError
@@ -28,8 +28,11 @@ from cesar.automata.pattern.construct import build_pattern_automata
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.pattern.plans import pinned
 from cesar.automata.pattern.resolve import Resolved, resolve
-from cesar.automata.schema import StreamSchema
-from cesar.automata.translate import DEFAULT_OPTIONS, Options, translate
+from cesar.automata.schema import StreamSchema, TimeUnit
+from cesar.automata.terms import Attr, Call, Scope, Term
+from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs, translate
+from cesar.automata.windows import FUNCTIONS as WINDOW_FUNCTIONS
+from cesar.automata.windows import Window, extended, read_by, window_call
 
 MAX_PATTERN_COMPONENTS = 64
 """Components of one pattern: its automaton's edges and compile time grow with their square
@@ -42,7 +45,8 @@ class CompiledQuery:
 
     ``automata`` lists internal resubscription automata first and the one
     publishing ``output`` last.  A pattern (docs/patterns.md) has no algebra;
-    ``pattern`` is its resolved form instead.
+    ``pattern`` is its resolved form instead.  ``windows``: the time-window aggregates it
+    reads, per stream (:mod:`cesar.automata.windows`).
     """
 
     text: str
@@ -51,6 +55,7 @@ class CompiledQuery:
     reads: frozenset[str]
     automata: tuple[Automaton, ...]
     pattern: Resolved | None = None
+    windows: tuple[tuple[str, Window], ...] = ()
 
     @property
     def name(self) -> str:
@@ -119,7 +124,9 @@ def compile_pattern(
         ) from None
     except CelError as exc:
         raise exc.with_source(text) from None
-    return CompiledQuery(text, None, pattern.output, pattern.reads, automata, pattern)
+    return CompiledQuery(
+        text, None, pattern.output, pattern.reads, automata, pattern, pattern.windows
+    )
 
 
 def compile_parsed(
@@ -135,10 +142,25 @@ def compile_parsed(
     before it knows a subscription's default name) without parsing twice.
     """
     try:
-        translation = translate(query, schemas, default_name, options)
-        return compile_expr(
-            translation.algebra, translation.output, translation.reads, schemas, text, options
+        query, windows = _windows(query, schemas)
+        if not windows:
+            translation = translate(query, schemas, default_name, options)
+            return compile_expr(
+                translation.algebra, translation.output, translation.reads, schemas, text, options
+            )
+        wider = extended(schemas, windows)
+        translation = translate(query, wider, default_name, options)
+        if translation.output.name in schemas:
+            raise StreamExistsError(
+                f"stream {translation.output.name} already exists; PUBLISH under a new name"
+            )
+        compiled = compile_expr(
+            translation.algebra, translation.output, translation.reads, wider, text, options
         )
+        first, *rest = compiled.automata
+        pairs = read_by(wider, translation.reads, windows)
+        automata = (replace(first, windows=pairs), *rest)
+        return replace(compiled, automata=automata, windows=pairs)
     except StreamExistsError as exc:
         raise CelSemanticError(str(exc), query.pos).with_source(text) from None
     except RecursionError:
@@ -149,6 +171,27 @@ def compile_parsed(
         ) from None
     except CelError as exc:
         raise exc.with_source(text) from None
+
+
+def _windows(query: Query, schemas: Mapping[str, StreamSchema]) -> tuple[Query, list[Window]]:
+    """``query`` with each window call (``AVG_OVER(Price, 30 MIN, Name)``) rewritten to the
+    attribute of its event it becomes (:mod:`cesar.automata.windows`), and the windows."""
+    found: list[Window] = []
+    units = [schemas[r.name].unit for r in stream_refs(query) if r.name in schemas]
+
+    def attr_of(term: Term) -> tuple[Scope, str] | None:
+        return (term.scope, term.name) if isinstance(term, Attr) else None
+
+    def calls(call: Call) -> Term | None:
+        if call.name not in WINDOW_FUNCTIONS:
+            return None
+        window, scope = window_call(call, units[0] if units else TimeUnit.TICK, attr_of)
+        found.append(window)
+        return Attr(scope, window.name, call.pos)
+
+    rewritten = map_calls(query, calls)
+    assert isinstance(rewritten, Query)
+    return rewritten, found
 
 
 class StreamExistsError(ValueError):

@@ -49,6 +49,8 @@ def explain(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -> str
         f"publishes: {compiled.output.spec()}",
         f"placement: {placement_line(keys, pins)}",
         *([f"plan: {plan_line(compiled.pattern)}"] if compiled.pattern is not None else []),
+        *(["windows (shared with every subscription reading them):"] if compiled.windows else []),
+        *(f"  {window.name} of {stream}" for stream, window in compiled.windows),
         *_source(compiled, 1),
         "automata ($1.x: the instance's binding; a bare name: the incoming event; "
         "DUR: instance and event together; DUR($2): the event alone):",
@@ -87,6 +89,7 @@ def explain_data(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -
     return {
         "publishes": compiled.output.spec(),
         "reads": sorted(compiled.reads),
+        "windows": [{"stream": s, "window": w.name} for s, w in compiled.windows],
         "placement": {
             "key_attributes": sorted(keys),
             "pinned": pins,

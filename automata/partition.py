@@ -179,13 +179,18 @@ def partition_keys(
     Empty means global.  ``automata`` lists producers first, as
     :attr:`~cesar.automata.compiler.CompiledQuery.automata` does; ``streams`` holds
     the schemas of the streams they read.  A key must be an attribute of every
-    stream read and of every internal stream, which must carry it.
+    stream read and of every internal stream, which must carry it, and a key of every
+    time-window aggregate read (a shard holding part of a window's partition would
+    aggregate part of it).
     """
     internal = {a.name: a for a in automata if a.internal}
     read = {edge.stream for a in automata for edge in a.edges}
     names = [set(streams[s].names) for s in read if s not in internal]
     names += [set(a.output.names) for a in internal.values()]
     candidates = set.intersection(*names) if names else set()
+    for a in automata:
+        for _, window in a.windows:
+            candidates &= set(window.key)
     found = set()
     for key in candidates:
         outputs = [_output_key(a, key) for a in automata]

@@ -54,6 +54,7 @@ from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
 from cesar.automata.skipping import Skipper
 from cesar.automata.terms import Scope
+from cesar.automata.windows import WindowState
 
 _EMPTY: Mapping[str, Value] = {}
 
@@ -372,6 +373,8 @@ class Runner:
         }
         """The held matches of each automaton under an after-match policy (no one reads
         them: they are published when judged)."""
+        self.windows = {pair: WindowState(pair[1]) for a in self.automata for pair in a.windows}
+        """The time-window aggregates the automata read, per input stream and window."""
 
     def process(self, epoch: Sequence[Event]) -> list[Event]:
         """Process one epoch of input events (all with the same, increasing ``t1``).
@@ -388,6 +391,9 @@ class Runner:
         streams: dict[str, list[Event]] = {}
         for event in epoch:
             streams.setdefault(event.stream, []).append(event)
+        for (stream, _), window in self.windows.items():
+            if stream in streams:
+                streams[stream] = window.step(streams[stream])
         ticked = self._ticked(set(streams))
         published: list[Event] = []
         while (due := self._due(ticked)) is not None and due < t1:

@@ -225,8 +225,13 @@ def conjuncts_of(pred: Pred) -> tuple[Pred, ...]:
 Leaf = Const | Attr | Dur | EventDur | DurLit | Param
 
 
-def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
+def map_leaves(
+    node: Term | Pred,
+    fn: Callable[[Leaf], Term],
+    calls: Callable[[Call], Term | None] | None = None,
+) -> Term | Pred:
     """Rebuild ``node`` with every leaf term replaced by ``fn(leaf)``; positions are kept.
+    ``calls``, if given, may replace a whole call (None: keep it, its arguments mapped).
 
     >>> to_cel(map_leaves(Cmp("<", Attr(Scope.LEFT, "a"), Dur()),
     ...                   lambda leaf: Attr(Scope.RIGHT, "b") if isinstance(leaf, Attr) else leaf))
@@ -236,19 +241,23 @@ def map_leaves(node: Term | Pred, fn: Callable[[Leaf], Term]) -> Term | Pred:
         case Const() | Attr() | Dur() | EventDur() | DurLit() | Param():
             return fn(node)
         case Arith():
-            return Arith(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
+            left, right = map_term(node.left, fn, calls), map_term(node.right, fn, calls)
+            return Arith(node.op, left, right, node.pos)
         case Neg():
-            return Neg(map_term(node.operand, fn), node.pos)
+            return Neg(map_term(node.operand, fn, calls), node.pos)
         case Call():
-            return Call(node.name, tuple(map_term(arg, fn) for arg in node.args), node.pos)
+            if calls is not None and (replaced := calls(node)) is not None:
+                return replaced
+            return Call(node.name, tuple(map_term(a, fn, calls) for a in node.args), node.pos)
         case Cmp():
-            return Cmp(node.op, map_term(node.left, fn), map_term(node.right, fn), node.pos)
+            left, right = map_term(node.left, fn, calls), map_term(node.right, fn, calls)
+            return Cmp(node.op, left, right, node.pos)
         case And():
-            return And(tuple(map_pred(item, fn) for item in node.items), node.pos)
+            return And(tuple(map_pred(item, fn, calls) for item in node.items), node.pos)
         case Or():
-            return Or(tuple(map_pred(item, fn) for item in node.items), node.pos)
+            return Or(tuple(map_pred(item, fn, calls) for item in node.items), node.pos)
         case Not():
-            return Not(map_pred(node.item, fn), node.pos)
+            return Not(map_pred(node.item, fn, calls), node.pos)
         case Truth():
             return node
         case _:
@@ -275,16 +284,20 @@ def subterms(term: Term) -> tuple[Term, ...]:
             assert_never(term)
 
 
-def map_term(term: Term, fn: Callable[[Leaf], Term]) -> Term:
+def map_term(
+    term: Term, fn: Callable[[Leaf], Term], calls: Callable[[Call], Term | None] | None = None
+) -> Term:
     """:func:`map_leaves` for a term."""
-    out = map_leaves(term, fn)
+    out = map_leaves(term, fn, calls)
     assert isinstance(out, Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call | Param)
     return out
 
 
-def map_pred(pred: Pred, fn: Callable[[Leaf], Term]) -> Pred:
+def map_pred(
+    pred: Pred, fn: Callable[[Leaf], Term], calls: Callable[[Call], Term | None] | None = None
+) -> Pred:
     """:func:`map_leaves` for a predicate."""
-    out = map_leaves(pred, fn)
+    out = map_leaves(pred, fn, calls)
     assert isinstance(out, Cmp | And | Or | Not | Truth)
     return out
 

@@ -292,3 +292,48 @@ def through_a_restart(builds, parts, cut):
         expected.update(steady.process(epoch))
         got.update(restarted.process(epoch))
     return expected, got
+
+
+WINDOW_FUNCTIONS = ["AVG_OVER", "SUM_OVER", "MIN_OVER", "MAX_OVER"]
+
+
+@st.composite
+def window_terms(draw: st.DrawFn, event: str, attr: str = "v", key: str = "k") -> str:
+    """A random time-window aggregate of ``event``'s stream (``event`` prefixes the
+    attributes: ``b.``, ``a[i].``, ``$1.`` or nothing), keyed or not."""
+    ticks = draw(st.integers(1, 6))
+    keys = f", {event}{key}" if draw(st.booleans()) else ""
+    if draw(st.integers(0, 4)) == 0:
+        return f"COUNT_OVER({ticks}{keys})" if keys else f"COUNT_OVER({ticks}, {event}{key})"
+    return f"{draw(st.sampled_from(WINDOW_FUNCTIONS))}({event}{attr}, {ticks}{keys})"
+
+
+@st.composite
+def window_patterns(draw: st.DrawFn, name: str = "P") -> str:
+    """One of :func:`compiled_patterns` with a condition on a time-window aggregate of one of
+    its events, and maybe a RETURN of one."""
+    text = draw(compiled_patterns(name))
+    components = [c for c in parse_pattern(text).components if not c.negated]
+    chosen = draw(st.sampled_from(components))
+    event = f"{chosen.var}[i]." if chosen.kleene else f"{chosen.var}."
+    if chosen.kleene and draw(st.booleans()):
+        event = f"{chosen.var}[1]."
+    op = draw(st.sampled_from(["<", "<=", ">", ">=", "=", "!="]))
+    other = draw(st.sampled_from([f"{event}v", str(draw(st.integers(0, 4)))]))
+    condition = f"{other} {op} {draw(window_terms(event))}"
+    head, tail = text.rsplit(" }", 1)
+    joint = " " if head.endswith("{ ") else " AND "
+    return f"{head.rstrip()}{joint}{condition} }}{tail}"
+
+
+@st.composite
+def window_queries(draw: st.DrawFn) -> str:
+    """A random CEL query over S reading a time-window aggregate."""
+    op = draw(st.sampled_from(["<", "<=", ">", ">=", "="]))
+    shape = draw(st.integers(0, 2))
+    if shape == 0:
+        return f"FILTER{{v {op} {draw(window_terms(''))}}} S PUBLISH W"
+    if shape == 1:
+        side = draw(st.sampled_from(["$1.", "$2."]))
+        return f"S NEXT{{$1.k = $2.k AND $2.v {op} {draw(window_terms(side))}}} S PUBLISH W"
+    return f"SELECT k, v, {draw(window_terms(''))} AS m FROM S PUBLISH W"

@@ -15,6 +15,7 @@ AND of more than :data:`~cesar.automata.pattern.join.MAX_COMPONENTS` components.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from cesar.automata.automaton import Automaton, EdgeKind, Node
 from cesar.automata.errors import CelSemanticError
@@ -32,6 +33,7 @@ from cesar.automata.terms import (
     Scope,
 )
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
+from cesar.automata.windows import extended
 
 
 class NotCompiled(CelSemanticError):
@@ -47,11 +49,16 @@ def build_pattern_automata(
     :func:`needs_union`), its own last.  Raises :class:`NotCompiled` for what the
     engine cannot run yet."""
     _check(pattern)
+    schemas = extended(schemas, (window for _, window in pattern.windows))
     builder = JoinBuilder if pattern.operator == "AND" else SeqBuilder
+    built: tuple[Automaton, ...]
     if not needs_union(pattern):
-        return (builder(pattern, schemas, options, None).build(),)
-    union = _union(pattern, schemas, options)
-    return union, builder(pattern, schemas, options, union.output.name).build()
+        built = (builder(pattern, schemas, options, None).build(),)
+    else:
+        union = _union(pattern, schemas, options)
+        built = union, builder(pattern, schemas, options, union.output.name).build()
+    # The windows are computed on the input streams, before any automaton reads them.
+    return (replace(built[0], windows=pattern.windows), *built[1:])
 
 
 def needs_union(p: Resolved) -> bool:

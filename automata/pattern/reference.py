@@ -50,6 +50,7 @@ from cesar.automata.pattern.resolve import Negation, Resolved, Step, keys_of
 from cesar.automata.schema import Event, Value, epochs
 from cesar.automata.skipping import SkipKind
 from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term
+from cesar.automata.windows import enrich_all
 
 Selection = tuple[tuple[Event, ...], ...]
 """The events a run selected, per positive step."""
@@ -77,7 +78,10 @@ def evaluate(
     faults: Faults | None = None,
     functions: FunctionRegistry = DEFAULT_FUNCTIONS,
 ) -> list[Event]:
-    """The multiset of events ``pattern`` publishes over ``streams`` (stream name → events)."""
+    """The multiset of events ``pattern`` publishes over ``streams`` (stream name → events);
+    its window aggregates are computed from the whole streams first."""
+    if pattern.windows:
+        streams = enrich_all(streams, pattern.windows)
     return _Evaluator(pattern, streams, faults or Faults(), functions).run()
 
 

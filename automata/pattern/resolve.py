@@ -33,6 +33,7 @@ from cesar.automata.skipping import Skip, SkipKind
 from cesar.automata.terms import (
     TRUE,
     Attr,
+    Call,
     Cmp,
     Const,
     DurLit,
@@ -51,9 +52,14 @@ from cesar.automata.terms import (
 )
 from cesar.automata.translate import _some, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
+from cesar.automata.windows import FUNCTIONS as WINDOW_FUNCTIONS
+from cesar.automata.windows import Window, extended, read_by, window_call
 
 BEGIN, TAKE, CLOSE = 0, 1, 2
 """Stages of a positive step, in the order a run reaches them."""
+_WHOLE = (Index.LEN, Index.ALL, Index.UPTO_PREVIOUS)
+"""Indices that read no single event, so no window of one."""
+
 _STAGE = {
     Index.ONLY: BEGIN,
     Index.FIRST: BEGIN,
@@ -102,7 +108,9 @@ class Resolved:
     ``conjuncts`` (AND patterns) is the whole WHERE, judged on a full match.
     ``keyed``: every stream of every positive component has the ``partition``
     attributes, so matches never mix partitions (the lazy plans' buffers key on them).
-    ``skip``: the after-match policy, its window set (:mod:`cesar.automata.skipping`).
+    ``skip``: the after-match policy, its window set (:mod:`cesar.automata.skipping`);
+    ``windows``: the time-window aggregates to compute, per stream
+    (:mod:`cesar.automata.windows`), which the streams' schemas gain as attributes.
     """
 
     pattern: Pattern
@@ -120,6 +128,7 @@ class Resolved:
     conjuncts: Pred
     keyed: bool = False
     skip: Skip | None = None
+    windows: tuple[tuple[str, Window], ...] = ()
 
 
 def resolve(
@@ -141,6 +150,8 @@ class _Resolver:
     ) -> None:
         self.pattern = pattern
         self.schemas = schemas
+        self.base = schemas
+        """The streams as declared: the default output has their attributes, not windows'."""
         self.functions = functions
         self.components: dict[str, Component] = {}
         self.order: dict[str, int] = {}
@@ -153,8 +164,9 @@ class _Resolver:
         """The components, an unnamed negation called ``!k`` (k its place; no name has ``!``)."""
 
     def resolve(self, default_name: str | None) -> Resolved:
-        pattern = self.pattern
         unit = self._components()
+        windows = self._windows(unit)
+        pattern = self.pattern
         positive = [c for c in self.named if not c.negated]
         if pattern.operator == "AND":
             self._check_conjunction()
@@ -202,7 +214,43 @@ class _Resolver:
                 for test in pattern.equivalences
             ),
             skip,
+            read_by(self.schemas, sorted({t for c in self.named for t in c.types}), windows),
         )
+
+    def _windows(self, unit: TimeUnit) -> list[Window]:
+        """Rewrite each window call (``AVG_OVER(b.Price, 30 MIN, b.Name)``) in WHERE and RETURN
+        to the attribute of its event it becomes, and give the streams those attributes
+        (:mod:`cesar.automata.windows`); a duration elsewhere becomes ticks, as in CEL."""
+        found: list[Window] = []
+
+        def attr_of(term: Term) -> tuple[tuple[str, Index], str] | None:
+            if not isinstance(term, Attr) or term.name not in self.refs:
+                return None
+            ref = self.refs[term.name]
+            if ref.attr is None or ref.aggregate is not None or ref.index in _WHOLE:
+                return None
+            return (ref.var, ref.index), ref.attr
+
+        def calls(call: Call) -> Term | None:
+            if call.name not in WINDOW_FUNCTIONS:
+                return None
+            window, (var, index) = window_call(call, unit, attr_of)
+            found.append(window)
+            return self._leaf(Ref(var, index, window.name), call.pos)
+
+        def ticks(leaf: Leaf) -> Term:
+            return duration_ticks(leaf, unit) if isinstance(leaf, DurLit) else leaf
+
+        pattern = self.pattern
+        where = None if pattern.where is None else map_pred(pattern.where, ticks, calls)
+        returns = None
+        if pattern.returns is not None:
+            returns = tuple(
+                replace(item, term=map_term(item.term, ticks, calls)) for item in pattern.returns
+            )
+        self.pattern = replace(pattern, where=where, returns=returns)
+        self.schemas = extended(self.schemas, found)
+        return found
 
     def _skip(self, steps: tuple[Step, ...], window: int | None) -> Skip | None:
         """The after-match policy, checked: a SEQ with WITHIN, and a variable that is a
@@ -462,7 +510,7 @@ class _Resolver:
         if items is None:
             for component in positive:
                 var = _var(component)
-                names = _common_attributes(component, self.schemas)
+                names = _common_attributes(component, self.base)
                 if component.kleene:
                     out.append((f"{var}_len", self._leaf(Ref(var, Index.LEN, None), None), None))
                     for attr in names:

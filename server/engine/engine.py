@@ -74,6 +74,7 @@ from cesar.server.engine.state import (
     Notice,
 )
 from cesar.server.engine.stepping import Steppers
+from cesar.server.engine.windowing import Windows
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 
@@ -95,6 +96,7 @@ class Engine:
         options = self.options
         self.steppers = Steppers(self.program, options.steps and options.indices)
         self.skipping = Skipping()
+        self.windows = Windows(options.max_window_events, options.share_windows)
         self.probe = Probe(self.program, self.state, options)
         self.installer = Installer(self.program, self.state, options, self.steppers)
         self.planner = Planner(
@@ -152,6 +154,7 @@ class Engine:
         if subscription in program or subscription in self.planner.planned:
             raise ValueError(f"subscription {subscription} exists")
         planned_reads = (p.pattern.reads for p in self.planner.planned.values())
+        self.windows.check(automata, {*program.since, *self.planner.publishers})
         self.skipping.check(automata, {*program.read, *(s for r in planned_reads for s in r)})
         if pattern is not None and not self.options.plans:
             refused = unplanned_pin(pattern)
@@ -177,6 +180,7 @@ class Engine:
         else:
             self._enter(subscription, automata, since)
         self.skipping.add(subscription, automata)
+        self.windows.add(subscription, automata)
 
     def _clock(self, streams: set[str] | frozenset[str]) -> float:
         """The latest epoch of the clock groups of ``streams``."""
@@ -234,6 +238,7 @@ class Engine:
         else:
             self._take(steps)
         self.skipping.remove(subscription)
+        self.windows.remove(subscription)
 
     def _take(self, steps: Steps) -> None:
         """Do on the DAG what the planner returned, in order."""
@@ -312,6 +317,9 @@ class Engine:
                 raise ValueError(
                     f"an epoch of {stream} at t1 = {t1} is not after its last, t1 = {clock[stream]}"
                 )
+        if self.windows:
+            epoch, owed = self.windows.enrich(epoch)
+            state.notices.extend(Notice(s, reason) for s, reason in owed)
         state.counters.epochs += 1
         state.counters.events += len(epoch)
         state.counters.active_nodes_sum += len(state.live)
@@ -659,6 +667,7 @@ class Engine:
         state.check_valid()
         self.planner.check_valid(program.__contains__)
         self.skipping.check_valid(self.subscriptions)
+        self.windows.check_valid(self.subscriptions)
         find = program.groups.find
         assert all(find(group) == group for group in (*state.group_clock, *state.expiry))
         for node, index in state.live.items():

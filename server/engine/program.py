@@ -90,6 +90,12 @@ class EngineOptions:
     max_search_steps: int | None = None
     """Candidates and matches one planned subscription's recomputing searches may look at in one
     epoch; past it the search stops, with one notice per episode."""
+    max_window_events: int | None = 1_000_000
+    """Events one time-window aggregate holds (:mod:`cesar.server.engine.windowing`); past it
+    the oldest are dropped, with one notice to its readers."""
+    share_windows: bool = True
+    """Subscriptions reading one time-window aggregate share its running window; off, each
+    keeps its own (the benchmark's baseline)."""
 
 
 @dataclass

@@ -76,7 +76,8 @@ class RunSnapshot:
     per stream, the events its UNLESS edges still ask about, as (t0, t1,
     attribute items); ``plans``: per planned subscription, its planner state
     (:meth:`~cesar.server.engine.plans.Planner.save`), since too; ``skipped``: per stream
-    published under an after-match policy, its held matches and partitions' bounds.
+    published under an after-match policy, its held matches and partitions' bounds;
+    ``windows``: the events each time-window aggregate holds.
     """
 
     since: dict[str, float]
@@ -92,6 +93,7 @@ class RunSnapshot:
     remembered: dict[str, list[SavedEvent]]
     plans: dict[str, SavedPlanned]
     skipped: dict[str, Any]
+    windows: list[Any]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, tuples, strings, numbers) for a serializer."""
@@ -102,9 +104,9 @@ class RunSnapshot:
         """The inverse of :meth:`to_data`; KeyError or TypeError for data of another shape.
 
         Data saved before ``nodes`` (each instance's members spelled out) or before
-        ``remembered``, ``plans`` or ``skipped`` is read too.
+        ``remembered``, ``plans``, ``skipped`` or ``windows`` is read too.
         """
-        later = ("nodes", "remembered", "plans", "skipped")
+        later = ("nodes", "remembered", "plans", "skipped", "windows")
         values = {f.name: data[f.name] for f in fields(cls) if f.name not in later}
         return cls(
             **values,
@@ -112,6 +114,7 @@ class RunSnapshot:
             remembered=data.get("remembered", {}),
             plans=data.get("plans", {}),
             skipped=data.get("skipped", {}),
+            windows=data.get("windows", []),
         )
 
     def spelled_out(self) -> RunSnapshot:
@@ -192,6 +195,7 @@ def capture(engine: Engine) -> RunSnapshot:
         },
         plans=save(engine.planner.planned),
         skipped=engine.skipping.to_data(),
+        windows=engine.windows.to_data(),
     )
 
 
@@ -246,6 +250,7 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
         for t0, t1, items in events:
             state.remember(Event(stream, t0, t1, tuple((name, value) for name, value in items)))
     engine.skipping.restore(snapshot.skipped)
+    engine.windows.restore(snapshot.windows)
     for capped in snapshot.capped:
         if capped is None:
             state.capped.add(None)

@@ -32,6 +32,7 @@ from cesar.automata.reference import evaluate
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs
+from cesar.automata.windows import enrich_all
 from cesar.server.engine.engine import Engine, EngineOptions
 
 ENGINE_MODES: dict[str, EngineOptions | None] = {
@@ -174,7 +175,8 @@ class Workload:
         out: list[Event] = []
         for number, query in enumerate(self.queries, 1):
             if query.algebra is not None:
-                produced = evaluate(query.algebra, streams, faults, name=query.name)
+                inputs = enrich_all(streams, query.windows) if query.windows else streams
+                produced = evaluate(query.algebra, inputs, faults, name=query.name)
             else:
                 assert query.pattern is not None
                 produced = evaluate_pattern(query.pattern, streams, faults)

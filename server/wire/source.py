@@ -133,12 +133,14 @@ def install_request(
     subscription: str,
     schemas: Mapping[str, StreamSchema],
 ) -> shard_pb2.InstallRequest:
-    """What a shard needs to build ``query``: its text, its algebra and the schemas it reads.
+    """What a shard needs to build ``query``: its text, its algebra and the schemas it reads
+    (no algebra for a query reading time-window aggregates: the shard compiles the text,
+    which names them as calls).
 
     Raises SourceError when its algebra nests too deeply to travel (:func:`check_nesting`).
     """
     algebra = None
-    if query.algebra is not None:
+    if query.algebra is not None and not query.windows:  # a window is compiled from its call
         try:
             algebra = to_algebra(query.algebra)
         except DecodeError:  # protobuf refuses to build a message nested past its limit

@@ -325,3 +325,11 @@ def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_pat
     (compiled,) = [r for r in report["records"] if r.get("benchmark") == "compile"]
     assert compiled["pattern_family_bound"] == compiled["count"] - 2  # a template from the 2nd
     assert compiled["distinct_patterns_per_s"] > 0 and compiled["cel_templates_per_s"] > 0
+
+
+def test_windowbench_smoke_alerts_agree_and_sharing_updates_one_window(tmp_path):
+    summary = smoke_json("cesar.perf.windowbench", tmp_path / "windows.json", 300)
+    assert summary["alerts_agree"] is True and summary["shared"]["alerts"] > 0
+    assert summary["shared"]["windows"] == 1
+    assert summary["private"]["windows"] == summary["subscriptions"]
+    assert summary["shared"]["window_updates_per_event"] == 1.0

@@ -482,3 +482,30 @@ def test_a_pattern_under_after_match_skip_publishes_one_alert_per_episode_across
     finally:
         again.close()
         shards.stop()
+
+
+def test_a_query_reading_a_window_sees_it_whole_across_a_restart(tmp_path: Path) -> None:
+    """Cookbook recipe 24 on two shards (it is key-partitioned on Name, as its window is):
+    the windows' events outlive the restart, so the alerts are an uninterrupted run's."""
+    cookbook = (ROOT / "docs" / "cookbook.md").read_text()
+    text = cookbook.split("### 24.")[1].split("```cel\n")[1].split("```")[0]
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    events = [to_event(e) for e in sample_events()]
+    shards = ShardPool(2)
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    front.start()
+    front.define_stream(client, STOCK)
+    above = front.subscribe(client, text)
+    front.publish(client, pb.PublishRequest(events=events[:1000]))
+    front.close()
+    shards.stop()
+    shards = ShardPool(2)
+    again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    again.start()
+    try:
+        again.publish(client, pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
+        expected = expected_lines([("above", text)], [trusted_event(e) for e in events])
+        assert again.registry.last_seq[above.id] == sum(expected.values()) == 240
+    finally:
+        again.close()
+        shards.stop()

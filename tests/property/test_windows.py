@@ -1,0 +1,122 @@
+"""Time-window aggregates (automata/windows.py, server/engine/windowing.py) against their
+definition.
+
+A window's running state gives, event by event, what the literal definition computes from
+the whole stream (floats to the bit: both sums are exact); random patterns and CEL queries
+reading windows give the oracles' outputs on every path, several subscriptions sharing a
+window; and an engine restored between two epochs, windows half full, runs on as one that
+never stopped.
+"""
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cesar.automata.pattern.parser import parse_pattern
+from cesar.automata.pattern.reference import evaluate
+from cesar.automata.pattern.resolve import resolve
+from cesar.automata.runtime import Runner
+from cesar.automata.schema import Event, epochs
+from cesar.automata.windows import FUNCTIONS, Window, WindowState, literal
+from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.workload import Workload
+from tests.pattern_strategies import (
+    SCHEMAS,
+    automata_of,
+    pattern_streams,
+    through_a_restart,
+    window_patterns,
+    window_queries,
+)
+from tests.strategies import streams
+
+SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+MODES = {
+    "full": EngineOptions(),
+    "nomerge": EngineOptions(merge=False),
+    "naive": EngineOptions(merge=False, indices=False),
+}
+
+
+@st.composite
+def quotes(draw: st.DrawFn) -> list[Event]:
+    """Events of Q(k, x) with float values of every magnitude, simultaneous ones included."""
+    out = []
+    t1 = 0
+    for _ in range(draw(st.integers(1, 40))):
+        t1 += draw(st.sampled_from([0, 0, 1, 2, 5]))
+        x = draw(st.floats(-1e12, 1e12, allow_nan=False) | st.sampled_from([0.1, 0.2, 1e-9]))
+        out.append(Event.of("Q", t1, t1, {"k": draw(st.sampled_from("ab")), "x": x}))
+    return out
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(
+    events=quotes(),
+    function=st.sampled_from(FUNCTIONS),
+    ticks=st.integers(1, 8),
+    keyed=st.booleans(),
+    limit=st.none() | st.integers(1, 5),
+)
+def test_the_running_window_gives_the_literal_value_event_by_event(
+    events, function, ticks, keyed, limit
+):
+    window = Window(function, None if function == "COUNT_OVER" else "x", ticks, ("k",) * keyed)
+    state = WindowState(window, limit)
+    for epoch in epochs(events):
+        for event in state.step(epoch):
+            if limit is None:
+                assert event.value(window.name) == literal(window, event, events)
+        state.check_valid()
+        again = WindowState(window, limit)
+        again.restore(state.to_data())
+        again.check_valid()
+        assert again.to_data() == state.to_data()
+    if limit is not None:
+        assert len(state.order) <= limit
+
+
+@settings(max_examples=250, **SETTINGS)
+@given(text=window_patterns(), streams=pattern_streams())
+def test_patterns_reading_windows_give_the_oracles_matches(text, streams):
+    pattern = resolve(parse_pattern(text), SCHEMAS)
+    automata = automata_of(pattern)
+    events = [e for stream in streams.values() for e in stream]
+    expected = Counter(evaluate(pattern, streams))
+    assert Counter(Runner(automata).run(events)) == expected
+    engine = Engine()
+    engine.subscribe("q", automata, pattern=pattern)
+    assert Counter(engine.run(events)) == expected
+    engine.check_valid()
+
+
+@pytest.mark.parametrize("mode", ["automaton", "engine", "nomerge", "naive", "planned"])
+@settings(max_examples=100, **SETTINGS)
+@given(
+    texts=st.lists(window_queries() | window_patterns("W"), min_size=1, max_size=3),
+    events=streams("S", max_events=14),
+)
+def test_subscriptions_sharing_windows_give_the_references_output(mode, texts, events):
+    queries = [(f"q{n}", t.replace("PUBLISH W", f"PUBLISH W{n}")) for n, t in enumerate(texts)]
+    workload = Workload.build(SCHEMAS.values(), queries)
+    assert Counter(workload.run(events, engine=mode)) == Counter(workload.run(events))
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(
+    texts=st.lists(window_patterns(), min_size=1, max_size=3),
+    streams=pattern_streams(),
+    data=st.data(),
+)
+def test_a_restored_engine_keeps_its_windows(texts, streams, data):
+    builds = [
+        lambda n=n, t=t: automata_of(
+            resolve(parse_pattern(t.replace("PUBLISH P", f"PUBLISH P{n}")), SCHEMAS)
+        )
+        for n, t in enumerate(texts)
+    ]
+    parts = epochs([e for stream in streams.values() for e in stream])
+    expected, got = through_a_restart(builds, parts, data.draw(st.integers(0, len(parts))))
+    assert got == expected
