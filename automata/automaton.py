@@ -63,7 +63,7 @@ from cesar.automata.normal import Conjunct
 from cesar.automata.schema import StreamSchema, Value
 from cesar.automata.skipping import Skip
 from cesar.automata.terms import Const, Dur, EventDur, Param, Pred, Term, to_cel
-from cesar.automata.windows import Window
+from cesar.automata.windows import Derived
 
 
 class EdgeKind(enum.Enum):
@@ -150,9 +150,9 @@ class Automaton:
     skip: Skip | None = None
     """The after-match policy of the pattern it runs: its final node then holds the hidden
     attributes of :mod:`cesar.automata.skipping` too, which a Skipper strips."""
-    windows: tuple[tuple[str, Window], ...] = ()
-    """The time-window aggregates its subscription reads, per input stream: every event of
-    the stream carries each as an attribute before any automaton sees it."""
+    windows: tuple[tuple[str, Derived], ...] = ()
+    """The time-window aggregates and time functions its subscription reads, per input stream:
+    every event of the stream carries each as an attribute before any automaton sees it."""
 
     @property
     def name(self) -> str:

@@ -31,8 +31,7 @@ from cesar.automata.pattern.resolve import Resolved, resolve
 from cesar.automata.schema import StreamSchema, TimeUnit
 from cesar.automata.terms import Attr, Call, Scope, Term
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs, translate
-from cesar.automata.windows import FUNCTIONS as WINDOW_FUNCTIONS
-from cesar.automata.windows import Window, extended, read_by, window_call
+from cesar.automata.windows import DERIVING, Derived, derived_call, extended, read_by
 
 MAX_PATTERN_COMPONENTS = 64
 """Components of one pattern: its automaton's edges and compile time grow with their square
@@ -55,7 +54,7 @@ class CompiledQuery:
     reads: frozenset[str]
     automata: tuple[Automaton, ...]
     pattern: Resolved | None = None
-    windows: tuple[tuple[str, Window], ...] = ()
+    windows: tuple[tuple[str, Derived], ...] = ()
 
     @property
     def name(self) -> str:
@@ -173,19 +172,19 @@ def compile_parsed(
         raise exc.with_source(text) from None
 
 
-def _windows(query: Query, schemas: Mapping[str, StreamSchema]) -> tuple[Query, list[Window]]:
+def _windows(query: Query, schemas: Mapping[str, StreamSchema]) -> tuple[Query, list[Derived]]:
     """``query`` with each window call (``AVG_OVER(Price, 30 MIN, Name)``) rewritten to the
     attribute of its event it becomes (:mod:`cesar.automata.windows`), and the windows."""
-    found: list[Window] = []
+    found: list[Derived] = []
     units = [schemas[r.name].unit for r in stream_refs(query) if r.name in schemas]
 
     def attr_of(term: Term) -> tuple[Scope, str] | None:
         return (term.scope, term.name) if isinstance(term, Attr) else None
 
     def calls(call: Call) -> Term | None:
-        if call.name not in WINDOW_FUNCTIONS:
+        if call.name not in DERIVING:
             return None
-        window, scope = window_call(call, units[0] if units else TimeUnit.TICK, attr_of)
+        window, scope = derived_call(call, units[0] if units else TimeUnit.TICK, attr_of)
         found.append(window)
         return Attr(scope, window.name, call.pos)
 

@@ -45,6 +45,7 @@ from cesar.automata.automaton import Automaton, Edge, EdgeKind
 from cesar.automata.normal import Conjunct
 from cesar.automata.schema import StreamSchema, Value
 from cesar.automata.terms import Attr, Cmp, Const, Scope
+from cesar.automata.windows import Window
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,8 @@ def partition_keys(
     candidates = set.intersection(*names) if names else set()
     for a in automata:
         for _, window in a.windows:
-            candidates &= set(window.key)
+            if isinstance(window, Window):
+                candidates &= set(window.key)
     found = set()
     for key in candidates:
         outputs = [_output_key(a, key) for a in automata]

@@ -54,7 +54,7 @@ from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
 from cesar.automata.skipping import Skipper
 from cesar.automata.terms import Scope
-from cesar.automata.windows import WindowState
+from cesar.automata.windows import state_of
 
 _EMPTY: Mapping[str, Value] = {}
 
@@ -373,7 +373,7 @@ class Runner:
         }
         """The held matches of each automaton under an after-match policy (no one reads
         them: they are published when judged)."""
-        self.windows = {pair: WindowState(pair[1]) for a in self.automata for pair in a.windows}
+        self.windows = {pair: state_of(pair[1], None) for a in self.automata for pair in a.windows}
         """The time-window aggregates the automata read, per input stream and window."""
 
     def process(self, epoch: Sequence[Event]) -> list[Event]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+import zoneinfo
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -103,11 +104,16 @@ class EventError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class StreamSchema:
-    """Name, typed attributes (in declaration order) and time unit of a stream."""
+    """Name, typed attributes (in declaration order), time unit and time zone of a stream.
+
+    ``zone`` is an IANA time zone name: the zone its times are read in by the time functions
+    (``HOUR(t1)``) and shown in; ticks count from the Unix epoch, UTC, whatever the zone.
+    """
 
     name: str
     attributes: tuple[tuple[str, AttrType], ...]
     unit: TimeUnit = TimeUnit.TICK
+    zone: str = "UTC"
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -132,7 +138,8 @@ class StreamSchema:
     def spec(self) -> str:
         """The textual specification that :func:`parse_stream_spec` reads back."""
         attrs = ",".join(f"{name}:{typ.value}" for name, typ in self.attributes)
-        unit = "" if self.unit is TimeUnit.TICK else f"[{self.unit.name.lower()}]"
+        zone = "" if self.zone == "UTC" else f", {self.zone}"
+        unit = "" if self.unit is TimeUnit.TICK else f"[{self.unit.name.lower()}{zone}]"
         return f"{self.name}({attrs}){unit}"
 
 
@@ -151,7 +158,10 @@ MAX_ATTRIBUTES = 256
 """The most attributes a stream may have."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPEC = re.compile(r"^\s*(?P<name>\S+?)\s*\((?P<attrs>[^)]*)\)\s*(?:\[\s*(?P<unit>\w+)\s*\])?\s*$")
+_SPEC = re.compile(
+    r"^\s*(?P<name>\S+?)\s*\((?P<attrs>[^)]*)\)\s*"
+    r"(?:\[\s*(?P<unit>\w+)\s*(?:,\s*(?P<zone>[^\]\s]+)\s*)?\])?\s*$"
+)
 _ATTR = re.compile(r"^\s*(?P<name>\S+?)\s*:\s*(?P<type>\w+)\s*$")
 
 
@@ -178,10 +188,13 @@ def check_name(name: str, what: str = "stream name") -> str:
 
 
 def parse_stream_spec(text: str) -> StreamSchema:
-    """Read ``Name(attr:type, ...)[unit]``; the unit defaults to the abstract tick.
+    """Read ``Name(attr:type, ...)[unit]`` or ``…[unit, Zone/Name]``; the unit defaults to the
+    abstract tick, the zone to UTC.
 
     >>> parse_stream_spec("T(a:int)[ms]").spec()
     'T(a:int)[ms]'
+    >>> parse_stream_spec("Q(p:float)[min, America/New_York]").zone
+    'America/New_York'
     """
     match = _SPEC.match(text)
     if match is None:
@@ -216,7 +229,26 @@ def parse_stream_spec(text: str) -> StreamSchema:
             raise SchemaError(
                 f"unknown time unit {match['unit']!r} (expected one of {', '.join(_UNIT_NAMES)})"
             ) from None
-    return StreamSchema(match["name"], tuple(attrs), unit)
+    zone = match["zone"] or "UTC"
+    if match["zone"] is not None:
+        if unit.seconds is None:
+            raise SchemaError(f"time zone {zone}: a zone needs a time unit (min, sec, …), not tick")
+        check_zone(zone)
+    return StreamSchema(match["name"], tuple(attrs), unit, zone)
+
+
+def check_zone(zone: str) -> str:
+    """``zone`` if it names an IANA time zone (``America/New_York``, ``UTC``); SchemaError if
+    not."""
+    try:
+        if len(zone) > MAX_NAME_CHARS:
+            raise ValueError(zone)
+        zoneinfo.ZoneInfo(zone)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise SchemaError(
+            f"unknown time zone {zone[:60]!r}: give an IANA name such as America/New_York"
+        ) from None
+    return zone
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
     make flink-venv                                   # apache-flink in .venv-flink (once)
     python -m cesar.perf.flinkcmp --json flink.json         # 27 stocks 2000-2017
     python -m cesar.perf.flinkcmp --queries 1 10 --rows 20000
+    python -m cesar.perf.flinkcmp --skip "PAST LAST ROW" --json skip.json  # after-match cases
 
 Four pattern families, each written for cesar (two in CEL, two as patterns,
 docs/patterns.md) and in Flink SQL, both partitioned by stock and ordered by
@@ -69,59 +70,102 @@ QUOTE = "Quote(Name:string,Price:float)[day]"
 BASE = datetime.date(2000, 1, 3).toordinal()
 
 
+Family = tuple[str, str, str, str]
+"""One query of a family: (cesar text without PUBLISH, SQL pattern, DEFINE, the MEASURES of t1)."""
+
+
+def _drop(f: float) -> Family:
+    text = (
+        f"FILTER{{After < {f} * Before}} (SELECT Name, Price_1 AS Before, Price AS After "
+        "FROM Quote NEXT{$1.Name = $2.Name} Quote)"
+    )
+    return text, "(A B)", f"B AS B.price < {f} * A.price", "B.ts"
+
+
+def _rise(n: int) -> Family:
+    text = (
+        f"FILTER{{Quotes = {n}}} ((SELECT *, 1 AS Quotes FROM Quote) "
+        "FOLD{$2.Name = $.Name, $2.Price > $.Price, $.Quotes + 1 AS Quotes} Quote)"
+    )
+    define = "B AS (LAST(B.price, 1) IS NULL AND B.price > A.price) OR B.price > LAST(B.price, 1)"
+    return text, f"(A B{{{n - 1}}})", define, "LAST(B.ts)"
+
+
+def _kleene(f: float, tail: str = "") -> Family:
+    text = (
+        "PATTERN SEQ(Quote+ a[], Quote c) WHERE partition_contiguity(a[], c) { [Name] "
+        f"AND a[i].Price > a[i-1].Price AND a.LEN >= 2 AND c.Price < {f} * a[a.LEN].Price }}"
+        f"{tail} RETURN a[1].Name AS Name"
+    )
+    define = (
+        "B AS (LAST(B.price, 1) IS NULL AND B.price > A.price) "
+        f"OR B.price > LAST(B.price, 1), C AS C.price < {f} * LAST(B.price)"
+    )
+    return text, "(A B+ C)", define, "C.ts"
+
+
+def _negation(f: float, tail: str = "") -> Family:
+    text = (
+        "PATTERN SEQ(Quote a, !(Quote n), Quote c) "
+        "WHERE skip_till_next_match(a, n, c) { [Name] AND n.Price > 1.05 * a.Price "
+        f"AND c.Price < {f} * a.Price }}{tail} RETURN a.Name AS Name"
+    )
+    define = (
+        f"B AS B.price >= {f} * A.price AND B.price <= 1.05 * A.price, C AS C.price < {f} * A.price"
+    )
+    return text, "(A B*? C)", define, "C.ts"
+
+
+def _pattern_drop(f: float, tail: str) -> Family:
+    text = (
+        "PATTERN SEQ(Quote a, Quote b) WHERE partition_contiguity(a, b) { [Name] "
+        f"AND b.Price < {f} * a.Price }}{tail} RETURN a.Name AS Name"
+    )
+    return text, "(A B)", f"B AS B.price < {f} * A.price", "B.ts"
+
+
+def _sql(family: Family, skip: str, window: str = "") -> str:
+    _, pattern, define, last = family
+    return (
+        "SELECT symbol, t0, t1 FROM quotes MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts "
+        f"MEASURES A.ts AS t0, {last} AS t1 ONE ROW PER MATCH AFTER MATCH SKIP {skip} "
+        f"PATTERN {pattern}{window} DEFINE {define})"
+    )
+
+
 def queries(count: int) -> list[tuple[str, str, str]]:
     """``count`` (id, cesar text, SQL) triples, the four families in turn."""
     out = []
     for i in range(count):
         step = i // 4
         f = round(0.99 - 0.01 * (step % 10), 2)
-        last = "C.ts"
-        if i % 4 == 0:
-            text = (
-                f"FILTER{{After < {f} * Before}} (SELECT Name, Price_1 AS Before, Price AS After "
-                f"FROM Quote NEXT{{$1.Name = $2.Name}} Quote) PUBLISH Q{i}"
-            )
-            pattern, define, last = "(A B)", f"B AS B.price < {f} * A.price", "B.ts"
-        elif i % 4 == 1:
-            n = 3 + step % 6
-            text = (
-                f"FILTER{{Quotes = {n}}} ((SELECT *, 1 AS Quotes FROM Quote) "
-                "FOLD{$2.Name = $.Name, $2.Price > $.Price, $.Quotes + 1 AS Quotes} Quote) "
-                f"PUBLISH Q{i}"
-            )
-            pattern, last = f"(A B{{{n - 1}}})", "LAST(B.ts)"
-            define = (
-                "B AS (LAST(B.price, 1) IS NULL AND B.price > A.price) "
-                "OR B.price > LAST(B.price, 1)"
-            )
-        elif i % 4 == 2:
-            text = (
-                "PATTERN SEQ(Quote+ a[], Quote c) WHERE partition_contiguity(a[], c) { [Name] "
-                f"AND a[i].Price > a[i-1].Price AND a.LEN >= 2 "
-                f"AND c.Price < {f} * a[a.LEN].Price }} RETURN a[1].Name AS Name PUBLISH Q{i}"
-            )
-            pattern = "(A B+ C)"
-            define = (
-                "B AS (LAST(B.price, 1) IS NULL AND B.price > A.price) "
-                f"OR B.price > LAST(B.price, 1), C AS C.price < {f} * LAST(B.price)"
-            )
-        else:
-            text = (
-                "PATTERN SEQ(Quote a, !(Quote n), Quote c) "
-                "WHERE skip_till_next_match(a, n, c) { [Name] AND n.Price > 1.05 * a.Price "
-                f"AND c.Price < {f} * a.Price }} RETURN a.Name AS Name PUBLISH Q{i}"
-            )
-            pattern = "(A B*? C)"
-            define = (
-                f"B AS B.price >= {f} * A.price AND B.price <= 1.05 * A.price, "
-                f"C AS C.price < {f} * A.price"
-            )
-        sql = (
-            "SELECT symbol, t0, t1 FROM quotes MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts "
-            f"MEASURES A.ts AS t0, {last} AS t1 ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW "
-            f"PATTERN {pattern} DEFINE {define})"
-        )
-        out.append((f"Q{i}", text, sql))
+        kind = i % 4
+        family = (
+            _drop(f) if kind == 0 else _rise(3 + step % 6) if kind == 1
+            else _kleene(f) if kind == 2 else _negation(f)
+        )  # fmt: skip
+        out.append((f"Q{i}", f"{family[0]} PUBLISH Q{i}", _sql(family, "TO NEXT ROW")))
+    return out
+
+
+WINDOW_DAYS = 30
+"""The window of the after-match cases: a policy needs one (docs/patterns.md)."""
+
+
+def skipping_queries(count: int, skip: str) -> list[tuple[str, str, str]]:
+    """``count`` (id, cesar pattern, SQL) triples under ``AFTER MATCH SKIP skip`` in both and a
+    window of :data:`WINDOW_DAYS` (cesar's ``WITHIN 30`` keeps ``t1 - t0 <= 30``, Flink's
+    ``WITHIN INTERVAL '31' DAY`` a span below 31 days: the same for daily rows), three
+    pattern families in turn: the drop (``(A B)``), the rising run and its drop
+    (``(A B+ C)``) and the negation (``(A B*? C)``)."""
+    out = []
+    tail = f" WITHIN {WINDOW_DAYS} AFTER MATCH SKIP {skip}"
+    window = f" WITHIN INTERVAL '{WINDOW_DAYS + 1}' DAY"
+    for i in range(count):
+        f = round(0.99 - 0.01 * (i // 3 % 10), 2)
+        kinds = (_pattern_drop, _kleene, _negation)
+        family = kinds[i % 3](f, tail)
+        out.append((f"Q{i}", f"{family[0]} PUBLISH Q{i}", _sql(family, skip, window)))
     return out
 
 
@@ -214,14 +258,18 @@ class Side:
     matches: dict[str, list[Match]]
 
 
-def compare(rows: Sequence[tuple[str, str, float]], count: int, python: Path) -> dict[str, object]:
-    """Both engines on ``count`` queries over ``rows``; throughput and agreement."""
-    texts = queries(count)
+def compare(
+    rows: Sequence[tuple[str, str, float]], count: int, python: Path, skip: str | None = None
+) -> dict[str, object]:
+    """Both engines on ``count`` queries over ``rows`` (under ``AFTER MATCH SKIP skip``, if
+    given: :func:`skipping_queries`); throughput and agreement."""
+    texts = queries(count) if skip is None else skipping_queries(count, skip)
     cesar = run_cesar(rows, texts)
     flink = run_flink(rows, texts, python)
     differing = [q for q, _, _ in texts if cesar.matches[q] != flink.matches[q]]
     return {
         "queries": count,
+        "after_match": f"SKIP {skip}" if skip else "every match (SKIP TO NEXT ROW in Flink)",
         "rows": len(rows),
         "matches": sum(len(m) for m in cesar.matches.values()),
         "matches_agree": not differing,
@@ -241,13 +289,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, nargs="+", default=[1, 10, 100])
     parser.add_argument("--flink-python", type=Path, default=FLINK_PYTHON)
     parser.add_argument("--json", type=Path, help="write the records here too")
+    parser.add_argument(
+        "--skip",
+        choices=["PAST LAST ROW", "TO NEXT ROW"],
+        help="the after-match cases instead: three pattern families under this policy",
+    )
     args = parser.parse_args(argv)
     if not args.flink_python.exists():
         raise SystemExit(f"{args.flink_python} is missing: run `make flink-venv` first")
     rows = closed(load(args.data, args.rows))
     records = []
     for count in args.queries:
-        record = compare(rows, count, args.flink_python)
+        record = compare(rows, count, args.flink_python, args.skip)
         records.append(record)
         print(json.dumps(record), flush=True)
     if args.json:

@@ -52,8 +52,7 @@ from cesar.automata.terms import (
 )
 from cesar.automata.translate import _some, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
-from cesar.automata.windows import FUNCTIONS as WINDOW_FUNCTIONS
-from cesar.automata.windows import Window, extended, read_by, window_call
+from cesar.automata.windows import DERIVING, Derived, derived_call, extended, read_by
 
 BEGIN, TAKE, CLOSE = 0, 1, 2
 """Stages of a positive step, in the order a run reaches them."""
@@ -128,7 +127,7 @@ class Resolved:
     conjuncts: Pred
     keyed: bool = False
     skip: Skip | None = None
-    windows: tuple[tuple[str, Window], ...] = ()
+    windows: tuple[tuple[str, Derived], ...] = ()
 
 
 def resolve(
@@ -217,11 +216,12 @@ class _Resolver:
             read_by(self.schemas, sorted({t for c in self.named for t in c.types}), windows),
         )
 
-    def _windows(self, unit: TimeUnit) -> list[Window]:
-        """Rewrite each window call (``AVG_OVER(b.Price, 30 MIN, b.Name)``) in WHERE and RETURN
-        to the attribute of its event it becomes, and give the streams those attributes
-        (:mod:`cesar.automata.windows`); a duration elsewhere becomes ticks, as in CEL."""
-        found: list[Window] = []
+    def _windows(self, unit: TimeUnit) -> list[Derived]:
+        """Rewrite each window call (``AVG_OVER(b.Price, 30 MIN, b.Name)``) and time function
+        (``HOUR(b.t1)``) in WHERE and RETURN to the attribute of its event it becomes, and give
+        the streams those attributes (:mod:`cesar.automata.windows`); a duration elsewhere
+        becomes ticks, as in CEL."""
+        found: list[Derived] = []
 
         def attr_of(term: Term) -> tuple[tuple[str, Index], str] | None:
             if not isinstance(term, Attr) or term.name not in self.refs:
@@ -232,9 +232,9 @@ class _Resolver:
             return (ref.var, ref.index), ref.attr
 
         def calls(call: Call) -> Term | None:
-            if call.name not in WINDOW_FUNCTIONS:
+            if call.name not in DERIVING:
                 return None
-            window, (var, index) = window_call(call, unit, attr_of)
+            window, (var, index) = derived_call(call, unit, attr_of)
             found.append(window)
             return self._leaf(Ref(var, index, window.name), call.pos)
 
@@ -250,6 +250,8 @@ class _Resolver:
             )
         self.pattern = replace(pattern, where=where, returns=returns)
         self.schemas = extended(self.schemas, found)
+        for key in [k for k, ref in self.refs.items() if ref.attr in ("t0", "t1")]:
+            del self.refs[key]  # read only through a time function, now an attribute
         return found
 
     def _skip(self, steps: tuple[Step, ...], window: int | None) -> Skip | None:

@@ -1,5 +1,7 @@
 """The engine's time-window aggregates: one running window per (stream, window), shared.
 
+Time functions (``HOUR(t1)``) are kept alike, as windows without state.
+
 Every subscription that reads ``AVG_OVER(Price, 30 MIN, Name)`` of ``Stock`` reads
 the same :class:`~cesar.automata.windows.WindowState`: the engine keeps it while
 some subscription reads it, and adds its value to each event of the stream before
@@ -21,9 +23,9 @@ from typing import Any
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.schema import Event
-from cesar.automata.windows import Window, WindowState
+from cesar.automata.windows import Derived, TimeState, WindowState, state_of
 
-Place = tuple[str, Window, str]
+Place = tuple[str, Derived, str]
 """A running window: (stream, window, the subscription keeping it, or "" when shared)."""
 
 
@@ -33,9 +35,9 @@ class Windows:
     def __init__(self, limit: int | None, share: bool = True) -> None:
         self.limit = limit
         self.share = share
-        self.states: dict[Place, WindowState] = {}
+        self.states: dict[Place, WindowState | TimeState] = {}
         self.readers: dict[Place, set[str]] = {}
-        self.by_stream: dict[str, list[WindowState]] = {}
+        self.by_stream: dict[str, list[WindowState | TimeState]] = {}
         self.noticed: set[Place] = set()
         """The windows over their limit whose readers have had their notice."""
 
@@ -58,7 +60,7 @@ class Windows:
             for stream, window in automaton.windows:
                 place = (stream, window, "" if self.share else subscription)
                 if place not in self.states:
-                    state = self.states[place] = WindowState(window, self.limit)
+                    state = self.states[place] = state_of(window, self.limit)
                     self.by_stream.setdefault(stream, []).append(state)
                 self.readers.setdefault(place, set()).add(subscription)
 

@@ -1,11 +1,12 @@
-"""Time-window aggregates (automata/windows.py, server/engine/windowing.py) against their
-definition.
+"""Time-window aggregates and time functions (automata/windows.py, server/engine/windowing.py)
+against their definitions.
 
 A window's running state gives, event by event, what the literal definition computes from
 the whole stream (floats to the bit: both sums are exact); random patterns and CEL queries
 reading windows give the oracles' outputs on every path, several subscriptions sharing a
 window; and an engine restored between two epochs, windows half full, runs on as one that
-never stopped.
+never stopped.  Functions of events' times in a stream's zone, around a change of daylight
+saving time, give the reference's output on every path.
 """
 
 from collections import Counter
@@ -18,7 +19,7 @@ from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.reference import evaluate
 from cesar.automata.pattern.resolve import resolve
 from cesar.automata.runtime import Runner
-from cesar.automata.schema import Event, epochs
+from cesar.automata.schema import Event, epochs, parse_stream_spec
 from cesar.automata.windows import FUNCTIONS, Window, WindowState, literal
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.workload import Workload
@@ -120,3 +121,48 @@ def test_a_restored_engine_keeps_its_windows(texts, streams, data):
     parts = epochs([e for stream in streams.values() for e in stream])
     expected, got = through_a_restart(builds, parts, data.draw(st.integers(0, len(parts))))
     assert got == expected
+
+
+ZONED = parse_stream_spec("Z(k:string,v:int)[min, America/New_York]")
+NIGHT_OF_THE_CHANGE = 26736840  # 2020-11-01 06:00 UTC: 01:00 EST, an hour after 01:00 EDT
+
+
+@st.composite
+def zoned_events(draw: st.DrawFn) -> list[Event]:
+    """Events of Z within 150 minutes of the end of daylight saving time in New York (the
+    hour from 01:00 comes twice), some with durations."""
+    out = []
+    for _ in range(draw(st.integers(0, 12))):
+        t1 = NIGHT_OF_THE_CHANGE + draw(st.integers(-150, 150))
+        t0 = t1 - draw(st.sampled_from([0, 0, 30, 90]))
+        values = {"k": draw(st.sampled_from("ab")), "v": draw(st.integers(0, 4))}
+        out.append(Event.of("Z", t0, t1, values))
+    return sorted(out, key=lambda e: e.t1)
+
+
+@st.composite
+def time_queries(draw: st.DrawFn) -> str:
+    """A CEL query or a pattern over Z reading functions of its events' times."""
+    function = draw(st.sampled_from(["HOUR", "MINUTE", "MINUTE_OF_DAY", "DAY_OF_WEEK", "DATE"]))
+    which = draw(st.sampled_from(["t0", "t1"]))
+    value = "'2020-11-01'" if function == "DATE" else str(draw(st.integers(0, 70)))
+    op = draw(st.sampled_from(["=", "<", ">="]))
+    if draw(st.booleans()):
+        side = draw(st.sampled_from(["$1.", "$2."]))
+        return (
+            f"SELECT *, HOUR({which}) AS h FROM (Z NEXT{{$1.k = $2.k AND "
+            f"{function}({side}{which}) {op} {value}}} Z) PUBLISH W"
+        )
+    return (
+        f"PATTERN SEQ(Z a, Z b) WHERE [k] AND {function}(b.{which}) {op} {value} WITHIN 90 "
+        f"RETURN a.v AS v, {function}(a.{which}) AS f PUBLISH W"
+    )
+
+
+@pytest.mark.parametrize("mode", ["automaton", "engine", "naive", "planned"])
+@settings(max_examples=100, **SETTINGS)
+@given(texts=st.lists(time_queries(), min_size=1, max_size=3), events=zoned_events())
+def test_time_functions_in_the_streams_zone_on_every_path(mode, texts, events):
+    queries = [(f"q{n}", t.replace("PUBLISH W", f"PUBLISH W{n}")) for n, t in enumerate(texts)]
+    workload = Workload.build([ZONED], queries)
+    assert Counter(workload.run(events, engine=mode)) == Counter(workload.run(events))

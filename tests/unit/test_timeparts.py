@@ -1,0 +1,105 @@
+"""Functions of an event's time in its stream's zone (automata/windows.py ``TimePart``) and the
+zone of a stream spec (automata/schema.py)."""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+
+import pytest
+
+from cesar.automata.compiler import compile_query
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.schema import Event, SchemaError, parse_stream_spec
+from cesar.server.engine.engine import Engine
+from cesar.server.engine.workload import Workload
+
+NEW_YORK = parse_stream_spec("Stock(Name:string,Price:float)[min, America/New_York]")
+UTC = parse_stream_spec("Stock(Name:string,Price:float)[min]")
+
+
+def minute(iso: str) -> int:
+    return int(datetime.datetime.fromisoformat(iso).timestamp()) // 60
+
+
+def parts(schema, when: str) -> dict:
+    text = (
+        "SELECT HOUR(t1) AS h, MINUTE(t1) AS mi, MINUTE_OF_DAY(t1) AS md, DAY_OF_WEEK(t1) AS w, "
+        "DAY_OF_MONTH(t1) AS d, MONTH(t1) AS mo, YEAR(t1) AS y, DATE(t1) AS day, "
+        "HOUR(t0) AS h0 FROM Stock PUBLISH P"
+    )
+    engine = Engine()
+    engine.subscribe("p", compile_query(text, {"Stock": schema}).automata)
+    t = minute(when)
+    (out,) = engine.process([Event.of("Stock", t - 90, t, {"Name": "X", "Price": 1.0})])
+    engine.check_valid()
+    return out.attrs()
+
+
+def test_times_read_in_the_streams_zone_across_daylight_saving():
+    """9:30 in New York is 13:30 UTC in summer time and 14:30 after it ends (2020-11-01)."""
+    before = parts(NEW_YORK, "2020-10-30T13:30:00+00:00")
+    after = parts(NEW_YORK, "2020-11-02T14:30:00+00:00")
+    assert (before["h"], before["mi"], before["md"], before["w"]) == (9, 30, 570, 5)
+    assert (after["h"], after["mi"], after["md"], after["w"]) == (9, 30, 570, 1)
+    assert (after["d"], after["mo"], after["y"], after["day"]) == (2, 11, 2020, "2020-11-02")
+    assert after["h0"] == 8  # t0 is 90 minutes before t1
+    assert parts(UTC, "2020-11-02T14:30:00+00:00")["h"] == 14
+
+
+def test_the_new_year_in_new_york_is_still_the_old_one_in_utc_minus_five():
+    at = parts(NEW_YORK, "2021-01-01T03:00:00+00:00")
+    assert (at["y"], at["day"], at["w"]) == (2020, "2020-12-31", 4)
+
+
+def test_a_stream_spec_carries_its_zone_and_prints_it():
+    assert NEW_YORK.spec() == "Stock(Name:string,Price:float)[min, America/New_York]"
+    assert parse_stream_spec(NEW_YORK.spec()) == NEW_YORK
+    assert UTC.zone == "UTC" and UTC.spec().endswith("[min]")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("S(a:int)[min, Mars/Olympus]", "unknown time zone"),
+        ("S(a:int)[min, /etc/passwd]", "unknown time zone"),
+        ("S(a:int)[tick, UTC]", "needs a time unit"),
+    ],
+)
+def test_a_bad_zone_is_refused(spec, message):
+    with pytest.raises(SchemaError, match=message):
+        parse_stream_spec(spec)
+
+
+@pytest.mark.parametrize(
+    ("text", "schema", "message"),
+    [
+        ("FILTER{HOUR(Price) > 9} Stock", NEW_YORK, r"expected HOUR\(t1\) or HOUR\(t0\)"),
+        ("FILTER{HOUR(t1, t0) > 9} Stock", NEW_YORK, r"expected HOUR\(t1\)"),
+        ("FILTER{HOUR(t1) > 9} Stock", parse_stream_spec("Stock(Name:string)"), "time unit"),
+        ("FILTER{DATE(t1) > 9} Stock", NEW_YORK, "cannot compare string"),
+    ],
+)
+def test_a_malformed_time_function_names_its_place(text, schema, message):
+    with pytest.raises(CelSemanticError, match=message) as raised:
+        compile_query(text, {"Stock": schema}, "x")
+    assert raised.value.column > 1
+
+
+def test_market_hours_in_a_pattern_on_every_path():
+    """Rises within the first hour of New York trading, a pattern reading its events' times."""
+    text = (
+        "PATTERN SEQ(Stock a, Stock b) WHERE [Name] AND b.Price > a.Price AND "
+        "MINUTE_OF_DAY(a.t1) >= 570 AND MINUTE_OF_DAY(b.t1) < 630 WITHIN 5 MIN "
+        "RETURN a.Name AS Name, HOUR(b.t1) AS h PUBLISH Rises"
+    )
+    start = minute("2020-11-02T14:25:00+00:00")  # 9:25 New York
+    events = [
+        Event.of("Stock", start + i, start + i, {"Name": "X", "Price": float(i % 7)})
+        for i in range(0, 80)
+    ]
+    workload = Workload.build([NEW_YORK], [("r", text)])
+    expected = Counter(workload.run(events))
+    assert expected and {e.value("h") for e in expected} == {9, 10}
+    for mode in ("automaton", "engine", "naive", "planned"):
+        assert Counter(workload.run(events, engine=mode)) == expected
