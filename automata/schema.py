@@ -231,8 +231,11 @@ def parse_stream_spec(text: str) -> StreamSchema:
             ) from None
     zone = match["zone"] or "UTC"
     if match["zone"] is not None:
-        if unit.seconds is None:
-            raise SchemaError(f"time zone {zone}: a zone needs a time unit (min, sec, …), not tick")
+        if unit.seconds is None or unit is TimeUnit.DAY:
+            raise SchemaError(
+                f"time zone {zone}: a zone needs a time unit finer than a day (min, sec, …): "
+                "ticks count from the Unix epoch in UTC, so a day tick is a UTC date"
+            )
         check_zone(zone)
     return StreamSchema(match["name"], tuple(attrs), unit, zone)
 

@@ -160,9 +160,17 @@ def translate(
     if name is None:
         raise CelSemanticError("the query needs PUBLISH name", query.pos)
     expr = _Translator(schemas, unit, options).expr(query.expr)
+    zone = common_zone(schemas[r.name] for r in refs)
     return Translation(
-        expr, StreamSchema(name, expr.attributes, unit), frozenset(r.name for r in refs)
+        expr, StreamSchema(name, expr.attributes, unit, zone), frozenset(r.name for r in refs)
     )
+
+
+def common_zone(schemas: Iterable[StreamSchema]) -> str:
+    """The time zone of what a query publishes: its streams' zone if they share one, else
+    UTC."""
+    zones = {schema.zone for schema in schemas}
+    return zones.pop() if len(zones) == 1 else "UTC"
 
 
 SHOWN_STREAMS = 20

@@ -50,7 +50,7 @@ from cesar.automata.terms import (
     map_term,
     to_cel,
 )
-from cesar.automata.translate import _some, duration_ticks
+from cesar.automata.translate import _some, common_zone, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
 from cesar.automata.windows import DERIVING, Derived, derived_call, extended, read_by
 
@@ -190,6 +190,7 @@ class _Resolver:
             name,
             tuple((n, infer_type(t, self.ref_type, self.functions)) for n, t in returns),
             unit,
+            common_zone(self.base[t] for c in self.named for t in c.types),
         )
         return Resolved(
             pattern,

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import IO
+from zoneinfo import ZoneInfo
 
 from cesar.automata.schema import (
     NOT_AN_ATTRIBUTE,
@@ -349,7 +350,8 @@ def event_json(event: Event, schema: StreamSchema | None = None) -> str:
 
     ``attrs`` are in schema order; ``time`` (present when the schema has a
     calendar unit) is the ISO 8601 form of t0 (and of t1, as an interval
-    ``t0/t1``, for a duration), to the unit's precision, in UTC.
+    ``t0/t1``, for a duration), to the unit's precision, in the stream's zone (UTC unless
+    it names one).
 
     >>> from cesar.automata.schema import parse_stream_spec
     >>> rising = parse_stream_spec("Rising(Name:string)[min]")
@@ -361,7 +363,8 @@ def event_json(event: Event, schema: StreamSchema | None = None) -> str:
     record: dict[str, object] = {"stream": event.stream, "t0": event.t0, "t1": event.t1}
     if schema is not None:
         values = {name: values[name] for name in schema.names}
-        start, end = iso_time(event.t0, schema.unit), iso_time(event.t1, schema.unit)
+        unit, zone = schema.unit, schema.zone
+        start, end = iso_time(event.t0, unit, zone), iso_time(event.t1, unit, zone)
         if start is not None and end is not None:
             record["time"] = start if event.t0 == event.t1 else f"{start}/{end}"
     record["attrs"] = values
@@ -381,8 +384,9 @@ _ISO_PRECISION = {
 kept, what follows it, and the decimals of a second."""
 
 
-def iso_time(ticks: int, unit: TimeUnit) -> str | None:
-    """``ticks`` of ``unit`` since the Unix epoch in ISO 8601 (UTC), to the unit's precision.
+def iso_time(ticks: int, unit: TimeUnit, zone: str = "UTC") -> str | None:
+    """``ticks`` of ``unit`` since the Unix epoch in ISO 8601, to the unit's precision: in UTC
+    (``Z``), or in ``zone`` with its offset then.
 
     None for the abstract tick and for times outside the years 1..9999.
 
@@ -390,6 +394,8 @@ def iso_time(ticks: int, unit: TimeUnit) -> str | None:
     ('2020-10-26T13:31Z', '2020-10-26')
     >>> iso_time(1_603_719_060_250, TimeUnit.MS), iso_time(5, TimeUnit.TICK)
     ('2020-10-26T13:31:00.250Z', None)
+    >>> iso_time(26728651, TimeUnit.MIN, "America/New_York")
+    '2020-10-26T09:31-04:00'
     """
     precision = _ISO_PRECISION.get(unit)
     if precision is None:
@@ -397,9 +403,15 @@ def iso_time(ticks: int, unit: TimeUnit) -> str | None:
     per_tick, kept, suffix, decimals = precision
     seconds, fraction = divmod(ticks * per_tick, 10**decimals)
     try:
-        text = datetime.fromtimestamp(seconds, UTC).isoformat()[:kept]
+        moment = datetime.fromtimestamp(seconds, UTC)
+        if zone != "UTC":
+            moment = moment.astimezone(ZoneInfo(zone))
+            suffix = moment.isoformat()[19:]
+        text = moment.isoformat()[:kept]
     except (OverflowError, OSError, ValueError):
         return None
+    if unit is TimeUnit.HOUR and zone != "UTC":
+        suffix = ":00" + suffix
     if decimals:
         return f"{text}.{fraction:0{decimals}d}{suffix}"
     return text + suffix

@@ -4,6 +4,7 @@ zone of a stream spec (automata/schema.py)."""
 from __future__ import annotations
 
 import datetime
+import json
 from collections import Counter
 
 import pytest
@@ -13,6 +14,7 @@ from cesar.automata.errors import CelSemanticError
 from cesar.automata.schema import Event, SchemaError, parse_stream_spec
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.workload import Workload
+from cesar.server.wire.eventfile import event_json
 
 NEW_YORK = parse_stream_spec("Stock(Name:string,Price:float)[min, America/New_York]")
 UTC = parse_stream_spec("Stock(Name:string,Price:float)[min]")
@@ -58,12 +60,27 @@ def test_a_stream_spec_carries_its_zone_and_prints_it():
     assert UTC.zone == "UTC" and UTC.spec().endswith("[min]")
 
 
+def test_what_a_query_publishes_keeps_its_streams_zone_and_alerts_show_it():
+    query = compile_query("FILTER{Price > 1} Stock PUBLISH Up", {"Stock": NEW_YORK})
+    assert query.output.zone == "America/New_York"
+    event = Event.of(
+        "Up",
+        minute("2020-10-26T13:31:00+00:00"),
+        minute("2020-10-26T13:33:00+00:00"),
+        {"Name": "X", "Price": 2.0},
+    )
+    assert json.loads(event_json(event, query.output))["time"] == (
+        "2020-10-26T09:31-04:00/2020-10-26T09:33-04:00"
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
         ("S(a:int)[min, Mars/Olympus]", "unknown time zone"),
         ("S(a:int)[min, /etc/passwd]", "unknown time zone"),
         ("S(a:int)[tick, UTC]", "needs a time unit"),
+        ("S(a:int)[day, America/New_York]", "finer than a day"),
     ],
 )
 def test_a_bad_zone_is_refused(spec, message):
