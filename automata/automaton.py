@@ -59,11 +59,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from cesar.automata.algebra import Assign, Columns
+from cesar.automata.derived import Derived
 from cesar.automata.normal import Conjunct
 from cesar.automata.schema import StreamSchema, Value
 from cesar.automata.skipping import Skip
 from cesar.automata.terms import Const, Dur, EventDur, Param, Pred, Term, to_cel
-from cesar.automata.windows import Derived
 
 
 class EdgeKind(enum.Enum):

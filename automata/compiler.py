@@ -21,6 +21,7 @@ from cesar.automata.algebra import Expr
 from cesar.automata.ast import Query, map_calls
 from cesar.automata.automaton import Automaton
 from cesar.automata.construct import build_automata
+from cesar.automata.derived import DERIVING, Derived, derived_call, extended, read_by
 from cesar.automata.errors import CelError, CelSemanticError
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.parser import parse_query
@@ -31,7 +32,6 @@ from cesar.automata.pattern.resolve import Resolved, resolve
 from cesar.automata.schema import StreamSchema, TimeUnit
 from cesar.automata.terms import Attr, Call, Scope, Term
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs, translate
-from cesar.automata.windows import DERIVING, Derived, derived_call, extended, read_by
 
 MAX_PATTERN_COMPONENTS = 64
 """Components of one pattern: its automaton's edges and compile time grow with their square
@@ -45,7 +45,7 @@ class CompiledQuery:
     ``automata`` lists internal resubscription automata first and the one
     publishing ``output`` last.  A pattern (docs/patterns.md) has no algebra;
     ``pattern`` is its resolved form instead.  ``windows``: the time-window aggregates it
-    reads, per stream (:mod:`cesar.automata.windows`).
+    reads, per stream (:mod:`cesar.automata.derived`).
     """
 
     text: str
@@ -174,7 +174,7 @@ def compile_parsed(
 
 def _windows(query: Query, schemas: Mapping[str, StreamSchema]) -> tuple[Query, list[Derived]]:
     """``query`` with each window call (``AVG_OVER(Price, 30 MIN, Name)``) rewritten to the
-    attribute of its event it becomes (:mod:`cesar.automata.windows`), and the windows."""
+    attribute of its event it becomes (:mod:`cesar.automata.derived`), and the windows."""
     found: list[Derived] = []
     units = [schemas[r.name].unit for r in stream_refs(query) if r.name in schemas]
 

@@ -49,12 +49,12 @@ from dataclasses import dataclass, field
 
 from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, dur_bound, own_bound
+from cesar.automata.derived import state_of
 from cesar.automata.evaluate import Env, Faults, eval_term, holds, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
 from cesar.automata.skipping import Skipper
 from cesar.automata.terms import Scope
-from cesar.automata.windows import state_of
 
 _EMPTY: Mapping[str, Value] = {}
 

@@ -276,6 +276,16 @@ class Event:
         """The attribute values as a new dict."""
         return dict(self.values)
 
+    def with_values(self, more: Iterable[tuple[str, Value]]) -> Event:
+        """This event with the attributes ``more`` (replacing any of the same name).
+
+        >>> Event.of("S", 1, 1, {"a": 1}).with_values([("b", 2)]).values
+        (('a', 1), ('b', 2))
+        """
+        values = dict(self.values)
+        values.update(more)
+        return Event(self.stream, self.t0, self.t1, tuple(sorted(values.items())))
+
     def value(self, attr: str) -> Value | None:
         """One attribute's value (None: the event has none of that name).  O(attributes)."""
         for name, value in self.values:

@@ -43,9 +43,11 @@ from __future__ import annotations
 
 import enum
 import heapq
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cesar.automata.errors import CelSemanticError
 from cesar.automata.schema import Event, Value
 from cesar.automata.terms import Pos, position
 
@@ -85,6 +87,41 @@ class Skip:
     def __str__(self) -> str:
         tail = f" {self.var}" if self.var is not None else ""
         return f"AFTER MATCH SKIP {self.kind.value}{tail}"
+
+
+def checked(
+    skip: Skip, operator: str, window: int | None, steps: Sequence[tuple[str, bool]], where: Pos
+) -> Skip:
+    """``skip`` with the pattern's ``window`` set, checked against its ``operator`` and its
+    positive ``steps`` as (variable, is a Kleene closure): a SEQ with WITHIN, and a variable
+    that is a component other than the first event of every match.  Raises
+    :class:`CelSemanticError` at the clause (or ``where``)."""
+    pos = skip.pos or where
+    if operator == "AND":
+        raise CelSemanticError(
+            f"{skip} applies to SEQ: an AND's components have no order to skip by", pos
+        )
+    if window is None:
+        raise CelSemanticError(
+            f"{skip} needs WITHIN: a match is published once no run that started before it "
+            "can still complete, which without a window is never",
+            pos,
+        )
+    if skip.var is not None:
+        order = [var for var, _ in steps]
+        if skip.var not in order:
+            raise CelSemanticError(
+                f"{skip}: {skip.var} is not a component that events match "
+                f"(the components are {', '.join(order)})",
+                pos,
+            )
+        if skip.var == order[0] and (skip.kind is SkipKind.TO_FIRST or not steps[0][1]):
+            raise CelSemanticError(
+                f"{skip} would skip to the first event of the match itself, so it would skip "
+                "nothing (Flink raises an error there); write AFTER MATCH SKIP TO NEXT ROW",
+                pos,
+            )
+    return replace(skip, window=window)
 
 
 Key = tuple[Value, ...]

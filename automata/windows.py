@@ -2,10 +2,10 @@
 
 Esper's ``win:time``, Siddhi's ``#window.time`` and Flink's HOP windows read "the
 average price of this stock over the last 30 minutes".  Here such a window is a
-**derived attribute** of an input event: for an event ``e`` of stream ``S``,
-``AVG_OVER(Price, w, Name)`` is the average ``Price`` of the events of ``S`` with
-``e``'s ``Name`` that arrived in the last ``w`` ticks — ``t1`` in ``(e.t1 - w,
-e.t1]``, so ``e``'s own epoch, ``e`` included.  ``SUM_OVER``, ``MIN_OVER``,
+**derived attribute** of an input event (:mod:`cesar.automata.derived`): for an event
+``e`` of stream ``S``, ``AVG_OVER(Price, w, Name)`` is the average ``Price`` of the events
+of ``S`` with ``e``'s ``Name`` that arrived in the last ``w`` ticks — ``t1`` in ``(e.t1 -
+w, e.t1]``, so ``e``'s own epoch, ``e`` included.  ``SUM_OVER``, ``MIN_OVER``,
 ``MAX_OVER`` and ``COUNT_OVER(w, keys…)`` read the same window; with no key
 attributes the window holds the whole stream.
 
@@ -14,18 +14,11 @@ A query names a window as a call whose attribute arguments are one event's
 $2.Name)`` or ``AVG_OVER(Price, 30 MIN, Name)`` in CEL); the compiler rewrites it
 to that event's attribute named :attr:`Window.name` (``AVG_OVER(Price, 30,
 Name)``, the window in ticks: it parses back to the same window), which the
-streams' schemas gain (:func:`extended`).  Everything after — typing, DNF,
-indices, DAG sharing — sees an ordinary attribute.  The engine computes it once
-per event for every subscription that reads it (:class:`WindowState`, one per
+streams' schemas gain (:func:`~cesar.automata.derived.extended`).  The engine computes
+it once per event for every subscription that reads it (:class:`WindowState`, one per
 stream and window); the literal evaluators compute it from the whole stream
 (:func:`literal`).  Sums are exact (:func:`math.fsum` of the window's values), so
 the running state and the literal sum agree to the bit.
-
-The functions of an event's time are derived attributes too, without state:
-``HOUR(t1)``, ``MINUTE(t1)``, ``MINUTE_OF_DAY(t1)``, ``DAY_OF_WEEK(t1)`` (1 Monday … 7
-Sunday), ``DAY_OF_MONTH(t1)``, ``MONTH(t1)``, ``YEAR(t1)`` and ``DATE(t1)`` (``'2020-10-26'``)
-read an event's end (``t1``) or start (``t0``) in its stream's time zone
-(``Stock(…)[min, America/New_York]``; UTC by default): a :class:`TimePart`.
 
 >>> w = Window("AVG_OVER", "v", 3, ("k",))
 >>> w.name
@@ -38,12 +31,10 @@ read an event's end (``t1``) or start (``t0``) in its stream's time zone
 
 from __future__ import annotations
 
-import datetime
 import math
-import zoneinfo
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cesar.automata.errors import CelSemanticError
@@ -95,101 +86,9 @@ class Window:
         return self
 
 
-TIME_FUNCTIONS = {
-    "HOUR": AttrType.INT,
-    "MINUTE": AttrType.INT,
-    "MINUTE_OF_DAY": AttrType.INT,
-    "DAY_OF_WEEK": AttrType.INT,
-    "DAY_OF_MONTH": AttrType.INT,
-    "MONTH": AttrType.INT,
-    "YEAR": AttrType.INT,
-    "DATE": AttrType.STRING,
-}
-"""The functions of an event's time, and their types."""
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class TimePart:
-    """A function of an event's ``t0`` or ``t1`` (``which``) in its stream's zone; ``unit`` and
-    ``zone`` are the stream's, set by :meth:`bind`."""
-
-    function: str
-    which: str
-    unit: TimeUnit = TimeUnit.TICK
-    zone: str = "UTC"
-    pos: Pos = position()
-
-    @property
-    def name(self) -> str:
-        """The derived attribute's name, CEL that reads back as this function."""
-        return f"{self.function}({self.which})"
-
-    def type_in(self, schema: StreamSchema) -> AttrType | None:
-        """The function's type over ``schema``'s events; None for a stream without a unit."""
-        return None if schema.unit.seconds is None else TIME_FUNCTIONS[self.function]
-
-    def bind(self, schema: StreamSchema) -> TimePart:
-        """This function over ``schema``'s stream: its unit and zone."""
-        return replace(self, unit=schema.unit, zone=schema.zone)
-
-    def of(self, event: Event) -> Value:
-        """The function of ``event``'s time."""
-        seconds = self.unit.seconds
-        assert seconds is not None
-        ticks = event.t0 if self.which == "t0" else event.t1
-        moment = _EPOCH + datetime.timedelta(seconds=float(ticks * seconds))
-        local = moment.astimezone(zoneinfo.ZoneInfo(self.zone))
-        value: Value
-        match self.function:
-            case "HOUR":
-                value = local.hour
-            case "MINUTE":
-                value = local.minute
-            case "MINUTE_OF_DAY":
-                value = local.hour * 60 + local.minute
-            case "DAY_OF_WEEK":
-                value = local.isoweekday()
-            case "DAY_OF_MONTH":
-                value = local.day
-            case "MONTH":
-                value = local.month
-            case "YEAR":
-                value = local.year
-            case _:
-                value = local.date().isoformat()
-        return value
-
-
-Derived = Window | TimePart
-"""An attribute the engine adds to an input stream's events: a window, or a time function."""
-
-DERIVING = (*FUNCTIONS, *TIME_FUNCTIONS)
-"""The calls that name a derived attribute."""
-
-
-def derived_call(call: Call, unit: TimeUnit, attr_of: Callable[[Term], Any]) -> tuple[Derived, Any]:
-    """The window or time function ``call`` names, and the event whose attribute it becomes.
-
-    ``attr_of(term)`` gives an argument's ``(event, attribute)`` — the event as the caller
-    names it (a CEL scope, a pattern variable and index) — or None if it is not one
-    attribute.  Raises :class:`CelSemanticError` at the call, saying the form expected.
-    """
-    if call.name in TIME_FUNCTIONS:
-        read = attr_of(call.args[0]) if len(call.args) == 1 else None
-        if read is None or read[1] not in ("t0", "t1"):
-            raise CelSemanticError(
-                f"expected {call.name}(t1) or {call.name}(t0) of one event ({call.name}(t1), "
-                f"{call.name}(b.t1), {call.name}($1.t0)): a function of an event's time",
-                call.pos,
-            )
-        if unit.seconds is None:
-            raise CelSemanticError(
-                f"{call.name} needs streams with a time unit: declare one, e.g. Stock(...)[min]",
-                call.pos,
-            )
-        return TimePart(call.name, read[1], pos=call.pos), read[0]
+def window_call(call: Call, unit: TimeUnit, attr_of: Callable[[Term], Any]) -> tuple[Window, Any]:
+    """The window ``call`` names, and the event whose attribute it becomes (see
+    :func:`~cesar.automata.derived.derived_call`)."""
     counting = call.name == "COUNT_OVER"
     form = f"{call.name}({'' if counting else 'attribute, '}window, key attributes…)"
     example = f"{call.name}({'' if counting else 'Price, '}30 MIN, Name)"
@@ -219,55 +118,8 @@ def _ticks(term: Term, unit: TimeUnit, form: str, call: Call) -> int:
     return term.value
 
 
-def extended(
-    schemas: Mapping[str, StreamSchema], windows: Iterable[Derived]
-) -> dict[str, StreamSchema]:
-    """``schemas`` with each stream that has what a derived attribute reads gaining it."""
-    out = dict(schemas)
-    wanted = sorted(set(windows), key=lambda w: w.name)
-    for name, schema in schemas.items():
-        for w in wanted:
-            if isinstance(w, TimePart):
-                continue
-            typ = schema.type_of(w.attr) if w.attr is not None else None
-            summed = w.function in ("AVG_OVER", "SUM_OVER")
-            if summed and typ is not None and not typ.numeric and w.type_in(schema) is not None:
-                raise CelSemanticError(
-                    f"{w.function} needs numbers, not {typ.value} {w.attr} (stream {name})",
-                    w.pos,
-                )
-        more = [(w.name, t) for w in wanted if (t := w.type_in(schema)) is not None]
-        more = [(n, t) for n, t in more if schema.type_of(n) is None]
-        if more:
-            out[name] = StreamSchema(
-                schema.name, schema.attributes + tuple(more), schema.unit, schema.zone
-            )
-    return out
-
-
-def read_by(
-    schemas: Mapping[str, StreamSchema], streams: Iterable[str], windows: Iterable[Derived]
-) -> tuple[tuple[str, Derived], ...]:
-    """The (stream, derived attribute) pairs to compute: each of ``streams`` with every one
-    it has what to read for, bound to the stream."""
-    return tuple(
-        sorted(
-            {
-                (s, w.bind(schemas[s]))
-                for s in streams
-                for w in windows
-                if w.type_in(schemas[s]) is not None
-            },
-            key=lambda p: (p[0], p[1].name),
-        )
-    )
-
-
-def literal(window: Derived, event: Event, stream: Sequence[Event]) -> Value:
-    """The derived attribute's value at ``event`` from the whole ``stream``, by its
-    definition."""
-    if isinstance(window, TimePart):
-        return window.of(event)
+def literal(window: Window, event: Event, stream: Sequence[Event]) -> Value:
+    """The window's value at ``event`` from the whole ``stream``, by its definition."""
     key = window.key_of(event)
     inside = [
         e for e in stream if event.t1 - window.ticks < e.t1 <= event.t1 and window.key_of(e) == key
@@ -288,30 +140,6 @@ def _aggregate(function: str, values: list[Any]) -> Value:
         total: float | int = math.fsum(values) if isinstance(values[0], float) else sum(values)
         picked = total if function == "SUM_OVER" else total / len(values)
     return picked
-
-
-def enrich_all(
-    streams: Mapping[str, Sequence[Event]], windows: Iterable[tuple[str, Derived]]
-) -> dict[str, list[Event]]:
-    """Every event of ``streams`` with the literal values of the derived attributes over its
-    stream."""
-    by_stream: dict[str, list[Derived]] = {}
-    for stream, window in windows:
-        by_stream.setdefault(stream, []).append(window)
-    out: dict[str, list[Event]] = {}
-    for name, events in streams.items():
-        mine = by_stream.get(name, [])
-        out[name] = [
-            _with(e, [(w.name, literal(w, e, events)) for w in mine]) if mine else e for e in events
-        ]
-    return out
-
-
-def _with(event: Event, more: list[tuple[str, Value]]) -> Event:
-    """``event`` with the attributes ``more`` (replacing any of the same name)."""
-    values = dict(event.values)
-    values.update(more)
-    return Event(event.stream, event.t0, event.t1, tuple(sorted(values.items())))
 
 
 @dataclass
@@ -354,7 +182,7 @@ class WindowState:
         for event in epoch:
             value = 1 if window.attr is None else event.value(window.attr)
             self._add(window.key_of(event), t1, value)
-        out = [_with(e, [(window.name, self.value(window.key_of(e)))]) for e in epoch]
+        out = [e.with_values([(window.name, self.value(window.key_of(e)))]) for e in epoch]
         while self.limit is not None and len(self.order) > self.limit:
             self._expire()
             self.dropped += 1
@@ -439,37 +267,6 @@ class WindowState:
                 assert values == sorted(values)
             elif self.window.function == "MAX_OVER":
                 assert values == sorted(values, reverse=True)
-
-
-@dataclass
-class TimeState:
-    """A time function over one stream, as a :class:`WindowState` is driven: nothing held."""
-
-    part: TimePart
-    added: int = 0
-    dropped: int = 0
-
-    def step(self, epoch: Sequence[Event]) -> list[Event]:
-        """``epoch``'s events with the function of each one's time."""
-        self.added += len(epoch)
-        return [_with(e, [(self.part.name, self.part.of(e))]) for e in epoch]
-
-    def to_data(self) -> dict[str, Any]:
-        """Nothing to save."""
-        return {}
-
-    def restore(self, data: Mapping[str, Any]) -> None:
-        """Nothing to take back."""
-
-    def check_valid(self) -> None:
-        """No state, no invariant."""
-
-
-def state_of(derived: Derived, limit: int | None) -> WindowState | TimeState:
-    """A fresh running state computing ``derived``."""
-    if isinstance(derived, TimePart):
-        return TimeState(derived)
-    return WindowState(derived, limit)
 
 
 def _add_exact(partials: list[float], x: float) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from cesar.automata.automaton import Automaton, EdgeKind, Node
+from cesar.automata.derived import extended
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.pattern.ast import Strategy
 from cesar.automata.pattern.drafts import Binding, Draft, edges_of
@@ -33,7 +34,6 @@ from cesar.automata.terms import (
     Scope,
 )
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
-from cesar.automata.windows import extended
 
 
 class NotCompiled(CelSemanticError):

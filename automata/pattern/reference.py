@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.arithmetic import ArithmeticFault, arith
+from cesar.automata.derived import enrich_all
 from cesar.automata.evaluate import Env, Faults, eval_term, holds, negate, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Index, Ref, Strategy
@@ -50,7 +51,6 @@ from cesar.automata.pattern.resolve import Negation, Resolved, Step, keys_of
 from cesar.automata.schema import Event, Value, epochs
 from cesar.automata.skipping import SkipKind
 from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term
-from cesar.automata.windows import enrich_all
 
 Selection = tuple[tuple[Event, ...], ...]
 """The events a run selected, per positive step."""

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from cesar.automata.derived import DERIVING, Derived, derived_call, extended, read_by
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Index, Pattern, Ref, Strategy
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit, check_name
-from cesar.automata.skipping import Skip, SkipKind
+from cesar.automata.skipping import Skip, checked
 from cesar.automata.terms import (
     TRUE,
     Attr,
@@ -52,7 +53,6 @@ from cesar.automata.terms import (
 )
 from cesar.automata.translate import _some, common_zone, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
-from cesar.automata.windows import DERIVING, Derived, derived_call, extended, read_by
 
 BEGIN, TAKE, CLOSE = 0, 1, 2
 """Stages of a positive step, in the order a run reaches them."""
@@ -109,7 +109,7 @@ class Resolved:
     attributes, so matches never mix partitions (the lazy plans' buffers key on them).
     ``skip``: the after-match policy, its window set (:mod:`cesar.automata.skipping`);
     ``windows``: the time-window aggregates to compute, per stream
-    (:mod:`cesar.automata.windows`), which the streams' schemas gain as attributes.
+    (:mod:`cesar.automata.derived`), which the streams' schemas gain as attributes.
     """
 
     pattern: Pattern
@@ -181,7 +181,10 @@ class _Resolver:
                 "without a window it never ends",
                 pattern.pos,
             )
-        skip = self._skip(steps, window)
+        skip = None
+        if pattern.skip is not None:
+            steps_seen = [(step.var, step.kleene) for step in steps]
+            skip = checked(pattern.skip, pattern.operator, window, steps_seen, pattern.pos)
         name = pattern.publish or default_name
         if name is None:
             raise CelSemanticError("the pattern needs PUBLISH name", pattern.pos)
@@ -220,7 +223,7 @@ class _Resolver:
     def _windows(self, unit: TimeUnit) -> list[Derived]:
         """Rewrite each window call (``AVG_OVER(b.Price, 30 MIN, b.Name)``) and time function
         (``HOUR(b.t1)``) in WHERE and RETURN to the attribute of its event it becomes, and give
-        the streams those attributes (:mod:`cesar.automata.windows`); a duration elsewhere
+        the streams those attributes (:mod:`cesar.automata.derived`); a duration elsewhere
         becomes ticks, as in CEL."""
         found: list[Derived] = []
 
@@ -254,39 +257,6 @@ class _Resolver:
         for key in [k for k, ref in self.refs.items() if ref.attr in ("t0", "t1")]:
             del self.refs[key]  # read only through a time function, now an attribute
         return found
-
-    def _skip(self, steps: tuple[Step, ...], window: int | None) -> Skip | None:
-        """The after-match policy, checked: a SEQ with WITHIN, and a variable that is a
-        component other than the first event of every match."""
-        skip = self.pattern.skip
-        if skip is None:
-            return None
-        pos = skip.pos or self.pattern.pos
-        if self.pattern.operator == "AND":
-            raise CelSemanticError(
-                f"{skip} applies to SEQ: an AND's components have no order to skip by", pos
-            )
-        if window is None:
-            raise CelSemanticError(
-                f"{skip} needs WITHIN: a match is published once no run that started before it "
-                "can still complete, which without a window is never",
-                pos,
-            )
-        if skip.var is not None:
-            order = [step.var for step in steps]
-            if skip.var not in order:
-                raise CelSemanticError(
-                    f"{skip}: {skip.var} is not a component that events match "
-                    f"(the components are {', '.join(order)})",
-                    pos,
-                )
-            if skip.var == order[0] and (skip.kind is SkipKind.TO_FIRST or not steps[0].kleene):
-                raise CelSemanticError(
-                    f"{skip} would skip to the first event of the match itself, so it would skip "
-                    "nothing (Flink raises an error there); write AFTER MATCH SKIP TO NEXT ROW",
-                    pos,
-                )
-        return replace(skip, window=window)
 
     # ------------------------------------------------------------ components
 

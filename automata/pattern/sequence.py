@@ -68,10 +68,10 @@ from cesar.automata.evaluate import negate
 from cesar.automata.pattern.ast import AGGREGATES, Index, Ref, Strategy
 from cesar.automata.pattern.drafts import Binding, Draft, any_of, edges_of
 from cesar.automata.pattern.lookback import ARRIVAL, DEPARTURE, UNION_TYPE, looking_back, unless
+from cesar.automata.pattern.marks import Marks
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
 from cesar.automata.pattern.views import DIVISOR, View, Views, counted, divisor
 from cesar.automata.schema import AttrType, StreamSchema
-from cesar.automata.skipping import BOUND, KEY, START, SkipKind
 from cesar.automata.terms import (
     FALSE,
     TRUE,
@@ -125,6 +125,7 @@ class SeqBuilder:
         self._stored: dict[int, list[tuple[Ref, AttrType]]] = {}
         self._carried: dict[int, Binding] = {}
         self.views = Views(pattern.refs)
+        self.marks = Marks(pattern)
 
     # ------------------------------------------------------------ bindings
 
@@ -189,27 +190,8 @@ class SeqBuilder:
                 out.append(ARRIVAL)
             if g.after == n:
                 out.append(DEPARTURE if self.p.steps[n].kleene else ARRIVAL)
-        out += [anchor for step, anchor in self.skip_anchors() if step == n]
+        out += [anchor for step, anchor in self.marks.anchors() if step == n]
         return sorted(set(out))
-
-    def skip_anchors(self) -> list[tuple[int, str]]:
-        """The (step, anchor) pairs an after-match policy reads: the match's start (the first
-        event's arrival), then its bound (:mod:`cesar.automata.skipping`)."""
-        skip = self.p.skip
-        if skip is None:
-            return []
-        steps = self.p.steps
-        at = len(steps) - 1
-        if skip.var is not None:
-            at = next(n for n, step in enumerate(steps) if step.var == skip.var)
-        end = DEPARTURE if steps[at].kleene else ARRIVAL
-        bound = {
-            SkipKind.PAST_LAST: end,
-            SkipKind.TO_NEXT: ARRIVAL,
-            SkipKind.TO_FIRST: ARRIVAL,
-            SkipKind.TO_LAST: end,
-        }[skip.kind]
-        return [(0, ARRIVAL), (0 if skip.kind is SkipKind.TO_NEXT else at, bound)]
 
     def lacking(self, var: str, attr: str | None) -> list[str]:
         """The streams of ``var``'s component without ``attr`` (an ANY of streams that differ)."""
@@ -339,47 +321,12 @@ class SeqBuilder:
             )
 
     def output(self, view: View, binding: Binding) -> Binding:
-        """The match's attributes, read through ``view``, and :meth:`hidden`'s from the run's
-        ``binding`` on the completing edge."""
+        """The match's attributes, read through ``view``, and what its after-match policy reads
+        (:class:`~cesar.automata.pattern.marks.Marks`) from the run's ``binding`` on the
+        completing edge."""
         types = dict(self.p.output.attributes)
         out = {name: (rewrite_term(term, view), types[name]) for name, term in self.p.returns}
-        return {**out, **self.hidden(view, binding)}
-
-    def hidden(self, view: View, binding: Binding) -> Binding:
-        """What an after-match policy reads of a match beside its attributes: its start and
-        bound relative to its ``t0`` (an anchor is DUR then, one more than the distance), and
-        its partition (:mod:`cesar.automata.skipping`)."""
-        if self.p.skip is None:
-            return {}
-        (first, start), (at, bound) = self.skip_anchors()
-        steps = self.p.steps
-        less = Const(1 if self.p.skip.kind in (SkipKind.PAST_LAST, SkipKind.TO_NEXT) else 2, _INT)
-
-        def anchor(n: int, name: str, minus: Const) -> Term:
-            return Arith("-", binding[Ref(steps[n].var, Index.ONLY, name).key][0], minus)
-
-        terms = [anchor(first, start, _ONE), anchor(at, bound, less)]
-        terms += [rewrite_term(Attr(Scope.EVENT, ref.key), view) for ref in self.keys()]
-        return {
-            name: (term, typ)
-            for (name, typ), term in zip(self.hidden_attributes(), terms, strict=True)
-        }
-
-    def keys(self) -> list[Ref]:
-        """The references to a match's partition under an after-match policy: the first
-        event's ``[attr]`` attributes, if every component has them."""
-        if self.p.skip is None or not self.p.keyed:
-            return []
-        head = self.p.steps[0]
-        index = Index.FIRST if head.kleene else Index.ONLY
-        return [Ref(head.var, index, attr) for attr in self.p.partition]
-
-    def hidden_attributes(self) -> tuple[tuple[str, AttrType], ...]:
-        """The names and types of :meth:`hidden`'s attributes."""
-        if self.p.skip is None:
-            return ()
-        keys = tuple((KEY + ref.attr, self.p.types[ref.key]) for ref in self.keys() if ref.attr)
-        return ((START, _INT), (BOUND, _INT), *keys)
+        return {**out, **self.marks.hidden(view, binding)}
 
     def build(self) -> Automaton:
         steps = self.p.steps
@@ -653,7 +600,7 @@ class SeqBuilder:
         )
 
     def assemble(self, final: int) -> Automaton:
-        self.attributes[final] = self.p.output.attributes + self.hidden_attributes()
+        self.attributes[final] = self.p.output.attributes + self.marks.attributes()
         nodes = tuple(Node(n, self.attributes.get(n, ())) for n in range(final + 1))
         edges = edges_of(self.drafts, self.options)
         return Automaton(self.p.output, nodes, edges, final, skip=self.p.skip)
@@ -667,8 +614,6 @@ _MOVES = (EdgeKind.FORWARD, EdgeKind.REBIND)
 """The kinds of edge that move a run (a FILTER edge lets in the events that fire them)."""
 
 _ZERO = Const(0, AttrType.INT)
-_INT = AttrType.INT
-_ONE = Const(1, _INT)
 
 
 def _spoiled(var: str) -> Ref:

@@ -22,8 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.automaton import Automaton
+from cesar.automata.derived import Derived, state_of
 from cesar.automata.schema import Event
-from cesar.automata.windows import Derived, TimeState, WindowState, state_of
+from cesar.automata.timeparts import TimeState
+from cesar.automata.windows import WindowState
 
 Place = tuple[str, Derived, str]
 """A running window: (stream, window, the subscription keeping it, or "" when shared)."""

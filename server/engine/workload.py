@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from cesar.automata.compiler import CompiledQuery, compile_pattern, compile_query
+from cesar.automata.derived import enrich_all
 from cesar.automata.errors import CelError
 from cesar.automata.evaluate import Faults
 from cesar.automata.parser import parse_query
@@ -32,7 +33,6 @@ from cesar.automata.reference import evaluate
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, SchemaError, StreamSchema, schemas_by_name
 from cesar.automata.translate import DEFAULT_OPTIONS, Options, stream_refs
-from cesar.automata.windows import enrich_all
 from cesar.server.engine.engine import Engine, EngineOptions
 
 ENGINE_MODES: dict[str, EngineOptions | None] = {
