@@ -455,6 +455,32 @@ def test_an_idle_listen_stream_does_not_poll_while_other_clients_get_alerts(
     assert front.registry.last_seq[front.subscriptions(busy)[0].id] == 200
 
 
+def _alerts_across_a_restart(tmp_path: Path, name: str, text: str) -> tuple[int, int]:
+    """Subscribe ``text`` on two shards, publish the sample's first 1,000 quotes, restart the
+    front and shards, publish the rest: (the alerts it made, the alerts an uninterrupted
+    run makes)."""
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    events = [to_event(e) for e in sample_events()]
+    shards = ShardPool(2)
+    front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    front.start()
+    front.define_stream(client, STOCK)
+    subscription = front.subscribe(client, text)
+    front.publish(client, pb.PublishRequest(events=events[:1000]))
+    front.close()
+    shards.stop()
+    shards = ShardPool(2)
+    again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
+    again.start()
+    try:
+        again.publish(client, pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
+        expected = expected_lines([(name, text)], [trusted_event(e) for e in events])
+        return again.registry.last_seq[subscription.id], sum(expected.values())
+    finally:
+        again.close()
+        shards.stop()
+
+
 def test_a_pattern_under_after_match_skip_publishes_one_alert_per_episode_across_a_restart(
     tmp_path: Path,
 ) -> None:
@@ -462,26 +488,7 @@ def test_a_pattern_under_after_match_skip_publishes_one_alert_per_episode_across
     back: the alerts are those of an uninterrupted run, one per fall."""
     text = (ROOT / "docs" / "cookbook.md").read_text().split("```sase\n")[-1].split("```")[0]
     assert "AFTER MATCH SKIP PAST LAST ROW" in text
-    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
-    events = [to_event(e) for e in sample_events()]
-    shards = ShardPool(2)
-    front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
-    front.start()
-    front.define_stream(client, STOCK)
-    falls = front.subscribe(client, text)
-    front.publish(client, pb.PublishRequest(events=events[:1000]))
-    front.close()
-    shards.stop()
-    shards = ShardPool(2)
-    again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
-    again.start()
-    try:
-        again.publish(client, pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
-        expected = expected_lines([("falls", text)], [trusted_event(e) for e in events])
-        assert again.registry.last_seq[falls.id] == sum(expected.values()) == 260
-    finally:
-        again.close()
-        shards.stop()
+    assert _alerts_across_a_restart(tmp_path, "falls", text) == (260, 260)
 
 
 def test_a_query_reading_a_window_sees_it_whole_across_a_restart(tmp_path: Path) -> None:
@@ -489,23 +496,4 @@ def test_a_query_reading_a_window_sees_it_whole_across_a_restart(tmp_path: Path)
     the windows' events outlive the restart, so the alerts are an uninterrupted run's."""
     cookbook = (ROOT / "docs" / "cookbook.md").read_text()
     text = cookbook.split("### 24.")[1].split("```cel\n")[1].split("```")[0]
-    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
-    events = [to_event(e) for e in sample_events()]
-    shards = ShardPool(2)
-    front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
-    front.start()
-    front.define_stream(client, STOCK)
-    above = front.subscribe(client, text)
-    front.publish(client, pb.PublishRequest(events=events[:1000]))
-    front.close()
-    shards.stop()
-    shards = ShardPool(2)
-    again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
-    again.start()
-    try:
-        again.publish(client, pb.PublishRequest(events=events[1000:], watermark=events[-1].t1))
-        expected = expected_lines([("above", text)], [trusted_event(e) for e in events])
-        assert again.registry.last_seq[above.id] == sum(expected.values()) == 240
-    finally:
-        again.close()
-        shards.stop()
+    assert _alerts_across_a_restart(tmp_path, "above", text) == (240, 240)
