@@ -290,7 +290,15 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
             hand(None)
 
         threading.Thread(target=read, daemon=True, name="publish-reader").start()
-        while (item := begun.get()) is not None:
+        while True:
+            try:
+                item = begun.get(timeout=0.5)
+            except queue.Empty:
+                if context.is_active():
+                    continue
+                return  # cancelled: the reader stopped without a word, so stop waiting for one
+            if item is None:
+                return
             if isinstance(item, BaseException):
                 raise item
             yield item.result()

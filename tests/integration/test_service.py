@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 
 import grpc
@@ -205,6 +207,31 @@ def test_streaming_publish_acknowledges_every_message_in_order(server: Server) -
     acks = list(conn.stub.Publish(iter(requests), metadata=conn.metadata))
     assert [a.accepted for a in acks] == [len(r.events) for r in requests]
     assert [a.batch for a in acks] == list(range(1, len(requests) + 1))
+
+
+def test_a_cancelled_publish_stream_frees_its_handler_and_the_server_stops_at_once(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A client that cancels a Publish stream mid-way: the handler waiting for its next batch
+    returns, so it holds no thread of the pool and a stop is prompt (before the fix the
+    handler waited forever, and shutdown exited hard after grace + 30 s)."""
+    server = Server(tmp_path / "data").start()
+    conn = server.connect()
+    more = threading.Event()
+    first = pb.PublishRequest(events=[to_event(e) for e in sample_events()[:10]])
+
+    def requests():  # type: ignore[no-untyped-def]
+        yield first
+        more.wait(30)
+
+    call = conn.stub.Publish(requests(), metadata=conn.metadata)
+    assert next(call).accepted == 10
+    call.cancel()
+    more.set()
+    started = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - started < 15
+    assert "shutdown did not finish" not in server.log.read_text()
 
 
 def test_routing_key_partitioned_events_reach_one_shard_each(server: Server) -> None:
