@@ -64,12 +64,16 @@ class TimePart:
         return replace(self, unit=schema.unit, zone=schema.zone)
 
     def of(self, event: Event) -> Value:
-        """The function of ``event``'s time."""
+        """The function of ``event``'s time; for a time outside the years 1 to 9999 (ticks can
+        reach far beyond), -1, and ``''`` for DATE."""
         seconds = self.unit.seconds
         assert seconds is not None
         ticks = event.t0 if self.which == "t0" else event.t1
-        moment = _EPOCH + datetime.timedelta(seconds=float(ticks * seconds))
-        local = moment.astimezone(zoneinfo.ZoneInfo(self.zone))
+        try:
+            moment = _EPOCH + datetime.timedelta(seconds=float(ticks * seconds))
+            local = moment.astimezone(zoneinfo.ZoneInfo(self.zone))
+        except (OverflowError, ValueError):
+            return "" if self.function == "DATE" else -1
         value: Value
         match self.function:
             case "HOUR":

@@ -17,8 +17,9 @@ Name)``, the window in ticks: it parses back to the same window), which the
 streams' schemas gain (:func:`~cesar.automata.derived.extended`).  The engine computes
 it once per event for every subscription that reads it (:class:`WindowState`, one per
 stream and window); the literal evaluators compute it from the whole stream
-(:func:`literal`).  Sums are exact (:func:`math.fsum` of the window's values), so
-the running state and the literal sum agree to the bit.
+(:func:`literal`).  Sums are exact (fractions) and rounded once, so the running state
+and the literal sum agree to the bit; a float sum beyond the floats is infinite, an int
+sum beyond 64 bits stops at the limit.
 
 >>> w = Window("AVG_OVER", "v", 3, ("k",))
 >>> w.name
@@ -35,6 +36,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from cesar.automata.errors import CelSemanticError
@@ -136,21 +138,33 @@ def _aggregate(function: str, values: list[Any]) -> Value:
         picked = min(values)
     elif function == "MAX_OVER":
         picked = max(values)
+    elif isinstance(values[0], float):
+        picked = _summed(function, sum(map(Fraction, values), Fraction(0)), len(values), True)
     else:
-        total: float | int = math.fsum(values) if isinstance(values[0], float) else sum(values)
-        picked = total if function == "SUM_OVER" else total / len(values)
+        picked = _summed(function, sum(values), len(values), False)
     return picked
+
+
+def _summed(function: str, total: int | Fraction, count: int, floats: bool) -> Value:
+    """A sum or an average from the exact ``total`` of ``count`` values, rounded once: a float
+    sum beyond the floats is infinite, an int sum beyond 64 bits stops at the limit."""
+    if function == "SUM_OVER" and not floats:
+        return max(-(2**63), min(2**63 - 1, int(total)))
+    exact = Fraction(total) if function == "SUM_OVER" else Fraction(total) / count
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
 
 
 @dataclass
 class _Partition:
     """One key's events in the window: (number, t1, value) in arrival order, the exact sum
-    (its partials for floats), and a monotonic queue of (number, value) candidates for the
+    (a fraction for floats), and a monotonic queue of (number, value) candidates for the
     minimum or maximum."""
 
     entries: deque[tuple[int, int, Any]] = field(default_factory=deque)
-    partials: list[float] = field(default_factory=list)
-    total: int = 0
+    total: int | Fraction = 0
     extreme: deque[tuple[int, Any]] = field(default_factory=deque)
 
 
@@ -159,7 +173,7 @@ class WindowState:
     """A window over one stream, kept as events come: the engine's, shared by every reader.
 
     :meth:`step` takes an epoch and returns its events with the window's value.  Amortized
-    O(1) per event (O(partials) for a float sum, a handful in practice).  ``limit`` bounds the
+    O(1) per event.  ``limit`` bounds the
     events held between epochs; beyond it the oldest go (after the epoch's values are read)
     and ``dropped`` counts them.
     """
@@ -189,7 +203,7 @@ class WindowState:
         return out
 
     def value(self, key: Key) -> Value:
-        """The window's value for partition ``key``.  O(1), or O(partials) for a float sum."""
+        """The window's value for partition ``key``.  O(1)."""
         part = self.partitions[key]
         function = self.window.function
         if function == "COUNT_OVER":
@@ -198,8 +212,7 @@ class WindowState:
             value: Value = part.extreme[0][1]
             return value
         floats = isinstance(part.entries[0][2], float)
-        total: float | int = math.fsum(part.partials) if floats else part.total
-        return total if function == "SUM_OVER" else total / len(part.entries)
+        return _summed(function, part.total, len(part.entries), floats)
 
     def _add(self, key: Key, t1: int, value: Any) -> None:
         part = self.partitions.get(key)
@@ -232,10 +245,7 @@ class WindowState:
 
     @staticmethod
     def _sum(part: _Partition, value: Any) -> None:
-        if isinstance(value, float):
-            _add_exact(part.partials, value)
-        else:
-            part.total += value
+        part.total += Fraction(value) if isinstance(value, float) else value
 
     def to_data(self) -> dict[str, Any]:
         """The events held, (t1, key, value) in arrival order, as plain data."""
@@ -267,19 +277,3 @@ class WindowState:
                 assert values == sorted(values)
             elif self.window.function == "MAX_OVER":
                 assert values == sorted(values, reverse=True)
-
-
-def _add_exact(partials: list[float], x: float) -> None:
-    """Add ``x`` to the non-overlapping partials of an exact sum (Shewchuk's algorithm, as
-    :func:`math.fsum` keeps them); ``math.fsum(partials)`` is then the sum correctly rounded."""
-    i = 0
-    for y in partials:
-        if abs(x) < abs(y):
-            x, y = y, x
-        hi = x + y
-        lo = y - (hi - x)
-        if lo:
-            partials[i] = lo
-            i += 1
-        x = hi
-    partials[i:] = [x]

@@ -45,7 +45,8 @@ TOKENS = [
     "x", "*", "{", "}", "(", ")", ",", "=", "!=", "<", "<=", ">", ">=", "+", "-", "/", "%", "^",
     "0", "1", "-1", "9223372036854775808", "1.5", "1e999", "'IBM'", "'it''s'", "'", "5 MIN",
     "ABS(", "ROUND(", "POW(", "LEAST(", "SQRT(", "EXP(", "LN(", "LOWER(", "LENGTH(",
-    "STARTS_WITH(", "--", "\n", "\u00e9", "\x00",
+    "STARTS_WITH(", "--", "\n", "\u00e9", "\x00", "AVG_OVER(", "COUNT_OVER(", "MIN_OVER(",
+    "HOUR(", "DATE(", "t1", "$1.t0", "9223372036854775807",
 ]  # fmt: skip
 cel = st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join) | st.text(max_size=60)
 PATTERN_TOKENS = [
@@ -56,7 +57,8 @@ PATTERN_TOKENS = [
     "b.Price", "b.Name", ">", "=", "<", "80%", "*", "1", "1e999", "'IBM'", "‘x’", "WITHIN",
     "1 HOUR", "0", "RETURN", "AS", "PUBLISH", "P", "/*", "*/", "--", "\n", "..", "i-1",
     "PLAN", "chain", "tree", "recompute", "eager", "auto", "chain(b, a)", "tree(a)",
-    "ROUND(", "GREATEST(", "POW(", "UPPER(", "ABS(",
+    "ROUND(", "GREATEST(", "POW(", "UPPER(", "ABS(", "AFTER MATCH SKIP", "PAST LAST ROW",
+    "TO NEXT ROW", "TO FIRST", "TO LAST", "SUM_OVER(b.Volume, 5 MIN, b.Name)", "HOUR(b.t1)",
 ]  # fmt: skip
 patterns = st.lists(st.sampled_from(PATTERN_TOKENS), max_size=30).map(
     lambda tokens: "PATTERN " + " ".join(tokens)
@@ -94,6 +96,19 @@ structures = st.one_of(  # deep and long: each near or past a budget
     ),
     st.integers(250, 300).map(
         lambda n: "SELECT " + ", ".join(f"Price AS p{i}" for i in range(n)) + " FROM Stock"
+    ),
+    st.sampled_from(  # windows, time functions and after-match policies at their edges
+        [
+            "SELECT SUM_OVER(Price, 9223372036854775807) AS s, AVG_OVER(Volume, 1, Name) AS a,"
+            " SUM_OVER(Volume, 3, Name) AS v, MAX_OVER(Name, 2) AS m, HOUR(t1) AS h,"
+            " DATE(t0) AS d FROM Stock",
+            "Stock NEXT{$1.Name = $2.Name AND COUNT_OVER(5 MIN, $2.Name) > DAY_OF_WEEK($1.t0)}"
+            " Stock",
+            "PATTERN SEQ(Stock+ a[], Stock b) WHERE [Name] AND b.Price < MIN_OVER(b.Price,"
+            " 10 MIN, b.Name) WITHIN 9 AFTER MATCH SKIP TO LAST a",
+            "PATTERN SEQ(Stock a, Stock b) WHERE [Name] WITHIN 9223372036854775807"
+            " AFTER MATCH SKIP PAST LAST ROW",
+        ]
     ),
 )
 names = st.sampled_from(["", "Q", "Stock", "bad name", "select", "x" * 300]) | st.text(max_size=12)
@@ -259,7 +274,14 @@ def test_cel_and_pattern_text(target, query: str, name: str, dot: bool) -> None:
 
 
 @FUZZ
-@given(spec=st.text(max_size=40) | st.builds(lambda n, a: f"{n}({a})", names, st.text(max_size=30)))
+@given(
+    spec=st.text(max_size=40)
+    | st.builds(lambda n, a: f"{n}({a})", names, st.text(max_size=30))
+    | st.builds(lambda z: f"Zoned(a:int)[min, {z}]", st.text(max_size=30))
+    | st.sampled_from(
+        ["Z(a:int)[min, ../../etc/passwd]", "Z(a:int)[day, UTC]", "Z(a:int)[ns, EST]"]
+    )
+)
 def test_stream_specs(target, spec: str) -> None:  # type: ignore[no-untyped-def]
     server, channel = target
     stub = pb_stub(channel)

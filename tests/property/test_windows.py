@@ -43,12 +43,16 @@ MODES = {
 
 @st.composite
 def quotes(draw: st.DrawFn) -> list[Event]:
-    """Events of Q(k, x) with float values of every magnitude, simultaneous ones included."""
+    """Events of Q(k, x) with float values of every magnitude (sums past the largest float
+    included), simultaneous ones included."""
     out = []
     t1 = 0
     for _ in range(draw(st.integers(1, 40))):
         t1 += draw(st.sampled_from([0, 0, 1, 2, 5]))
-        x = draw(st.floats(-1e12, 1e12, allow_nan=False) | st.sampled_from([0.1, 0.2, 1e-9]))
+        x = draw(
+            st.floats(-1e12, 1e12, allow_nan=False)
+            | st.sampled_from([0.1, 0.2, 1e-9, 1.7e308, -1.7e308, 5e-324])
+        )
         out.append(Event.of("Q", t1, t1, {"k": draw(st.sampled_from("ab")), "x": x}))
     return out
 

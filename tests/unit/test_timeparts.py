@@ -120,3 +120,16 @@ def test_market_hours_in_a_pattern_on_every_path():
     assert expected and {e.value("h") for e in expected} == {9, 10}
     for mode in ("automaton", "engine", "naive", "planned"):
         assert Counter(workload.run(events, engine=mode)) == expected
+
+
+def test_a_time_outside_the_years_1_to_9999_reads_as_minus_one_on_every_path():
+    """Ticks reach far past the calendar: the functions give -1 (DATE '') instead of failing."""
+    text = "SELECT HOUR(t1) AS h, DATE(t1) AS d, YEAR(t0) AS y FROM Stock PUBLISH Far"
+    events = [
+        Event.of("Stock", -(2**62), t, {"Name": "X", "Price": 1.0}) for t in (10**12, 2**63 - 1)
+    ]
+    workload = Workload.build([NEW_YORK], [("f", text)])
+    expected = workload.run(events)
+    assert [e.attrs() for e in expected] == [{"h": -1, "d": "", "y": -1}] * 2
+    for mode in ("automaton", "engine"):
+        assert workload.run(events, engine=mode) == expected

@@ -4,6 +4,8 @@ refusals (server/engine/windowing.py)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cesar.automata.compiler import compile_query
@@ -12,6 +14,7 @@ from cesar.automata.partition import partition_keys
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.automata.shape import QueryCache, shape_of
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.workload import Workload
 
 STOCK = parse_stream_spec("Stock(Name:string,Price:float,Volume:int)[min]")
 S = {"Stock": STOCK}
@@ -124,3 +127,24 @@ def test_queries_of_one_shape_with_other_windows_keep_their_own():
         query = cache.compile(shape_of(text), S)
         assert [w.ticks for _, w in query.windows] == [minutes]
     assert cache.counters["bound"] == 0 and cache.counters["not_parametric"] == 1
+
+
+def test_sums_past_the_number_range_are_infinite_or_stop_at_the_64_bit_limit():
+    """A hostile stream of the largest floats and ints: every path gives the same values, the
+    float sum infinite, the average exact, the int sum at the 64-bit limit."""
+    text = (
+        "SELECT SUM_OVER(Price, 5) AS s, AVG_OVER(Price, 5) AS a, SUM_OVER(Volume, 5) AS v, "
+        "AVG_OVER(Volume, 5) AS w FROM Stock PUBLISH Huge"
+    )
+    big = {"Name": "X", "Price": 1.7e308, "Volume": 2**63 - 1}
+    events = [Event.of("Stock", t, t, big) for t in (1, 2)]
+    workload = Workload.build([STOCK], [("h", text)])
+    expected = workload.run(events)
+    assert [e.attrs() for e in expected][-1] == {
+        "s": math.inf,
+        "a": 1.7e308,
+        "v": 2**63 - 1,
+        "w": float(2**63 - 1),
+    }
+    for mode in ("automaton", "engine", "naive"):
+        assert workload.run(events, engine=mode) == expected
