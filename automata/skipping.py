@@ -191,7 +191,7 @@ class Skipper:
         return out
 
     def to_data(self) -> dict[str, Any]:
-        """Plain data for a snapshot (:meth:`from_data` reads it back)."""
+        """Plain data for a snapshot (:meth:`restore` reads it back)."""
         return {
             "held": [
                 (h[0], h[4], h[7], (h[8].t0, h[8].t1, h[8].values)) for h in sorted(self.held)

@@ -153,9 +153,8 @@ class Engine:
         program = self.program
         if subscription in program or subscription in self.planner.planned:
             raise ValueError(f"subscription {subscription} exists")
-        planned_reads = (p.pattern.reads for p in self.planner.planned.values())
-        self.windows.check(automata, {*program.since, *self.planner.publishers})
-        self.skipping.check(automata, {*program.read, *(s for r in planned_reads for s in r)})
+        self.windows.check(automata, self._published)
+        self.skipping.check(automata, self._read)
         if pattern is not None and not self.options.plans:
             refused = unplanned_pin(pattern)
             if refused is not None:
@@ -181,6 +180,15 @@ class Engine:
             self._enter(subscription, automata, since)
         self.skipping.add(subscription, automata)
         self.windows.add(subscription, automata)
+
+    def _published(self, stream: str) -> bool:
+        """Whether a subscription publishes ``stream``.  O(1)."""
+        return stream in self.program.since or stream in self.planner.publishers
+
+    def _read(self, stream: str) -> bool:
+        """Whether a subscription reads ``stream``.  O(1) on the DAG, O(planned) beyond."""
+        planned = self.planner.planned.values()
+        return stream in self.program.read or any(stream in p.pattern.reads for p in planned)
 
     def _clock(self, streams: set[str] | frozenset[str]) -> float:
         """The latest epoch of the clock groups of ``streams``."""

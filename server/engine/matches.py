@@ -11,8 +11,8 @@ A match that names its slots reads the space's map when asked: resolve it before
 engine's subscriptions change (the engine's own consumers do, in the same epoch).
 
 >>> match = Match({0: "A", 3: "B"}, 0b1001, 1, 2, (("Price", 9.5),))
->>> len(match), match.streams()
-(2, ['A', 'B'])
+>>> len(match), match.streams(), match.first_stream()
+(2, ['A', 'B'], 'A')
 >>> [event.stream for event in match.events()]
 ['A', 'B']
 >>> Match.of(["C"], 1, 2, ()).streams()
@@ -59,6 +59,12 @@ class Match:
     def __len__(self) -> int:
         """The subscriptions that get it (alerts it stands for).  O(1)."""
         return len(self._streams) if self._streams is not None else self.slots.bit_count()
+
+    def first_stream(self) -> str:
+        """The output stream of the subscription of its lowest slot.  O(1)."""
+        if self._streams is not None:
+            return self._streams[0]
+        return self._names[(self.slots & -self.slots).bit_length() - 1]
 
     def streams(self) -> list[str]:
         """The output streams of the subscriptions that get it, by slot.  O(slots)."""

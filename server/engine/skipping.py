@@ -9,12 +9,12 @@ once the subscription's clock group has passed their start by the window.
 No query may read such a subscription's stream: its matches are published late,
 out of the order of the stream's time, so :meth:`Skipping.check` refuses a reader
 (and a policy on a stream someone reads).  An engine without a policy pays one
-truth test per epoch; with one, a look-up per match.
+truth test per epoch; with one, a look-up per match (by its first stream).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.automaton import Automaton
@@ -30,17 +30,17 @@ class Skipping:
     def __init__(self) -> None:
         self.skippers: dict[str, Skipper] = {}
         """Per stream published under a policy, its held matches."""
-        self.owners: dict[str, str] = {}
-        """Per such stream, the subscription publishing it."""
+        self.streams: dict[str, list[str]] = {}
+        """Per subscription with a policy, the streams it publishes under one."""
         self.reads: dict[str, str] = {}
         """Per such stream, one stream its automaton reads (its clock group's)."""
 
     def __bool__(self) -> bool:
         return bool(self.skippers)
 
-    def check(self, automata: Sequence[Automaton], read: Iterable[str]) -> None:
+    def check(self, automata: Sequence[Automaton], is_read: Callable[[str], bool]) -> None:
         """Raise ValueError if ``automata`` read a stream published under a policy, or publish
-        one under a policy that some query reads (``read``)."""
+        one under a policy that some query reads (``is_read``).  O(streams the automata read)."""
         for automaton in automata:
             taken = sorted(automaton.reads & self.skippers.keys())
             if taken:
@@ -48,7 +48,7 @@ class Skipping:
                     f"stream {taken[0]} is published under AFTER MATCH SKIP, late and out of "
                     "time order, so no query may read it"
                 )
-            if automaton.skip is not None and automaton.name in set(read):
+            if automaton.skip is not None and is_read(automaton.name):
                 raise ValueError(
                     f"stream {automaton.name} is read by a query, so it cannot be published "
                     f"under {automaton.skip} (its matches come late and out of time order)"
@@ -59,13 +59,13 @@ class Skipping:
         for automaton in automata:
             if automaton.skip is not None:
                 self.skippers[automaton.name] = Skipper(automaton.skip)
-                self.owners[automaton.name] = subscription
+                self.streams.setdefault(subscription, []).append(automaton.name)
                 self.reads[automaton.name] = min(automaton.reads)
 
     def remove(self, subscription: str) -> None:
-        """Forget ``subscription``'s skippers and the matches they held."""
-        for stream in [s for s, owner in self.owners.items() if owner == subscription]:
-            del self.skippers[stream], self.owners[stream], self.reads[stream]
+        """Forget ``subscription``'s skippers and the matches they held.  O(its streams)."""
+        for stream in self.streams.pop(subscription, ()):
+            del self.skippers[stream], self.reads[stream]
 
     def judge(
         self,
@@ -81,13 +81,12 @@ class Skipping:
         out: Output = []
         for item in published:
             if isinstance(item, Match):
-                streams = item.streams()
-                if streams[0] not in skippers:
+                # The hidden attributes are a policy's alone: a match reaching one such
+                # subscription reaches only such, so its first stream tells.
+                if item.first_stream() not in skippers:
                     out.append(item)
                     continue
-                # The hidden attributes are a policy's alone: a match reaching one such
-                # subscription reaches only such.
-                for stream in streams:
+                for stream in item.streams():
                     skippers[stream].add(Event(stream, item.t0, item.t1, item.values))
             elif item.stream in skippers:
                 skippers[item.stream].add(item)
@@ -112,7 +111,8 @@ class Skipping:
 
     def check_valid(self, live: Iterable[str]) -> None:
         """Assert each skipper's invariants, and that each belongs to a ``live`` subscription."""
-        assert self.skippers.keys() == self.owners.keys() == self.reads.keys()
-        assert set(self.owners.values()) <= set(live)
+        listed = [stream for streams in self.streams.values() for stream in streams]
+        assert sorted(listed) == sorted(self.skippers) == sorted(self.reads)
+        assert set(self.streams) <= set(live)
         for skipper in self.skippers.values():
             skipper.check_valid()

@@ -18,7 +18,7 @@ subscription instead, each computing the same values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.automaton import Automaton
@@ -42,14 +42,17 @@ class Windows:
         self.by_stream: dict[str, list[WindowState | TimeState]] = {}
         self.noticed: set[Place] = set()
         """The windows over their limit whose readers have had their notice."""
+        self.places: dict[str, set[Place]] = {}
+        """Per subscription reading windows, the windows it reads."""
 
     def __bool__(self) -> bool:
         return bool(self.states)
 
     @staticmethod
-    def check(automata: Sequence[Automaton], published: Iterable[str]) -> None:
-        """Raise ValueError for a window over a stream that a query publishes."""
-        taken = {s for a in automata for s, _ in a.windows} & set(published)
+    def check(automata: Sequence[Automaton], is_published: Callable[[str], bool]) -> None:
+        """Raise ValueError for a window over a stream that a query publishes
+        (``is_published``).  O(the automata's windows)."""
+        taken = {s for a in automata for s, _ in a.windows if is_published(s)}
         if taken:
             raise ValueError(
                 f"a time-window aggregate reads {sorted(taken)[0]}, which a query publishes; "
@@ -65,10 +68,11 @@ class Windows:
                     state = self.states[place] = state_of(window, self.limit)
                     self.by_stream.setdefault(stream, []).append(state)
                 self.readers.setdefault(place, set()).add(subscription)
+                self.places.setdefault(subscription, set()).add(place)
 
     def remove(self, subscription: str) -> None:
-        """Stop ``subscription`` reading; a window no one reads goes."""
-        for place in [p for p, readers in self.readers.items() if subscription in readers]:
+        """Stop ``subscription`` reading; a window no one reads goes.  O(its windows)."""
+        for place in self.places.pop(subscription, ()):
             readers = self.readers[place]
             readers.discard(subscription)
             if not readers:
@@ -124,6 +128,9 @@ class Windows:
         """Assert each window's invariants, and that its readers are ``live``."""
         assert self.states.keys() == self.readers.keys()
         assert set().union(*self.readers.values()) <= set(live)
+        assert {(p, s) for s, places in self.places.items() for p in places} == {
+            (p, s) for p, readers in self.readers.items() for s in readers
+        }
         listed = [id(s) for states in self.by_stream.values() for s in states]
         assert sorted(listed) == sorted(id(s) for s in self.states.values())
         for state in self.states.values():
