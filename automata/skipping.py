@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -144,8 +145,9 @@ class Skipper:
     held: list[Held] = field(default_factory=list)
     arrivals: int = 0
     """How many matches were held, to order equal ones."""
-    bounds: dict[Key, int] = field(default_factory=dict)
-    """Per partition, the bound the next published match must start after."""
+    bounds: OrderedDict[Key, int] = field(default_factory=OrderedDict)
+    """Per partition, the bound the next published match must start after, the oldest set
+    first (a moot one lingers behind a later bound set earlier, at most about a window)."""
 
     def add(self, event: Event) -> None:
         """Hold ``event``, a match carrying the hidden attributes, until it may be judged."""
@@ -177,17 +179,18 @@ class Skipper:
         order; the partitions' bounds that can no longer matter are forgotten."""
         out: list[Event] = []
         held, bounds = self.held, self.bounds
-        while held and held[0][0] <= clock - self.skip.window:
+        horizon = clock - self.skip.window
+        while held and held[0][0] <= horizon:
             start, _, _, _, bound, _, _, key, event = heapq.heappop(held)
             last = bounds.get(key)
             if last is None or start > last:
                 bounds[key] = bound
+                bounds.move_to_end(key)
                 out.append(event)
-        if bounds:
-            # A match yet to be judged starts after clock - window; a bound below that is moot.
-            horizon = clock - self.skip.window
-            for key in [k for k, b in bounds.items() if b <= horizon]:
-                del bounds[key]
+        # A match yet to be judged starts after the horizon, so a bound at or below it is moot;
+        # the oldest set go first (amortized O(1)).
+        while bounds and next(iter(bounds.values())) <= horizon:
+            bounds.popitem(last=False)
         return out
 
     def to_data(self) -> dict[str, Any]:
@@ -204,7 +207,7 @@ class Skipper:
         self.held, self.arrivals = [], 0
         for start, bound, key, (t0, t1, values) in data["held"]:
             self._hold(start, bound, tuple(key), Event(stream, t0, t1, tuple(map(tuple, values))))
-        self.bounds = {tuple(key): bound for key, bound in data["bounds"]}
+        self.bounds = OrderedDict((tuple(key), bound) for key, bound in data["bounds"])
 
     def check_valid(self) -> None:
         """Assert the invariants: the heap is ordered; no hidden value is kept."""

@@ -121,3 +121,17 @@ def test_a_skipper_saved_and_restored_keeps_its_held_matches_and_bounds():
     again.check_valid()
     assert again.bounds == {("x",): 2}
     assert again.release(7) == []  # (2, 3) starts at 2, not after (1, 2)'s end
+
+
+def test_a_skipper_forgets_the_bounds_no_match_can_meet():
+    """Forty partitions each publish a match; once the clock is a window past their bounds,
+    none is kept (a later match of theirs starts after them anyway)."""
+    skipper = Skipper(Skip(SkipKind.PAST_LAST, window=5))
+    for k in range(40):
+        skipper.add(Event.of("M", 1, 2, {"@start": 0, "@bound": 1, "@key.k": str(k), "v": 1}))
+    assert len(skipper.release(6)) == 40
+    assert len(skipper.bounds) == 40  # not yet moot: the horizon is 1, the bounds 2
+    skipper.add(Event.of("M", 9, 12, {"@start": 0, "@bound": 3, "@key.k": "0", "v": 2}))
+    assert [e.t0 for e in skipper.release(14)] == [9]
+    assert skipper.bounds == {("0",): 12}
+    skipper.check_valid()
