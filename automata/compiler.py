@@ -25,7 +25,9 @@ from cesar.automata.derived import DERIVING, Derived, derived_call, extended, re
 from cesar.automata.errors import CelError, CelSemanticError
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.parser import parse_query
-from cesar.automata.pattern.construct import build_pattern_automata
+from cesar.automata.pattern.ast import Pattern
+from cesar.automata.pattern.construct import build_nested_automata, build_pattern_automata
+from cesar.automata.pattern.nesting import Nested, resolve_nested
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.pattern.plans import pinned
 from cesar.automata.pattern.resolve import Resolved, resolve
@@ -44,7 +46,9 @@ class CompiledQuery:
 
     ``automata`` lists internal resubscription automata first and the one
     publishing ``output`` last.  A pattern (docs/patterns.md) has no algebra;
-    ``pattern`` is its resolved form instead.  ``windows``: the time-window aggregates it
+    ``pattern`` is its resolved form instead, and ``nested`` the resolved alternatives of
+    one with OR or nested groups (``pattern`` is then set only for one alternative the
+    engine runs).  ``windows``: the time-window aggregates it
     reads, per stream (:mod:`cesar.automata.derived`).
     """
 
@@ -55,6 +59,7 @@ class CompiledQuery:
     automata: tuple[Automaton, ...]
     pattern: Resolved | None = None
     windows: tuple[tuple[str, Derived], ...] = ()
+    nested: Nested | None = None
 
     @property
     def name(self) -> str:
@@ -104,12 +109,22 @@ def compile_pattern(
                 "square)",
                 tree.pos,
             )
-        pattern = resolve(tree, schemas, default_name, options.functions)
-        if pattern.output.name in schemas:
-            raise CelSemanticError(
-                f"stream {pattern.output.name} already exists; PUBLISH under a new name",
-                pattern.pattern.pos,
+        if tree.nested is not None:
+            nested = resolve_nested(tree, schemas, default_name, options.functions)
+            _new_stream(nested.output.name, schemas, tree)
+            built = build_nested_automata(nested, schemas, options) if build else ()
+            return CompiledQuery(
+                text,
+                None,
+                nested.output,
+                nested.reads,
+                built,
+                nested.single,
+                nested.windows,
+                nested,
             )
+        pattern = resolve(tree, schemas, default_name, options.functions)
+        _new_stream(pattern.output.name, schemas, tree)
         try:
             pinned(pattern)
         except ValueError as exc:
@@ -126,6 +141,11 @@ def compile_pattern(
     return CompiledQuery(
         text, None, pattern.output, pattern.reads, automata, pattern, pattern.windows
     )
+
+
+def _new_stream(name: str, schemas: Mapping[str, StreamSchema], tree: Pattern) -> None:
+    if name in schemas:
+        raise CelSemanticError(f"stream {name} already exists; PUBLISH under a new name", tree.pos)
 
 
 def compile_parsed(

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from hypothesis import reject
 from hypothesis import strategies as st
 
+from cesar.automata.errors import CelSemanticError
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.pattern.construct import build_pattern_automata
+from cesar.automata.pattern.nesting import alternatives
 from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.server.engine.engine import Engine
@@ -337,3 +339,121 @@ def window_queries(draw: st.DrawFn) -> str:
         side = draw(st.sampled_from(["$1.", "$2."]))
         return f"S NEXT{{$1.k = $2.k AND $2.v {op} {draw(window_terms(side))}}} S PUBLISH W"
     return f"SELECT k, v, {draw(window_terms(''))} AS m FROM S PUBLISH W"
+
+
+@st.composite
+def nested_patterns(draw: st.DrawFn, name: str = "P") -> str:
+    """A random pattern with OR and nested groups that the engine runs, as text.
+
+    SEQ nests SEQ and OR; OR holds components, SEQs and ANDs; an AND holds components
+    and ORs of them (every alternative is then flat: a SEQ or an AND of components).
+    Components of S, T or ANY(S, T) and ANY(S, U), Kleene closures in a SEQ, negations
+    between a SEQ's parts or at its ends, a variable in two alternatives of an OR
+    (``OR(SEQ(S a, T b), SEQ(T b, S a))``), conditions on one or two variables (kept if
+    some alternative binds them together), and windows (always, with a closure or a
+    negation).
+    """
+    names = iter(f"{c}{n}" for n in range(9) for c in "abcdefgh")
+    negations = iter(f"n{n}" for n in range(20))
+    streams = ["S", "S", "T", "ANY(S, T)", "ANY(S, U)"]
+    positive: list[tuple[str, bool]] = []
+    negated: list[str] = []
+    closures = [False]
+
+    def component(kleene_ok: bool) -> str:
+        var = next(names)
+        kleene = kleene_ok and draw(st.integers(0, 9)) < 2
+        closures[0] = closures[0] or kleene
+        positive.append((var, kleene))
+        stream = draw(st.sampled_from(streams))
+        return f"{stream}+ {var}[]" if kleene else f"{stream} {var}"
+
+    def conj(depth: int) -> str:
+        parts = []
+        for _ in range(draw(st.integers(2, 3))):
+            if depth and draw(st.integers(0, 3)) == 0:
+                parts.append(f"OR({component(False)}, {component(False)})")
+            else:
+                parts.append(component(False))
+        return f"AND({', '.join(parts)})"
+
+    def seq(depth: int) -> str:
+        parts: list[str] = []
+        for _ in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["c", "c", "c", "neg", "seq", "or"] if depth else ["c"]))
+            if kind == "neg":
+                var = next(negations)
+                negated.append(var)
+                parts.append(f"!({draw(st.sampled_from(['S', 'T', 'ANY(S, T)']))} {var})")
+                kind = "c"
+            if kind == "seq":
+                parts.append(seq(depth - 1))
+            elif kind == "or":
+                parts.append(disj(depth - 1, seq_only=True))
+            else:
+                parts.append(component(True))
+        return f"SEQ({', '.join(parts)})"
+
+    def disj(depth: int, seq_only: bool = False) -> str:
+        if draw(st.integers(0, 4)) == 0:
+            a, b = next(names), next(names)
+            positive.extend([(a, False), (b, False)])
+            x, y = draw(st.sampled_from(streams)), draw(st.sampled_from(streams))
+            return f"OR(SEQ({x} {a}, {y} {b}), SEQ({y} {b}, {x} {a}))"
+        kinds = ["c", "seq"] + ([] if seq_only else ["and"])
+        parts = []
+        for _ in range(draw(st.integers(2, 3))):
+            kind = draw(st.sampled_from(kinds if depth else ["c"]))
+            if kind == "seq":
+                parts.append(seq(depth - 1))
+            elif kind == "and":
+                parts.append(conj(depth - 1))
+            else:
+                parts.append(component(True))
+        return f"OR({', '.join(parts)})"
+
+    structure = seq(2) if draw(st.booleans()) else disj(2)
+    conditions = []
+    for var, kleene in positive:
+        one = f"{var}[1]" if kleene else var
+        op = draw(st.sampled_from(["<", "<=", ">", ">=", "=", "!="]))
+        atoms = [f"{one}.v {op} {draw(st.integers(0, 4))}", f"{one}.k = 'a'"]
+        others = [v for v, k in positive if v != var and not k]
+        if others:
+            atoms.append(f"{one}.v {op} {draw(st.sampled_from(others))}.v")
+        if kleene:
+            atoms += [f"{var}[i].v > {var}[i-1].v", f"{var}.LEN >= 2", f"sum({var}[].v) < 6"]
+        conditions += _atoms(draw, atoms)
+    for var in negated:
+        conditions += _atoms(draw, [f"{var}.v > {draw(st.integers(0, 4))}", f"{var}.k = 'b'"])
+    if draw(st.integers(0, 4)) == 0:
+        conditions.append("[k]")
+    window = draw(st.none() | st.integers(0, 6))
+    if window is None and (negated or closures[0]):
+        window = draw(st.integers(0, 6))
+    text = f"PATTERN {structure}"
+    bound = _bound_together(text + f" PUBLISH {name}")
+    kept = [c for c in conditions if any(_vars_of(c) <= names for names in bound)]
+    if kept:
+        text += f" WHERE {' AND '.join(kept)}"
+    if window is not None:
+        text += f" WITHIN {window}"
+    return f"{text} PUBLISH {name}"
+
+
+def _bound_together(text: str) -> list[set[str]]:
+    """The variables each alternative of the pattern ``text`` binds (a draw the language
+    refuses, as a negation alone in a SEQ of an AND, is rejected)."""
+    pattern = parse_pattern(text)
+    if pattern.nested is None:
+        return [{c.var for c in pattern.components}]
+    try:
+        return [{c.var for c in alt.pattern.components} for alt in alternatives(pattern)]
+    except CelSemanticError:
+        reject()
+
+
+def _vars_of(condition: str) -> set[str]:
+    return {
+        word.split(".")[0].split("[")[0].split("(")[-1] for word in condition.split() if "." in word
+    }

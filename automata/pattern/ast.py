@@ -109,6 +109,22 @@ class Component:
 
 
 @dataclass(frozen=True, slots=True)
+class Group:
+    """``SEQ(…)``, ``AND(…)`` or ``OR(…)`` of parts, each a component or a group."""
+
+    operator: str
+    parts: tuple[Component | Group, ...]
+    pos: Pos = position()
+
+    def components(self) -> tuple[Component, ...]:
+        """Every component under the group, in the order of the text."""
+        out: list[Component] = []
+        for part in self.parts:
+            out.extend(part.components() if isinstance(part, Group) else (part,))
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class Equivalence:
     """``[attr]`` or ``[attr = constant]``: every positive component agrees on ``attr``."""
 
@@ -136,6 +152,12 @@ class Pattern:
     ``strategy_vars`` are the variables named in the strategy's brackets;
     ``plan`` the evaluation plan the pattern pins (``PLAN chain(c, b, a)``), spelled;
     ``skip`` its after-match policy (None: every match is published).
+
+    ``nested`` is the structure when it is not a flat SEQ or AND of components (an OR, or a
+    group inside a group; :mod:`cesar.automata.pattern.nesting`): ``operator`` is then its
+    root's and ``components`` lists every component in the order of the text.
+    ``returned``: the variables the default output covers (None: every positive one); an
+    alternative of an OR covers those every alternative binds.
     """
 
     operator: str
@@ -151,3 +173,5 @@ class Pattern:
     plan: str | None = None
     pos: Pos = position()
     skip: Skip | None = None
+    nested: Group | None = None
+    returned: frozenset[str] | None = None

@@ -24,6 +24,7 @@ from cesar.automata.pattern.ast import Strategy
 from cesar.automata.pattern.drafts import Binding, Draft, edges_of
 from cesar.automata.pattern.join import MAX_COMPONENTS, JoinBuilder
 from cesar.automata.pattern.lookback import UNION_TYPE, looking_back
+from cesar.automata.pattern.nesting import Nested, show
 from cesar.automata.pattern.resolve import Negation, Resolved
 from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.schema import AttrType, StreamSchema
@@ -59,6 +60,41 @@ def build_pattern_automata(
         built = union, builder(pattern, schemas, options, union.output.name).build()
     # The windows are computed on the input streams, before any automaton reads them.
     return (replace(built[0], windows=pattern.windows), *built[1:])
+
+
+def build_nested_automata(
+    nested: Nested,
+    schemas: Mapping[str, StreamSchema],
+    options: Options = DEFAULT_OPTIONS,
+) -> tuple[Automaton, ...]:
+    """The automata of a nested pattern (:mod:`cesar.automata.pattern.nesting`).
+
+    One alternative compiles as a flat pattern.  Several each publish an internal
+    stream, ``<name>#k``, and the last automaton publishes their union: an OR costs one
+    more FORWARD per match.  Raises :class:`NotCompiled` for an alternative that is not
+    flat (a SEQ holding an AND, or an AND holding a SEQ).
+    """
+    for alternative in nested.alternatives:
+        if not alternative.flat:
+            raise NotCompiled(
+                f"the alternative {show(alternative.group)} nests a SEQ and an AND: the engine "
+                "does not run that yet (an AND pairs events of any order, simultaneous ones "
+                "too, inside an order); the reference evaluator does",
+                nested.pattern.pos,
+            )
+    if len(nested.resolved) == 1:
+        return build_pattern_automata(nested.resolved[0], schemas, options)
+    built: list[Automaton] = []
+    drafts = []
+    output = nested.output
+    for resolved in nested.resolved:
+        *internal, last = build_pattern_automata(resolved, schemas, options)
+        built.extend((*internal, replace(last, internal=True)))
+        binding: Binding = {name: (Attr(Scope.EVENT, name), typ) for name, typ in output.attributes}
+        drafts.append(Draft(EdgeKind.FORWARD, 0, 1, resolved.output.name, TRUE, binding))
+    nodes = (Node(0, ()), Node(1, output.attributes))
+    built.append(Automaton(output, nodes, edges_of(drafts, options), 1))
+    return tuple(built)
 
 
 def needs_union(p: Resolved) -> bool:

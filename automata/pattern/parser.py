@@ -46,6 +46,7 @@ from cesar.automata.pattern.ast import (
     AGGREGATES,
     Component,
     Equivalence,
+    Group,
     Index,
     Pattern,
     Ref,
@@ -229,7 +230,7 @@ class _Builder(TermBuilder):
         """Above 0 while building under OR, NOT or in RETURN: no equivalence test there."""
 
     def pattern(self, tree: ParseTree) -> Pattern:
-        operator, components = self.structure(tree.children[1])
+        operator, components, nested = self.structure(tree.children[1])
         positive = [c for c in components if not c.negated]
         if len(components) == 1 and positive:
             self.lone = positive[0].var
@@ -268,6 +269,7 @@ class _Builder(TermBuilder):
             plan,
             pos_of(tree),
             skip,
+            nested,
         )
 
     def skip(self, tree: ParseTree) -> Skip:
@@ -288,14 +290,27 @@ class _Builder(TermBuilder):
             pos_of(tree),
         )
 
-    def structure(self, tree: ParseTree) -> tuple[str, tuple[Component, ...]]:
-        operator = "AND" if tree.data == "conj" else "SEQ"
-        parts = [child for child in tree.children if isinstance(child, lark.Tree)]
-        components = tuple(self.component(part) for part in parts)
-        if tree.data == "single" and components[0].var is None:
-            only = components[0]
-            components = (Component(only.types, only.types[0], False, False, only.pos),)
-        return operator, components
+    def structure(self, tree: ParseTree) -> tuple[str, tuple[Component, ...], Group | None]:
+        """The root's operator, every component in the order of the text, and the structure
+        if it is nested (an OR, or a group inside a group)."""
+        if tree.data == "single":
+            only = self.component(tree.children[0])
+            if only.var is None:
+                only = Component(only.types, only.types[0], False, False, only.pos)
+            return "SEQ", (only,), None
+        root = self.group(tree.children[0])
+        flat = root.operator != "OR" and all(isinstance(p, Component) for p in root.parts)
+        return root.operator, root.components(), None if flat else root
+
+    def group(self, tree: ParseTree) -> Group:
+        operator = {"seq": "SEQ", "conj": "AND", "disj": "OR"}[tree.data]
+        parts: list[Component | Group] = []
+        for part in tree.children:
+            if isinstance(part, lark.Tree):
+                inner = part.children[0]
+                is_group = inner.data in ("seq", "conj", "disj")
+                parts.append(self.group(inner) if is_group else self.component(inner))
+        return Group(operator, tuple(parts), pos_of(tree))
 
     def component(self, tree: ParseTree) -> Component:
         children = tree.children

@@ -162,7 +162,7 @@ class Judge:
             return _attr(events[-1], ref.attr)
         assert ref.aggregate is not None and ref.attr is not None
         found = [v for e in events if (v := _attr(e, ref.attr)) is not None]
-        return _aggregate(ref.aggregate, found)
+        return aggregate(ref.aggregate, found)
 
     def holds(self, pred: Pred, values: Mapping[str, Value]) -> bool:
         """``pred`` over ``values`` (its references' values, as :meth:`values` gives them)."""
@@ -410,7 +410,9 @@ def _attr(event: Event, attr: str | None) -> Value | None:
     return event.value(attr)
 
 
-def _aggregate(function: str, values: list[Value]) -> Value | None:
+def aggregate(function: str, values: list[Value]) -> Value | None:
+    """``function`` (AVG, SUM, MIN, MAX, COUNT) of a Kleene variable's ``values``, summed in
+    order; None for an empty list but COUNT's."""
     if function == "COUNT":
         return len(values)
     if not values:

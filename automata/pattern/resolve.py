@@ -481,8 +481,11 @@ class _Resolver:
         items = self.pattern.returns
         out: list[tuple[str, Term, Pos]] = []
         if items is None:
+            returned = self.pattern.returned
             for component in positive:
                 var = _var(component)
+                if returned is not None and var not in returned:
+                    continue
                 names = _common_attributes(component, self.base)
                 if component.kleene:
                     out.append((f"{var}_len", self._leaf(Ref(var, Index.LEN, None), None), None))

@@ -1,0 +1,325 @@
+"""The literal evaluator of nested patterns: brute force over the structure tree.
+
+The oracle for OR and nesting (docs/patterns.md, "OR and nesting";
+:mod:`cesar.automata.pattern.nesting`).  It shares no flattening with the
+engine: it enumerates the matches of the structure as written, bottom up, and
+judges each complete match with the resolved conditions of the alternative
+whose variables it binds.  Under skip_till_any_match:
+
+* a component matches each event of its streams; a Kleene closure each chain
+  of them, every event starting after the one before it ends;
+* ``SEQ`` takes a match of each part, each part's events starting after the
+  previous part's events end;
+* ``AND`` takes a match of each part, in any order and any epochs, no event
+  twice;
+* ``OR`` takes a match of any part: a bag union, so a match two parts make is
+  counted twice;
+* a negation in a SEQ watches the gap between the parts around it (after the
+  earlier part's last event ends, before the later part's first event
+  arrives); at the start or the end of a SEQ it watches the gap its SEQ has in
+  the SEQ around it, and at the ends of the whole match the window before the
+  first event or after the last, as for a flat pattern
+  (:mod:`cesar.automata.pattern.reference`);
+* a complete match is kept within the window, every condition placed on its
+  components holding (a condition on ``a[i]`` for each of ``a``'s events after
+  the first), no negated event in its gap; one with a negation after its last
+  event is published once an epoch at or after its window's end is seen, and
+  ends at the window's end.
+
+Exponential in the stream by design: exact is what counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cesar.automata.arithmetic import ArithmeticFault
+from cesar.automata.derived import enrich_all
+from cesar.automata.evaluate import Env, Faults, eval_term, store
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.pattern.ast import Component, Group, Index, Ref
+from cesar.automata.pattern.nesting import Nested, Part
+from cesar.automata.pattern.reference import Judge, aggregate
+from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
+from cesar.automata.schema import Event, Value
+from cesar.automata.terms import TRUE, Pred, Scope, Term
+
+
+@dataclass(frozen=True, slots=True)
+class _Match:
+    """A match of a part: its events per positive variable and its negations' gaps.
+
+    ``gaps``: (negated variable, low, high), its events must not start after
+    ``low`` and end before ``high``; ``lead`` and ``trail``: negated variables at
+    the part's start or end, whose gap the parts around it decide.
+    """
+
+    events: tuple[tuple[str, tuple[Event, ...]], ...]
+    gaps: tuple[tuple[str, float, float], ...] = ()
+    lead: tuple[str, ...] = ()
+    trail: tuple[str, ...] = ()
+
+    @property
+    def all(self) -> list[Event]:
+        return [e for _, events in self.events for e in events]
+
+    @property
+    def start(self) -> int:
+        return min(e.t0 for e in self.all)
+
+    @property
+    def end(self) -> int:
+        return max(e.t1 for e in self.all)
+
+    @property
+    def arrival(self) -> int:
+        return min(e.t1 for e in self.all)
+
+
+def evaluate_nested(
+    nested: Nested,
+    streams: Mapping[str, Sequence[Event]],
+    faults: Faults | None = None,
+    functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+) -> list[Event]:
+    """The multiset of events the nested pattern publishes over ``streams``."""
+    if nested.windows:
+        streams = enrich_all(streams, nested.windows)
+    return _Tree(nested, streams, faults or Faults(), functions).run()
+
+
+class _Tree:
+    def __init__(
+        self,
+        nested: Nested,
+        streams: Mapping[str, Sequence[Event]],
+        faults: Faults,
+        functions: FunctionRegistry,
+    ) -> None:
+        self.nested = nested
+        self.functions = functions
+        self.faults = faults
+        self.events = sorted(
+            (e for name in sorted(nested.reads) for e in streams.get(name, ())),
+            key=lambda e: (e.t1, e.t0),
+        )
+        self.window = nested.window
+        self.judges: dict[frozenset[str], tuple[Resolved, Judge]] = {}
+        for resolved in nested.resolved:
+            names = frozenset(s.var for s in resolved.steps) | {n.var for n in resolved.negations}
+            self.judges.setdefault(names, (resolved, Judge(resolved, faults, functions)))
+
+    def run(self) -> list[Event]:
+        assert self.nested.pattern.nested is not None
+        clock = max((e.t1 for e in self.events), default=None)
+        out: list[Event] = []
+        for match in self.matches(self.nested.pattern.nested):
+            out.extend(self.judge(match, clock))
+        return out
+
+    # ------------------------------------------------------------- matching
+
+    def matches(self, part: Part) -> list[_Match]:
+        """Every match of ``part``, before conditions and the window."""
+        if isinstance(part, Component):
+            assert part.var is not None and not part.negated
+            if part.kleene:
+                return [_Match(((part.var, chain),)) for chain in self.chains(part.types)]
+            return [_Match(((part.var, (e,)),)) for e in self.events if e.stream in part.types]
+        if part.operator == "OR":
+            return [m for p in part.parts for m in self.matches(p)]
+        if part.operator == "AND":
+            return self.conjunction(part)
+        return self.sequence(part)
+
+    def chains(self, types: tuple[str, ...]) -> list[tuple[Event, ...]]:
+        """Every chain of events of ``types``, each starting after the one before ends, within
+        the window."""
+        mine = [e for e in self.events if e.stream in types]
+        out: list[tuple[Event, ...]] = []
+        todo: list[tuple[Event, ...]] = [(e,) for e in mine]
+        while todo:
+            chain = todo.pop()
+            out.append(chain)
+            for e in mine:
+                if e.t0 > chain[-1].t1 and (
+                    self.window is None or e.t1 - chain[0].t0 <= self.window
+                ):
+                    todo.append((*chain, e))
+        return out
+
+    def conjunction(self, group: Group) -> list[_Match]:
+        combos = [_Match(())]
+        for part in group.parts:
+            combos = [
+                _Match(m.events + n.events, m.gaps + n.gaps)
+                for m in combos
+                for n in self.matches(part)
+                if not {id(e) for e in m.all} & {id(e) for e in n.all}
+            ]
+        return combos
+
+    def sequence(self, group: Group) -> list[_Match]:
+        states: list[_Match | None] = [None]
+        pending: list[str] = []
+        for part in group.parts:
+            if isinstance(part, Component) and part.negated:
+                assert part.var is not None
+                pending.append(part.var)
+                continue
+            grown: list[_Match | None] = []
+            for state in states:
+                for m in self.matches(part):
+                    if state is None:
+                        grown.append(_Match(m.events, m.gaps, (*pending, *m.lead), m.trail))
+                        continue
+                    if m.start <= state.end:
+                        continue
+                    between = (*state.trail, *pending, *m.lead)
+                    gaps = tuple((var, state.end, m.arrival) for var in between)
+                    grown.append(
+                        _Match(
+                            state.events + m.events,
+                            state.gaps + m.gaps + gaps,
+                            state.lead,
+                            m.trail,
+                        )
+                    )
+            states = grown
+            pending = []
+        return [
+            _Match(s.events, s.gaps, s.lead, (*s.trail, *pending)) for s in states if s is not None
+        ]
+
+    # ------------------------------------------------------------- judging
+
+    def judge(self, match: _Match, clock: int | None) -> list[Event]:
+        """The output of a complete match, or none (see the module docstring)."""
+        window = self.window
+        start, end = match.start, match.end
+        if window is not None and end - start > window:
+            return []
+        names = frozenset(
+            [var for var, _ in match.events]
+            + [var for var, *_ in match.gaps]
+            + [*match.lead, *match.trail]
+        )
+        resolved, judge = self.judges[names]
+        events = dict(match.events)
+        for step in resolved.steps:
+            for pred in (step.begin, step.close):
+                if not self.holds(judge, pred, events, None):
+                    return []
+            if step.take != TRUE:
+                for i in range(1, len(events[step.var])):
+                    if not self.holds(judge, step.take, events, (step.var, i)):
+                        return []
+        gaps = list(match.gaps)
+        if match.lead:
+            assert window is not None
+            gaps.extend((var, end - window - 1, match.arrival) for var in match.lead)
+        if match.trail:
+            assert window is not None
+            if clock is None or clock < start + window:
+                return []
+            gaps.extend((var, end, start + window + 1) for var in match.trail)
+        negations = {n.var: n for n in resolved.negations}
+        for var, low, high in gaps:
+            if self.seen(judge, negations[var], events, low, high):
+                return []
+        t1 = start + window if match.trail and window is not None else end
+        return self.output(judge, events, start, t1)
+
+    def holds(
+        self,
+        judge: Judge,
+        pred: Pred,
+        events: Mapping[str, tuple[Event, ...]],
+        at: tuple[str, int] | None,
+        negated: tuple[str, Event] | None = None,
+    ) -> bool:
+        if pred == TRUE:
+            return True
+        values = _values(pred, judge.p.refs, events, at, negated)
+        return judge.holds(pred, values)
+
+    def seen(
+        self,
+        judge: Judge,
+        negation: Negation,
+        events: Mapping[str, tuple[Event, ...]],
+        low: float,
+        high: float,
+    ) -> bool:
+        """True if an event of the negated component lies in (low, high), meeting its test."""
+        for event in self.events:
+            inside = event.stream in negation.types and low < event.t0 and event.t1 < high
+            if inside and self.holds(judge, negation.pred, events, None, (negation.var, event)):
+                return True
+        return False
+
+    def output(
+        self, judge: Judge, events: Mapping[str, tuple[Event, ...]], t0: int, t1: int
+    ) -> list[Event]:
+        output = self.nested.output
+        terms = dict(judge.p.returns)
+        row: dict[str, Value] = {}
+        for name, typ in output.attributes:
+            term: Term = terms[name]
+            env = Env({Scope.EVENT: _values(term, judge.p.refs, events, None, None)}, 0)
+            try:
+                row[name] = store(eval_term(term, env, self.functions), typ)
+            except ArithmeticFault:
+                self.faults.arithmetic += 1
+                return []
+        return [Event.of(output.name, t0, t1, row)]
+
+
+def _values(
+    node: Term | Pred,
+    refs: Mapping[str, Ref],
+    events: Mapping[str, tuple[Event, ...]],
+    at: tuple[str, int] | None,
+    negated: tuple[str, Event] | None,
+) -> dict[str, Value]:
+    """The value of each reference ``node`` reads; absent attributes are left out.
+
+    ``at`` is (Kleene variable, index of the event it is taking); ``negated`` a negated
+    variable's candidate event."""
+    out: dict[str, Value] = {}
+    for key in keys_of(node):
+        value = _value(refs[key], events, at, negated)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _value(
+    ref: Ref,
+    events: Mapping[str, tuple[Event, ...]],
+    at: tuple[str, int] | None,
+    negated: tuple[str, Event] | None,
+) -> Value | None:
+    if negated is not None and ref.var == negated[0]:
+        assert ref.attr is not None
+        return negated[1].value(ref.attr)
+    chosen = events[ref.var]
+    i = at[1] if at is not None and at[0] == ref.var else len(chosen)
+    index = ref.index
+    if index is Index.LEN:
+        return len(chosen)
+    if index in (Index.UPTO_PREVIOUS, Index.ALL):
+        assert ref.aggregate is not None and ref.attr is not None
+        upto = chosen[:i] if index is Index.UPTO_PREVIOUS else chosen
+        found = [v for e in upto if (v := e.value(ref.attr)) is not None]
+        return aggregate(ref.aggregate, found)
+    event = {
+        Index.ONLY: chosen[0],
+        Index.FIRST: chosen[0],
+        Index.LAST: chosen[-1],
+        Index.CURRENT: chosen[min(i, len(chosen) - 1)],
+        Index.PREVIOUS: chosen[i - 1],
+    }[index]
+    assert ref.attr is not None
+    return event.value(ref.attr)

@@ -1,0 +1,320 @@
+"""OR and nested groups → alternatives: flat patterns the resolver, the engine and the oracle read.
+
+A pattern's structure may nest ``SEQ``, ``AND`` and ``OR`` (OpenCEP's
+composition; docs/patterns.md, "OR and nesting").  Its meaning is a bag union:
+every match of every *alternative*, where the alternatives are what the
+structure distributes into.  ``OR`` lists its parts' alternatives; ``SEQ`` and
+``AND`` take one alternative of each part, in every combination, and a group
+of the same operator inside them is spliced in (``SEQ(a, SEQ(b, c))`` is
+``SEQ(a, b, c)``: a sequence's parts follow each other, so a nested sequence's
+events all follow the events before it).
+
+>>> from cesar.automata.pattern.parser import parse_pattern
+>>> p = parse_pattern("PATTERN SEQ(A a, OR(SEQ(B b, C c), D d), E e) PUBLISH P")
+>>> [show(alt.group) for alt in alternatives(p)]
+['SEQ(a, b, c, e)', 'SEQ(a, d, e)']
+
+Each alternative is resolved as a flat pattern over its own components (in
+the order of the text): it keeps the WHERE conjuncts whose variables it binds,
+and all equivalence tests and the window.  What the pattern says is checked
+here, for every evaluator alike:
+
+* a variable names the same component in every alternative it appears in;
+* each condition is bound together by some alternative, and RETURN reads only
+  variables every alternative binds (the default output: their attributes);
+* a negation stands in a SEQ with a component beside it, not in an AND or as
+  an alternative of its own, and a SEQ inside an AND does not start or end
+  with one (it would have no neighbour to be between);
+* a Kleene closure is not a part of an AND; the strategy is skip_till_any_match
+  (SASE+'s strategies are defined on one sequence); there is no after-match
+  policy or PLAN (they are defined on one sequence too);
+* at most :data:`MAX_ALTERNATIVES` alternatives.
+
+An alternative the engine runs is *flat*: one component, or a SEQ or an AND
+of components.  A SEQ holding an AND (or an AND holding a SEQ) is not: it pairs
+simultaneous events inside an order, which no automaton here does yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from cesar.automata.derived import Derived
+from cesar.automata.errors import CelSemanticError
+from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
+from cesar.automata.pattern.ast import Component, Group, Pattern, Ref, Strategy
+from cesar.automata.pattern.resolve import Resolved, keys_of, resolve
+from cesar.automata.schema import StreamSchema
+from cesar.automata.terms import conjoin, conjuncts_of
+from cesar.automata.translate import common_zone
+
+MAX_ALTERNATIVES = 32
+"""Alternatives one pattern distributes into (max_pattern_alternatives): each is an automaton
+of its own, and ``SEQ(OR(a, b), OR(c, d), …)`` doubles them per OR."""
+
+Part = Component | Group
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One alternative: its structure (no OR; a component or a SEQ/AND tree), the flat
+    pattern the resolver reads, and whether the engine runs it (``flat``)."""
+
+    group: Part
+    pattern: Pattern
+    flat: bool
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A nested pattern resolved: its alternatives, each with its resolved flat form.
+
+    ``output`` is what the pattern publishes (every alternative's output has its
+    attributes); ``reads`` and ``windows`` cover every alternative.
+    """
+
+    pattern: Pattern
+    alternatives: tuple[Alternative, ...]
+    resolved: tuple[Resolved, ...]
+    output: StreamSchema
+    reads: frozenset[str]
+    window: int | None
+    windows: tuple[tuple[str, Derived], ...]
+
+    @property
+    def single(self) -> Resolved | None:
+        """The resolved pattern when there is one alternative and the engine runs it."""
+        if len(self.alternatives) == 1 and self.alternatives[0].flat:
+            return self.resolved[0]
+        return None
+
+
+def resolve_nested(
+    pattern: Pattern,
+    schemas: Mapping[str, StreamSchema],
+    default_name: str | None = None,
+    functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+) -> Nested:
+    """Check the nested ``pattern`` and resolve each of its alternatives against ``schemas``."""
+    name = pattern.publish or default_name
+    alts = alternatives(pattern, name)
+    resolved = tuple(resolve(alt.pattern, schemas, default_name, functions) for alt in alts)
+    first = resolved[0]
+    reads = frozenset().union(*(r.reads for r in resolved))
+    windows: dict[tuple[str, Derived], None] = {}
+    for r in resolved:
+        windows.update(dict.fromkeys(r.windows))
+    assert name is not None, "resolve asks for PUBLISH"
+    output = StreamSchema(
+        name, first.output.attributes, first.output.unit, common_zone(schemas[t] for t in reads)
+    )
+    return Nested(pattern, alts, resolved, output, reads, first.window, tuple(windows))
+
+
+def show(part: Part) -> str:
+    """The structure with each component as its variable (``!n`` for a negation).
+
+    >>> show(Group("AND", (Component(("A",), "a"), Component(("B",), "b", negated=True))))
+    'AND(a, !b)'
+    """
+    if isinstance(part, Component):
+        return f"!{part.var}" if part.negated else f"{part.var}" + ("[]" if part.kleene else "")
+    return f"{part.operator}({', '.join(show(p) for p in part.parts)})"
+
+
+def alternatives(pattern: Pattern, name: str | None = None) -> tuple[Alternative, ...]:
+    """The alternatives of ``pattern``, each a flat pattern publishing ``name`` (one
+    alternative) or ``name#k`` (several); raises :class:`CelSemanticError` for what no
+    evaluator runs (module docstring).  O(alternatives × conjuncts)."""
+    root = pattern.nested
+    assert root is not None, "a flat pattern is its own alternative"
+    _check_variables(root)
+    _check_groups(root)
+    count = _count(root)
+    if count > MAX_ALTERNATIVES:
+        raise CelSemanticError(
+            f"the pattern distributes into {count} alternatives, more than "
+            f"{MAX_ALTERNATIVES} (max_pattern_alternatives: each runs as an automaton of its own)",
+            pattern.pos,
+        )
+    _check_nested(pattern)
+    groups = [_normal(g) for g in _distribute(root)]
+    for group in groups:
+        _check_negations(group)
+    several = len(groups) > 1
+    common = frozenset.intersection(*(_positive_vars(g) for g in groups))
+    refs = dict(pattern.refs)
+    where = conjuncts_of(pattern.where) if pattern.where is not None else []
+    used = [False] * len(where)
+    out = []
+    for number, group in enumerate(groups, 1):
+        names = {c.var for c in _components(group)}
+        kept = []
+        for n, conjunct in enumerate(where):
+            if {refs[key].var for key in keys_of(conjunct)} <= names:
+                kept.append(conjunct)
+                used[n] = True
+        flat = _is_flat(group)
+        operator = "AND" if isinstance(group, Group) and group.operator == "AND" and flat else "SEQ"
+        alternative = replace(
+            pattern,
+            operator=operator,
+            components=_components(group),
+            where=conjoin(*kept) if kept else None,
+            refs=tuple((key, ref) for key, ref in pattern.refs if ref.var in names),
+            publish=f"{name}#{number}" if several and name is not None else name,
+            nested=None,
+            returned=common,
+        )
+        out.append(Alternative(group, alternative, flat))
+    for n, conjunct in enumerate(where):
+        if not used[n]:
+            named = sorted({refs[key].var for key in keys_of(conjunct)})
+            raise CelSemanticError(
+                f"this condition names {', '.join(named)}, which no alternative binds together",
+                getattr(conjunct, "pos", None) or pattern.pos,
+            )
+    _check_returns(pattern, common, refs)
+    return tuple(out)
+
+
+def _check_nested(pattern: Pattern) -> None:
+    what = "an OR or a nested group"
+    if pattern.strategy is not Strategy.ANY:
+        raise CelSemanticError(
+            f"{what} matches under skip_till_any_match only; SASE+'s strategies are defined on "
+            "one sequence",
+            pattern.pos,
+        )
+    if pattern.skip is not None:
+        raise CelSemanticError(
+            f"AFTER MATCH SKIP is defined on one sequence, not on {what} yet", pattern.skip.pos
+        )
+    if pattern.plan is not None:
+        raise CelSemanticError(f"PLAN is defined on one sequence, not on {what}", pattern.pos)
+
+
+def _check_variables(root: Part) -> None:
+    """A variable names the same component wherever it appears."""
+    seen: dict[str, Component] = {}
+    for component in _components(root):
+        if component.var is None:
+            continue
+        first = seen.setdefault(component.var, component)
+        if (first.types, first.kleene, first.negated) != (
+            component.types,
+            component.kleene,
+            component.negated,
+        ):
+            raise CelSemanticError(
+                f"variable {component.var} names two different components; a variable may "
+                "stand in several alternatives of an OR only for the same component",
+                component.pos,
+            )
+
+
+def _check_groups(part: Part) -> None:
+    """Every group holds a part that is not a negation."""
+    if isinstance(part, Component):
+        return
+    if all(isinstance(p, Component) and p.negated for p in part.parts):
+        raise CelSemanticError("a group needs a component that is not negated", part.pos)
+    for p in part.parts:
+        _check_groups(p)
+
+
+def _count(part: Part) -> int:
+    if isinstance(part, Component):
+        return 1
+    counts = [_count(p) for p in part.parts]
+    return sum(counts) if part.operator == "OR" else math.prod(counts)
+
+
+def _distribute(part: Part) -> list[Part]:
+    """The OR-free structures ``part`` stands for, in the order of the text."""
+    if isinstance(part, Component):
+        return [part]
+    if part.operator == "OR":
+        return [alt for p in part.parts for alt in _distribute(p)]
+    combos: list[tuple[Part, ...]] = [()]
+    for p in part.parts:
+        combos = [(*combo, alt) for combo in combos for alt in _distribute(p)]
+    return [Group(part.operator, combo, part.pos) for combo in combos]
+
+
+def _normal(part: Part) -> Part:
+    """``part`` with same-operator groups spliced into their parent and groups of one part
+    replaced by it."""
+    if isinstance(part, Component):
+        return part
+    parts: list[Part] = []
+    for p in part.parts:
+        p = _normal(p)
+        if isinstance(p, Group) and p.operator == part.operator:
+            parts.extend(p.parts)
+        else:
+            parts.append(p)
+    if len(parts) == 1:
+        return parts[0]
+    return Group(part.operator, tuple(parts), part.pos)
+
+
+def _check_negations(part: Part) -> None:
+    """Negations stand in a SEQ beside a component; AND holds plain parts (module docstring)."""
+    if isinstance(part, Component):
+        if part.negated:
+            raise CelSemanticError(
+                "a negation stands in a SEQ beside a component it follows or precedes; alone "
+                "it matches nothing",
+                part.pos,
+            )
+        return
+    if part.operator == "AND":
+        for p in part.parts:
+            if isinstance(p, Component) and (p.negated or p.kleene):
+                raise CelSemanticError(
+                    "AND takes components without + or ! (negation inside AND is not supported "
+                    "yet); put the negation in a SEQ around the AND",
+                    p.pos,
+                )
+            if isinstance(p, Group) and any(
+                isinstance(end, Component) and end.negated for end in (p.parts[0], p.parts[-1])
+            ):
+                raise CelSemanticError(
+                    "a SEQ inside an AND cannot start or end with a negation: it has no "
+                    "neighbour there to be between",
+                    p.pos,
+                )
+            if isinstance(p, Group):
+                _check_negations(p)
+        return
+    for p in part.parts:
+        if isinstance(p, Group):
+            _check_negations(p)
+
+
+def _components(part: Part) -> tuple[Component, ...]:
+    return part.components() if isinstance(part, Group) else (part,)
+
+
+def _positive_vars(part: Part) -> frozenset[str]:
+    return frozenset(c.var for c in _components(part) if not c.negated and c.var is not None)
+
+
+def _is_flat(part: Part) -> bool:
+    return isinstance(part, Component) or all(isinstance(p, Component) for p in part.parts)
+
+
+def _check_returns(pattern: Pattern, common: frozenset[str], refs: Mapping[str, Ref]) -> None:
+    for item in pattern.returns or ():
+        for key in keys_of(item.term):
+            var = refs[key].var
+            if var not in common:
+                raise CelSemanticError(
+                    f"RETURN reads {var}, which not every alternative binds; RETURN may read "
+                    f"only {', '.join(sorted(common)) or 'no variable'} (bound in every "
+                    "alternative)",
+                    item.pos,
+                )
