@@ -14,8 +14,9 @@ from cesar.automata.automaton import Automaton, format_automaton
 from cesar.automata.compiler import CompiledQuery
 from cesar.automata.normal import const_of
 from cesar.automata.partition import partition_keys, pinned_key
+from cesar.automata.pattern.nesting import show
 from cesar.automata.pattern.plans import plan_line
-from cesar.automata.pattern.resolve import Resolved, format_resolved
+from cesar.automata.pattern.resolve import format_resolved
 from cesar.automata.schema import StreamSchema, Value
 from cesar.automata.terms import to_cel
 
@@ -48,7 +49,7 @@ def explain(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -> str
     lines = [
         f"publishes: {compiled.output.spec()}",
         f"placement: {placement_line(keys, pins)}",
-        *([f"plan: {plan_line(compiled.pattern)}"] if compiled.pattern is not None else []),
+        *([f"plan: {_plan(compiled)}"] if compiled.algebra is None else []),
         *(["windows (shared with every subscription reading them):"] if compiled.windows else []),
         *(f"  {window.name} of {stream}" for stream, window in compiled.windows),
         *_source(compiled, 1),
@@ -64,12 +65,27 @@ def _source(compiled: CompiledQuery, indent: int) -> list[str]:
     if compiled.algebra is not None:
         return ["algebra:", format_algebra(compiled.algebra, indent)]
     pad = "  " * indent
-    return ["pattern:", *(pad + line for line in format_resolved(_pattern(compiled)).splitlines())]
+    return ["pattern:", *(pad + line for line in _pattern_text(compiled).splitlines())]
 
 
-def _pattern(compiled: CompiledQuery) -> Resolved:
-    assert compiled.pattern is not None, "a query without algebra is a pattern"
-    return compiled.pattern
+def _pattern_text(compiled: CompiledQuery) -> str:
+    """The steps of a pattern; of each alternative for one with OR or nested groups."""
+    nested = compiled.nested
+    if nested is None or len(nested.alternatives) == 1:
+        resolved = compiled.pattern or (nested.resolved[0] if nested is not None else None)
+        assert resolved is not None, "a query without algebra is a pattern"
+        return format_resolved(resolved)
+    lines = [f"OR of {len(nested.alternatives)} alternatives, each its own automaton, unioned:"]
+    for alternative, resolved in zip(nested.alternatives, nested.resolved, strict=True):
+        lines.append(f"alternative {show(alternative.group)}, published as {resolved.output.name}")
+        lines.extend("  " + line for line in format_resolved(resolved).splitlines())
+    return "\n".join(lines)
+
+
+def _plan(compiled: CompiledQuery) -> str:
+    if compiled.pattern is not None:
+        return plan_line(compiled.pattern)
+    return "eager (an OR of several alternatives, or a SEQ holding an AND, has no other plan)"
 
 
 def _placement(
@@ -99,8 +115,8 @@ def explain_data(compiled: CompiledQuery, streams: Mapping[str, StreamSchema]) -
             {"algebra": format_algebra(compiled.algebra, 0)}
             if compiled.algebra is not None
             else {
-                "pattern": format_resolved(_pattern(compiled)),
-                "plan": plan_line(_pattern(compiled)),
+                "pattern": _pattern_text(compiled),
+                "plan": _plan(compiled),
             }
         ),
         "automata": [_automaton_data(automaton) for automaton in compiled.automata],

@@ -31,6 +31,7 @@ Exponential in the stream by design: exact is what counts.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -52,29 +53,37 @@ class _Match:
 
     ``gaps``: (negated variable, low, high), its events must not start after
     ``low`` and end before ``high``; ``lead`` and ``trail``: negated variables at
-    the part's start or end, whose gap the parts around it decide.
+    the part's start or end, whose gap the parts around it decide.  ``start``,
+    ``end`` and ``arrival``: its events' least ``t0``, greatest ``t1`` and least ``t1``.
     """
 
     events: tuple[tuple[str, tuple[Event, ...]], ...]
-    gaps: tuple[tuple[str, float, float], ...] = ()
-    lead: tuple[str, ...] = ()
-    trail: tuple[str, ...] = ()
+    gaps: tuple[tuple[str, float, float], ...]
+    lead: tuple[str, ...]
+    trail: tuple[str, ...]
+    start: int
+    end: int
+    arrival: int
+    ids: frozenset[int]
 
-    @property
-    def all(self) -> list[Event]:
-        return [e for _, events in self.events for e in events]
 
-    @property
-    def start(self) -> int:
-        return min(e.t0 for e in self.all)
-
-    @property
-    def end(self) -> int:
-        return max(e.t1 for e in self.all)
-
-    @property
-    def arrival(self) -> int:
-        return min(e.t1 for e in self.all)
+def _match(
+    events: tuple[tuple[str, tuple[Event, ...]], ...],
+    gaps: tuple[tuple[str, float, float], ...] = (),
+    lead: tuple[str, ...] = (),
+    trail: tuple[str, ...] = (),
+) -> _Match:
+    every = [e for _, chosen in events for e in chosen]
+    return _Match(
+        events,
+        gaps,
+        lead,
+        trail,
+        min(e.t0 for e in every),
+        max(e.t1 for e in every),
+        min(e.t1 for e in every),
+        frozenset(id(e) for e in every),
+    )
 
 
 def evaluate_nested(
@@ -121,17 +130,20 @@ class _Tree:
     # ------------------------------------------------------------- matching
 
     def matches(self, part: Part) -> list[_Match]:
-        """Every match of ``part``, before conditions and the window."""
+        """Every match of ``part`` within the window, before conditions."""
         if isinstance(part, Component):
             assert part.var is not None and not part.negated
             if part.kleene:
-                return [_Match(((part.var, chain),)) for chain in self.chains(part.types)]
-            return [_Match(((part.var, (e,)),)) for e in self.events if e.stream in part.types]
+                return [_match(((part.var, chain),)) for chain in self.chains(part.types)]
+            return [_match(((part.var, (e,)),)) for e in self.events if e.stream in part.types]
         if part.operator == "OR":
             return [m for p in part.parts for m in self.matches(p)]
         if part.operator == "AND":
             return self.conjunction(part)
         return self.sequence(part)
+
+    def within(self, start: int, end: int) -> bool:
+        return self.window is None or end - start <= self.window
 
     def chains(self, types: tuple[str, ...]) -> list[tuple[Event, ...]]:
         """Every chain of events of ``types``, each starting after the one before ends, within
@@ -143,22 +155,22 @@ class _Tree:
             chain = todo.pop()
             out.append(chain)
             for e in mine:
-                if e.t0 > chain[-1].t1 and (
-                    self.window is None or e.t1 - chain[0].t0 <= self.window
-                ):
+                if e.t0 > chain[-1].t1 and self.within(chain[0].t0, e.t1):
                     todo.append((*chain, e))
         return out
 
     def conjunction(self, group: Group) -> list[_Match]:
-        combos = [_Match(())]
+        combos: list[_Match | None] = [None]
         for part in group.parts:
+            found = self.matches(part)
             combos = [
-                _Match(m.events + n.events, m.gaps + n.gaps)
+                n if m is None else _match(m.events + n.events, m.gaps + n.gaps)
                 for m in combos
-                for n in self.matches(part)
-                if not {id(e) for e in m.all} & {id(e) for e in n.all}
+                for n in found
+                if m is None
+                or (not m.ids & n.ids and self.within(min(m.start, n.start), max(m.end, n.end)))
             ]
-        return combos
+        return [m for m in combos if m is not None]
 
     def sequence(self, group: Group) -> list[_Match]:
         states: list[_Match | None] = [None]
@@ -168,18 +180,24 @@ class _Tree:
                 assert part.var is not None
                 pending.append(part.var)
                 continue
+            found = sorted(self.matches(part), key=lambda m: m.start)
+            starts = [m.start for m in found]
             grown: list[_Match | None] = []
             for state in states:
-                for m in self.matches(part):
-                    if state is None:
-                        grown.append(_Match(m.events, m.gaps, (*pending, *m.lead), m.trail))
+                if state is None:
+                    grown.extend(
+                        _match(m.events, m.gaps, (*pending, *m.lead), m.trail) for m in found
+                    )
+                    continue
+                between = (*state.trail, *pending)
+                for m in found[bisect.bisect_right(starts, state.end) :]:
+                    if self.window is not None and m.start > state.start + self.window:
+                        break
+                    if not self.within(state.start, m.end):
                         continue
-                    if m.start <= state.end:
-                        continue
-                    between = (*state.trail, *pending, *m.lead)
-                    gaps = tuple((var, state.end, m.arrival) for var in between)
+                    gaps = tuple((var, state.end, m.arrival) for var in (*between, *m.lead))
                     grown.append(
-                        _Match(
+                        _match(
                             state.events + m.events,
                             state.gaps + m.gaps + gaps,
                             state.lead,
@@ -189,7 +207,7 @@ class _Tree:
             states = grown
             pending = []
         return [
-            _Match(s.events, s.gaps, s.lead, (*s.trail, *pending)) for s in states if s is not None
+            _match(s.events, s.gaps, s.lead, (*s.trail, *pending)) for s in states if s is not None
         ]
 
     # ------------------------------------------------------------- judging
@@ -198,7 +216,7 @@ class _Tree:
         """The output of a complete match, or none (see the module docstring)."""
         window = self.window
         start, end = match.start, match.end
-        if window is not None and end - start > window:
+        if not self.within(start, end):
             return []
         names = frozenset(
             [var for var, _ in match.events]

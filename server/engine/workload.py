@@ -26,6 +26,7 @@ from cesar.automata.derived import enrich_all
 from cesar.automata.errors import CelError
 from cesar.automata.evaluate import Faults
 from cesar.automata.parser import parse_query
+from cesar.automata.pattern.nested_reference import evaluate_nested
 from cesar.automata.pattern.parser import is_pattern, parse_pattern
 from cesar.automata.pattern.plans import unplanned_pin
 from cesar.automata.pattern.reference import evaluate as evaluate_pattern
@@ -177,6 +178,8 @@ class Workload:
             if query.algebra is not None:
                 inputs = enrich_all(streams, query.windows) if query.windows else streams
                 produced = evaluate(query.algebra, inputs, faults, name=query.name)
+            elif query.nested is not None:
+                produced = evaluate_nested(query.nested, streams, faults)
             else:
                 assert query.pattern is not None
                 produced = evaluate_pattern(query.pattern, streams, faults)
