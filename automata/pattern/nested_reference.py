@@ -32,7 +32,7 @@ Exponential in the stream by design: exact is what counts.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.arithmetic import ArithmeticFault
@@ -44,7 +44,7 @@ from cesar.automata.pattern.nesting import Nested, Part
 from cesar.automata.pattern.reference import Judge, aggregate
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import TRUE, Pred, Scope, Term
+from cesar.automata.terms import TRUE, Pred, Scope, Term, conjoin, conjuncts_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +135,33 @@ class _Tree:
             assert part.var is not None and not part.negated
             if part.kleene:
                 return [_match(((part.var, chain),)) for chain in self.chains(part.types)]
-            return [_match(((part.var, (e,)),)) for e in self.events if e.stream in part.types]
+            admits = self.admits(part.var)
+            return [
+                _match(((part.var, (e,)),))
+                for e in self.events
+                if e.stream in part.types and admits(e)
+            ]
         if part.operator == "OR":
             return [m for p in part.parts for m in self.matches(p)]
         if part.operator == "AND":
             return self.conjunction(part)
         return self.sequence(part)
+
+    def admits(self, var: str) -> Callable[[Event], bool]:
+        """The test of a singleton's event by the conditions that name it alone: the same in
+        every alternative binding it (each keeps every condition whose variables it binds)."""
+        for resolved, judge in self.judges.values():
+            for step in resolved.steps:
+                if step.var == var:
+                    alone = conjoin(
+                        *(
+                            c
+                            for c in conjuncts_of(step.begin)
+                            if {resolved.refs[key].var for key in keys_of(c)} == {var}
+                        )
+                    )
+                    return lambda e: self.holds(judge, alone, {var: (e,)}, None)
+        raise AssertionError(f"no alternative binds {var}")
 
     def within(self, start: int, end: int) -> bool:
         return self.window is None or end - start <= self.window
@@ -160,17 +181,23 @@ class _Tree:
         return out
 
     def conjunction(self, group: Group) -> list[_Match]:
-        combos: list[_Match | None] = [None]
-        for part in group.parts:
-            found = self.matches(part)
-            combos = [
-                n if m is None else _match(m.events + n.events, m.gaps + n.gaps)
-                for m in combos
-                for n in found
-                if m is None
-                or (not m.ids & n.ids and self.within(min(m.start, n.start), max(m.end, n.end)))
-            ]
-        return [m for m in combos if m is not None]
+        combos = self.matches(group.parts[0])
+        for part in group.parts[1:]:
+            found = sorted(self.matches(part), key=lambda m: m.start)
+            starts = [n.start for n in found]
+            grown: list[_Match] = []
+            for m in combos:
+                low, high = 0, len(found)
+                if self.window is not None:  # n.start in [m.end - w, m.start + w]
+                    low = bisect.bisect_left(starts, m.end - self.window)
+                    high = bisect.bisect_right(starts, m.start + self.window)
+                grown.extend(
+                    _match(m.events + n.events, m.gaps + n.gaps)
+                    for n in found[low:high]
+                    if not m.ids & n.ids and self.within(min(m.start, n.start), max(m.end, n.end))
+                )
+            combos = grown
+        return combos
 
     def sequence(self, group: Group) -> list[_Match]:
         states: list[_Match | None] = [None]
