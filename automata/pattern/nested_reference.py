@@ -118,6 +118,19 @@ class _Tree:
         for resolved in nested.resolved:
             names = frozenset(s.var for s in resolved.steps) | {n.var for n in resolved.negations}
             self.judges.setdefault(names, (resolved, Judge(resolved, faults, functions)))
+        self.early: list[tuple[frozenset[str], Pred, Judge]] = []
+        """Every condition on whole events with the variables it names: one that holds for a
+        part's match whichever alternative completes it (each alternative binding its
+        variables keeps it), so judged as soon as they are bound."""
+        seen: set[Pred] = set()
+        for resolved, judge in self.judges.values():
+            for step in resolved.steps:
+                for pred in (step.begin, step.close):
+                    for c in conjuncts_of(pred):
+                        if c not in seen and c != TRUE:
+                            seen.add(c)
+                            names = frozenset(resolved.refs[key].var for key in keys_of(c))
+                            self.early.append((names, c, judge))
 
     def run(self) -> list[Event]:
         assert self.nested.pattern.nested is not None
@@ -163,6 +176,18 @@ class _Tree:
                     return lambda e: self.holds(judge, alone, {var: (e,)}, None)
         raise AssertionError(f"no alternative binds {var}")
 
+    def decided(self, joined: _Match, left: _Match, right: _Match) -> bool:
+        """True unless a condition the join of ``left`` and ``right`` binds the variables of
+        (and neither did alone) fails."""
+        bound = frozenset(var for var, _ in joined.events)
+        mine, theirs = {v for v, _ in left.events}, {v for v, _ in right.events}
+        events = dict(joined.events)
+        for names, pred, judge in self.early:
+            fresh = names <= bound and not names <= mine and not names <= theirs
+            if fresh and not self.holds(judge, pred, events, None):
+                return False
+        return True
+
     def within(self, start: int, end: int) -> bool:
         return self.window is None or end - start <= self.window
 
@@ -192,9 +217,10 @@ class _Tree:
                     low = bisect.bisect_left(starts, m.end - self.window)
                     high = bisect.bisect_right(starts, m.start + self.window)
                 grown.extend(
-                    _match(m.events + n.events, m.gaps + n.gaps)
+                    joined
                     for n in found[low:high]
                     if not m.ids & n.ids and self.within(min(m.start, n.start), max(m.end, n.end))
+                    if self.decided(joined := _match(m.events + n.events, m.gaps + n.gaps), m, n)
                 )
             combos = grown
         return combos
@@ -223,14 +249,11 @@ class _Tree:
                     if not self.within(state.start, m.end):
                         continue
                     gaps = tuple((var, state.end, m.arrival) for var in (*between, *m.lead))
-                    grown.append(
-                        _match(
-                            state.events + m.events,
-                            state.gaps + m.gaps + gaps,
-                            state.lead,
-                            m.trail,
-                        )
+                    joined = _match(
+                        state.events + m.events, state.gaps + m.gaps + gaps, state.lead, m.trail
                     )
+                    if self.decided(joined, state, m):
+                        grown.append(joined)
             states = grown
             pending = []
         return [

@@ -1,0 +1,133 @@
+"""OR and nested groups (automata/pattern/nesting.py): alternatives, what is refused and why,
+and the tree oracle (nested_reference.py) on hand-worked streams."""
+
+from collections import Counter
+
+import pytest
+
+from cesar.automata.compiler import compile_pattern
+from cesar.automata.errors import CelSemanticError, CelSyntaxError
+from cesar.automata.pattern.construct import NotCompiled
+from cesar.automata.pattern.nested_reference import evaluate_nested
+from cesar.automata.pattern.nesting import MAX_ALTERNATIVES, alternatives, show
+from cesar.automata.pattern.parser import parse_pattern
+from cesar.automata.runtime import Runner
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.server.engine.engine import Engine
+
+SCHEMAS = {n: parse_stream_spec(f"{n}(x:int)") for n in "ABCDN"}
+
+
+def ev(stream, t, x=0, t0=None):
+    return Event.of(stream, t if t0 is None else t0, t, {"x": x})
+
+
+def shapes(text):
+    return [show(alt.group) for alt in alternatives(parse_pattern(text), "P")]
+
+
+def test_or_distributes_and_nested_groups_of_one_operator_splice():
+    assert shapes("PATTERN SEQ(A a, OR(SEQ(B b, C c), D d)) PUBLISH P") == [
+        "SEQ(a, b, c)",
+        "SEQ(a, d)",
+    ]
+    assert shapes("PATTERN AND(A a, OR(B b, C c)) PUBLISH P") == ["AND(a, b)", "AND(a, c)"]
+    assert shapes("PATTERN SEQ(OR(A a, B b), OR(C c, D d)) PUBLISH P") == [
+        "SEQ(a, c)",
+        "SEQ(a, d)",
+        "SEQ(b, c)",
+        "SEQ(b, d)",
+    ]
+    assert shapes("PATTERN OR(A a, SEQ(B b, SEQ(C c, !(N n), D d))) PUBLISH P") == [
+        "a",
+        "SEQ(b, c, !n, d)",
+    ]
+
+
+def test_each_alternative_publishes_an_internal_stream_and_one_automaton_their_union():
+    q = compile_pattern("PATTERN SEQ(A a, OR(B b, C c)) PUBLISH P", SCHEMAS)
+    assert [(a.name, a.internal) for a in q.automata] == [
+        ("P#1", True),
+        ("P#2", True),
+        ("P", False),
+    ]
+    assert q.output.spec() == "P(a_x:int)"
+    assert q.pattern is None and q.nested is not None
+    single = compile_pattern("PATTERN SEQ(A a, SEQ(B b, C c)) PUBLISH P", SCHEMAS)
+    assert [a.name for a in single.automata] == ["P"] and single.pattern is not None
+
+
+def test_the_tree_oracle_and_the_engine_on_a_hand_worked_stream():
+    """A at 1; B at 2, C at 3, D at 3: SEQ(a, OR(SEQ(b, c), d)) matches (a, b, c) and (a, d);
+    a variable in both alternatives of an either-order OR is read by RETURN."""
+    events = [ev("A", 1, 5), ev("B", 2, 6), ev("C", 3, 7), ev("D", 3, 8)]
+    streams = {s: [e for e in events if e.stream == s] for s in "ABCD"}
+    text = "PATTERN SEQ(A a, OR(SEQ(B b, C c), D d)) WITHIN 5 RETURN a.x AS ax PUBLISH P"
+    q = compile_pattern(text, SCHEMAS)
+    expected = [Event.of("P", 1, 3, {"ax": 5})] * 2
+    assert q.nested is not None
+    assert Counter(evaluate_nested(q.nested, streams)) == Counter(expected)
+    assert Counter(Runner(q.automata).run(events)) == Counter(expected)
+    engine = Engine()
+    engine.subscribe("q", q.automata)
+    assert Counter(engine.run(events)) == Counter(expected)
+    either = "PATTERN OR(SEQ(A a, B b), SEQ(B b, A a)) RETURN a.x AS ax, b.x AS bx PUBLISH E"
+    q = compile_pattern(either, SCHEMAS)
+    assert q.nested is not None
+    late = [ev("B", 0, 1), ev("A", 1, 5), ev("B", 2, 6), ev("B", 1, 9)]
+    got = evaluate_nested(q.nested, {"A": late[1:2], "B": [late[0], late[3], late[2]]})
+    assert Counter(got) == Counter(
+        [Event.of("E", 0, 1, {"ax": 5, "bx": 1}), Event.of("E", 1, 2, {"ax": 5, "bx": 6})]
+    )
+
+
+def test_a_seq_holding_an_and_runs_on_the_oracle_and_is_refused_by_the_engine():
+    """AND(SEQ(a, b), SEQ(c, d)): the pairs in any order, overlapping too."""
+    text = "PATTERN AND(SEQ(A a, B b), SEQ(C c, D d)) WITHIN 9 PUBLISH P"
+    events = {
+        "A": [ev("A", 1)],
+        "B": [ev("B", 4)],
+        "C": [ev("C", 2), ev("C", 5)],
+        "D": [ev("D", 3)],
+    }
+    q = compile_pattern(text, SCHEMAS, build=False)
+    assert q.nested is not None
+    got = evaluate_nested(q.nested, events)
+    assert [(e.t0, e.t1) for e in got] == [(1, 4)]  # c at 2, d at 3; c at 5 has no later d
+    with pytest.raises(NotCompiled, match=r"AND\(SEQ\(a, b\), SEQ\(c, d\)\) nests a SEQ"):
+        compile_pattern(text, SCHEMAS)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("PATTERN OR(A a, !(N n)) WITHIN 3", "a negation stands in a SEQ"),
+        ("PATTERN AND(A a, SEQ(B b, !(N n))) WITHIN 3", "cannot start or end with a negation"),
+        ("PATTERN AND(A a, OR(B b, C+ c[]))", "AND takes components without"),
+        ("PATTERN SEQ(A a, OR(B b, C c)) RETURN b.x AS bx", "RETURN reads b, which not every"),
+        ("PATTERN SEQ(A a, OR(B b, C c)) WHERE b.x = c.x", "names b, c, which no alternative"),
+        ("PATTERN OR(SEQ(A a, B b), SEQ(C a, B b))", "variable a names two different"),
+        ("PATTERN SEQ(A a, SEQ(!(N n), !(N m)), B b) WITHIN 3", "a group needs a component"),
+        ("PATTERN OR(A a, B b) WHERE skip_till_next_match(a, b) {}", "skip_till_any_match only"),
+        ("PATTERN OR(A a, B b) WITHIN 3 AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP is"),
+        ("PATTERN OR(A a, SEQ(B b, C c)) PLAN eager", "PLAN is defined on one sequence"),
+        ("PATTERN SEQ(B b, OR(A a, B b))", "declared twice"),
+        ("PATTERN OR(SEQ(!(N n), A a), B b)", "needs WITHIN"),
+    ],
+)
+def test_what_no_evaluator_runs_is_refused_with_the_reason(text, message):
+    with pytest.raises(CelSemanticError, match=message) as caught:
+        compile_pattern(text + " PUBLISH P", SCHEMAS, build=False)
+    assert caught.value.line == 1 and caught.value.column >= 1
+
+
+def test_too_many_alternatives_name_the_limit():
+    ors = ", ".join(f"OR(A a{n}, B b{n})" for n in range(6))
+    with pytest.raises(CelSemanticError, match=f"64 alternatives, more than {MAX_ALTERNATIVES}"):
+        compile_pattern(f"PATTERN SEQ({ors}) PUBLISH P", SCHEMAS, build=False)
+
+
+def test_a_misspelt_group_is_a_syntax_error_saying_what_could_come():
+    with pytest.raises(CelSyntaxError, match="line 1, column 21") as caught:
+        parse_pattern("PATTERN SEQ(A a, OR B b)")
+    assert "'('" in str(caught.value)
