@@ -59,6 +59,7 @@ PATTERN_TOKENS = [
     "PLAN", "chain", "tree", "recompute", "eager", "auto", "chain(b, a)", "tree(a)",
     "ROUND(", "GREATEST(", "POW(", "UPPER(", "ABS(", "AFTER MATCH SKIP", "PAST LAST ROW",
     "TO NEXT ROW", "TO FIRST", "TO LAST", "SUM_OVER(b.Volume, 5 MIN, b.Name)", "HOUR(b.t1)",
+    "OR", "OR(", "SEQ(", "AND(", "!(Stock n)",
 ]  # fmt: skip
 patterns = st.lists(st.sampled_from(PATTERN_TOKENS), max_size=30).map(
     lambda tokens: "PATTERN " + " ".join(tokens)
@@ -108,6 +109,25 @@ structures = st.one_of(  # deep and long: each near or past a budget
             " 10 MIN, b.Name) WITHIN 9 AFTER MATCH SKIP TO LAST a",
             "PATTERN SEQ(Stock a, Stock b) WHERE [Name] WITHIN 9223372036854775807"
             " AFTER MATCH SKIP PAST LAST ROW",
+        ]
+    ),
+    st.integers(1, 40).map(  # OR and nesting: deep, and wide past the alternatives' budget
+        lambda n: "PATTERN " + "OR(SEQ(Stock a, " * n + "Stock z" + "))" * n + " WITHIN 5"
+    ),
+    st.integers(1, 12).map(
+        lambda n: (
+            "PATTERN SEQ("
+            + ", ".join(
+                f"OR(Stock a{i}, SEQ(Stock b{i}, !(Stock n{i}), Stock c{i}))" for i in range(n)
+            )
+            + ") WHERE [Name] WITHIN 3"
+        )
+    ),
+    st.sampled_from(
+        [
+            "PATTERN AND(SEQ(Stock a, Stock b), SEQ(Stock c, !(Stock n), Stock d)) WITHIN 4",
+            "PATTERN OR(SEQ(Stock a, Stock b), SEQ(Stock b, Stock a)) WHERE a.Price > b.Price"
+            " WITHIN 2 RETURN a.Price AS p",
         ]
     ),
 )
