@@ -2,7 +2,8 @@
 
 ``HOUR(t1)``, ``MINUTE(t1)``, ``MINUTE_OF_DAY(t1)``, ``DAY_OF_WEEK(t1)`` (1 Monday … 7
 Sunday), ``DAY_OF_MONTH(t1)``, ``MONTH(t1)``, ``YEAR(t1)`` and ``DATE(t1)`` (``'2020-10-26'``)
-read an event's end (``t1``) or start (``t0``) in its stream's time zone
+read an event's end (``t1``) or start (``t0``) in its stream's time zone; ``TICKS(t1)`` is the
+time itself, in the stream's ticks, in every unit
 (``Stock(…)[min, America/New_York]``; UTC by default).  Each is a **derived attribute** of
 an input event (:mod:`cesar.automata.derived`), without state: a :class:`TimePart`.
 
@@ -33,6 +34,7 @@ TIME_FUNCTIONS = {
     "MONTH": AttrType.INT,
     "YEAR": AttrType.INT,
     "DATE": AttrType.STRING,
+    "TICKS": AttrType.INT,
 }
 """The functions of an event's time, and their types."""
 
@@ -56,8 +58,11 @@ class TimePart:
         return f"{self.function}({self.which})"
 
     def type_in(self, schema: StreamSchema) -> AttrType | None:
-        """The function's type over ``schema``'s events; None for a stream without a unit."""
-        return None if schema.unit.seconds is None else TIME_FUNCTIONS[self.function]
+        """The function's type over ``schema``'s events; None for a stream without a unit
+        (but TICKS)."""
+        if schema.unit.seconds is None and self.function != "TICKS":
+            return None
+        return TIME_FUNCTIONS[self.function]
 
     def bind(self, schema: StreamSchema) -> TimePart:
         """This function over ``schema``'s stream: its unit and zone."""
@@ -66,9 +71,11 @@ class TimePart:
     def of(self, event: Event) -> Value:
         """The function of ``event``'s time; for a time outside the years 1 to 9999 (ticks can
         reach far beyond), -1, and ``''`` for DATE."""
+        ticks = event.t0 if self.which == "t0" else event.t1
+        if self.function == "TICKS":
+            return ticks
         seconds = self.unit.seconds
         assert seconds is not None
-        ticks = event.t0 if self.which == "t0" else event.t1
         try:
             moment = _EPOCH + datetime.timedelta(seconds=float(ticks * seconds))
             local = moment.astimezone(zoneinfo.ZoneInfo(self.zone))
@@ -105,7 +112,7 @@ def time_call(call: Call, unit: TimeUnit, attr_of: Callable[[Term], Any]) -> tup
             f"{call.name}(b.t1), {call.name}($1.t0)): a function of an event's time",
             call.pos,
         )
-    if unit.seconds is None:
+    if unit.seconds is None and call.name != "TICKS":
         raise CelSemanticError(
             f"{call.name} needs streams with a time unit: declare one, e.g. Stock(...)[min]",
             call.pos,

@@ -214,7 +214,7 @@ def negated_patterns(draw: st.DrawFn, name: str = "P") -> str:
 @st.composite
 def conjunctions(draw: st.DrawFn, name: str = "P", windowed: bool = False) -> str:
     """A random AND pattern, as text: up to three components, four with a window
-    (``windowed``: always)."""
+    (``windowed``: always), and with a window sometimes a negation anywhere among them."""
     window = draw(st.integers(0, 6) if windowed else st.none() | st.integers(0, 6))
     count = draw(st.integers(1, 3 if window is None else 4))
     variables = "abcd"[:count]
@@ -231,7 +231,15 @@ def conjunctions(draw: st.DrawFn, name: str = "P", windowed: bool = False) -> st
     if count > 1 and draw(st.integers(0, 3)) == 0:
         conditions.append("[k]")
     pairs = zip(streams, variables, strict=True)
-    text = f"PATTERN AND({', '.join(f'{stream} {var}' for stream, var in pairs)})"
+    parts = [f"{stream} {var}" for stream, var in pairs]
+    if window is not None and count > 1 and draw(st.integers(0, 2)) == 0:
+        negated = draw(st.sampled_from(["S", "T", "ANY(S, T)", "ANY(T, U)"]))
+        parts.insert(draw(st.integers(0, count)), f"!({negated} n)")
+        other = draw(st.sampled_from(variables))
+        conditions += _atoms(
+            draw, ["n.v > 2", f"n.v = {other}.v", f"n.k = {other}.k", "n.k = 'a'", "n.v < 3"]
+        )
+    text = f"PATTERN AND({', '.join(parts)})"
     if conditions:
         where = " AND ".join(conditions)
         text += f" WHERE skip_till_any_match({', '.join(variables)}) {{ {where} }}"
@@ -345,8 +353,9 @@ def window_queries(draw: st.DrawFn) -> str:
 def nested_patterns(draw: st.DrawFn, name: str = "P") -> str:
     """A random pattern with OR and nested groups that the engine runs, as text.
 
-    SEQ nests SEQ and OR; OR holds components, SEQs and ANDs; an AND holds components
-    and ORs of them (every alternative is then flat: a SEQ or an AND of components).
+    SEQ nests SEQ and OR; OR holds components, SEQs and ANDs; an AND holds components,
+    ORs of them and a negation (every alternative is then flat: a SEQ or an AND of
+    components).
     Components of S, T or ANY(S, T) and ANY(S, U), Kleene closures in a SEQ, negations
     between a SEQ's parts or at its ends, a variable in two alternatives of an OR
     (``OR(SEQ(S a, T b), SEQ(T b, S a))``), conditions on one or two variables (kept if
@@ -375,6 +384,12 @@ def nested_patterns(draw: st.DrawFn, name: str = "P") -> str:
                 parts.append(f"OR({component(False)}, {component(False)})")
             else:
                 parts.append(component(False))
+        if draw(st.integers(0, 3)) == 0:
+            var = next(negations)
+            negated.append(var)
+            parts.insert(
+                draw(st.integers(0, len(parts))), f"!({draw(st.sampled_from(streams))} {var})"
+            )
         return f"AND({', '.join(parts)})"
 
     def seq(depth: int) -> str:

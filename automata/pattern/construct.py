@@ -176,6 +176,13 @@ def _check(p: Resolved) -> None:
             f"{MAX_COMPONENTS}: a run waits at a node per set of components it has bound)",
             pos,
         )
+    if p.operator == "AND" and p.negations and p.window is None:
+        raise NotCompiled(
+            "a negation in an AND is judged when a run completes, against the events the "
+            "engine remembers; it needs WITHIN (the engine would remember every event of the "
+            "negated stream)",
+            pos,
+        )
     for negation in p.negations:
         _check_negation(p, negation)
 

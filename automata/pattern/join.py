@@ -8,7 +8,11 @@ event of a component ``c`` outside it moves a run to ``S ∪ {c}`` if the
 conditions it decides hold — the WHERE conjuncts naming ``c`` whose other
 components are in ``S`` (a conjunct naming none is judged on the first
 event).  Each conjunct is so judged exactly once on every path, so a full run
-holds the whole WHERE.  Under ``[k]`` every edge after the first also says
+holds the whole WHERE.  A negation (``AND(A a, B b, !(C c))``) guards each completing edge
+with an UNLESS edge per negated stream: the completing event is the match's last by
+arrival, and a run keeps its first event's end (``@first``, in ticks: the events carry
+``TICKS(t0)`` and ``TICKS(t1)``), so a remembered negated event
+between the two stops the match.  Under ``[k]`` every edge after the first also says
 the event's ``k`` equals the run's, which the conditions imply, so that
 placement sees the pattern is partitioned on ``k``.
 
@@ -31,9 +35,23 @@ from __future__ import annotations
 from cesar.automata.automaton import Automaton, EdgeKind
 from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.drafts import Binding, Draft, any_of
+from cesar.automata.pattern.lookback import FIRST_ARRIVAL, TICKS, between_ends
 from cesar.automata.pattern.resolve import keys_of, rewrite
 from cesar.automata.pattern.sequence import SeqBuilder
-from cesar.automata.terms import TRUE, Attr, Cmp, Pred, Scope, Truth, conjoin, conjuncts_of
+from cesar.automata.pattern.views import View
+from cesar.automata.schema import AttrType
+from cesar.automata.terms import (
+    TRUE,
+    Attr,
+    Call,
+    Cmp,
+    Pred,
+    Scope,
+    Term,
+    Truth,
+    conjoin,
+    conjuncts_of,
+)
 
 MAX_COMPONENTS = 8
 """The most components an AND the engine runs may have (255 waiting nodes)."""
@@ -54,6 +72,8 @@ class JoinBuilder(SeqBuilder):
         named = [sum(1 << order[self.p.refs[k].var] for k in set(keys_of(c))) for c in conjuncts]
         for bound in [0, *sets]:
             binding = self.bound_of(bound)
+            if self.p.negations and bound:
+                binding[FIRST_ARRIVAL] = (Attr(Scope.LEFT, FIRST_ARRIVAL), AttrType.INT)
             for n, step in enumerate(steps):
                 mine = 1 << n
                 if bound & mine:
@@ -73,17 +93,18 @@ class JoinBuilder(SeqBuilder):
                     self.output(view, binding) if target == full else {**binding, **self.opened(n)}
                 )
                 stream = self.stream_of(step.types)
-                self.add(
-                    EdgeKind.FORWARD,
-                    node_of[bound],
-                    node_of[target],
-                    stream,
-                    self.of_types(step.types, pred),
-                    made,
-                )
+                pred = self.of_types(step.types, pred)
+                if self.p.negations and target != full:
+                    arrival: Term = Attr(Scope.EVENT, TICKS["t1"])
+                    if bound:
+                        arrival = Call("LEAST", (Attr(Scope.LEFT, FIRST_ARRIVAL), arrival))
+                    made[FIRST_ARRIVAL] = (arrival, AttrType.INT)
+                if target == full:
+                    self.unless(node_of[bound], node_of[target], pred, view, step.var)
+                self.add(EdgeKind.FORWARD, node_of[bound], node_of[target], stream, pred, made)
         for bound in sets:
             node = node_of[bound]
-            moves = [draft.pred for draft in self.drafts if draft.source == node]
+            moves = [d.pred for d in self.drafts if d.source == node and d.kind is EdgeKind.FORWARD]
             waiting = [step.types for n, step in enumerate(steps) if not bound & 1 << n]
             stream = self.stream_of(waiting[0])
             self.drafts.append(
@@ -91,6 +112,16 @@ class JoinBuilder(SeqBuilder):
             )
             self.add(EdgeKind.STAY, node, node, stream, TRUE)
         return self.assemble(node_of[full])
+
+    def unless(self, source: int, target: int, pred: Pred, view: View, completing: str) -> None:
+        """Guard the edge completing a run with an UNLESS edge per negated stream: no
+        remembered event of a negation between the match's first and last events."""
+        for negation in self.p.negations:
+            for stream in negation.types:
+                guard = between_ends(
+                    self.p, self.absent_true, negation, stream, pred, view, completing
+                )
+                self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream, guard, {}))
 
     def same_key(self, bound: int) -> list[Pred]:
         """The event agrees with the run on each equivalence attribute (``[k]``): implied by

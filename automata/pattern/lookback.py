@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cesar.automata.pattern.ast import Index, Ref
-from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite
+from cesar.automata.pattern.resolve import BETWEEN_ENDS, Negation, Resolved, keys_of, rewrite
 from cesar.automata.schema import AttrType
 from cesar.automata.terms import (
     Arith,
@@ -32,6 +32,7 @@ from cesar.automata.terms import (
     map_pred,
     map_term,
 )
+from cesar.automata.timeparts import TimePart
 
 UNION_TYPE = "__type"
 """The attribute of a pattern's union stream that names each event's own stream."""
@@ -43,6 +44,12 @@ DEPARTURE = "@depart"
 _END = Attr(Scope.LEFT, "@end")
 """In an UNLESS predicate: the firing event's end, relative to the run's start."""
 _ONE = Const(1, AttrType.INT)
+
+
+FIRST_ARRIVAL = "@first"
+"""In the binding of a join run of an AND with a negation: its earliest event's end (ticks)."""
+TICKS = {which: TimePart("TICKS", which).name for which in ("t0", "t1")}
+"""The derived attributes an AND with a negation reads: each event's time in ticks."""
 
 
 def looking_back(p: Resolved) -> list[Negation]:
@@ -57,6 +64,8 @@ def looking_back(p: Resolved) -> list[Negation]:
             p.refs[key].var != negation.var and order[p.refs[key].var] > negation.after
             for key in keys_of(negation.pred)
         )
+        if negation.after == BETWEEN_ENDS:
+            continue  # an AND's: see between_ends
         if negation.after == -1 or (negation.after < last and later):
             out.append(negation)
     return out
@@ -151,3 +160,34 @@ def unless(
         kept = Ref(steps[last].var, Index.ONLY, UNION_TYPE).key
         condition = map_pred(condition, lambda leaf: _renamed(leaf, kept, f"@e.{UNION_TYPE}"))
     return conjoin(_looking_back_pred(pred), *where, horizon, condition)
+
+
+def between_ends(
+    p: Resolved,
+    absent_true: Callable[[Pred, str], Pred],
+    negation: Negation,
+    stream: str,
+    pred: Pred,
+    view: Mapping[str, Term],
+    completing: str,
+) -> Pred:
+    """The UNLESS predicate of an AND's ``negation`` on events of ``stream``, guarding the join
+    edge ``pred`` (read through ``view``) that completes a run with component ``completing``.
+
+    The completing event is the match's last by arrival (a join node sees events in order),
+    so a remembered event — of an earlier epoch — arrives before it; it must also start after
+    the run's first event ends (:data:`FIRST_ARRIVAL`, in ticks, against its own
+    ``TICKS(t0)``) and meet the negation's condition."""
+    assert p.window is not None
+    after_first = Cmp(">", Attr(Scope.EVENT, TICKS["t0"]), Attr(Scope.LEFT, FIRST_ARRIVAL))
+    horizon = Cmp("<=", EventDur(), Const(p.window + 1, AttrType.INT))
+    looked = {key: _looking_back(term) for key, term in view.items()}
+    for key, ref in p.refs.items():
+        if ref.var == negation.var:
+            assert ref.attr is not None
+            looked[key] = Attr(Scope.EVENT, ref.attr)
+    condition = rewrite(absent_true(negation.pred, negation.var), looked)
+    condition = _of_stream(condition, stream)
+    kept = Ref(completing, Index.ONLY, UNION_TYPE).key  # the firing event's stream
+    condition = map_pred(condition, lambda leaf: _renamed(leaf, kept, f"@e.{UNION_TYPE}"))
+    return conjoin(_looking_back_pred(pred), after_first, horizon, condition)

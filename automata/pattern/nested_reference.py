@@ -11,7 +11,8 @@ whose variables it binds.  Under skip_till_any_match:
 * ``SEQ`` takes a match of each part, each part's events starting after the
   previous part's events end;
 * ``AND`` takes a match of each part, in any order and any epochs, no event
-  twice;
+  twice; a negation in it watches the gap between the match's first event's end
+  and its last event's arrival;
 * ``OR`` takes a match of any part: a bag union, so a match two parts make is
   counted twice;
 * a negation in a SEQ watches the gap between the parts around it (after the
@@ -206,8 +207,10 @@ class _Tree:
         return out
 
     def conjunction(self, group: Group) -> list[_Match]:
-        combos = self.matches(group.parts[0])
-        for part in group.parts[1:]:
+        negated = [p.var for p in group.parts if isinstance(p, Component) and p.negated]
+        parts = [p for p in group.parts if not (isinstance(p, Component) and p.negated)]
+        combos = self.matches(parts[0])
+        for part in parts[1:]:
             found = sorted(self.matches(part), key=lambda m: m.start)
             starts = [n.start for n in found]
             grown: list[_Match] = []
@@ -223,7 +226,12 @@ class _Tree:
                     if self.decided(joined := _match(m.events + n.events, m.gaps + n.gaps), m, n)
                 )
             combos = grown
-        return combos
+        if not negated:
+            return combos
+        return [  # a negation between the first event's end and the last's arrival
+            _match(m.events, m.gaps + tuple((v, m.arrival, m.end) for v in negated if v))
+            for m in combos
+        ]
 
     def sequence(self, group: Group) -> list[_Match]:
         states: list[_Match | None] = [None]

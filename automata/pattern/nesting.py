@@ -22,9 +22,10 @@ here, for every evaluator alike:
 * a variable names the same component in every alternative it appears in;
 * each condition is bound together by some alternative, and RETURN reads only
   variables every alternative binds (the default output: their attributes);
-* a negation stands in a SEQ with a component beside it, not in an AND or as
-  an alternative of its own, and a SEQ inside an AND does not start or end
-  with one (it would have no neighbour to be between);
+* a negation stands in a SEQ with a component beside it, or in an AND (between
+  the match's first and last events), not as an alternative of its own, and a SEQ
+  inside an AND does not start or end with one (it would have no neighbour to be
+  between);
 * a Kleene closure is not a part of an AND; the strategy is skip_till_any_match
   (SASE+'s strategies are defined on one sequence); there is no after-match
   policy or PLAN (they are defined on one sequence too);
@@ -262,23 +263,19 @@ def _normal(part: Part) -> Part:
 
 
 def _check_negations(part: Part) -> None:
-    """Negations stand in a SEQ beside a component; AND holds plain parts (module docstring)."""
+    """Negations stand in a SEQ or an AND beside a component; no closure in an AND (module
+    docstring)."""
     if isinstance(part, Component):
         if part.negated:
             raise CelSemanticError(
-                "a negation stands in a SEQ beside a component it follows or precedes; alone "
-                "it matches nothing",
+                "a negation stands in a SEQ or an AND beside a component; alone it matches nothing",
                 part.pos,
             )
         return
     if part.operator == "AND":
         for p in part.parts:
-            if isinstance(p, Component) and (p.negated or p.kleene):
-                raise CelSemanticError(
-                    "AND takes components without + or ! (negation inside AND is not supported "
-                    "yet); put the negation in a SEQ around the AND",
-                    p.pos,
-                )
+            if isinstance(p, Component) and p.kleene:
+                raise CelSemanticError("AND takes components without +", p.pos)
             if isinstance(p, Group) and any(
                 isinstance(end, Component) and end.negated for end in (p.parts[0], p.parts[-1])
             ):

@@ -28,7 +28,9 @@ epoch by epoch (events of one ``t1`` are simultaneous):
   trailing negation is known, and emitted, once an epoch at or after its
   window's end has been processed (its output ends at the window's end).
 * AND: one event per component, distinct, in any order and any epochs
-  (simultaneous ones included), within the window, the whole WHERE holding.
+  (simultaneous ones included), within the window, the whole WHERE holding; a
+  negation in it drops a match if a negated event meeting its conditions starts
+  after the match's first event ends and arrives in an epoch before its last.
 
 A condition naming an attribute the matched event's stream lacks (possible
 under ``ANY``) is true, as SASE defines.  Arithmetic faults make a condition
@@ -47,7 +49,7 @@ from cesar.automata.derived import enrich_all
 from cesar.automata.evaluate import Env, Faults, eval_term, holds, negate, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Index, Ref, Strategy
-from cesar.automata.pattern.resolve import Negation, Resolved, Step, keys_of
+from cesar.automata.pattern.resolve import BETWEEN_ENDS, Negation, Resolved, Step, keys_of
 from cesar.automata.schema import Event, Value, epochs
 from cesar.automata.skipping import SkipKind
 from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term
@@ -212,6 +214,9 @@ class Judge:
         before high — after the previous step's event ends and in an epoch before the next
         step's event arrives (for point events: strictly between them)."""
         window = self.p.window
+        if after == BETWEEN_ENDS:  # an AND's: after its first event ends, arriving before its last
+            arrivals = [events[0].t1 for events in selected]
+            return min(arrivals), max(arrivals)
         if after == -1:
             assert window is not None
             return selected[-1][-1].t1 - window - 1, selected[0][0].t1

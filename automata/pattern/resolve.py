@@ -51,6 +51,7 @@ from cesar.automata.terms import (
     map_term,
     to_cel,
 )
+from cesar.automata.timeparts import TimePart
 from cesar.automata.translate import _some, common_zone, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
 
@@ -83,12 +84,17 @@ class Step:
     close: Pred
 
 
+BETWEEN_ENDS = -2
+"""A negation's ``after`` in an AND: between the match's first and last events."""
+
+
 @dataclass(frozen=True)
 class Negation:
     """A negated component between positive steps ``after`` and ``after + 1``.
 
-    ``after`` is -1 for a negation before the first step and ``len(steps) - 1``
-    for one after the last; ``pred`` is every conjunct that names ``var``.
+    ``after`` is -1 for a negation before the first step, ``len(steps) - 1``
+    for one after the last, and :data:`BETWEEN_ENDS` in an AND (between the match's first
+    and last events, by arrival); ``pred`` is every conjunct that names ``var``.
     """
 
     var: str
@@ -208,7 +214,7 @@ class _Resolver:
             output,
             returns,
             frozenset(t for c in self.named for t in c.types),
-            where if pattern.operator == "AND" else TRUE,
+            self._positive(where) if pattern.operator == "AND" else TRUE,
             bool(pattern.equivalences)
             and all(
                 self.schemas[name].type_of(test.attr) is not None
@@ -218,6 +224,16 @@ class _Resolver:
             ),
             skip,
             read_by(self.schemas, sorted({t for c in self.named for t in c.types}), windows),
+        )
+
+    def _positive(self, where: Pred) -> Pred:
+        """The conjuncts of ``where`` that name no negated component."""
+        return conjoin(
+            *(
+                c
+                for c in conjuncts_of(where)
+                if not any(self.components[self.refs[k].var].negated for k in keys_of(c))
+            )
         )
 
     def _windows(self, unit: TimeUnit) -> list[Derived]:
@@ -246,6 +262,8 @@ class _Resolver:
             return duration_ticks(leaf, unit) if isinstance(leaf, DurLit) else leaf
 
         pattern = self.pattern
+        if pattern.operator == "AND" and any(c.negated for c in pattern.components):
+            found.extend(TimePart("TICKS", which) for which in ("t0", "t1"))  # the engine's
         where = None if pattern.where is None else map_pred(pattern.where, ticks, calls)
         returns = None
         if pattern.returns is not None:
@@ -290,8 +308,15 @@ class _Resolver:
 
     def _check_conjunction(self) -> None:
         for component in self.named:
-            if component.kleene or component.negated:
-                raise CelSemanticError("AND takes plain components, without + or !", component.pos)
+            if component.kleene:
+                raise CelSemanticError("AND takes components without +", component.pos)
+        negated = [c for c in self.named if c.negated]
+        if negated and len(self.named) - len(negated) < 2:
+            raise CelSemanticError(
+                "a negation in an AND lies between the match's first and last events: it "
+                "needs two components that are not negated",
+                negated[0].pos,
+            )
         if self.pattern.strategy is not Strategy.ANY:
             raise CelSemanticError(
                 "AND matches its components in any order: only skip_till_any_match applies",
@@ -472,7 +497,8 @@ class _Resolver:
                 seen += 1
                 continue
             pred = conjoin(*negated.get(_var(component), []))
-            negations.append(Negation(_var(component), component.types, seen, pred))
+            after = BETWEEN_ENDS if self.pattern.operator == "AND" else seen
+            negations.append(Negation(_var(component), component.types, after, pred))
         return steps, tuple(negations)
 
     # ---------------------------------------------------------------- output
@@ -639,6 +665,11 @@ def format_resolved(pattern: Resolved) -> str:
             lines.append(f"    take: {to_cel(step.take)}")
             lines.append(f"    close: {to_cel(step.close)}")
     for negation in pattern.negations:
+        if negation.after == BETWEEN_ENDS:
+            lines.append(
+                f"  {negation.var}: not {'/'.join(negation.types)} between the first and last"
+            )
+            lines.append(f"    when: {to_cel(negation.pred)}")
         if negation.after == len(pattern.steps) - 1:
             lines.append(
                 f"  {negation.var}: not {'/'.join(negation.types)} within the window after"

@@ -11,6 +11,7 @@ from cesar.automata.pattern.construct import NotCompiled
 from cesar.automata.pattern.nested_reference import evaluate_nested
 from cesar.automata.pattern.nesting import MAX_ALTERNATIVES, alternatives, show
 from cesar.automata.pattern.parser import parse_pattern
+from cesar.automata.pattern.reference import evaluate
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.server.engine.engine import Engine
@@ -131,3 +132,30 @@ def test_a_misspelt_group_is_a_syntax_error_saying_what_could_come():
     with pytest.raises(CelSyntaxError, match="line 1, column 21") as caught:
         parse_pattern("PATTERN SEQ(A a, OR B b)")
     assert "'('" in str(caught.value)
+
+
+def test_a_negation_in_an_and_lies_between_the_first_and_last_events_by_arrival():
+    """AND(A a, B b, !(N n)): A at 1 and B at 3 are split by N at 2 (dropped); A at 6 and B
+    at 3 or 4 have N at 5, which fails n.x > a.x, between them (kept); the engine judges
+    it as the oracle does, against the N events it remembers."""
+    text = "PATTERN AND(A a, B b, !(N n)) WHERE n.x > a.x WITHIN 9 PUBLISH P"
+    events = [ev("A", 1, 1), ev("N", 2, 5), ev("B", 3, 2), ev("B", 4, 3), ev("N", 5, 0)]
+    events.append(ev("A", 6, 4))
+    streams = {s: [e for e in events if e.stream == s] for s in "ABN"}
+    q = compile_pattern(text, SCHEMAS)
+    assert q.pattern is not None
+    expected = Counter(
+        [Event.of("P", 3, 6, {"a_x": 4, "b_x": 2}), Event.of("P", 4, 6, {"a_x": 4, "b_x": 3})]
+    )
+    assert Counter(evaluate(q.pattern, streams)) == expected
+    assert Counter(Runner(q.automata).run(events)) == expected
+    engine = Engine()
+    engine.subscribe("q", q.automata)
+    assert Counter(engine.run(events)) == expected
+    nested = compile_pattern(
+        text.replace("(N n))", "(N n)))").replace("AND(", "OR(AND("), SCHEMAS, build=False
+    )
+    assert nested.nested is not None
+    assert Counter(evaluate_nested(nested.nested, streams)) == expected
+    with pytest.raises(NotCompiled, match=r"negation in an AND .* needs WITHIN"):
+        compile_pattern("PATTERN AND(A a, B b, !(N n)) PUBLISH P", SCHEMAS)
