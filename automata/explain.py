@@ -85,7 +85,7 @@ def _pattern_text(compiled: CompiledQuery) -> str:
 def _plan(compiled: CompiledQuery) -> str:
     if compiled.pattern is not None:
         return plan_line(compiled.pattern)
-    return "eager (an OR of several alternatives, or a SEQ holding an AND, has no other plan)"
+    return "eager (an OR of several alternatives, or a SEQ and an AND nested, has no other plan)"
 
 
 def _placement(

@@ -350,8 +350,12 @@ def window_queries(draw: st.DrawFn) -> str:
 
 
 @st.composite
-def nested_patterns(draw: st.DrawFn, name: str = "P") -> str:
+def nested_patterns(draw: st.DrawFn, name: str = "P", shape: str = "flat") -> str:
     """A random pattern with OR and nested groups that the engine runs, as text.
+
+    ``shape="ordered"`` draws SEQ and AND nested in one another instead (OpenCEP's
+    ``AND(SEQ(a, b), SEQ(c, d))``; :mod:`cesar.automata.pattern.poset`), with negations
+    between a SEQ's parts or in an AND, naming a component too.  Otherwise (``"flat"``):
 
     SEQ nests SEQ and OR; OR holds components, SEQs and ANDs; an AND holds components,
     ORs of them and a negation (every alternative is then flat: a SEQ or an AND of
@@ -427,7 +431,27 @@ def nested_patterns(draw: st.DrawFn, name: str = "P") -> str:
                 parts.append(component(True))
         return f"OR({', '.join(parts)})"
 
-    structure = seq(2) if draw(st.booleans()) else disj(2)
+    def ordered(depth: int, operator: str) -> str:
+        """SEQ and AND nested in one another, a negation between a SEQ's parts or in an AND."""
+        parts = []
+        for _ in range(draw(st.integers(2, 3))):
+            inner = "AND" if operator == "SEQ" else "SEQ"
+            nest = depth and draw(st.integers(0, 2)) == 0
+            parts.append(ordered(depth - 1, inner) if nest else component(False))
+        if draw(st.integers(0, 2)) == 0:
+            var = next(negations)
+            negated.append(var)
+            low = 1 if operator == "SEQ" else 0
+            where = draw(st.integers(low, len(parts) - low))
+            parts.insert(where, f"!({draw(st.sampled_from(streams))} {var})")
+        return f"{operator}({', '.join(parts)})"
+
+    if shape == "ordered":
+        operator = draw(st.sampled_from(["SEQ", "AND"]))
+        inner = "AND" if operator == "SEQ" else "SEQ"
+        structure = f"{operator}({ordered(1, inner)}, {component(False)})"
+    else:
+        structure = seq(2) if draw(st.booleans()) else disj(2)
     conditions = []
     for var, kleene in positive:
         one = f"{var}[1]" if kleene else var
@@ -440,7 +464,11 @@ def nested_patterns(draw: st.DrawFn, name: str = "P") -> str:
             atoms += [f"{var}[i].v > {var}[i-1].v", f"{var}.LEN >= 2", f"sum({var}[].v) < 6"]
         conditions += _atoms(draw, atoms)
     for var in negated:
-        conditions += _atoms(draw, [f"{var}.v > {draw(st.integers(0, 4))}", f"{var}.k = 'b'"])
+        atoms = [f"{var}.v > {draw(st.integers(0, 4))}", f"{var}.k = 'b'"]
+        if shape == "ordered":
+            other = draw(st.sampled_from([v for v, _ in positive]))
+            atoms += [f"{var}.v = {other}.v", f"{var}.k != {other}.k"]
+        conditions += _atoms(draw, atoms)
     if draw(st.integers(0, 4)) == 0:
         conditions.append("[k]")
     window = draw(st.none() | st.integers(0, 6))

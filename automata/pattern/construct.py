@@ -24,7 +24,8 @@ from cesar.automata.pattern.ast import Strategy
 from cesar.automata.pattern.drafts import Binding, Draft, edges_of
 from cesar.automata.pattern.join import MAX_COMPONENTS, JoinBuilder
 from cesar.automata.pattern.lookback import UNION_TYPE, looking_back
-from cesar.automata.pattern.nesting import Nested, show
+from cesar.automata.pattern.nesting import Alternative, Nested, show
+from cesar.automata.pattern.poset import Order, PosetBuilder, Unordered, order_of
 from cesar.automata.pattern.resolve import Negation, Resolved
 from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.schema import AttrType, StreamSchema
@@ -33,6 +34,7 @@ from cesar.automata.terms import (
     Attr,
     Const,
     Scope,
+    conjoin,
 )
 from cesar.automata.translate import DEFAULT_OPTIONS, Options
 
@@ -45,19 +47,28 @@ def build_pattern_automata(
     pattern: Resolved,
     schemas: Mapping[str, StreamSchema],
     options: Options = DEFAULT_OPTIONS,
+    order: Order | None = None,
 ) -> tuple[Automaton, ...]:
     """The automata of ``pattern``: a union stream's first if it needs one (see
     :func:`needs_union`), its own last.  Raises :class:`NotCompiled` for what the
-    engine cannot run yet."""
+    engine cannot run yet.  ``order``: an AND's components are ordered by it (a nested
+    alternative's, :mod:`cesar.automata.pattern.poset`)."""
     _check(pattern)
     schemas = extended(schemas, (window for _, window in pattern.windows))
-    builder = JoinBuilder if pattern.operator == "AND" else SeqBuilder
+
+    def builder(union: str | None) -> SeqBuilder:
+        if order is not None:
+            return PosetBuilder(pattern, schemas, options, union, order)
+        if pattern.operator == "AND":
+            return JoinBuilder(pattern, schemas, options, union)
+        return SeqBuilder(pattern, schemas, options, union)
+
     built: tuple[Automaton, ...]
     if not needs_union(pattern):
-        built = (builder(pattern, schemas, options, None).build(),)
+        built = (builder(None).build(),)
     else:
         union = _union(pattern, schemas, options)
-        built = union, builder(pattern, schemas, options, union.output.name).build()
+        built = union, builder(union.output.name).build()
     # The windows are computed on the input streams, before any automaton reads them.
     return (replace(built[0], windows=pattern.windows), *built[1:])
 
@@ -69,32 +80,53 @@ def build_nested_automata(
 ) -> tuple[Automaton, ...]:
     """The automata of a nested pattern (:mod:`cesar.automata.pattern.nesting`).
 
-    One alternative compiles as a flat pattern.  Several each publish an internal
-    stream, ``<name>#k``, and the last automaton publishes their union: an OR costs one
-    more FORWARD per match.  Raises :class:`NotCompiled` for an alternative that is not
-    flat (a SEQ holding an AND, or an AND holding a SEQ).
+    One alternative compiles alone.  Several each publish an internal stream,
+    ``<name>#k``, and the last automaton publishes their union: an OR costs one more
+    FORWARD per match.  Raises :class:`NotCompiled` for an alternative the ordered join
+    does not run (:mod:`cesar.automata.pattern.poset`).
     """
-    for alternative in nested.alternatives:
-        if not alternative.flat:
-            raise NotCompiled(
-                f"the alternative {show(alternative.group)} nests a SEQ and an AND: the engine "
-                "does not run that yet (an AND pairs events of any order, simultaneous ones "
-                "too, inside an order); the reference evaluator does",
-                nested.pattern.pos,
-            )
-    if len(nested.resolved) == 1:
-        return build_pattern_automata(nested.resolved[0], schemas, options)
+    alternatives = [
+        _build_alternative(alternative, resolved, schemas, options)
+        for alternative, resolved in zip(nested.alternatives, nested.resolved, strict=True)
+    ]
+    if len(alternatives) == 1:
+        return alternatives[0]
     built: list[Automaton] = []
     drafts = []
     output = nested.output
-    for resolved in nested.resolved:
-        *internal, last = build_pattern_automata(resolved, schemas, options)
+    for resolved, (*internal, last) in zip(nested.resolved, alternatives, strict=True):
         built.extend((*internal, replace(last, internal=True)))
         binding: Binding = {name: (Attr(Scope.EVENT, name), typ) for name, typ in output.attributes}
         drafts.append(Draft(EdgeKind.FORWARD, 0, 1, resolved.output.name, TRUE, binding))
     nodes = (Node(0, ()), Node(1, output.attributes))
     built.append(Automaton(output, nodes, edges_of(drafts, options), 1))
     return tuple(built)
+
+
+def _build_alternative(
+    alternative: Alternative,
+    resolved: Resolved,
+    schemas: Mapping[str, StreamSchema],
+    options: Options,
+) -> tuple[Automaton, ...]:
+    """The automata of one alternative: a flat one's as a flat pattern's, one nesting a SEQ
+    and an AND as a join automaton ordered by the structure
+    (:mod:`cesar.automata.pattern.poset`)."""
+    if alternative.flat:
+        return build_pattern_automata(resolved, schemas, options)
+    try:
+        order = order_of(alternative.group, [step.var for step in resolved.steps])
+    except Unordered as exc:
+        raise NotCompiled(
+            f"the alternative {show(alternative.group)} nests a SEQ and an AND, and {exc}: the "
+            "engine does not run that yet; the reference evaluator does",
+            resolved.pattern.pos,
+        ) from None
+    joined = replace(
+        resolved, operator="AND", conjuncts=conjoin(*(step.begin for step in resolved.steps))
+    )
+    _check(joined)
+    return build_pattern_automata(joined, schemas, options, order)
 
 
 def needs_union(p: Resolved) -> bool:

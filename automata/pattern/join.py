@@ -116,10 +116,18 @@ class JoinBuilder(SeqBuilder):
     def unless(self, source: int, target: int, pred: Pred, view: View, completing: str) -> None:
         """Guard the edge completing a run with an UNLESS edge per negated stream: no
         remembered event of a negation between the match's first and last events."""
+        after_first = Cmp(">", Attr(Scope.EVENT, TICKS["t0"]), Attr(Scope.LEFT, FIRST_ARRIVAL))
         for negation in self.p.negations:
             for stream in negation.types:
                 guard = between_ends(
-                    self.p, self.absent_true, negation, stream, pred, view, completing
+                    self.p,
+                    self.absent_true,
+                    negation,
+                    stream,
+                    pred,
+                    view,
+                    completing,
+                    [after_first],
                 )
                 self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream, guard, {}))
 

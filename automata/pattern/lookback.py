@@ -12,7 +12,7 @@ relative to its start.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.resolve import BETWEEN_ENDS, Negation, Resolved, keys_of, rewrite
@@ -170,16 +170,17 @@ def between_ends(
     pred: Pred,
     view: Mapping[str, Term],
     completing: str,
+    where: Sequence[Pred],
 ) -> Pred:
-    """The UNLESS predicate of an AND's ``negation`` on events of ``stream``, guarding the join
+    """The UNLESS predicate of a join's ``negation`` on events of ``stream``, guarding the join
     edge ``pred`` (read through ``view``) that completes a run with component ``completing``.
 
-    The completing event is the match's last by arrival (a join node sees events in order),
-    so a remembered event — of an earlier epoch — arrives before it; it must also start after
-    the run's first event ends (:data:`FIRST_ARRIVAL`, in ticks, against its own
-    ``TICKS(t0)``) and meet the negation's condition."""
+    The completing event is the match's last by arrival (a join node sees events in order), so
+    a remembered event — of an earlier epoch — arrives before it.  ``where`` says where else the
+    remembered event lies: against the run's times in ticks, its own ``TICKS(t0)`` and
+    ``TICKS(t1)`` (an AND's negation: it starts after the first event ends).  It must meet the
+    negation's condition too."""
     assert p.window is not None
-    after_first = Cmp(">", Attr(Scope.EVENT, TICKS["t0"]), Attr(Scope.LEFT, FIRST_ARRIVAL))
     horizon = Cmp("<=", EventDur(), Const(p.window + 1, AttrType.INT))
     looked = {key: _looking_back(term) for key, term in view.items()}
     for key, ref in p.refs.items():
@@ -190,4 +191,4 @@ def between_ends(
     condition = _of_stream(condition, stream)
     kept = Ref(completing, Index.ONLY, UNION_TYPE).key  # the firing event's stream
     condition = map_pred(condition, lambda leaf: _renamed(leaf, kept, f"@e.{UNION_TYPE}"))
-    return conjoin(_looking_back_pred(pred), after_first, horizon, condition)
+    return conjoin(_looking_back_pred(pred), *where, horizon, condition)

@@ -31,9 +31,10 @@ here, for every evaluator alike:
   policy or PLAN (they are defined on one sequence too);
 * at most :data:`MAX_ALTERNATIVES` alternatives.
 
-An alternative the engine runs is *flat*: one component, or a SEQ or an AND
-of components.  A SEQ holding an AND (or an AND holding a SEQ) is not: it pairs
-simultaneous events inside an order, which no automaton here does yet.
+An alternative is *flat* when it is one component, or a SEQ or an AND of
+components: it compiles as a flat pattern.  One holding a SEQ and an AND one
+inside the other compiles as a join ordered by its structure
+(:mod:`cesar.automata.pattern.poset`).
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from cesar.automata.derived import Derived
+from cesar.automata.derived import Derived, extended, read_by
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Group, Pattern, Ref, Strategy
 from cesar.automata.pattern.resolve import Resolved, keys_of, resolve
 from cesar.automata.schema import StreamSchema
 from cesar.automata.terms import conjoin, conjuncts_of
+from cesar.automata.timeparts import TimePart
 from cesar.automata.translate import common_zone
 
 MAX_ALTERNATIVES = 32
@@ -61,7 +63,8 @@ Part = Component | Group
 @dataclass(frozen=True)
 class Alternative:
     """One alternative: its structure (no OR; a component or a SEQ/AND tree), the flat
-    pattern the resolver reads, and whether the engine runs it (``flat``)."""
+    pattern the resolver reads, and whether it is one component or a SEQ or an AND of
+    components (``flat``)."""
 
     group: Part
     pattern: Pattern
@@ -101,7 +104,10 @@ def resolve_nested(
     """Check the nested ``pattern`` and resolve each of its alternatives against ``schemas``."""
     name = pattern.publish or default_name
     alts = alternatives(pattern, name)
-    resolved = tuple(resolve(alt.pattern, schemas, default_name, functions) for alt in alts)
+    resolved = tuple(
+        _ordered(resolve(alt.pattern, schemas, default_name, functions), schemas, alt.flat)
+        for alt in alts
+    )
     first = resolved[0]
     reads = frozenset().union(*(r.reads for r in resolved))
     windows: dict[tuple[str, Derived], None] = {}
@@ -112,6 +118,17 @@ def resolve_nested(
         name, first.output.attributes, first.output.unit, common_zone(schemas[t] for t in reads)
     )
     return Nested(pattern, alts, resolved, output, reads, first.window, tuple(windows))
+
+
+def _ordered(resolved: Resolved, schemas: Mapping[str, StreamSchema], flat: bool) -> Resolved:
+    """``resolved``, reading each event's time in ticks if its alternative is not flat (the
+    engine orders its components by them: :mod:`cesar.automata.pattern.poset`)."""
+    if flat:
+        return resolved
+    ticks = [TimePart("TICKS", which) for which in ("t0", "t1")]
+    wider = extended(schemas, ticks)
+    more = read_by(wider, sorted(resolved.reads), ticks)
+    return replace(resolved, windows=tuple(dict.fromkeys((*resolved.windows, *more))))
 
 
 def show(part: Part) -> str:

@@ -3,9 +3,9 @@
 The tree oracle is first checked against the flat oracle: a flat pattern under any
 match, written as a nested one (wrapped in an OR of one part, or with a run of its
 parts grouped in a SEQ of their own), gives the flat oracle's matches.  Then random
-nested patterns (tests/pattern_strategies.py ``nested_patterns``) run on the
-single-automaton runtime, the engine in each mode, and across a restart, each giving
-the tree oracle's multiset.
+nested patterns (tests/pattern_strategies.py ``nested_patterns``: flat alternatives, and SEQ
+and AND nested in one another) run on the single-automaton runtime, the engine in each
+mode, and across a restart, each giving the tree oracle's multiset.
 """
 
 import re
@@ -122,10 +122,28 @@ def test_the_runtime_and_the_engine_give_the_tree_oracles_matches(text, streams)
     engine.check_valid()
 
 
+@settings(max_examples=300, **SETTINGS)
+@given(text=nested_patterns(shape="ordered"), streams=pattern_streams())
+def test_seq_and_and_nested_in_one_another_give_the_tree_oracles_matches(text, streams):
+    """The partial-order join (automata/pattern/poset.py) on the runtime and the engine."""
+    compiled = compile_pattern(text, SCHEMAS, build=False)
+    assert compiled.nested is not None
+    assert not all(alternative.flat for alternative in compiled.nested.alternatives)
+    automata = _automata(text)
+    events = [e for stream in streams.values() for e in stream]
+    expected = Counter(evaluate_nested(compiled.nested, streams))
+    assert Counter(Runner(automata).run(events)) == expected
+    for options in MODES.values():
+        engine = Engine(options)
+        engine.subscribe("q", automata)
+        assert Counter(engine.run(events)) == expected
+        engine.check_valid()
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 @settings(max_examples=100, **SETTINGS)
 @given(
-    texts=st.lists(nested_patterns(), min_size=1, max_size=3),
+    texts=st.lists(nested_patterns() | nested_patterns(shape="ordered"), min_size=1, max_size=3),
     streams=pattern_streams(),
 )
 def test_the_engine_gives_each_nested_subscription_its_matches(mode, texts, streams):
@@ -146,7 +164,7 @@ def test_the_engine_gives_each_nested_subscription_its_matches(mode, texts, stre
 
 @settings(max_examples=60, **SETTINGS)
 @given(
-    texts=st.lists(nested_patterns(), min_size=1, max_size=2),
+    texts=st.lists(nested_patterns() | nested_patterns(shape="ordered"), min_size=1, max_size=2),
     streams=pattern_streams(),
     data=st.data(),
 )
