@@ -18,6 +18,7 @@ from cesar.automata.errors import CelSemanticError
 from cesar.automata.schema import Event, StreamSchema, TimeUnit, Value
 from cesar.automata.terms import Call, Term
 from cesar.automata.timeparts import TIME_FUNCTIONS, TimePart, TimeState, time_call
+from cesar.automata.tumbling import TumblingState
 from cesar.automata.windows import FUNCTIONS, Window, WindowState, window_call
 from cesar.automata.windows import literal as window_literal
 
@@ -52,7 +53,7 @@ def extended(
             if isinstance(w, TimePart):
                 continue
             typ = schema.type_of(w.attr) if w.attr is not None else None
-            summed = w.function in ("AVG_OVER", "SUM_OVER")
+            summed = w.aggregate in ("AVG", "SUM")
             if summed and typ is not None and not typ.numeric and w.type_in(schema) is not None:
                 raise CelSemanticError(
                     f"{w.function} needs numbers, not {typ.value} {w.attr} (stream {name})",
@@ -111,8 +112,14 @@ def enrich_all(
     return out
 
 
-def state_of(derived: Derived, limit: int | None) -> WindowState | TimeState:
+DerivedState = WindowState | TumblingState | TimeState
+"""The engine's running state of a derived attribute."""
+
+
+def state_of(derived: Derived, limit: int | None) -> DerivedState:
     """A fresh running state computing ``derived``."""
     if isinstance(derived, TimePart):
         return TimeState(derived)
+    if derived.tumbling:
+        return TumblingState(derived, limit)
     return WindowState(derived, limit)

@@ -7,7 +7,9 @@ average price of this stock over the last 30 minutes".  Here such a window is a
 of ``S`` with ``e``'s ``Name`` that arrived in the last ``w`` ticks — ``t1`` in ``(e.t1 -
 w, e.t1]``, so ``e``'s own epoch, ``e`` included.  ``SUM_OVER``, ``MIN_OVER``,
 ``MAX_OVER`` and ``COUNT_OVER(w, keys…)`` read the same window; with no key
-attributes the window holds the whole stream.
+attributes the window holds the whole stream.  ``AVG_TUMBLING`` and its kin read a
+tumbling window instead: ``e``'s bucket ``[n·w, (n+1)·w)`` of ticks up to ``e``
+(:mod:`cesar.automata.tumbling`).
 
 A query names a window as a call whose attribute arguments are one event's
 (``AVG_OVER(b.Price, 30 MIN, b.Name)`` in a pattern, ``AVG_OVER($2.Price, 30 MIN,
@@ -44,8 +46,12 @@ from cesar.automata.schema import AttrType, Event, StreamSchema, TimeUnit, Value
 from cesar.automata.terms import Call, Const, DurLit, Pos, Term, position
 from cesar.automata.translate import duration_ticks
 
-FUNCTIONS = ("AVG_OVER", "SUM_OVER", "MIN_OVER", "MAX_OVER", "COUNT_OVER")
-"""The window functions, each over one attribute but COUNT_OVER."""
+SLIDING = ("AVG_OVER", "SUM_OVER", "MIN_OVER", "MAX_OVER", "COUNT_OVER")
+"""The sliding window functions, each over one attribute but COUNT_OVER."""
+TUMBLING = ("AVG_TUMBLING", "SUM_TUMBLING", "MIN_TUMBLING", "MAX_TUMBLING", "COUNT_TUMBLING")
+"""The tumbling window functions (:mod:`cesar.automata.tumbling`)."""
+FUNCTIONS = SLIDING + TUMBLING
+"""Every window function."""
 
 Key = tuple[Value | None, ...]
 
@@ -62,6 +68,16 @@ class Window:
     pos: Pos = position()
 
     @property
+    def aggregate(self) -> str:
+        """AVG, SUM, MIN, MAX or COUNT."""
+        return self.function.split("_")[0]
+
+    @property
+    def tumbling(self) -> bool:
+        """True for a tumbling window: buckets ``[n·w, (n+1)·w)`` of ticks, not a sliding one."""
+        return self.function.endswith("_TUMBLING")
+
+    @property
     def name(self) -> str:
         """The derived attribute's name, CEL that reads back as this window."""
         args = [a for a in (self.attr, str(self.ticks), *self.key) if a is not None]
@@ -75,7 +91,7 @@ class Window:
         if self.attr is None:
             return AttrType.INT
         typ = schema.type_of(self.attr)
-        if typ is None or self.function == "AVG_OVER":
+        if typ is None or self.aggregate == "AVG":
             return None if typ is None else AttrType.FLOAT
         return typ
 
@@ -91,7 +107,7 @@ class Window:
 def window_call(call: Call, unit: TimeUnit, attr_of: Callable[[Term], Any]) -> tuple[Window, Any]:
     """The window ``call`` names, and the event whose attribute it becomes (see
     :func:`~cesar.automata.derived.derived_call`)."""
-    counting = call.name == "COUNT_OVER"
+    counting = call.name.startswith("COUNT_")
     form = f"{call.name}({'' if counting else 'attribute, '}window, key attributes…)"
     example = f"{call.name}({'' if counting else 'Price, '}30 MIN, Name)"
     args = list(call.args)
@@ -123,34 +139,43 @@ def _ticks(term: Term, unit: TimeUnit, form: str, call: Call) -> int:
 def literal(window: Window, event: Event, stream: Sequence[Event]) -> Value:
     """The window's value at ``event`` from the whole ``stream``, by its definition."""
     key = window.key_of(event)
-    inside = [
-        e for e in stream if event.t1 - window.ticks < e.t1 <= event.t1 and window.key_of(e) == key
-    ]
+    ticks = window.ticks
+    if window.tumbling:  # the event's bucket up to it
+        inside = [
+            e
+            for e in stream
+            if e.t1 // ticks == event.t1 // ticks and e.t1 <= event.t1 and window.key_of(e) == key
+        ]
+    else:
+        inside = [
+            e for e in stream if event.t1 - ticks < e.t1 <= event.t1 and window.key_of(e) == key
+        ]
     if window.attr is None:
         return len(inside)
     values = [e.value(window.attr) for e in inside]
-    return _aggregate(window.function, values)
+    return _aggregate(window.aggregate, values)
 
 
-def _aggregate(function: str, values: list[Any]) -> Value:
+def _aggregate(aggregate: str, values: list[Any]) -> Value:
     picked: Value
-    if function == "MIN_OVER":
+    if aggregate == "MIN":
         picked = min(values)
-    elif function == "MAX_OVER":
+    elif aggregate == "MAX":
         picked = max(values)
     elif isinstance(values[0], float):
-        picked = _summed(function, sum(map(Fraction, values), Fraction(0)), len(values), True)
+        picked = summed(aggregate, sum(map(Fraction, values), Fraction(0)), len(values), True)
     else:
-        picked = _summed(function, sum(values), len(values), False)
+        picked = summed(aggregate, sum(values), len(values), False)
     return picked
 
 
-def _summed(function: str, total: int | Fraction, count: int, floats: bool) -> Value:
-    """A sum or an average from the exact ``total`` of ``count`` values, rounded once: a float
-    sum beyond the floats is infinite, an int sum beyond 64 bits stops at the limit."""
-    if function == "SUM_OVER" and not floats:
+def summed(aggregate: str, total: int | Fraction, count: int, floats: bool) -> Value:
+    """A sum or an average (``aggregate``) from the exact ``total`` of ``count`` values, rounded
+    once: a float sum beyond the floats is infinite, an int sum beyond 64 bits stops at the
+    limit."""
+    if aggregate == "SUM" and not floats:
         return max(-(2**63), min(2**63 - 1, int(total)))
-    exact = Fraction(total) if function == "SUM_OVER" else Fraction(total) / count
+    exact = Fraction(total) if aggregate == "SUM" else Fraction(total) / count
     try:
         return float(exact)
     except OverflowError:
@@ -205,14 +230,14 @@ class WindowState:
     def value(self, key: Key) -> Value:
         """The window's value for partition ``key``.  O(1)."""
         part = self.partitions[key]
-        function = self.window.function
-        if function == "COUNT_OVER":
+        aggregate = self.window.aggregate
+        if aggregate == "COUNT":
             return len(part.entries)
-        if function in ("MIN_OVER", "MAX_OVER"):
+        if aggregate in ("MIN", "MAX"):
             value: Value = part.extreme[0][1]
             return value
         floats = isinstance(part.entries[0][2], float)
-        return _summed(function, part.total, len(part.entries), floats)
+        return summed(aggregate, part.total, len(part.entries), floats)
 
     def _add(self, key: Key, t1: int, value: Any) -> None:
         part = self.partitions.get(key)
@@ -221,11 +246,11 @@ class WindowState:
         self.added += 1
         part.entries.append((self.added, t1, value))
         self.order.append((t1, key))
-        function = self.window.function
-        if function in ("AVG_OVER", "SUM_OVER"):
+        aggregate = self.window.aggregate
+        if aggregate in ("AVG", "SUM"):
             self._sum(part, value)
-        elif function in ("MIN_OVER", "MAX_OVER"):
-            low = function == "MIN_OVER"
+        elif aggregate in ("MIN", "MAX"):
+            low = aggregate == "MIN"
             while part.extreme and (
                 part.extreme[-1][1] > value if low else part.extreme[-1][1] < value
             ):
@@ -240,7 +265,7 @@ class WindowState:
             part.extreme.popleft()
         if not part.entries:
             del self.partitions[key]
-        elif self.window.function in ("AVG_OVER", "SUM_OVER"):
+        elif self.window.aggregate in ("AVG", "SUM"):
             self._sum(part, -value)
 
     @staticmethod
@@ -273,7 +298,7 @@ class WindowState:
             numbers = {number for number, _, _ in part.entries}
             assert all(number in numbers for number, _ in part.extreme)
             values = [v for _, v in part.extreme]
-            if self.window.function == "MIN_OVER":
+            if self.window.aggregate == "MIN":
                 assert values == sorted(values)
-            elif self.window.function == "MAX_OVER":
+            elif self.window.aggregate == "MAX":
                 assert values == sorted(values, reverse=True)

@@ -304,7 +304,11 @@ def through_a_restart(builds, parts, cut):
     return expected, got
 
 
-WINDOW_FUNCTIONS = ["AVG_OVER", "SUM_OVER", "MIN_OVER", "MAX_OVER"]
+WINDOW_FUNCTIONS = [
+    f"{aggregate}_{kind}"
+    for aggregate in ("AVG", "SUM", "MIN", "MAX")
+    for kind in ("OVER", "TUMBLING")
+]
 
 
 @st.composite
@@ -314,7 +318,8 @@ def window_terms(draw: st.DrawFn, event: str, attr: str = "v", key: str = "k") -
     ticks = draw(st.integers(1, 6))
     keys = f", {event}{key}" if draw(st.booleans()) else ""
     if draw(st.integers(0, 4)) == 0:
-        return f"COUNT_OVER({ticks}{keys})" if keys else f"COUNT_OVER({ticks}, {event}{key})"
+        count = draw(st.sampled_from(["COUNT_OVER", "COUNT_TUMBLING"]))
+        return f"{count}({ticks}{keys})" if keys else f"{count}({ticks}, {event}{key})"
     return f"{draw(st.sampled_from(WINDOW_FUNCTIONS))}({event}{attr}, {ticks}{keys})"
 
 

@@ -22,10 +22,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.automaton import Automaton
-from cesar.automata.derived import Derived, state_of
+from cesar.automata.derived import Derived, DerivedState, state_of
 from cesar.automata.schema import Event
-from cesar.automata.timeparts import TimeState
-from cesar.automata.windows import WindowState
+from cesar.automata.windows import Window
 
 Place = tuple[str, Derived, str]
 """A running window: (stream, window, the subscription keeping it, or "" when shared)."""
@@ -37,9 +36,9 @@ class Windows:
     def __init__(self, limit: int | None, share: bool = True) -> None:
         self.limit = limit
         self.share = share
-        self.states: dict[Place, WindowState | TimeState] = {}
+        self.states: dict[Place, DerivedState] = {}
         self.readers: dict[Place, set[str]] = {}
-        self.by_stream: dict[str, list[WindowState | TimeState]] = {}
+        self.by_stream: dict[str, list[DerivedState]] = {}
         self.noticed: set[Place] = set()
         """The windows over their limit whose readers have had their notice."""
         self.places: dict[str, set[Place]] = {}
@@ -104,9 +103,11 @@ class Windows:
         for place, state in self.states.items():
             if state.dropped and place not in self.noticed:
                 self.noticed.add(place)
+                tumbling = isinstance(place[1], Window) and place[1].tumbling
+                held = "keys" if tumbling else "events"
                 reason = (
                     f"the window {place[1].name} of {place[0]} holds more than {self.limit} "
-                    "events (max_window_events); the oldest are dropped, so its value "
+                    f"{held} (max_window_events); the oldest are dropped, so its value "
                     "covers less than the window"
                 )
                 out.extend((subscription, reason) for subscription in sorted(self.readers[place]))

@@ -500,10 +500,10 @@ def test_a_query_reading_a_window_sees_it_whole_across_a_restart(tmp_path: Path)
 
 
 def test_a_pattern_with_or_runs_on_two_shards_across_a_restart(tmp_path: Path) -> None:
-    """Cookbook recipe 26 (a SEQ holding an OR, key-partitioned on Name): its alternatives'
+    """Cookbook recipe 27 (a SEQ holding an OR, key-partitioned on Name): its alternatives'
     automata and their union come back from the catalog, and the alerts are an uninterrupted
     run's."""
     cookbook = (ROOT / "docs" / "cookbook.md").read_text()
-    text = cookbook.split("### 26.")[1].split("```sase\n")[1].split("```")[0]
+    text = cookbook.split("### 27.")[1].split("```sase\n")[1].split("```")[0]
     assert " OR(" in text
     assert _alerts_across_a_restart(tmp_path, "outcomes", text) == (87, 87)

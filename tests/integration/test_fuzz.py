@@ -109,6 +109,11 @@ structures = st.one_of(  # deep and long: each near or past a budget
             " 10 MIN, b.Name) WITHIN 9 AFTER MATCH SKIP TO LAST a",
             "PATTERN SEQ(Stock a, Stock b) WHERE [Name] WITHIN 9223372036854775807"
             " AFTER MATCH SKIP PAST LAST ROW",
+            "SELECT SUM_TUMBLING(Price, 9223372036854775807) AS s, AVG_TUMBLING(Volume, 1, Name)"
+            " AS a, MIN_TUMBLING(Name, 2) AS m, COUNT_TUMBLING(1, Name, Price) AS c, TICKS(t0)"
+            " AS t FROM Stock",
+            "PATTERN AND(Stock a, Stock b, !(Stock n)) WHERE n.Price > MAX_TUMBLING(a.Price, 3,"
+            " a.Name) WITHIN 2",
         ]
     ),
     st.integers(1, 40).map(  # OR and nesting: deep, and wide past the alternatives' budget

@@ -9,18 +9,20 @@ never stopped.  Functions of events' times in a stream's zone, around a change o
 saving time, give the reference's output on every path.
 """
 
+import pickle
 from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from cesar.automata.derived import state_of
 from cesar.automata.pattern.parser import parse_pattern
 from cesar.automata.pattern.reference import evaluate
 from cesar.automata.pattern.resolve import resolve
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, epochs, parse_stream_spec
-from cesar.automata.windows import FUNCTIONS, Window, WindowState, literal
+from cesar.automata.windows import FUNCTIONS, Window, literal
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.workload import Workload, WorkloadError
 from tests.pattern_strategies import (
@@ -68,19 +70,29 @@ def quotes(draw: st.DrawFn) -> list[Event]:
 def test_the_running_window_gives_the_literal_value_event_by_event(
     events, function, ticks, keyed, limit
 ):
-    window = Window(function, None if function == "COUNT_OVER" else "x", ticks, ("k",) * keyed)
-    state = WindowState(window, limit)
+    counting = function.startswith("COUNT_")
+    window = Window(function, None if counting else "x", ticks, ("k",) * keyed)
+    state = state_of(window, limit)
     for epoch in epochs(events):
         for event in state.step(epoch):
             if limit is None:
                 assert event.value(window.name) == literal(window, event, events)
         state.check_valid()
-        again = WindowState(window, limit)
-        again.restore(state.to_data())
+        again = state_of(window, limit)
+        again.restore(pickle.loads(pickle.dumps(state.to_data())))
         again.check_valid()
         assert again.to_data() == state.to_data()
+        if limit is None:
+            assert [again.value(k) for k in _keys(epoch, window)] == [
+                state.value(k) for k in _keys(epoch, window)
+            ]
     if limit is not None:
-        assert len(state.order) <= limit
+        held = state.partitions if window.tumbling else state.order
+        assert len(held) <= limit
+
+
+def _keys(epoch, window):
+    return [window.key_of(e) for e in epoch]
 
 
 @settings(max_examples=250, **SETTINGS)

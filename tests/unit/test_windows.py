@@ -148,3 +148,39 @@ def test_sums_past_the_number_range_are_infinite_or_stop_at_the_64_bit_limit():
     }
     for mode in ("automaton", "engine", "naive"):
         assert workload.run(events, engine=mode) == expected
+
+
+def test_a_tumbling_window_starts_again_at_each_bucket_per_stock():
+    """Buckets of 5 minutes from minute 0: minutes 3 and 4 share one, 5 starts the next."""
+    text = (
+        "SELECT Name, MAX_TUMBLING(Price, 5 MIN, Name) AS High, COUNT_TUMBLING(5 MIN, Name) AS N,"
+        " AVG_TUMBLING(Price, 5 MIN, Name) AS Avg FROM Stock PUBLISH T"
+    )
+    engine = Engine()
+    engine.subscribe("t", compile_query(text, S).automata)
+    events = [quote(3, "X", 10.0), quote(4, "Y", 7.0), quote(4, "X", 12.5), quote(5, "X", 1.0)]
+    out = [
+        (e.value("Name"), e.value("High"), e.value("N"), e.value("Avg")) for e in engine.run(events)
+    ]
+    assert out == [
+        ("X", 10.0, 1, 10.0),
+        ("Y", 7.0, 1, 7.0),
+        ("X", 12.5, 2, 11.25),
+        ("X", 1.0, 1, 1.0),
+    ]
+    engine.check_valid()
+    with pytest.raises(CelSemanticError, match=r"expected COUNT_TUMBLING.window, key"):
+        compile_query("FILTER{COUNT_TUMBLING() > 1} Stock", S)
+
+
+def test_a_tumbling_window_over_its_limit_drops_its_least_recent_key_with_a_notice():
+    engine = Engine(EngineOptions(max_window_events=2))
+    text = "FILTER{COUNT_TUMBLING(99, Name) > 5} Stock"
+    engine.subscribe("a", compile_query(text, S, "c").automata)
+    for t, name in enumerate("XYZX", 1):
+        engine.process([quote(t, name, 1.0)])
+    assert [n.subscription for n in engine.notices] == ["a"]
+    assert "holds more than 2 keys (max_window_events)" in engine.notices[0].reason
+    state = engine.windows.states[next(iter(engine.windows.states))]
+    assert list(state.partitions) == [("Z",), ("X",)]  # Y went; X started again
+    assert state.value(("X",)) == 1
