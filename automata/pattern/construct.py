@@ -25,7 +25,7 @@ from cesar.automata.pattern.drafts import Binding, Draft, edges_of
 from cesar.automata.pattern.join import MAX_COMPONENTS, JoinBuilder
 from cesar.automata.pattern.lookback import UNION_TYPE, looking_back
 from cesar.automata.pattern.nesting import Alternative, Nested, show
-from cesar.automata.pattern.poset import Order, PosetBuilder, Unordered, order_of
+from cesar.automata.pattern.poset import Order, Unordered, order_of
 from cesar.automata.pattern.resolve import Negation, Resolved
 from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.schema import AttrType, StreamSchema
@@ -57,10 +57,8 @@ def build_pattern_automata(
     schemas = extended(schemas, (window for _, window in pattern.windows))
 
     def builder(union: str | None) -> SeqBuilder:
-        if order is not None:
-            return PosetBuilder(pattern, schemas, options, union, order)
         if pattern.operator == "AND":
-            return JoinBuilder(pattern, schemas, options, union)
+            return JoinBuilder(pattern, schemas, options, union, order)
         return SeqBuilder(pattern, schemas, options, union)
 
     built: tuple[Automaton, ...]
@@ -111,7 +109,7 @@ def _build_alternative(
 ) -> tuple[Automaton, ...]:
     """The automata of one alternative: a flat one's as a flat pattern's, one nesting a SEQ
     and an AND as a join automaton ordered by the structure
-    (:mod:`cesar.automata.pattern.poset`)."""
+    (:mod:`cesar.automata.pattern.poset`, :mod:`cesar.automata.pattern.join`)."""
     if alternative.flat:
         return build_pattern_automata(resolved, schemas, options)
     try:

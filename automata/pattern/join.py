@@ -8,11 +8,7 @@ event of a component ``c`` outside it moves a run to ``S ∪ {c}`` if the
 conditions it decides hold — the WHERE conjuncts naming ``c`` whose other
 components are in ``S`` (a conjunct naming none is judged on the first
 event).  Each conjunct is so judged exactly once on every path, so a full run
-holds the whole WHERE.  A negation (``AND(A a, B b, !(C c))``) guards each completing edge
-with an UNLESS edge per negated stream: the completing event is the match's last by
-arrival, and a run keeps its first event's end (``@first``, in ticks: the events carry
-``TICKS(t0)`` and ``TICKS(t1)``), so a remembered negated event
-between the two stops the match.  Under ``[k]`` every edge after the first also says
+holds the whole WHERE.  Under ``[k]`` every edge after the first also says
 the event's ``k`` equals the run's, which the conditions imply, so that
 placement sees the pattern is partitioned on ``k``.
 
@@ -26,20 +22,33 @@ is TRUE (skip till any match): a run that moves on also stays, waiting for
 other events.  The window bounds every ∃-edge's DUR, so a run goes when its
 window has passed.
 
-There are ``2**k - 1`` waiting nodes for ``k`` components; the engine runs
-up to :data:`MAX_COMPONENTS`.
+Components may be ordered (:class:`~cesar.automata.pattern.poset.Order`: SEQ and AND
+nested in one another): a run then is a set closed under the order — a component is bound
+only after those it follows, which arrived before it started — and the edge binding it also
+says that it starts after each of them ends.  A run keeps those events' ends in ticks (the
+events carry ``TICKS(t0)`` and ``TICKS(t1)``, derived attributes).  A negation's gap —
+inside an AND, after its first event ends and before its last arrives; between a SEQ's parts
+— is judged when a run completes, by an UNLESS edge per negated stream against the events
+the engine remembers for the window (so a negation needs WITHIN); the completing event is
+the match's last by arrival.
+
+There are ``2**k - 1`` waiting nodes for ``k`` components (fewer when ordered); the engine
+runs up to :data:`MAX_COMPONENTS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cesar.automata.automaton import Automaton, EdgeKind
 from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.drafts import Binding, Draft, any_of
-from cesar.automata.pattern.lookback import FIRST_ARRIVAL, TICKS, between_ends
-from cesar.automata.pattern.resolve import keys_of, rewrite
+from cesar.automata.pattern.lookback import TICKS, join_guard
+from cesar.automata.pattern.poset import Order, unordered
+from cesar.automata.pattern.resolve import Resolved, keys_of, rewrite
 from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.pattern.views import View
-from cesar.automata.schema import AttrType
+from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
     TRUE,
     Attr,
@@ -52,19 +61,42 @@ from cesar.automata.terms import (
     conjoin,
     conjuncts_of,
 )
+from cesar.automata.translate import Options
 
 MAX_COMPONENTS = 8
 """The most components an AND the engine runs may have (255 waiting nodes)."""
 
 
 class JoinBuilder(SeqBuilder):
-    """Builds the join automaton of an AND pattern (module docstring); SeqBuilder's bindings,
-    views and edges serve it, each component a singleton step."""
+    """Builds the join automaton of an AND pattern (module docstring), its components ordered
+    by ``order`` (none for a flat AND); SeqBuilder's bindings, views and edges serve it, each
+    component a singleton step."""
+
+    def __init__(
+        self,
+        pattern: Resolved,
+        schemas: Mapping[str, StreamSchema],
+        options: Options,
+        union: str | None,
+        order: Order | None = None,
+    ) -> None:
+        super().__init__(pattern, schemas, options, union)
+        self.order = order or unordered(len(pattern.steps), [g.var for g in pattern.negations])
+        gaps = self.order.gaps
+        self.timed = frozenset().union(*self.order.follows, *(g.after | g.before for g in gaps))
+        """The components whose event's end (in ticks) a run keeps: what follows them, or a
+        negation's gap, reads it."""
 
     def build(self) -> Automaton:
         steps = self.p.steps
         full = (1 << len(steps)) - 1
-        sets = sorted(range(1, full), key=lambda s: (s.bit_count(), s))
+        follows = [sum(1 << m for m in f) for f in self.order.follows]
+        closed = [
+            s
+            for s in range(1, full)
+            if all(follows[n] & ~s == 0 for n in range(len(steps)) if s >> n & 1)
+        ]
+        sets = sorted(closed, key=lambda s: (s.bit_count(), s))
         node_of = {0: 0, **{s: n for n, s in enumerate(sets, 1)}, full: len(sets) + 1}
         where = self.p.conjuncts
         conjuncts = [c for c in conjuncts_of(where) if not (isinstance(c, Truth) and c.value)]
@@ -72,11 +104,13 @@ class JoinBuilder(SeqBuilder):
         named = [sum(1 << order[self.p.refs[k].var] for k in set(keys_of(c))) for c in conjuncts]
         for bound in [0, *sets]:
             binding = self.bound_of(bound)
-            if self.p.negations and bound:
-                binding[FIRST_ARRIVAL] = (Attr(Scope.LEFT, FIRST_ARRIVAL), AttrType.INT)
+            for n in self.timed:
+                if bound >> n & 1:
+                    end = _end(steps[n].var)
+                    binding[end] = (Attr(Scope.LEFT, end), AttrType.INT)
             for n, step in enumerate(steps):
                 mine = 1 << n
-                if bound & mine:
+                if bound & mine or follows[n] & ~bound:
                     continue
                 target = bound | mine
                 decided = [
@@ -85,27 +119,34 @@ class JoinBuilder(SeqBuilder):
                     if names & ~target == 0 and (names & mine or (not names and not bound))
                 ]
                 view = self.views.of(binding, step.var)
+                after = [
+                    Cmp(">", Attr(Scope.EVENT, TICKS["t0"]), Attr(Scope.LEFT, _end(steps[m].var)))
+                    for m in sorted(self.order.follows[n])
+                ]
                 pred = conjoin(
                     *(rewrite(self.absent_true(c, step.var), view) for c in decided),
                     *self.same_key(bound),
+                    *after,
                 )
-                made: Binding = (
-                    self.output(view, binding) if target == full else {**binding, **self.opened(n)}
-                )
-                stream = self.stream_of(step.types)
                 pred = self.of_types(step.types, pred)
-                if self.p.negations and target != full:
-                    arrival: Term = Attr(Scope.EVENT, TICKS["t1"])
-                    if bound:
-                        arrival = Call("LEAST", (Attr(Scope.LEFT, FIRST_ARRIVAL), arrival))
-                    made[FIRST_ARRIVAL] = (arrival, AttrType.INT)
+                made: Binding
                 if target == full:
-                    self.unless(node_of[bound], node_of[target], pred, view, step.var)
+                    made = self.output(view, binding)
+                    self.guard(node_of[bound], node_of[full], pred, view, step.var)
+                else:
+                    made = {**binding, **self.opened(n)}
+                    if n in self.timed:
+                        made[_end(step.var)] = (Attr(Scope.EVENT, TICKS["t1"]), AttrType.INT)
+                stream = self.stream_of(step.types)
                 self.add(EdgeKind.FORWARD, node_of[bound], node_of[target], stream, pred, made)
         for bound in sets:
             node = node_of[bound]
             moves = [d.pred for d in self.drafts if d.source == node and d.kind is EdgeKind.FORWARD]
-            waiting = [step.types for n, step in enumerate(steps) if not bound & 1 << n]
+            waiting = [
+                step.types
+                for n, step in enumerate(steps)
+                if not bound >> n & 1 and not follows[n] & ~bound
+            ]
             stream = self.stream_of(waiting[0])
             self.drafts.append(
                 Draft(EdgeKind.FILTER, node, node, stream, any_of(moves), {}, joins=True)
@@ -113,23 +154,39 @@ class JoinBuilder(SeqBuilder):
             self.add(EdgeKind.STAY, node, node, stream, TRUE)
         return self.assemble(node_of[full])
 
-    def unless(self, source: int, target: int, pred: Pred, view: View, completing: str) -> None:
-        """Guard the edge completing a run with an UNLESS edge per negated stream: no
-        remembered event of a negation between the match's first and last events."""
-        after_first = Cmp(">", Attr(Scope.EVENT, TICKS["t0"]), Attr(Scope.LEFT, FIRST_ARRIVAL))
-        for negation in self.p.negations:
+    def guard(self, source: int, target: int, pred: Pred, view: View, completing: str) -> None:
+        """Guard the edge completing a run with an UNLESS edge per gap and negated stream."""
+        steps = self.p.steps
+        negations = {g.var: g for g in self.p.negations}
+
+        def end(m: int) -> Term:
+            if steps[m].var == completing:
+                return Attr(Scope.LEFT, f"@e.{TICKS['t1']}")
+            return Attr(Scope.LEFT, _end(steps[m].var))
+
+        def extreme(name: str, ends: list[Term]) -> Term:
+            return ends[0] if len(ends) == 1 else Call(name, tuple(ends))
+
+        start, arrive = Attr(Scope.EVENT, TICKS["t0"]), Attr(Scope.EVENT, TICKS["t1"])
+        for gap in self.order.gaps:
+            lows = [end(m) for m in sorted(gap.after)]
+            highs = [end(m) for m in sorted(gap.before)]
+            where = (
+                [Cmp(">", start, low) for low in lows]
+                if gap.after_all
+                else [Cmp(">", start, extreme("LEAST", lows))]
+            )
+            where += (
+                [Cmp("<", arrive, high) for high in highs]
+                if gap.before_all
+                else [Cmp("<", arrive, extreme("GREATEST", highs))]
+            )
+            negation = negations[gap.var]
             for stream in negation.types:
-                guard = between_ends(
-                    self.p,
-                    self.absent_true,
-                    negation,
-                    stream,
-                    pred,
-                    view,
-                    completing,
-                    [after_first],
+                unless = join_guard(
+                    self.p, self.absent_true, negation, stream, pred, view, completing, where
                 )
-                self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream, guard, {}))
+                self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream, unless, {}))
 
     def same_key(self, bound: int) -> list[Pred]:
         """The event agrees with the run on each equivalence attribute (``[k]``): implied by
@@ -149,3 +206,8 @@ class JoinBuilder(SeqBuilder):
             ref.key for n in range(len(self.p.steps)) if bound & 1 << n for ref, _ in self.stored(n)
         }
         return {key: value for key, value in carried.items() if key in keep}
+
+
+def _end(var: str) -> str:
+    """The binding attribute holding a component's event's end, in ticks."""
+    return f"@t1.{var}"

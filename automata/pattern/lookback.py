@@ -46,10 +46,8 @@ _END = Attr(Scope.LEFT, "@end")
 _ONE = Const(1, AttrType.INT)
 
 
-FIRST_ARRIVAL = "@first"
-"""In the binding of a join run of an AND with a negation: its earliest event's end (ticks)."""
 TICKS = {which: TimePart("TICKS", which).name for which in ("t0", "t1")}
-"""The derived attributes an AND with a negation reads: each event's time in ticks."""
+"""The derived attributes an ordered join or a join's negation reads: events' times in ticks."""
 
 
 def looking_back(p: Resolved) -> list[Negation]:
@@ -65,7 +63,7 @@ def looking_back(p: Resolved) -> list[Negation]:
             for key in keys_of(negation.pred)
         )
         if negation.after == BETWEEN_ENDS:
-            continue  # an AND's: see between_ends
+            continue  # an AND's: see join_guard
         if negation.after == -1 or (negation.after < last and later):
             out.append(negation)
     return out
@@ -149,20 +147,31 @@ def unless(
             Cmp("<", ends, anchor(negation.after + 1, ARRIVAL)),
         ]
     horizon = Cmp("<=", EventDur(), Const(p.window + 1, AttrType.INT))
-    looked = {key: _looking_back(term) for key, term in view.items()}
-    for key, ref in p.refs.items():
-        if ref.var == negation.var:
-            assert ref.attr is not None
-            looked[key] = Attr(Scope.EVENT, ref.attr)
-    condition = rewrite(absent_true(negation.pred, negation.var), looked)
-    condition = _of_stream(condition, stream)
+    condition = _remembered(p, absent_true, negation, stream, view)
     if arriving and not steps[last].kleene:  # the firing event's stream, not the binding's
         kept = Ref(steps[last].var, Index.ONLY, UNION_TYPE).key
         condition = map_pred(condition, lambda leaf: _renamed(leaf, kept, f"@e.{UNION_TYPE}"))
     return conjoin(_looking_back_pred(pred), *where, horizon, condition)
 
 
-def between_ends(
+def _remembered(
+    p: Resolved,
+    absent_true: Callable[[Pred, str], Pred],
+    negation: Negation,
+    stream: str,
+    view: Mapping[str, Term],
+) -> Pred:
+    """The negation's condition on a remembered event of ``stream``, the match read through
+    ``view`` as an UNLESS predicate reads it."""
+    looked = {key: _looking_back(term) for key, term in view.items()}
+    for key, ref in p.refs.items():
+        if ref.var == negation.var:
+            assert ref.attr is not None
+            looked[key] = Attr(Scope.EVENT, ref.attr)
+    return _of_stream(rewrite(absent_true(negation.pred, negation.var), looked), stream)
+
+
+def join_guard(
     p: Resolved,
     absent_true: Callable[[Pred, str], Pred],
     negation: Negation,
@@ -176,19 +185,13 @@ def between_ends(
     edge ``pred`` (read through ``view``) that completes a run with component ``completing``.
 
     The completing event is the match's last by arrival (a join node sees events in order), so
-    a remembered event — of an earlier epoch — arrives before it.  ``where`` says where else the
-    remembered event lies: against the run's times in ticks, its own ``TICKS(t0)`` and
-    ``TICKS(t1)`` (an AND's negation: it starts after the first event ends).  It must meet the
-    negation's condition too."""
+    a remembered event — of an earlier epoch — arrives before it.  ``where`` says where else
+    the remembered event lies, against the run's times in ticks and its own ``TICKS(t0)`` and
+    ``TICKS(t1)`` (:mod:`cesar.automata.pattern.join`); it must meet the negation's condition
+    too."""
     assert p.window is not None
     horizon = Cmp("<=", EventDur(), Const(p.window + 1, AttrType.INT))
-    looked = {key: _looking_back(term) for key, term in view.items()}
-    for key, ref in p.refs.items():
-        if ref.var == negation.var:
-            assert ref.attr is not None
-            looked[key] = Attr(Scope.EVENT, ref.attr)
-    condition = rewrite(absent_true(negation.pred, negation.var), looked)
-    condition = _of_stream(condition, stream)
+    condition = _remembered(p, absent_true, negation, stream, view)
     kept = Ref(completing, Index.ONLY, UNION_TYPE).key  # the firing event's stream
     condition = map_pred(condition, lambda leaf: _renamed(leaf, kept, f"@e.{UNION_TYPE}"))
     return conjoin(_looking_back_pred(pred), *where, horizon, condition)

@@ -1,42 +1,25 @@
-"""SEQ and AND nested in one another → a join automaton ordered by a partial order.
+"""The order a pattern's structure puts on its components: SEQ and AND nested in one another.
 
 An alternative of a nested pattern (:mod:`cesar.automata.pattern.nesting`) that holds a SEQ
 and an AND one inside the other — OpenCEP's ``AND(SEQ(a, b), SEQ(c, d))`` — orders some of
 its components and not others.  Its :class:`Order` says, per component, which components'
 events must end before it starts (:func:`order_of`): a SEQ's part follows the previous part,
 and it suffices to order the first components of a part after the last ones of the part
-before (the order within each part carries it on).
+before (the order within each part carries it on).  A negation watches a :class:`Gap`: in a
+SEQ, after the previous part's events end and before the next part's first arrival; in an
+AND, after its first event ends and before its last arrives.  A flat AND is the
+:func:`unordered` case.  The join automaton (:mod:`cesar.automata.pattern.join`) runs on it.
 
-:class:`PosetBuilder` builds the join automaton of :mod:`cesar.automata.pattern.join` on it:
-a run is a set of bound components, closed under the order (a component is bound only after
-the ones it follows, which arrived before it starts), and the edge binding a component also
-says that it starts after each of them ends.  A run keeps each event's end in ticks (the
-events carry ``TICKS(t0)`` and ``TICKS(t1)``, derived attributes).  A negation watches a gap
-(:class:`Gap`): in a SEQ, after the previous part's events end and before the next part's
-first arrival; in an AND, after its first event ends and before its last arrives.  Each is
-judged when a run completes, by an UNLESS edge per negated stream against the events the
-engine remembers for the window (so a negation needs WITHIN).
-
-What this does not run raises :class:`Unordered`: a Kleene closure, and a negation before the
-first or after the last component of the whole match.
+What the join does not run raises :class:`Unordered`: a Kleene closure, and a negation
+before the first or after the last component of the whole match.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cesar.automata.automaton import Automaton, EdgeKind
 from cesar.automata.pattern.ast import Component, Group
-from cesar.automata.pattern.drafts import Binding, Draft, any_of
-from cesar.automata.pattern.join import JoinBuilder
-from cesar.automata.pattern.lookback import TICKS, between_ends
-from cesar.automata.pattern.resolve import Resolved, keys_of, rewrite
-from cesar.automata.pattern.views import View
-from cesar.automata.schema import AttrType, StreamSchema
-from cesar.automata.terms import TRUE, Attr, Call, Cmp, Pred, Scope, Term, Truth, conjoin
-from cesar.automata.terms import conjuncts_of as split_conjuncts
-from cesar.automata.translate import Options
 
 Part = Component | Group
 
@@ -134,122 +117,10 @@ def _var(component: Component) -> str:
     return component.var
 
 
-def _end(var: str) -> str:
-    """The binding attribute holding a component's event's end, in ticks."""
-    return f"@t1.{var}"
-
-
-class PosetBuilder(JoinBuilder):
-    """The join automaton of a partially ordered pattern (module docstring)."""
-
-    def __init__(
-        self,
-        pattern: Resolved,
-        schemas: Mapping[str, StreamSchema],
-        options: Options,
-        union: str | None,
-        order: Order,
-    ) -> None:
-        super().__init__(pattern, schemas, options, union)
-        self.order = order
-
-    def build(self) -> Automaton:
-        steps = self.p.steps
-        full = (1 << len(steps)) - 1
-        follows = [sum(1 << m for m in f) for f in self.order.follows]
-        closed = [
-            s
-            for s in range(1, full)
-            if all(follows[n] & ~s == 0 for n in range(len(steps)) if s >> n & 1)
-        ]
-        sets = sorted(closed, key=lambda s: (s.bit_count(), s))
-        node_of = {0: 0, **{s: n for n, s in enumerate(sets, 1)}, full: len(sets) + 1}
-        conjuncts = [
-            c for c in split_conjuncts(self.p.conjuncts) if not (isinstance(c, Truth) and c.value)
-        ]
-        position = {step.var: n for n, step in enumerate(steps)}
-        named = [sum(1 << position[self.p.refs[k].var] for k in set(keys_of(c))) for c in conjuncts]
-        ticks0 = Attr(Scope.EVENT, TICKS["t0"])
-        for bound in [0, *sets]:
-            binding = self.bound_of(bound)
-            for n, step in enumerate(steps):
-                if bound >> n & 1:
-                    binding[_end(step.var)] = (Attr(Scope.LEFT, _end(step.var)), AttrType.INT)
-            for n, step in enumerate(steps):
-                mine = 1 << n
-                if bound & mine or follows[n] & ~bound:
-                    continue
-                target = bound | mine
-                decided = [
-                    c
-                    for c, names in zip(conjuncts, named, strict=True)
-                    if names & ~target == 0 and (names & mine or (not names and not bound))
-                ]
-                view = self.views.of(binding, step.var)
-                after = [
-                    Cmp(">", ticks0, Attr(Scope.LEFT, _end(steps[m].var)))
-                    for m in sorted(self.order.follows[n])
-                ]
-                pred = conjoin(
-                    *(rewrite(self.absent_true(c, step.var), view) for c in decided),
-                    *self.same_key(bound),
-                    *after,
-                )
-                pred = self.of_types(step.types, pred)
-                made: Binding
-                if target == full:
-                    made = self.output(view, binding)
-                    self.guard(node_of[bound], node_of[full], pred, view, step.var)
-                else:
-                    made = {**binding, **self.opened(n)}
-                    made[_end(step.var)] = (Attr(Scope.EVENT, TICKS["t1"]), AttrType.INT)
-                stream = self.stream_of(step.types)
-                self.add(EdgeKind.FORWARD, node_of[bound], node_of[target], stream, pred, made)
-        for bound in sets:
-            node = node_of[bound]
-            moves = [d.pred for d in self.drafts if d.source == node and d.kind is EdgeKind.FORWARD]
-            waiting = [
-                step.types
-                for n, step in enumerate(steps)
-                if not bound >> n & 1 and not follows[n] & ~bound
-            ]
-            stream = self.stream_of(waiting[0])
-            self.drafts.append(
-                Draft(EdgeKind.FILTER, node, node, stream, any_of(moves), {}, joins=True)
-            )
-            self.add(EdgeKind.STAY, node, node, stream, TRUE)
-        return self.assemble(node_of[full])
-
-    def guard(self, source: int, target: int, pred: Pred, view: View, completing: str) -> None:
-        """Guard the edge completing a run with an UNLESS edge per gap and negated stream."""
-        steps = self.p.steps
-        negations = {g.var: g for g in self.p.negations}
-
-        def end(m: int) -> Term:
-            if steps[m].var == completing:
-                return Attr(Scope.LEFT, f"@e.{TICKS['t1']}")
-            return Attr(Scope.LEFT, _end(steps[m].var))
-
-        def extreme(name: str, ends: list[Term]) -> Term:
-            return ends[0] if len(ends) == 1 else Call(name, tuple(ends))
-
-        for gap in self.order.gaps:
-            lows = [end(m) for m in sorted(gap.after)]
-            highs = [end(m) for m in sorted(gap.before)]
-            start, arrive = Attr(Scope.EVENT, TICKS["t0"]), Attr(Scope.EVENT, TICKS["t1"])
-            where = (
-                [Cmp(">", start, low) for low in lows]
-                if gap.after_all
-                else [Cmp(">", start, extreme("LEAST", lows))]
-            )
-            where += (
-                [Cmp("<", arrive, high) for high in highs]
-                if gap.before_all
-                else [Cmp("<", arrive, extreme("GREATEST", highs))]
-            )
-            negation = negations[gap.var]
-            for stream in negation.types:
-                unless = between_ends(
-                    self.p, self.absent_true, negation, stream, pred, view, completing, where
-                )
-                self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream, unless, {}))
+def unordered(steps: int, negations: Sequence[str]) -> Order:
+    """The order of a flat AND of ``steps`` components: none, each negation between the
+    match's first and last events."""
+    whole = frozenset(range(steps))
+    return Order(
+        (frozenset(),) * steps, tuple(Gap(var, whole, False, whole, False) for var in negations)
+    )

@@ -4,7 +4,8 @@ A :class:`QueryDag` holds the nodes and edges of every subscription's automata.
 Adding an automaton walks its nodes in topological order and maps each onto
 an existing DAG node with the same *signature* — the multiset of its entering
 edges (label and source; a self-loop's source is the node itself), Definition
-2 restricted to prefixes as in the paper — or onto a new node.  Edge labels
+2 restricted to prefixes as in the paper, and its TIMEOUT edge's label (a node has
+one, so nodes whose timeouts publish differently are not shared) — or onto a new node.  Edge labels
 are *templates* (:mod:`cesar.automata.template`): the canonical edge data
 (kind, stream, predicate, guards, map) with the predicate's constants lifted
 out, so subscriptions equal up to their constants share a node, and each
@@ -50,6 +51,8 @@ from cesar.automata.template import Constants, template
 from cesar.automata.terms import And, Cmp, Not, Or, Pred
 
 ROOT = 0
+_TIMES_OUT = -2
+"""In a signature: the key of the node's own TIMEOUT edge (it leaves the node)."""
 _SELF = -1
 
 
@@ -206,8 +209,11 @@ class QueryDag:
         positions = {id(edge): index for index, edge in enumerate(automaton.edges)}
         templates = [template(edge) for edge in automaton.edges]
         entering: dict[int, list[Edge]] = {}
+        timing: dict[int, list[Edge]] = {}
         for edge in automaton.edges:
             entering.setdefault(edge.target, []).append(edge)
+            if edge.kind is EdgeKind.TIMEOUT:
+                timing.setdefault(edge.source, []).append(edge)
         for node_id in _topological(automaton):
             if node_id == 0:
                 continue
@@ -219,7 +225,11 @@ class QueryDag:
                 )
                 for e in edges_in
             ]
-            signature = frozenset(Counter(keys).items())
+            times_out = [
+                (self._pool.label(templates[positions[id(e)]][0]), _TIMES_OUT)
+                for e in timing.get(node_id, [])
+            ]
+            signature = frozenset(Counter(keys + times_out).items())
             existing = self._by_signature.get(signature) if self.merge else None
             if existing in mapping.values():
                 existing = None
@@ -376,6 +386,8 @@ class QueryDag:
                 for edge_id in node.entering:
                     edge = self.edges[edge_id]
                     keys.append((edge.label, _SELF if edge.source == node.id else edge.source))
+                if node.timeout is not None:
+                    keys.append((self.edges[node.timeout].label, _TIMES_OUT))
                 assert frozenset(Counter(keys).items()) == node.signature, f"node {node.id}"
                 assert not node.registered or self._by_signature[node.signature] == node.id
         for edge in self.edges.values():

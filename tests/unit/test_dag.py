@@ -84,3 +84,28 @@ def test_automata_sharing_nothing_get_their_own_spaces_and_one_never_joins_two()
     assert all(dag.nodes[n].space == both.space for n in both.nodes if n != ROOT)
     assert both.space in (a.space, b.space)
     assert not set(both.nodes) & set(a.nodes if both.space == b.space else b.nodes) - {ROOT}
+
+
+def test_nodes_whose_timeouts_publish_differently_are_not_shared():
+    """Two patterns equal but for their after-match policy wait out the same trailing
+    negation at equal nodes, and publish different hidden attributes through their TIMEOUT
+    edges: a node has one TIMEOUT edge, so the waiting nodes stay apart (sharing them failed
+    an assertion when the second subscribed)."""
+    schemas = {name: parse_stream_spec(f"{name}(k:string,v:int)") for name in ("S", "T")}
+    text = (
+        "PATTERN SEQ(T a, T b, !(S n)) WHERE skip_till_next_match(a, b) {{ n.k = a.k AND "
+        "n.v > b.v }} WITHIN 0 AFTER MATCH SKIP {} PUBLISH {}"
+    )
+    dag = QueryDag()
+    for policy, name in (("PAST LAST ROW", "P"), ("TO FIRST b", "Q")):
+        (automaton,) = compile_query(text.format(policy, name), schemas).automata
+        dag.add(automaton)
+        dag.check_valid()
+    same = "PATTERN SEQ(T a, T b, !(S n)) WHERE skip_till_next_match(a, b) { n.k = a.k AND "
+    (again,) = compile_query(
+        same + "n.v > b.v } WITHIN 0 AFTER MATCH SKIP PAST LAST ROW PUBLISH R", schemas
+    ).automata
+    before = len(dag.nodes)
+    dag.add(again)
+    dag.check_valid()
+    assert len(dag.nodes) == before  # the same policy shares every node, the waiting one too
