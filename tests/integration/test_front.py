@@ -486,7 +486,8 @@ def test_a_pattern_under_after_match_skip_publishes_one_alert_per_episode_across
 ) -> None:
     """Matches held at the restart (their window not yet passed) and each stock's bound come
     back: the alerts are those of an uninterrupted run, one per fall."""
-    text = (ROOT / "docs" / "cookbook.md").read_text().split("```sase\n")[-1].split("```")[0]
+    recipe = (ROOT / "docs" / "cookbook.md").read_text().split("### 23.")[1].split("\n## ")[0]
+    text = recipe.split("```sase\n")[-1].split("```")[0]
     assert "AFTER MATCH SKIP PAST LAST ROW" in text
     assert _alerts_across_a_restart(tmp_path, "falls", text) == (260, 260)
 
