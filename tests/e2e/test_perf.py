@@ -333,3 +333,10 @@ def test_windowbench_smoke_alerts_agree_and_sharing_updates_one_window(tmp_path)
     assert summary["shared"]["windows"] == 1
     assert summary["private"]["windows"] == summary["subscriptions"]
     assert summary["shared"]["window_updates_per_event"] == 1.0
+
+
+def test_orbench_smoke_an_or_gives_its_alternatives_alerts(tmp_path):
+    summary = smoke_json("cesar.perf.orbench", tmp_path / "or.json", 300)
+    assert summary["alerts_agree"] is True and summary["or"]["alerts"] > 0
+    assert summary["or"]["instances_touched"] == summary["split"]["instances_touched"]
+    assert summary["or"]["matches"] == 2 * summary["split"]["matches"]  # the union's hop
