@@ -143,3 +143,8 @@ class TimeState:
 
     def check_valid(self) -> None:
         """No state, no invariant."""
+
+
+TICKS_PARTS = (TimePart("TICKS", "t0"), TimePart("TICKS", "t1"))
+"""Each event's start and end in ticks: what an ordered join or a join's negation reads
+(:mod:`cesar.automata.pattern.join`)."""

@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import epochs, parse_stream_spec
 from cesar.perf.quotes import STOCK_SPEC, quote_events
-from cesar.perf.report import machine, now, write_json
+from cesar.perf.report import in_turns, machine, now, write_json
 from cesar.server.engine.engine import Engine
-from cesar.server.engine.matches import expand
 
 
 def texts(number: int) -> dict[str, list[str]]:
@@ -62,17 +59,9 @@ def run(subscriptions: int, quotes: int, chunk: int, path: Path | None) -> dict[
                 compiled = compile_query(text, schemas)
                 engines[mode].subscribe(f"s{number}_{index}", compiled.automata, None)
     parts = epochs(quote_events(path, quotes))
-    seconds = dict.fromkeys(engines, 0.0)
-    alerts: dict[str, Counter[Any]] = {mode: Counter() for mode in engines}
-    for first in range(0, len(parts), chunk):
-        batch = parts[first : first + chunk]
-        for mode, engine in engines.items():
-            clock = time.perf_counter()
-            out = [engine.process_matches(epoch) for epoch in batch]
-            seconds[mode] += time.perf_counter() - clock
-            alerts[mode].update(
-                (e.stream[1:], e.t0, e.t1, e.values) for matches in out for e in expand(matches)
-            )
+    seconds, alerts = in_turns(
+        engines, parts, chunk, lambda e: (e.stream[1:], e.t0, e.t1, e.values)
+    )
     events = sum(len(epoch) for epoch in parts)
     report: dict[str, Any] = {
         "benchmark": "orbench",

@@ -9,13 +9,14 @@ import os
 import platform
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, StreamSchema
 from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.matches import expand
 from cesar.server.engine.workload import ENGINE_MODES
 
 
@@ -41,6 +42,26 @@ def stamped(records: list[dict[str, Any]]) -> dict[str, Any]:
 def write_json(path: Path, result: dict[str, Any]) -> None:
     """Write ``result`` as indented JSON."""
     path.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def in_turns(
+    engines: Mapping[str, Engine],
+    parts: Sequence[Sequence[Event]],
+    chunk: int,
+    key: Callable[[Event], Hashable],
+) -> tuple[dict[str, float], dict[str, Counter[Hashable]]]:
+    """Feed every engine the epochs ``parts``, ``chunk`` epochs at a time in turn (the noisy
+    machine: compare within one run): each one's seconds, and its alerts counted by ``key``."""
+    seconds = dict.fromkeys(engines, 0.0)
+    alerts: dict[str, Counter[Hashable]] = {mode: Counter() for mode in engines}
+    for first in range(0, len(parts), chunk):
+        batch = parts[first : first + chunk]
+        for mode, engine in engines.items():
+            clock = time.perf_counter()
+            out = [engine.process_matches(epoch) for epoch in batch]
+            seconds[mode] += time.perf_counter() - clock
+            alerts[mode].update(key(e) for matches in out for e in expand(matches))
+    return seconds, alerts
 
 
 def subscribed(

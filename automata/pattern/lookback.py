@@ -32,7 +32,7 @@ from cesar.automata.terms import (
     map_pred,
     map_term,
 )
-from cesar.automata.timeparts import TimePart
+from cesar.automata.timeparts import TICKS_PARTS
 
 UNION_TYPE = "__type"
 """The attribute of a pattern's union stream that names each event's own stream."""
@@ -46,7 +46,7 @@ _END = Attr(Scope.LEFT, "@end")
 _ONE = Const(1, AttrType.INT)
 
 
-TICKS = {which: TimePart("TICKS", which).name for which in ("t0", "t1")}
+TICKS = {part.which: part.name for part in TICKS_PARTS}
 """The derived attributes an ordered join or a join's negation reads: events' times in ticks."""
 
 

@@ -50,7 +50,7 @@ from cesar.automata.pattern.ast import Component, Group, Pattern, Ref, Strategy
 from cesar.automata.pattern.resolve import Resolved, keys_of, resolve
 from cesar.automata.schema import StreamSchema
 from cesar.automata.terms import conjoin, conjuncts_of
-from cesar.automata.timeparts import TimePart
+from cesar.automata.timeparts import TICKS_PARTS
 from cesar.automata.translate import common_zone
 
 MAX_ALTERNATIVES = 32
@@ -125,9 +125,8 @@ def _ordered(resolved: Resolved, schemas: Mapping[str, StreamSchema], flat: bool
     engine orders its components by them: :mod:`cesar.automata.pattern.poset`)."""
     if flat:
         return resolved
-    ticks = [TimePart("TICKS", which) for which in ("t0", "t1")]
-    wider = extended(schemas, ticks)
-    more = read_by(wider, sorted(resolved.reads), ticks)
+    wider = extended(schemas, TICKS_PARTS)
+    more = read_by(wider, sorted(resolved.reads), TICKS_PARTS)
     return replace(resolved, windows=tuple(dict.fromkeys((*resolved.windows, *more))))
 
 

@@ -51,7 +51,7 @@ from cesar.automata.terms import (
     map_term,
     to_cel,
 )
-from cesar.automata.timeparts import TimePart
+from cesar.automata.timeparts import TICKS_PARTS
 from cesar.automata.translate import _some, common_zone, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
 
@@ -263,7 +263,7 @@ class _Resolver:
 
         pattern = self.pattern
         if pattern.operator == "AND" and any(c.negated for c in pattern.components):
-            found.extend(TimePart("TICKS", which) for which in ("t0", "t1"))  # the engine's
+            found.extend(TICKS_PARTS)  # the engine's join reads them
         where = None if pattern.where is None else map_pred(pattern.where, ticks, calls)
         returns = None
         if pattern.returns is not None:
