@@ -218,6 +218,7 @@ def _remote(
     def run(args: argparse.Namespace) -> int:
         import grpc
 
+        from cesar.client import CesarError
         from cesar.server.wire.client import Connection
 
         connection = Connection.open(args.server, args.token, args.tls_ca)
@@ -254,6 +255,9 @@ def _remote(
             return handler(connection, args)
         except grpc.RpcError as exc:
             print(f"cesar: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            return EXIT_ERROR
+        except CesarError as exc:
+            print(f"cesar: {exc}", file=sys.stderr)
             return EXIT_ERROR
         finally:
             connection.close()

@@ -5,7 +5,8 @@ Everything the server has acknowledged is here, so a server killed with
 
 * ``streams``: input streams (DefineStream) and PUBLISHed ones;
 * ``subscriptions``: owner, CEL text, placement, creation time, the number of
-  event batches logged before it (its *position*) and its latest alert seq;
+  event batches logged before it (its *position*), its latest alert seq and the
+  idempotency key it was made with;
 * ``batches``: every accepted event batch in order (the event log) with its
   idempotency key — on start the shards rebuild their instances from their
   latest snapshot and the log after it, each later subscription installed at
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     created_ms INTEGER NOT NULL,
     position INTEGER NOT NULL,
     last_seq INTEGER NOT NULL DEFAULT 0,
-    algebra BLOB NOT NULL DEFAULT x''
+    algebra BLOB NOT NULL DEFAULT x'',
+    idempotency_key TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS batches (
     number INTEGER PRIMARY KEY,
@@ -133,6 +135,7 @@ class SubscriptionRow:
     position: int
     last_seq: int
     algebra: bytes = b""
+    idempotency_key: str = ""
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -176,6 +179,7 @@ class Catalog:
             self.db = connect(path)
             self.db.executescript(_SCHEMA)
             self._never_reuse_alert_ids()
+            self._keep_subscribe_keys()
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
 
@@ -205,6 +209,15 @@ class Catalog:
                 self.db.execute(statement)
             self.db.execute("INSERT INTO alerts SELECT * FROM alerts_before")
             self.db.execute("DROP TABLE alerts_before")
+
+    def _keep_subscribe_keys(self) -> None:
+        """Give a catalog made before Subscribe took idempotency keys their column."""
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(subscriptions)")}
+        if "idempotency_key" not in columns:
+            with _transaction(self.db):
+                self.db.execute(
+                    "ALTER TABLE subscriptions ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT ''"
+                )
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close."""
@@ -250,7 +263,8 @@ class Catalog:
         """Every live subscription, oldest first."""
         rows = self.db.execute(
             "SELECT id, owner, query, name, stream, output_spec, key_attribute, shard, "
-            "created_ms, position, last_seq, algebra FROM subscriptions ORDER BY number"
+            "created_ms, position, last_seq, algebra, idempotency_key FROM subscriptions "
+            "ORDER BY number"
         )
         return [SubscriptionRow(*row) for row in rows]
 
@@ -280,8 +294,8 @@ class Catalog:
             )
             self.db.executemany(
                 "INSERT INTO subscriptions (id, owner, query, name, stream, output_spec, "
-                "key_attribute, shard, created_ms, position, last_seq, algebra) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "key_attribute, shard, created_ms, position, last_seq, algebra, idempotency_key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         row.id,
@@ -296,6 +310,7 @@ class Catalog:
                         row.position,
                         row.last_seq,
                         row.algebra,
+                        row.idempotency_key,
                     )
                     for row, _ in rows
                 ],

@@ -171,9 +171,11 @@ class Front:
         name: str = "",
         algebra: pb.Algebra | None = None,
         deadline: float | None = None,
+        idempotency_key: str = "",
     ) -> SubscriptionRow:
-        """Compile, place, store and install a subscription (CEL ``text`` or ``algebra``)."""
-        item = SubscribeItem(text, name, algebra)
+        """Compile, place, store and install a subscription (CEL ``text`` or ``algebra``);
+        the one ``idempotency_key`` made, if it made one."""
+        item = SubscribeItem(text, name, algebra, idempotency_key)
         (result,) = self.subscribe_many(client, [item], deadline)
         if isinstance(result, FrontError):
             raise result

@@ -53,6 +53,6 @@ MAX_CLOCK_SKEW_SECONDS = 300
 MAX_BATCH_COMPILE_SECONDS = 60
 """Seconds one SubscribeBatch may spend compiling before it is stopped, nothing registered."""
 MAX_KEY_BYTES = 200
-"""Bytes of one publish idempotency key."""
+"""Bytes of one idempotency key (of a Publish or a Subscribe request)."""
 MAX_SUBSCRIBE_BATCH = 10_000
 """Subscriptions in one SubscribeBatch request."""

@@ -148,6 +148,7 @@ class Registry:
         self.last_seq: dict[str, int] = {}
         self.readers: dict[str, set[str]] = {}
         self.owned: Counter[str] = Counter()
+        self.keys: dict[tuple[str, str], str] = {}
         self.lanes: Counter[str | None] = Counter()
         self.global_load: Counter[int] = Counter()
         self.routing = RoutingTable(shards)
@@ -239,6 +240,8 @@ class Registry:
                 atoms = tuple(static_atoms(c) for c in conjuncts)
                 self._interest.add((sub_id, stream), stream, atoms)
         self._count(live, 1)
+        if live.row.idempotency_key:
+            self.keys[live.row.owner, live.row.idempotency_key] = sub_id
         self.live[sub_id] = live
         self.last_seq[sub_id] = live.row.last_seq
         self.add_stream(
@@ -252,6 +255,8 @@ class Registry:
         for stream in self.statics.pop(sub_id, {}):
             self._interest.remove((sub_id, stream))
         self._count(live, -1)
+        if live.row.idempotency_key:
+            del self.keys[live.row.owner, live.row.idempotency_key]
         del self.live[sub_id]
         del self.last_seq[sub_id]
         del self.streams[live.row.stream]
@@ -337,6 +342,11 @@ class Registry:
         for sub_id, live in self.live.items():
             assert self.streams[live.row.stream].subscription == sub_id
             assert (sub_id in self.statics) == (live.key is None)
+        assert self.keys == {
+            (live.row.owner, live.row.idempotency_key): sub_id
+            for sub_id, live in self.live.items()
+            if live.row.idempotency_key
+        }
         published = {row.subscription for row in self.streams.values() if row.subscription}
         assert published == set(self.live)
         assert set(self.schemas) == set(self.streams) >= set(self.inputs)

@@ -204,6 +204,7 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
             request.name,
             algebra,
             _deadline(context),
+            request.idempotency_key,
         )
         return _subscription(row)
 
@@ -212,7 +213,9 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         self, request: pb.SubscribeBatchRequest, context: grpc.ServicerContext
     ) -> pb.SubscribeBatchResponse:
         items = [
-            SubscribeItem(r.query, r.name, r.algebra if r.HasField("algebra") else None)
+            SubscribeItem(
+                r.query, r.name, r.algebra if r.HasField("algebra") else None, r.idempotency_key
+            )
             for r in request.subscriptions
         ]
         response = pb.SubscribeBatchResponse()

@@ -10,7 +10,9 @@ these stages in order:
    message its shards get).  A batch stops at its deadline and its compile budget
    (:data:`~cesar.server.front.limits.MAX_BATCH_COMPILE_SECONDS`) with nothing
    registered;
-2. :func:`admit` (under the lock): the client's subscription limit, the
+2. :func:`admit` (under the lock): an item whose idempotency key made a live
+   subscription of the client's gets that subscription back (:func:`retried`); else the
+   client's subscription limit, the
    stream name still free, compiled again only if a stream it reads changed
    meanwhile, placed (:func:`~cesar.server.front.placement.place`) and
    registered;
@@ -35,6 +37,7 @@ from cesar.server.front import limits
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
 from cesar.server.front.errors import (
+    AlreadyExists,
     DeadlineExceeded,
     FrontError,
     InvalidArgument,
@@ -56,11 +59,18 @@ from cesar.v1 import shard_pb2
 
 @dataclass(frozen=True)
 class SubscribeItem:
-    """One subscription to register: CEL ``text`` or an ``algebra`` message, and its name."""
+    """One subscription to register: CEL ``text`` or an ``algebra`` message, its name, and
+    the client's idempotency key for it (empty: none)."""
 
     text: str = ""
     name: str = ""
     algebra: pb.Algebra | None = None
+    idempotency_key: str = ""
+
+    def made(self, row: SubscriptionRow) -> bool:
+        """Whether ``row`` is what this item asks for (a retry of the request that made it)."""
+        algebra = b"" if self.algebra is None else self.algebra.SerializeToString()
+        return (self.text, self.name or row.id, algebra) == (row.query, row.name, row.algebra)
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,8 @@ def prepare(
     """Check, parse and compile one item (named ``likely_id`` if unnamed), without the lock."""
     if bool(item.text) == (item.algebra is not None):
         return InvalidArgument("give exactly one of query (CEL text) and algebra")
+    if len(item.idempotency_key.encode()) > limits.MAX_KEY_BYTES:
+        return InvalidArgument(f"idempotency_key is longer than {limits.MAX_KEY_BYTES} bytes")
     size = len(item.text.encode()) if item.algebra is None else item.algebra.ByteSize()
     too_big = over_query_bytes(client, size + len(item.name.encode()), "query and name are")
     if too_big is not None:
@@ -223,6 +235,7 @@ def admit(
         position=position,
         last_seq=0,
         algebra=b"" if item.algebra is None else item.algebra.SerializeToString(),
+        idempotency_key=item.idempotency_key,
     )
     live = Live(row, query.reads, pinned_shard(query, key, registry.shards))
     try:
@@ -273,6 +286,10 @@ def admit_all(
             if isinstance(ready, FrontError):
                 results.append(ready)
                 continue
+            again = registry.keys.get((client.name, ready.item.idempotency_key))
+            if again is not None:
+                results.append(retried(ready.item, registry.live[again].row))
+                continue
             try:
                 one = admit(
                     client, ready, f"s{number}", schemas, registry, cache, position, counters
@@ -288,6 +305,17 @@ def admit_all(
             registry.unregister(one.live)
         raise
     return results, admitted
+
+
+def retried(item: SubscribeItem, row: SubscriptionRow) -> SubscriptionRow | FrontError:
+    """``row`` again for a retry of the request that made it, AlreadyExists for another
+    request under its idempotency key."""
+    if item.made(row):
+        return row
+    return AlreadyExists(
+        f"idempotency_key {item.idempotency_key!r} made subscription {row.id} from another "
+        "request (query, algebra or name); a key stands for one request"
+    )
 
 
 def install_batches(admitted: Sequence[Admitted], shards: int) -> list[shard_pb2.InstallBatch]:

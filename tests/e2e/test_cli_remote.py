@@ -252,7 +252,7 @@ def test_listen_posts_every_alert_to_a_webhook_through_a_restart_of_each(tmp_pat
     import threading
     import time
 
-    from tests.unit.test_delivery import Receiver
+    from tests.unit.test_client_delivery import Receiver
 
     receiver = Receiver([503])
     threading.Thread(target=receiver.serve_forever, daemon=True).start()

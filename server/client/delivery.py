@@ -1,10 +1,11 @@
-"""Where ``cesar listen`` delivers alerts: standard output, a JSON Lines file that rotates,
-or an HTTP endpoint (a webhook).
+"""Where alerts go: standard output, a JSON Lines file that rotates, or an HTTP endpoint (a
+webhook); ``cesar listen --to`` and :meth:`Listener.deliver <cesar.client.Listener.deliver>`.
 
-Each delivers one batch of alert lines (the alerts of one Listen message) and returns only
-once it is delivered: ``listen`` counts an alert's seq as done (and saves it in its
-``--checkpoint``) only then, so delivery is at least once, and a receiver removes a
-duplicate by ``(subscription, seq)``.
+Each delivers one batch of alerts (the alerts of one Listen message), each as the JSON
+object :meth:`Alert.json <cesar.client.Alert.json>` makes, and returns only once it is
+delivered: the listener counts an alert's seq as done (and saves it in its checkpoint) only
+then, so delivery is at least once, and a receiver removes a duplicate by
+``(subscription, seq)``.
 
 * ``-``: standard output, one JSON line per alert;
 * a path: appended, flushed and fsynced per batch; past ``rotate_bytes`` the file is renamed
@@ -26,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from cesar.client.model import Alert
+
 RETRY_FIRST = 0.5
 """Seconds before the first retry of a webhook POST ..."""
 RETRY_MAX = 30.0
@@ -41,15 +44,15 @@ class DeliveryError(Exception):
 class Sink(Protocol):
     """One kind of delivery (module docstring)."""
 
-    def deliver(self, lines: list[str]) -> None:
-        """Deliver ``lines`` (one JSON object each); return once delivered."""
+    def deliver(self, alerts: list[Alert]) -> None:
+        """Deliver ``alerts``; return once delivered."""
 
 
 class StandardOutput:
     """One JSON line per alert on standard output."""
 
-    def deliver(self, lines: list[str]) -> None:
-        sys.stdout.write("".join(line + "\n" for line in lines))
+    def deliver(self, alerts: list[Alert]) -> None:
+        sys.stdout.write("".join(alert.json() + "\n" for alert in alerts))
         sys.stdout.flush()
 
 
@@ -59,9 +62,9 @@ class RotatingFile:
     def __init__(self, path: Path, rotate_bytes: int, keep: int) -> None:
         self.path, self.rotate_bytes, self.keep = path, rotate_bytes, keep
 
-    def deliver(self, lines: list[str]) -> None:
+    def deliver(self, alerts: list[Alert]) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write("".join(line + "\n" for line in lines))
+            handle.write("".join(alert.json() + "\n" for alert in alerts))
             handle.flush()
             os.fsync(handle.fileno())
             size = handle.tell()
@@ -92,8 +95,8 @@ class Webhook:
         self.url, self.headers, self.sleep, self.say = url, headers, sleep, say
         self.retries = 0
 
-    def deliver(self, lines: list[str]) -> None:
-        body = ("[" + ",".join(lines) + "]").encode()
+    def deliver(self, alerts: list[Alert]) -> None:
+        body = ("[" + ",".join(alert.json() for alert in alerts) + "]").encode()
         wait = RETRY_FIRST
         while True:
             why = self._post(body)

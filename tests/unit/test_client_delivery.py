@@ -1,4 +1,4 @@
-"""server/cli/delivery.py: a JSON Lines file that rotates, and a webhook on a real loopback
+"""cesar.client.delivery: a JSON Lines file that rotates, and a webhook on a real loopback
 HTTP server that fails, then answers."""
 
 import json
@@ -8,7 +8,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cesar.server.cli.delivery import DeliveryError, RotatingFile, Webhook
+from cesar.client import Alert, DeliveryError, RotatingFile, Webhook
+
+
+def alerts(*seqs: int) -> list[Alert]:
+    return [Alert("s1", seq, notice="x" * 8) for seq in seqs]
+
+
+def sent(*seqs: int) -> list[dict[str, object]]:
+    return [{"subscription": "s1", "seq": seq, "notice": "x" * 8} for seq in seqs]
 
 
 class Receiver(ThreadingHTTPServer):
@@ -56,12 +64,9 @@ def test_a_webhook_retries_what_it_may_and_delivers_each_batch_once(receiver: Re
     waits: list[float] = []
     said: list[str] = []
     hook = Webhook(receiver.url, {"Authorization": "Bearer t"}, waits.append, said.append)
-    hook.deliver(['{"seq": 1}', '{"seq": 2}'])
-    hook.deliver(['{"seq": 3}'])
-    assert receiver.bodies == [
-        ("Bearer t", [{"seq": 1}, {"seq": 2}]),
-        ("Bearer t", [{"seq": 3}]),
-    ]
+    hook.deliver(alerts(1, 2))
+    hook.deliver(alerts(3))
+    assert receiver.bodies == [("Bearer t", sent(1, 2)), ("Bearer t", sent(3))]
     assert waits == [0.5, 1.0] and hook.retries == 2 and receiver.posts == 4
     assert "HTTP 503; retrying in 0.5 s" in said[0] and "HTTP 429" in said[1]
 
@@ -70,7 +75,7 @@ def test_a_webhook_retries_what_it_may_and_delivers_each_batch_once(receiver: Re
 def test_a_webhook_that_refuses_the_request_is_an_error_not_a_retry(receiver: Receiver) -> None:
     hook = Webhook(receiver.url, {}, lambda _: None, lambda _: None)
     with pytest.raises(DeliveryError, match="HTTP 400"):
-        hook.deliver(['{"seq": 1}'])
+        hook.deliver(alerts(1))
     assert receiver.posts == 1
 
 
@@ -84,15 +89,15 @@ def test_a_webhook_nobody_answers_is_retried_with_a_growing_wait() -> None:
 
     hook = Webhook("http://127.0.0.1:9/alerts", {}, sleep, lambda _: None)  # discard: refused
     with pytest.raises(KeyboardInterrupt):
-        hook.deliver(['{"seq": 1}'])
+        hook.deliver(alerts(1))
     assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
 
 
 def test_a_file_rotates_past_its_size_and_keeps_the_newest(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "alerts.jsonl"
-    sink = RotatingFile(path, rotate_bytes=40, keep=2)
+    sink = RotatingFile(path, rotate_bytes=100, keep=2)
     for seq in range(1, 10):
-        sink.deliver([json.dumps({"seq": seq, "pad": "x" * 8})])
+        sink.deliver(alerts(seq))
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["alerts.jsonl", "alerts.jsonl.1", "alerts.jsonl.2"]
     kept = [
@@ -100,4 +105,4 @@ def test_a_file_rotates_past_its_size_and_keeps_the_newest(tmp_path) -> None:  #
         for name in ("alerts.jsonl.2", "alerts.jsonl.1", "alerts.jsonl")
         for line in (tmp_path / name).read_text().splitlines()
     ]
-    assert kept == [5, 6, 7, 8, 9]  # 31 bytes a line, two a file; the oldest files went
+    assert kept == [5, 6, 7, 8, 9]  # 55 bytes a line, two a file; the oldest files went

@@ -1,0 +1,282 @@
+"""The asyncio client: :class:`AsyncClient` and its :class:`AsyncListener`, the blocking
+client's calls as coroutines over ``grpc.aio``.
+
+>>> import asyncio
+>>> async def made() -> str:
+...     async with AsyncClient("127.0.0.1:1") as client:   # connects at the first call
+...         return type(client).__name__
+>>> asyncio.run(made())
+'AsyncClient'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from cesar.automata.schema import StreamSchema
+from cesar.client.blocking import TIMEOUT
+from cesar.client.calls import PUBLISH_BATCH, publish_requests, stream_schema, subscribe_requests
+from cesar.client.errors import CesarError, Unavailable, error, from_rpc
+from cesar.client.model import Alert, Published, Rejection, Stream, Subscription
+from cesar.client.resume import RETRY_EVERY, After, Positions, Reconnect, starts
+from cesar.server.wire.client import GRPC_OPTIONS, message_data
+from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import cesar_pb2_grpc
+
+log = logging.getLogger("cesar.client")
+
+
+class AsyncClient:
+    """:class:`~cesar.client.Client`'s calls as coroutines; the same arguments, answers and
+    errors.  Use it in an ``async with`` block, or ``await`` :meth:`close`."""
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:50051",
+        token: str | None = None,
+        tls_ca: Path | None = None,
+        timeout: float = TIMEOUT,
+    ) -> None:
+        if tls_ca is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca.read_bytes())
+            self.channel = grpc.aio.secure_channel(target, credentials, options=GRPC_OPTIONS)
+        else:
+            self.channel = grpc.aio.insecure_channel(target, options=GRPC_OPTIONS)
+        self.stub = cesar_pb2_grpc.CesarStub(self.channel)
+        self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.timeout = timeout
+        self._schemas: dict[str, StreamSchema] = {}
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self.channel.close()
+
+    async def _call(self, method: str, request: Any) -> Any:
+        call = getattr(self.stub, method)
+        try:
+            return await call(
+                request, metadata=self.metadata, timeout=self.timeout, wait_for_ready=True
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc(exc) from None
+
+    async def define_stream(self, spec: str) -> Stream:
+        """See :meth:`Client.define_stream <cesar.client.Client.define_stream>`."""
+        return Stream.of(await self._call("DefineStream", pb.DefineStreamRequest(spec=spec)))
+
+    async def streams(self) -> list[Stream]:
+        """See :meth:`Client.streams <cesar.client.Client.streams>`."""
+        found: list[Stream] = []
+        token = ""
+        while True:
+            page = await self._call("ListStreams", pb.ListStreamsRequest(page_token=token))
+            found.extend(Stream.of(info) for info in page.streams)
+            token = page.next_page_token
+            if not token:
+                return found
+
+    async def delete_stream(self, name: str) -> None:
+        """See :meth:`Client.delete_stream <cesar.client.Client.delete_stream>`."""
+        await self._call("DeleteStream", pb.DeleteStreamRequest(name=name))
+
+    async def share(self, stream: str, readers: Sequence[str]) -> Stream:
+        """See :meth:`Client.share <cesar.client.Client.share>`."""
+        request = pb.ShareStreamRequest(stream=stream, readers=list(readers))
+        return Stream.of(await self._call("ShareStream", request))
+
+    async def schema(self, stream: str) -> StreamSchema:
+        """See :meth:`Client.schema <cesar.client.Client.schema>`."""
+        if stream not in self._schemas:
+            self._schemas.update({s.name: stream_schema(s.spec) for s in await self.streams()})
+        if stream not in self._schemas:
+            raise error("NOT_FOUND", f"no stream {stream!r} that you may use")
+        return self._schemas[stream]
+
+    async def subscribe(
+        self, query: str, name: str = "", idempotency_key: str = ""
+    ) -> Subscription:
+        """See :meth:`Client.subscribe <cesar.client.Client.subscribe>`."""
+        request = pb.SubscribeRequest(query=query, name=name, idempotency_key=idempotency_key)
+        return Subscription.of(await self._call("Subscribe", request))
+
+    async def subscribe_many(
+        self, queries: Sequence[str], idempotency_keys: Sequence[str] | None = None
+    ) -> list[Subscription | CesarError]:
+        """See :meth:`Client.subscribe_many <cesar.client.Client.subscribe_many>`."""
+        results: list[Subscription | CesarError] = []
+        for request in subscribe_requests(queries, idempotency_keys):
+            response = await self._call("SubscribeBatch", request)
+            results.extend(
+                Subscription.of(r.subscription)
+                if r.HasField("subscription")
+                else error(r.failure.code, r.failure.message)
+                for r in response.results
+            )
+        return results
+
+    async def unsubscribe(self, subscription: str) -> None:
+        """See :meth:`Client.unsubscribe <cesar.client.Client.unsubscribe>`."""
+        await self._call("Unsubscribe", pb.UnsubscribeRequest(id=subscription))
+
+    async def subscriptions(self) -> list[Subscription]:
+        """See :meth:`Client.subscriptions <cesar.client.Client.subscriptions>`."""
+        response = await self._call("ListSubscriptions", pb.ListSubscriptionsRequest())
+        return [Subscription.of(row) for row in response.subscriptions]
+
+    async def explain(self, query: str, dot: bool = False) -> str:
+        """See :meth:`Client.explain <cesar.client.Client.explain>`."""
+        response = await self._call("Explain", pb.ExplainRequest(query=query, dot=dot))
+        return str(response.dot if dot else response.text)
+
+    async def publish(
+        self,
+        stream: str,
+        events: Iterable[Mapping[str, Any]],
+        close: bool = True,
+        idempotency_key: str = "",
+        batch: int = PUBLISH_BATCH,
+    ) -> Published:
+        """See :meth:`Client.publish <cesar.client.Client.publish>`."""
+        schema = await self.schema(stream)
+        requests = list(publish_requests(schema, events, batch, close, idempotency_key))
+        accepted, duplicate, last, offset = 0, True, 0, 0
+        rejected: list[Rejection] = []
+        try:
+            call = self.stub.Publish(iter(requests), metadata=self.metadata, wait_for_ready=True)
+            answered = 0
+            async for answer in call:
+                one = Published.of(answer)
+                accepted += one.accepted
+                rejected.extend(replace(r, index=r.index + offset) for r in one.rejected)
+                duplicate = duplicate and one.duplicate
+                last = one.batch
+                offset += len(requests[answered].events)
+                answered += 1
+        except grpc.RpcError as exc:
+            raise from_rpc(exc) from None
+        return Published(accepted, tuple(rejected), duplicate and bool(requests), last)
+
+    async def listen(
+        self,
+        subscriptions: Sequence[str] | None = None,
+        after: After = None,
+        checkpoint: Path | None = None,
+        reconnect_for: float = 30.0,
+        timeout: float | None = None,
+    ) -> AsyncListener:
+        """See :meth:`Client.listen <cesar.client.Client.listen>`."""
+        last = {s.id: s.last_seq for s in await self.subscriptions()}
+        seqs = starts(last, subscriptions, after, checkpoint)
+        positions = Positions(seqs, checkpoint)
+        return AsyncListener(self, subscriptions, positions, reconnect_for, timeout)
+
+    async def stats(self) -> dict[str, Any]:
+        """See :meth:`Client.stats <cesar.client.Client.stats>`."""
+        return message_data(await self._call("Stats", pb.StatsRequest()))
+
+
+class AsyncListener:
+    """:class:`~cesar.client.Listener` for asyncio: ``async for`` alerts, or
+    :meth:`batches`; the same resuming, reconnecting and acknowledging."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        subscriptions: Sequence[str] | None,
+        positions: Positions,
+        reconnect_for: float,
+        timeout: float | None,
+    ) -> None:
+        self.client = client
+        self.subscriptions = list(subscriptions or ())
+        self.positions = positions
+        self.reconnect = Reconnect(reconnect_for)
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.on_lost: Callable[[str], None] = lambda why: None
+        self._call: Any = None
+        self._closed = False
+        self._schemas: dict[str, StreamSchema | None] = {}
+
+    async def __aenter__(self) -> AsyncListener:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aiter__(self) -> AsyncIterator[Alert]:
+        async for batch in self.batches():
+            for alert in batch:
+                yield alert
+
+    def ack(self, alerts: Iterable[Alert]) -> None:
+        """Count ``alerts`` as done now."""
+        self.positions.done((a.subscription, a.seq) for a in alerts)
+
+    def close(self) -> None:
+        """Stop: cancel the stream and save the checkpoint file."""
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+        self.positions.save()
+
+    async def batches(self) -> AsyncIterator[list[Alert]]:
+        """The alerts of each Listen message, resumed and reconnected."""
+        client = self.client
+        try:
+            while not self._closed:
+                request = pb.ListenRequest(
+                    subscriptions=self.subscriptions, after_seq=self.positions.seqs
+                )
+                left = None if self.deadline is None else max(self.deadline - time.monotonic(), 0)
+                self._call = client.stub.Listen(request, metadata=client.metadata, timeout=left)
+                try:
+                    async for message in self._call:
+                        self.reconnect.heard()
+                        batch = [await self._alert(a) for a in message.alerts]
+                        yield batch
+                        self.ack(batch)
+                    why = "it ended the stream"
+                except asyncio.CancelledError:
+                    if not self._closed:
+                        raise
+                    return
+                except grpc.RpcError as exc:
+                    code = exc.code()
+                    if code is grpc.StatusCode.DEADLINE_EXCEEDED or self._closed:
+                        return
+                    if code is not grpc.StatusCode.UNAVAILABLE:
+                        raise from_rpc(exc) from None
+                    why = exc.details() or "unavailable"
+                try:
+                    first = self.reconnect.lost()
+                except TimeoutError as exc:
+                    raise Unavailable(str(exc)) from None
+                if first:
+                    said = f"the server went away ({why}); reconnecting"
+                    log.warning(said)
+                    self.on_lost(said)
+                await asyncio.sleep(RETRY_EVERY)
+        finally:
+            self.positions.save()
+
+    async def _alert(self, message: pb.Alert) -> Alert:
+        sub = message.subscription
+        if sub not in self._schemas:
+            specs = {s.id: s.output_spec for s in await self.client.subscriptions()}
+            self._schemas.update({s: stream_schema(spec) for s, spec in specs.items()})
+            self._schemas.setdefault(sub, None)
+        return Alert.of(message, self._schemas[sub])
