@@ -221,6 +221,7 @@ class AsyncListener:
         async for batch in self.batches():
             for alert in batch:
                 yield alert
+                self.ack([alert])
 
     def ack(self, alerts: Iterable[Alert]) -> None:
         """Count ``alerts`` as done now."""

@@ -216,8 +216,8 @@ class Listener:
     """Alerts as they are made, as an iterator that reconnects and resumes.
 
     Iterate it for alerts one by one, or :meth:`batches` for the alerts of each
-    message.  A batch counts as done (its seqs move :attr:`positions` on, and the
-    checkpoint file) when the next one is asked for, or at :meth:`ack`; so a program
+    message.  An alert (a batch) counts as done (its seq moves :attr:`positions` on, and
+    the checkpoint file) when the next one is asked for, or at :meth:`ack`; so a program
     that stops half-way gets the rest again when it resumes: at least once, with no gap
     (remove duplicates by ``(subscription, seq)``).
 
@@ -253,7 +253,9 @@ class Listener:
 
     def __iter__(self) -> Iterator[Alert]:
         for batch in self.batches():
-            yield from batch
+            for alert in batch:
+                yield alert
+                self.ack([alert])
 
     def ack(self, alerts: Iterable[Alert]) -> None:
         """Count ``alerts`` as done now."""

@@ -47,3 +47,27 @@ def test_a_catalog_whose_alert_ids_could_be_reused_is_upgraded_in_place(tmp_path
     indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     db.close()
     assert {"alerts_by_subscription", "alerts_by_owner"} <= indexes
+
+
+def test_a_catalog_from_before_subscribe_keys_gains_the_column_and_keeps_its_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE subscriptions (number INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE "
+        "NOT NULL, owner TEXT NOT NULL, query TEXT NOT NULL, name TEXT NOT NULL, stream TEXT "
+        "NOT NULL, output_spec TEXT NOT NULL, key_attribute TEXT NOT NULL, shard INTEGER NOT "
+        "NULL, created_ms INTEGER NOT NULL, position INTEGER NOT NULL, last_seq INTEGER NOT "
+        "NULL DEFAULT 0, algebra BLOB NOT NULL DEFAULT x'')"
+    )
+    db.execute(
+        "INSERT INTO subscriptions (id, owner, query, name, stream, output_spec, key_attribute, "
+        "shard, created_ms, position) VALUES ('s1', 'o', 'q', 'Q', 'Q', 'Q(x:int)', '', 0, 0, 0)"
+    )
+    db.commit()
+    db.close()
+    catalog = Catalog(path, retention=10)
+    (row,) = catalog.subscriptions()
+    assert (row.id, row.query, row.idempotency_key) == ("s1", "q", "")
+    catalog.close()
