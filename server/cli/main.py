@@ -82,24 +82,40 @@ def _query_sources(args: argparse.Namespace) -> list[tuple[str, str]]:
     return sources
 
 
+def _compiled(
+    args: argparse.Namespace, schemas: list[StreamSchema], automata: bool = True
+) -> Workload:
+    """The queries of ``run`` and ``bench`` compiled, with a bar counting them; checked
+    against ``--engine``'s plans.  WorkloadError if one does not compile."""
+    from cesar.automata.translate import Options
+    from cesar.server.cli.progress import progress_bar
+    from cesar.server.engine.workload import Workload
+
+    sources = _query_sources(args)
+    with progress_bar(args.quiet) as bar:
+        task = bar.add_task("compiling queries", total=len(sources))
+        program = Workload.build(
+            schemas,
+            sources,
+            Options(dnf_limit=args.dnf_limit),
+            automata,
+            lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    program.check_plans(args.engine)
+    return program
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Evaluate queries over an event file and print every published event as JSON."""
     from cesar.automata.evaluate import Faults
-    from cesar.automata.translate import Options
     from cesar.server.cli.ingest import read_event_file, skipped_report
     from cesar.server.cli.progress import progress_bar
-    from cesar.server.engine.workload import Workload, WorkloadError
+    from cesar.server.engine.workload import WorkloadError
     from cesar.server.wire.eventfile import EventInputError, event_json
 
     schemas = _stream_specs(args.stream)
     try:
-        program = Workload.build(
-            schemas,
-            _query_sources(args),
-            Options(dnf_limit=args.dnf_limit),
-            automata=args.engine != "reference",
-        )
-        program.check_plans(args.engine)
+        program = _compiled(args, schemas, automata=args.engine != "reference")
     except WorkloadError as exc:
         return _fail(str(exc))
     with progress_bar(args.quiet) as bar:
@@ -142,19 +158,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _read_program_events(args: argparse.Namespace) -> tuple[Workload, list[Event], int]:
     """Compile the queries and read the (sorted) events of ``cesar bench``, and how many lines
     it skipped (said on standard error; none read at all is an error)."""
-    from cesar.automata.translate import Options
     from cesar.server.cli.ingest import ingest_of, read_event_file, skipped_report
-    from cesar.server.engine.workload import Workload, WorkloadError
+    from cesar.server.cli.progress import progress_bar
+    from cesar.server.engine.workload import WorkloadError
     from cesar.server.wire.eventfile import EventInputError
 
     schemas = _stream_specs(args.stream)
     try:
-        program = Workload.build(schemas, _query_sources(args), Options(dnf_limit=args.dnf_limit))
-        program.check_plans(args.engine)
+        program = _compiled(args, schemas)
     except WorkloadError as exc:
         raise SystemExit(_fail(str(exc))) from None
     try:
-        result = read_event_file(args, program.inputs)  # sorted, bad lines skipped
+        with progress_bar(args.quiet) as bar:
+            reading = bar.add_task("reading lines", total=None)
+            result = read_event_file(  # sorted, bad lines skipped
+                args,
+                program.inputs,
+                lambda done, lines: bar.update(reading, completed=done, total=lines),
+            )
     except OSError as exc:
         raise SystemExit(_fail(f"{args.events}: {exc.strerror}")) from None
     except EventInputError as exc:
@@ -368,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--engine", choices=ENGINE_MODES, default="engine", help=ENGINE_HELP)
     bench.add_argument("--limit", type=int, help="use only the first N events (after sorting)")
     bench.add_argument("--dnf-limit", type=int, default=256)
+    bench.add_argument(
+        "--quiet", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
     add_ingest_arguments(bench)
     bench.set_defaults(handler=cmd_bench, query=None, sort=True, skip_bad=True)
 

@@ -34,5 +34,6 @@ def progress_bar(quiet: bool = False, transient: bool = True) -> Progress:
         TimeRemainingColumn(),
         console=console,
         transient=transient,
+        redirect_stdout=False,  # what a command prints meanwhile is its data: not above the bar
         disable=quiet or not console.is_terminal,
     )

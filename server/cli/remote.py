@@ -301,33 +301,38 @@ def _streams(conn: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+SUBSCRIBE_CHUNK = 500
+"""Queries per SubscribeBatch when ``subscribe`` is given many: its bar moves per chunk."""
+
+
 def _subscribe(conn: Any, args: argparse.Namespace) -> int:
-    from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
-    from cesar.v1 import cesar_pb2 as pb
+    from cesar.client import Client, Subscription
+    from cesar.server.cli.progress import progress_bar
 
     texts = [
         Path(q).read_text() if "\n" not in q and len(q) < 4096 and Path(q).is_file() else q
         for q in args.query
     ]
+    client = Client.using(conn)
     if len(texts) == 1:
-        request = pb.SubscribeRequest(query=texts[0], name=args.name or "")
-        print(conn.stub.Subscribe(request, metadata=conn.metadata).id)
+        print(client.subscribe(texts[0], args.name or "").id)
         return 0
     if args.name:
         raise SystemExit("cesar subscribe: --name needs exactly one query")
     failed = 0
-    for start in range(0, len(texts), MAX_SUBSCRIBE_BATCH):
-        chunk = texts[start : start + MAX_SUBSCRIBE_BATCH]
-        batch = pb.SubscribeBatchRequest(
-            subscriptions=[pb.SubscribeRequest(query=t) for t in chunk]
-        )
-        response = conn.stub.SubscribeBatch(batch, metadata=conn.metadata)
-        for query, result in zip(args.query[start:], response.results, strict=False):
-            if result.HasField("subscription"):
-                print(result.subscription.id)
-            else:
-                failed += 1
-                print(f"{query}: {result.failure.code}: {result.failure.message}", file=sys.stderr)
+    with progress_bar(args.quiet) as bar:
+        task = bar.add_task("subscribing", total=len(texts))
+        for start in range(0, len(texts), SUBSCRIBE_CHUNK):
+            chunk = texts[start : start + SUBSCRIBE_CHUNK]
+            for query, result in zip(
+                args.query[start:], client.subscribe_many(chunk), strict=False
+            ):
+                if isinstance(result, Subscription):
+                    print(result.id)
+                else:
+                    failed += 1
+                    print(f"{query}: {result}", file=sys.stderr)
+            bar.update(task, advance=len(chunk))
     return 1 if failed else 0
 
 
@@ -466,6 +471,9 @@ def add_remote_commands(sub: Any) -> None:
         "query", nargs="+", metavar="FILE.cel", help="a .cel file or the query text"
     )
     subscribe.add_argument("--name", help="published stream name when the query has no PUBLISH")
+    subscribe.add_argument(
+        "--quiet", action="store_true", help="no progress bar (shown only on a terminal)"
+    )
     subscribe.set_defaults(handler=_remote(_subscribe))
 
     unsubscribe = sub.add_parser("unsubscribe", help="remove subscriptions")

@@ -71,11 +71,13 @@ class Workload:
         sources: Sequence[tuple[str, str]],
         options: Options = DEFAULT_OPTIONS,
         automata: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> Workload:
         """Compile ``(default name, text)`` pairs in an order where producers come first.
 
         ``automata=False`` compiles patterns for the reference evaluator only (without
         their automata), so that it runs patterns the engine does not run yet.
+        ``progress(done, total)`` is told after each query compiled (a command's bar).
 
         Raises :class:`WorkloadError` for input streams declared twice, queries
         that read each other in a cycle, and any query that does not compile (the
@@ -115,6 +117,8 @@ class Workload:
             except CelError as exc:
                 raise WorkloadError(f"query {label}: {exc}") from None
             workload.queries.append(compiled)
+            if progress is not None:
+                progress(len(workload.queries), len(parsed))
             schemas[compiled.name] = compiled.output
             for reader in readers.get(i, ()):
                 waiting_on[reader] -= 1

@@ -369,9 +369,16 @@ def test_the_progress_bar_is_drawn_on_a_terminal_stderr_only(cesar):
     assert status == 0
     assert b"evaluating (engine)" in drawn and b"3000/3000" in drawn
     assert b"reading lines" in drawn and b"3001/3001" in drawn  # the header too
+    assert b"compiling queries" in drawn and b"1/1" in drawn
     assert len([json.loads(line) for line in out.splitlines()]) == 3000
     status, drawn, _ = _stderr_on_a_terminal([*command, "--quiet"])
     assert status == 0 and b"evaluating" not in drawn and b"reading" not in drawn
+    assert b"compiling" not in drawn
+    queries = cesar.write("q.jsonl", json.dumps({"id": "q", "query": "FILTER{Price > 1} Stock"}))
+    bench = [str(CESAR), "bench", "--stream", STOCK, "--queries", str(queries)]
+    status, drawn, out = _stderr_on_a_terminal([*bench, "--events", str(events)])
+    assert status == 0 and b"compiling queries" in drawn and b"3001/3001" in drawn
+    assert json.loads(out)["matches"] == 3000  # standard output: the figures alone
     piped = cesar.run("run", "--stream", STOCK, "--query", query, events)
     assert piped.returncode == 0 and piped.stderr == ""
 

@@ -39,6 +39,19 @@ def cesar(
     )
 
 
+def test_subscribing_many_queries_draws_a_bar_on_a_terminal(served: Server, tmp_path: Path) -> None:
+    """Standard error a terminal: ``subscribe`` of 1,200 queries counts them as its
+    SubscribeBatch calls (500 a call) return; standard output holds the ids."""
+    from tests.e2e.test_cli import _stderr_on_a_terminal
+
+    queries = [f"FILTER{{Price > {n}}}(Stock)" for n in range(1200)]
+    command = [str(CESAR), "subscribe", *queries, "--server", served.address]
+    status, drawn, out = _stderr_on_a_terminal(command)
+    assert status == 0
+    assert out.split() == [f"s{n}" for n in range(1, 1201)]
+    assert b"subscribing" in drawn and b"1200/1200" in drawn
+
+
 def test_subscribe_publish_listen_as_a_user(served: Server) -> None:
     ids = cesar(served, "subscribe", *QUERIES).stdout.split()  # one SubscribeBatch
     assert ids == ["s1", "s2", "s3"]
