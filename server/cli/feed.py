@@ -97,6 +97,23 @@ def spark_log_of(args: argparse.Namespace) -> Path | None:
     return Path("cesar-feed-spark.log")
 
 
+def _local_directory(source: str) -> Path | None:
+    """The local directory ``--source`` names (a path or ``file://``), else None (a socket, the
+    synthetic source, another Hadoop file system).
+
+    >>> _local_directory("/data/in"), _local_directory("file:///data/in")
+    (PosixPath('/data/in'), PosixPath('/data/in'))
+    >>> _local_directory("socket://h:9"), _local_directory("synthetic:50"), _local_directory("s3a://b/k")
+    (None, None, None)
+    """
+    scheme, colon, rest = source.partition(":")
+    if colon and scheme in ("socket", "synthetic"):
+        return None
+    if "://" not in source:
+        return Path(source)
+    return Path(rest.removeprefix("//")) if scheme == "file" else None
+
+
 def cmd_feed(args: argparse.Namespace) -> int:
     """Run the feed until its source is done (--available-now), SIGTERM/SIGINT, or a failure."""
     from cesar.server.cli.ingest import ingest_of
@@ -107,8 +124,12 @@ def cmd_feed(args: argparse.Namespace) -> int:
             "cesar feed: --time-column, --columns and --stream-name read CSV files not written "
             "for cesar: give --format csv"
         )
+    local = _local_directory(args.source)
+    if local is not None and not local.is_dir():
+        print(f"cesar feed: --source {args.source}: no such directory", file=sys.stderr)
+        return 2
     configure_logging(args.log_level, "feed")
-    from pyspark.errors import StreamingQueryException
+    from pyspark.errors import AnalysisException, StreamingQueryException
 
     from cesar.server.feed.job import Feed, Options, session, under_spark_submit
 
@@ -151,7 +172,13 @@ def cmd_feed(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    query = feed.start()
+    try:
+        query = feed.start()
+    except AnalysisException as exc:  # a Hadoop path that is not there, a bad CSV header, ...
+        print(f"cesar feed: --source {args.source}: {exc.getMessage()}", file=sys.stderr)
+        feed.close()
+        spark.stop()
+        return 2
     told: object = spark_log.resolve() if spark_log is not None else "standard error"
     if under_spark_submit():
         told = "as spark-submit's --driver-java-options say"

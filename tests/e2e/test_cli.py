@@ -441,6 +441,18 @@ def test_demo_with_events_it_cannot_read_says_why_without_a_traceback(cesar):
     assert "line 2" in bad.stderr and "Price" in bad.stderr
 
 
+def test_feed_from_a_directory_that_is_not_there_says_so_at_once(cesar):
+    """Before Spark starts (a minute), not after it, and without a traceback."""
+    tmp = cesar.write("x", "").parent
+    result = cesar.run(
+        "feed", "--server", "127.0.0.1:1", "--source", tmp / "missing",
+        "--checkpoint", tmp / "ck", "--dead-letter", tmp / "dl",
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr == f"cesar feed: --source {tmp / 'missing'}: no such directory\n"
+    assert not (tmp / "ck").exists()
+
+
 def test_serve_removes_a_ready_file_left_by_a_killed_server_before_anything_else(cesar):
     """A script waiting for ``--ready-file`` must not go on because of the last server's file:
     the server removes it as it starts, even when it then fails to start."""

@@ -190,6 +190,9 @@ def arrow_rows(count: int, compression: str | None = None, width: int = 3) -> by
 SEEDS: dict[str, list[bytes]] = {
     "Subscribe": [
         pb.SubscribeRequest(query="FILTER{Price > 10} Stock", name="Q").SerializeToString(),
+        pb.SubscribeRequest(
+            query="FILTER{Price > 10} Stock", idempotency_key="k-1"
+        ).SerializeToString(),
         pb.SubscribeRequest(algebra=algebra_seed()).SerializeToString(),
         pb.SubscribeRequest(
             query="PATTERN SEQ(Stock+ a[], Stock b) WHERE skip_till_next_match(a[], b) "
@@ -200,7 +203,13 @@ SEEDS: dict[str, list[bytes]] = {
     "SubscribeBatch": [
         pb.SubscribeBatchRequest(
             subscriptions=[pb.SubscribeRequest(query="Stock NEXT{$1.Name = $2.Name} Stock")]
-        ).SerializeToString()
+        ).SerializeToString(),
+        pb.SubscribeBatchRequest(
+            subscriptions=[
+                pb.SubscribeRequest(query="FILTER{Price > 1} Stock", idempotency_key="k"),
+                pb.SubscribeRequest(query="FILTER{Price > 2} Stock", idempotency_key="k"),
+            ]
+        ).SerializeToString(),
     ],
     "Explain": [pb.ExplainRequest(query="Stock FOLD{,,} Stock", dot=True).SerializeToString()],
     "DefineStream": [pb.DefineStreamRequest(spec="T(a:int,b:string)[ms]").SerializeToString()],
@@ -293,7 +302,7 @@ def test_cel_and_pattern_text(target, query: str, name: str, dot: bool) -> None:
     )
     check(server, lambda: stub.Explain(pb.ExplainRequest(query=query, dot=dot), timeout=DEADLINE))
     batch = pb.SubscribeBatchRequest(
-        subscriptions=[pb.SubscribeRequest(query=query, name=name)] * 2
+        subscriptions=[pb.SubscribeRequest(query=query, name=name, idempotency_key=name)] * 2
     )
     check(server, lambda: stub.SubscribeBatch(batch, timeout=DEADLINE))
 
