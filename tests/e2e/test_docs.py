@@ -64,12 +64,18 @@ def test_the_readme_server_block_runs_as_written(tmp_path):
     starting server.  The block runs with its data directory and port moved aside."""
     readme = (ROOT / "README.md").read_text()
     start = readme.index("## Running the server")
-    (block,) = [body for lang, body in FENCE.findall(readme[start:])[:1] if lang == "sh"]
+    (sh, block), (py, python) = FENCE.findall(readme[start:])[:2]
+    assert (sh, py) == ("sh", "python")
     port = 50000 + os.getpid() % 10000
     script = block.replace("/tmp/cesar", str(tmp_path / "data")).replace(
         "--shards 2", f"--shards 2 --port {port}"
     )
-    script = f"set -e\nexport CESAR_SERVER=127.0.0.1:{port}\n{script}\nwait %2\nkill %1\nwait %1\n"
+    program = tmp_path / "client.py"
+    program.write_text(python.replace("127.0.0.1:50051", f"127.0.0.1:{port}"))
+    script = (
+        f"set -e\nexport CESAR_SERVER=127.0.0.1:{port}\n{script}\nwait %2\n"
+        f".venv/bin/python {program}\nkill %1\nwait %1\n"
+    )
     result = subprocess.run(
         ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -78,6 +84,7 @@ def test_the_readme_server_block_runs_as_written(tmp_path):
     assert "s1" in lines  # cesar subscribe, right after cesar serve &
     assert any('"stream": "Drops"' in line for line in lines)  # cesar listen ... &
     assert "published 2340 event(s), 0 rejected" in result.stderr
+    assert "1 2020-10-27T13:30Z {'Name': 'AMZN', 'Price': 3201.5, 'Volume': 900}" in lines
 
 
 def test_every_cel_example_of_the_language_reference_runs(cesar):
