@@ -12,7 +12,9 @@ whose variables it binds.  Under skip_till_any_match:
   previous part's events end;
 * ``AND`` takes a match of each part, in any order and any epochs, no event
   twice; a negation in it watches the gap between the match's first event's end
-  and its last event's arrival;
+  and its last event's arrival (an ``AND`` directly inside an ``AND`` is one
+  conjunction with it, as the pattern's meaning splices it: its negations
+  watch the whole conjunction's gap);
 * ``OR`` takes a match of any part: a bag union, so a match two parts make is
   counted twice;
 * a negation in a SEQ watches the gap between the parts around it (after the
@@ -85,6 +87,17 @@ def _match(
         min(e.t1 for e in every),
         frozenset(id(e) for e in every),
     )
+
+
+def _conjuncts(group: Group) -> list[Part]:
+    """An AND's parts, those of the ANDs directly inside it spliced in (module docstring)."""
+    out: list[Part] = []
+    for part in group.parts:
+        if isinstance(part, Group) and part.operator == "AND":
+            out.extend(_conjuncts(part))
+        else:
+            out.append(part)
+    return out
 
 
 def evaluate_nested(
@@ -207,8 +220,9 @@ class _Tree:
         return out
 
     def conjunction(self, group: Group) -> list[_Match]:
-        negated = [p.var for p in group.parts if isinstance(p, Component) and p.negated]
-        parts = [p for p in group.parts if not (isinstance(p, Component) and p.negated)]
+        spliced = _conjuncts(group)
+        negated = [p.var for p in spliced if isinstance(p, Component) and p.negated]
+        parts = [p for p in spliced if not (isinstance(p, Component) and p.negated)]
         combos = self.matches(parts[0])
         for part in parts[1:]:
             found = sorted(self.matches(part), key=lambda m: m.start)

@@ -160,3 +160,21 @@ def test_a_negation_in_an_and_lies_between_the_first_and_last_events_by_arrival(
     assert Counter(evaluate_nested(nested.nested, streams)) == expected
     with pytest.raises(NotCompiled, match=r"negation in an AND .* needs WITHIN"):
         compile_pattern("PATTERN AND(A a, B b, !(N n)) PUBLISH P", SCHEMAS)
+
+
+def test_an_and_inside_an_and_is_one_conjunction_for_its_negation():
+    """AND(AND(!(N n), A a), B b) splices into AND(!(N n), A a, B b): N at 1 lies between A at
+    0 and B at 2, so the tree oracle drops the match as the flat oracle and the engine do
+    (it once judged the negation against the inner AND alone, whose gap is empty)."""
+    events = [ev("A", 0), ev("N", 1), ev("B", 2)]
+    streams = {s: [e for e in events if e.stream == s] for s in "ABN"}
+    flat = compile_pattern("PATTERN AND(!(N n), A a, B b) WITHIN 2 PUBLISH P", SCHEMAS)
+    nested = compile_pattern(
+        "PATTERN AND(AND(!(N n), A a), B b) WITHIN 2 PUBLISH P", SCHEMAS, build=False
+    )
+    assert flat.pattern is not None and nested.nested is not None
+    assert evaluate(flat.pattern, streams) == []
+    assert evaluate_nested(nested.nested, streams) == []
+    kept = {"A": streams["A"], "B": streams["B"], "N": [ev("N", 3)]}
+    assert Counter(evaluate_nested(nested.nested, kept)) == Counter(evaluate(flat.pattern, kept))
+    assert evaluate(flat.pattern, kept)  # N after the match: it stands
