@@ -13,7 +13,10 @@ closed:
 
 * events the front routes itself (``shard`` None): an epoch of a group closes
   when a later ``t1`` of that group arrives (the group's *horizon*, the newest
-  ``t1`` of its streams) or a watermark passes it;
+  ``t1`` of its streams) or a watermark passes it.  Such a request's watermark is
+  a time in its events' unit, so it closes the epochs of the streams counting
+  time in the units of the events it brought (``[min]`` ticks say nothing of
+  ``[sec]`` ones); one with no event closes every stream's;
 * the feed's batches are routed to one shard each, and the pieces of a
   micro-batch may arrive in any order: their events close only when that
   shard's watermark (one for all streams) passes them.
@@ -27,7 +30,7 @@ accepted events and returns what each shard may now apply.
 
 >>> from cesar.automata.schema import Event
 >>> from cesar.server.engine.clocks import StreamGroups
->>> gate = EpochGate(shards=2, groups=StreamGroups())
+>>> gate = EpochGate(shards=2, groups=StreamGroups(), unit_of={"S": "min", "T": "sec"}.get)
 >>> a, b = Event.of("S", 1, 1, {}), Event.of("S", 2, 2, {})
 >>> [len(r) for r in gate.advance([(a, [(0, "global")])], None, None)]
 [0, 0]
@@ -37,12 +40,17 @@ accepted events and returns what each shard may now apply.
 (2, None)
 >>> gate.settled(1, "T", None) is None  # T shares no clock with S
 True
+>>> c = Event.of("S", 5, 5, {})
+>>> [len(r) for r in gate.advance([(c, [(0, "global")])], 5, None)]  # a watermark in [min]
+[1, 1]
+>>> gate.settled(4, "S", None), gate.settled(4, "T", None)  # T counts in [sec]: still open
+(5, None)
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from cesar.automata.schema import Event
@@ -75,20 +83,27 @@ class EpochGate:
     ``groups`` is the front's (it only reads them).
     What is kept per clock group is keyed by the group's representative and
     moved when groups merged: ``pending[k]`` (shard ``k``'s waiting events),
-    ``group_applied[k]`` and ``horizon``.  ``applied[k]`` is per stream.
+    ``group_applied[k]`` and ``horizon``.  ``applied[k]`` is per stream;
+    ``closed[k]`` is how far watermarks for every stream closed shard ``k``'s epochs,
+    ``unit_closed`` how far the front's own requests' watermarks closed those of the
+    streams in each time unit (``unit_of`` names a stream's unit).
     Cost: :meth:`settled` O(shards); an advance O(log p) per destination to
     insert (p pending events of its group), O(released + groups) to release.
     """
 
-    def __init__(self, shards: int, groups: StreamGroups) -> None:
+    def __init__(
+        self, shards: int, groups: StreamGroups, unit_of: Callable[[str], str | None]
+    ) -> None:
         self.shards = shards
         self.groups = groups
+        self.unit_of = unit_of
         self.pending: list[dict[str, list[Pending]]] = [{} for _ in range(shards)]
         self.ticks = 0
         self.applied: list[dict[str, int]] = [{} for _ in range(shards)]
         self.group_applied: list[dict[str, int]] = [{} for _ in range(shards)]
         self.horizon: dict[str, int] = {}
         self.closed: list[int | None] = [None] * shards
+        self.unit_closed: dict[str, int] = {}
         self._merges = groups.merges
 
     def pending_events(self) -> int:
@@ -107,7 +122,7 @@ class EpochGate:
         group = self._group(stream)
         mark: int | None = None
         for k in range(self.shards) if shard is None else (shard,):
-            m = self._settled_on(k, group)
+            m = self._settled_on(k, group, stream)
             if m is not None and t1 <= m and (mark is None or m > mark):
                 mark = m
         if shard is None:
@@ -119,13 +134,25 @@ class EpochGate:
     def routed_bound(self, stream: str, shard: int) -> int | None:
         """The latest ``t1`` settled for ``stream`` on ``shard``: a routed batch's events at
         or before it are late (:meth:`settled` for every ``t1`` at once)."""
-        return self._settled_on(shard, self._group(stream))
+        return self._settled_on(shard, self._group(stream), stream)
 
-    def _settled_on(self, shard: int, group: str) -> int | None:
+    def _settled_on(self, shard: int, group: str, stream: str) -> int | None:
         marks = [
-            m for m in (self.closed[shard], self.group_applied[shard].get(group)) if m is not None
+            m
+            for m in (self._closed_on(shard, stream), self.group_applied[shard].get(group))
+            if m is not None
         ]
         return max(marks) if marks else None
+
+    def _closed_on(self, shard: int, stream: str) -> int | None:
+        """How far watermarks closed ``stream``'s epochs on ``shard``: those for every stream
+        and those for its unit, whichever reach later."""
+        if not self.unit_closed:  # the common case: no front-routed watermark yet
+            return self.closed[shard]
+        unit = self.unit_of(stream)
+        marks = [self.closed[shard], None if unit is None else self.unit_closed.get(unit)]
+        found = [m for m in marks if m is not None]
+        return max(found) if found else None
 
     def advance(
         self, arrivals: Sequence[Arrival], watermark: int | None, shard: int | None
@@ -147,9 +174,13 @@ class EpochGate:
                 bisect.insort(waiting, Pending(event.t1, self.ticks, routed, lane, event))
             if not routed:
                 self.horizon[group] = max(self.horizon.get(group, event.t1), event.t1)
-        if watermark:
+        if watermark and (routed or not arrivals):
             for k in shards:
                 self.closed[k] = max(self.closed[k] or watermark, watermark)
+        elif watermark:
+            for unit in {self.unit_of(event_of(e).stream) for e, _ in arrivals} - {None}:
+                assert unit is not None
+                self.unit_closed[unit] = max(self.unit_closed.get(unit, watermark), watermark)
         released: list[list[Pending]] = [[] for _ in range(self.shards)]
         for k in shards:
             pending, applied, group_applied = (
@@ -159,7 +190,7 @@ class EpochGate:
             )
             groups_released = 0
             for group, waiting in list(pending.items()):
-                ready = self._ready(waiting, self.closed[k], self.horizon.get(group))
+                ready = self._ready(waiting, k, self.horizon.get(group))
                 if not ready:
                     continue
                 groups_released += 1
@@ -201,11 +232,12 @@ class EpochGate:
                 into.extend(pending.pop(old))
                 into.sort()
 
-    @staticmethod
-    def _ready(waiting: list[Pending], closed: int | None, horizon: int | None) -> int:
-        """How many of one group's pending events (sorted) may leave: whole epochs, in order."""
+    def _ready(self, waiting: list[Pending], shard: int, horizon: int | None) -> int:
+        """How many of one group's pending events (sorted) on ``shard`` may leave: whole
+        epochs, in order."""
         split = 0
         for item in waiting:
+            closed = self._closed_on(shard, item.event.stream)
             if (closed is not None and item.t1 <= closed) or (
                 not item.routed and horizon is not None and item.t1 < horizon
             ):
@@ -236,6 +268,7 @@ class EpochGate:
             "group_applied": self.group_applied,
             "horizon": self.horizon,
             "closed": self.closed,
+            "unit_closed": self.unit_closed,
         }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -258,6 +291,7 @@ class EpochGate:
         self.group_applied = data["group_applied"]
         self.horizon = data["horizon"]
         self.closed = data["closed"]
+        self.unit_closed = data.get("unit_closed", {})  # a checkpoint from before it was kept
         self._merges = -1
 
     def check_valid(self) -> None:
@@ -268,8 +302,8 @@ class EpochGate:
                 assert waiting == sorted(waiting) and waiting, f"shard {k}: {group} out of order"
                 assert all(self.groups.same(i.event.stream, group) for i in waiting)
             assert len({p.tick for p in pending}) == len(pending)
-            closed = self.closed[k]
             for item in pending:
+                closed = self._closed_on(k, item.event.stream)
                 applied = self.applied[k].get(item.event.stream)
                 assert applied is None or item.t1 > applied, f"shard {k}: {item.t1} was settled"
                 assert closed is None or item.t1 > closed, f"shard {k}: {item.t1} is closed"

@@ -94,7 +94,7 @@ class Front:
         self.counters: Counter[str] = Counter()
         self.listeners = Listeners(catalog.path, self.counters)
         self.registry = Registry(shards.count)
-        self.gate = EpochGate(shards.count, self.registry.groups)
+        self.gate = EpochGate(shards.count, self.registry.groups, self.registry.unit_of)
         self.max_time_jump = max_time_jump
         self.admission = Admission(self.registry, self.gate, max_time_jump)
         self.batches = 0
@@ -511,7 +511,7 @@ class Front:
         with self.lock:
             self.shards.failed = None
             self.registry = Registry(self.shards.count)
-            self.gate = EpochGate(self.shards.count, self.registry.groups)
+            self.gate = EpochGate(self.shards.count, self.registry.groups, self.registry.unit_of)
             self.admission = Admission(self.registry, self.gate, self.max_time_jump)
             self.start()
 

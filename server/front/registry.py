@@ -218,6 +218,11 @@ class Registry:
         row = self.streams.get(name)
         return self.schemas[name] if row is not None and self.may_read(client, row) else None
 
+    def unit_of(self, stream: str) -> str | None:
+        """The time unit of input ``stream`` (its name, e.g. ``MIN``), or None if unknown."""
+        schema = self.inputs.get(stream)
+        return None if schema is None else schema.unit.name
+
     def readable(self, client: Client) -> Readable:
         """The schemas of the streams ``client`` may read now, by name: a snapshot that later
         changes to the registry do not touch.  O(streams), copied in C; a lookup is O(1)."""

@@ -107,6 +107,9 @@ def test_datetimes_become_ticks_and_a_bad_event_is_rejected_with_field_and_reaso
         ]
         assert got[0].time == "2020-10-26T09:30:00-04:00"  # the stream's zone, with its offset
         assert got[1].time == "2020-10-26T09:30:00-04:00/2020-10-26T09:30:05-04:00"
+        # Quote's [sec] watermark closed no [min] epoch: Stock's quotes are not late
+        stock = [{"t1": 26728651, "Name": "IBM", "Price": 1.0, "Volume": 1}]
+        assert client.publish("Stock", stock).accepted == 1
         with pytest.raises(TypeError, match=r"Quote\.Px: \[1\] is not"):
             client.publish("Quote", [{"t1": 1, "Sym": "A", "Px": [1], "Up": True}])
 

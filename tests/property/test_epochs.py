@@ -20,6 +20,8 @@ from cesar.server.host import snapshots
 
 SHARDS = 3
 STREAMS = ("S", "T", "U")
+UNITS = {"S": "MIN", "T": "MIN", "U": "SEC"}.get
+"""S and T count time in one unit, U in another: a watermark in one says nothing of the other."""
 destinations = st.lists(st.integers(0, SHARDS - 1), unique=True, max_size=SHARDS)
 batches = st.lists(
     st.tuples(st.integers(0, 20), destinations, st.sampled_from(STREAMS)), max_size=5
@@ -33,14 +35,15 @@ class EpochGateMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.groups = StreamGroups()
-        self.gate = EpochGate(SHARDS, self.groups)
+        self.gate = EpochGate(SHARDS, self.groups, UNITS)
         self.serial = 0
         self.joined_at = 0
         self.sent: list[Counter[tuple[int, int]]] = [Counter() for _ in range(SHARDS)]
         self.got: list[Counter[tuple[int, int]]] = [Counter() for _ in range(SHARDS)]
         self.last: list[dict[str, int]] = [{} for _ in range(SHARDS)]
 
-    def _accept(self, batch: Batch, watermark: int | None, shard: int | None) -> None:
+    def _accept(self, batch: Batch, watermark: int | None, shard: int | None) -> set[str]:
+        """Pass ``batch`` on as the front would; the streams of its accepted events."""
         arrivals = []
         for t1, targets, stream in sorted(batch, key=lambda item: item[0]):
             if self.gate.settled(t1, stream, shard) is not None:
@@ -68,10 +71,25 @@ class EpochGateMachine(RuleBasedStateMachine):
                     assert not before or item.t1 >= max(before), "a clock group went back in time"
                 last[item.event.stream] = item.t1
                 self.got[k][(item.t1, n)] += 1
+        return {event.stream for event, _ in arrivals}
 
     @rule(batch=batches)
     def publish(self, batch: Batch) -> None:
         self._accept(batch, None, None)
+
+    @rule(batch=batches.filter(bool), watermark=st.integers(0, 20))
+    def publish_closing(self, batch: Batch, watermark: int) -> None:
+        """A front-routed batch's watermark closes the streams of its accepted events' units
+        only: a stream counting time in another unit stays as it was."""
+        before = {s: [self.gate.settled(t, s, None) for t in range(22)] for s in STREAMS}
+        named = self._accept(batch, watermark, None)
+        if not named:
+            return  # none accepted: the watermark is every stream's, as a bare one is
+        for stream in STREAMS:
+            other_unit = UNITS(stream) not in {UNITS(other) for other in named}
+            if other_unit and not any(self.groups.same(stream, other) for other in named):
+                after = [self.gate.settled(t, stream, None) for t in range(22)]
+                assert after == before[stream], f"{stream} was closed by another group's mark"
 
     @rule(shard=st.integers(0, SHARDS - 1), batch=batches, watermark=st.none() | st.integers(0, 20))
     def routed(self, shard: int, batch: Batch, watermark: int | None) -> None:
@@ -91,7 +109,7 @@ class EpochGateMachine(RuleBasedStateMachine):
     def restart(self) -> None:
         """A checkpoint's gate (through a snapshot blob) takes over: nothing changes."""
         saved = snapshots.decode(snapshots.encode(self.gate.to_data(), 1), 1)
-        self.gate = EpochGate(SHARDS, self.groups)
+        self.gate = EpochGate(SHARDS, self.groups, UNITS)
         self.gate.restore(saved)
 
     @invariant()
