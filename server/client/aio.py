@@ -12,9 +12,7 @@ client's calls as coroutines over ``grpc.aio``.
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,14 +22,13 @@ import grpc
 from cesar.automata.schema import StreamSchema
 from cesar.client.blocking import TIMEOUT
 from cesar.client.calls import PUBLISH_BATCH, publish_requests, stream_schema, subscribe_requests
-from cesar.client.errors import CesarError, Unavailable, error, from_rpc
+from cesar.client.errors import CesarError, error, from_rpc
+from cesar.client.listening import Following
 from cesar.client.model import Alert, Published, Rejection, Stream, Subscription
-from cesar.client.resume import RETRY_EVERY, After, Positions, Reconnect, starts
+from cesar.client.resume import RETRY_EVERY, After, Positions, starts
 from cesar.server.wire.client import GRPC_OPTIONS, message_data
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
-
-log = logging.getLogger("cesar.client")
 
 
 class AsyncClient:
@@ -189,7 +186,7 @@ class AsyncClient:
         return message_data(await self._call("Stats", pb.StatsRequest()))
 
 
-class AsyncListener:
+class AsyncListener(Following):
     """:class:`~cesar.client.Listener` for asyncio: ``async for`` alerts, or
     :meth:`batches`; the same resuming, reconnecting and acknowledging."""
 
@@ -201,15 +198,8 @@ class AsyncListener:
         reconnect_for: float,
         timeout: float | None,
     ) -> None:
+        super().__init__(subscriptions, positions, reconnect_for, timeout)
         self.client = client
-        self.subscriptions = list(subscriptions or ())
-        self.positions = positions
-        self.reconnect = Reconnect(reconnect_for)
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.on_lost: Callable[[str], None] = lambda why: None
-        self._call: Any = None
-        self._closed = False
-        self._schemas: dict[str, StreamSchema | None] = {}
 
     async def __aenter__(self) -> AsyncListener:
         return self
@@ -223,61 +213,34 @@ class AsyncListener:
                 yield alert
                 self.ack([alert])
 
-    def ack(self, alerts: Iterable[Alert]) -> None:
-        """Count ``alerts`` as done now."""
-        self.positions.done((a.subscription, a.seq) for a in alerts)
-
-    def close(self) -> None:
-        """Stop: cancel the stream and save the checkpoint file."""
-        self._closed = True
-        if self._call is not None:
-            self._call.cancel()
-        self.positions.save()
-
     async def batches(self) -> AsyncIterator[list[Alert]]:
         """The alerts of each Listen message, resumed and reconnected."""
         client = self.client
         try:
             while not self._closed:
-                request = pb.ListenRequest(
-                    subscriptions=self.subscriptions, after_seq=self.positions.seqs
-                )
-                left = None if self.deadline is None else max(self.deadline - time.monotonic(), 0)
+                request, left = self.request()
                 self._call = client.stub.Listen(request, metadata=client.metadata, timeout=left)
+                error = None
                 try:
                     async for message in self._call:
                         self.reconnect.heard()
                         batch = [await self._alert(a) for a in message.alerts]
                         yield batch
                         self.ack(batch)
-                    why = "it ended the stream"
                 except asyncio.CancelledError:
                     if not self._closed:
                         raise
                     return
                 except grpc.RpcError as exc:
-                    code = exc.code()
-                    if code is grpc.StatusCode.DEADLINE_EXCEEDED or self._closed:
-                        return
-                    if code is not grpc.StatusCode.UNAVAILABLE:
-                        raise from_rpc(exc) from None
-                    why = exc.details() or "unavailable"
-                try:
-                    first = self.reconnect.lost()
-                except TimeoutError as exc:
-                    raise Unavailable(str(exc)) from None
-                if first:
-                    said = f"the server went away ({why}); reconnecting"
-                    log.warning(said)
-                    self.on_lost(said)
+                    error = exc
+                if not self.broke(error):
+                    return
                 await asyncio.sleep(RETRY_EVERY)
         finally:
             self.positions.save()
 
     async def _alert(self, message: pb.Alert) -> Alert:
-        sub = message.subscription
-        if sub not in self._schemas:
+        if not self.knows(message.subscription):
             specs = {s.id: s.output_spec for s in await self.client.subscriptions()}
-            self._schemas.update({s: stream_schema(spec) for s, spec in specs.items()})
-            self._schemas.setdefault(sub, None)
-        return Alert.of(message, self._schemas[sub])
+            self.learn(specs, message.subscription)
+        return self.alert(message)

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -18,13 +17,12 @@ import grpc
 from cesar.automata.schema import StreamSchema
 from cesar.client.calls import PUBLISH_BATCH, publish_requests, stream_schema, subscribe_requests
 from cesar.client.delivery import Sink
-from cesar.client.errors import CesarError, Unavailable, error, from_rpc
+from cesar.client.errors import CesarError, error, from_rpc
+from cesar.client.listening import Following
 from cesar.client.model import Alert, Published, Rejection, Stream, Subscription
-from cesar.client.resume import RETRY_EVERY, After, Positions, Reconnect, starts
+from cesar.client.resume import RETRY_EVERY, After, Positions, starts
 from cesar.server.wire.client import Connection, message_data
 from cesar.v1 import cesar_pb2 as pb
-
-log = logging.getLogger("cesar.client")
 
 TIMEOUT = 60.0
 """Seconds a call may take by default, waiting for a server that is starting included."""
@@ -212,7 +210,7 @@ class Client:
         return message_data(self._call("Stats", pb.StatsRequest()))
 
 
-class Listener:
+class Listener(Following):
     """Alerts as they are made, as an iterator that reconnects and resumes.
 
     Iterate it for alerts one by one, or :meth:`batches` for the alerts of each
@@ -235,15 +233,8 @@ class Listener:
         reconnect_for: float,
         timeout: float | None,
     ) -> None:
+        super().__init__(subscriptions, positions, reconnect_for, timeout)
         self.client = client
-        self.subscriptions = list(subscriptions or ())
-        self.positions = positions
-        self.reconnect = Reconnect(reconnect_for)
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.on_lost: Callable[[str], None] = lambda why: None
-        self._call: Any = None
-        self._closed = False
-        self._schemas: dict[str, StreamSchema | None] = {}
 
     def __enter__(self) -> Listener:
         return self
@@ -256,17 +247,6 @@ class Listener:
             for alert in batch:
                 yield alert
                 self.ack([alert])
-
-    def ack(self, alerts: Iterable[Alert]) -> None:
-        """Count ``alerts`` as done now."""
-        self.positions.done((a.subscription, a.seq) for a in alerts)
-
-    def close(self) -> None:
-        """Stop: cancel the stream and save the checkpoint file."""
-        self._closed = True
-        if self._call is not None:
-            self._call.cancel()
-        self.positions.save()
 
     def deliver(self, sink: Sink | Callable[[list[Alert]], None], count: int | None = None) -> int:
         """Hand each batch to ``sink`` (a :mod:`~cesar.client.delivery` sink or a callable),
@@ -288,49 +268,27 @@ class Listener:
         connection = self.client.connection
         try:
             while not self._closed:
-                request = pb.ListenRequest(
-                    subscriptions=self.subscriptions, after_seq=self.positions.seqs
-                )
-                left = None if self.deadline is None else max(self.deadline - time.monotonic(), 0)
+                request, left = self.request()
                 self._call = connection.stub.Listen(
                     request, metadata=connection.metadata, timeout=left
                 )
+                error = None
                 try:
                     for message in self._call:
                         self.reconnect.heard()
                         batch = [self._alert(a) for a in message.alerts]
                         yield batch
                         self.ack(batch)
-                    why = "it ended the stream"  # a server shutting down ends it
                 except grpc.RpcError as exc:
-                    code = exc.code()
-                    if code is grpc.StatusCode.DEADLINE_EXCEEDED or self._closed:
-                        return
-                    if code is not grpc.StatusCode.UNAVAILABLE:
-                        raise from_rpc(exc) from None
-                    why = exc.details() or "unavailable"
-                self._lost(why)
+                    error = exc
+                if not self.broke(error):
+                    return
                 time.sleep(RETRY_EVERY)
         finally:
             self.positions.save()
 
-    def _lost(self, why: str) -> None:
-        try:
-            first = self.reconnect.lost()
-        except TimeoutError as exc:
-            raise Unavailable(str(exc)) from None
-        if first:
-            said = (
-                f"the server went away ({why}); reconnecting for up to "
-                f"{self.reconnect.seconds:g} s, each subscription resuming after its last seq"
-            )
-            log.warning(said)
-            self.on_lost(said)
-
     def _alert(self, message: pb.Alert) -> Alert:
-        sub = message.subscription
-        if sub not in self._schemas:
+        if not self.knows(message.subscription):
             specs = {s.id: s.output_spec for s in self.client.subscriptions()}
-            self._schemas.update({s: stream_schema(spec) for s, spec in specs.items()})
-            self._schemas.setdefault(sub, None)
-        return Alert.of(message, self._schemas[sub])
+            self.learn(specs, message.subscription)
+        return self.alert(message)
