@@ -33,8 +33,12 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Both cores: one worker per core, each taking a whole test file at a time (module fixtures,
+# the session's SparkSession and the server processes a file starts stay on one worker).
+JOBS ?= 2
+
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(JOBS) --dist loadfile
 
 # docs/diagrams/*.dot are `cesar explain --dot` of the .cel files; the .svg need Graphviz.
 diagrams: setup
