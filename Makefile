@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STOCK := Stock(Name:string,Price:float,Volume:int)[min]
 
-.PHONY: setup demo test lint diagrams flink-venv
+.PHONY: setup demo test lint browser diagrams flink-venv
 
 # cesar is installed editable in setuptools' strict mode: a tree of links to the repository's
 # files under the package names cesar.* (build/__editable__.*), which mypy can read. The tree
@@ -37,7 +37,15 @@ lint: setup
 # the session's SparkSession and the server processes a file starts stay on one worker).
 JOBS ?= 2
 
-test: lint
+# The console's browser tests drive a real headless Chromium: Debian's, with its chromedriver.
+/usr/bin/chromedriver:
+	@echo "installing Debian's chromium and chromium-driver for the browser tests"
+	apt-get install -y -q chromium chromium-driver > /dev/null || \
+	    (apt-get update -q > /dev/null && apt-get install -y -q chromium chromium-driver > /dev/null)
+
+browser: /usr/bin/chromedriver
+
+test: lint browser
 	$(BIN)/pytest -n $(JOBS) --dist loadfile
 
 # docs/diagrams/*.dot are `cesar explain --dot` of the .cel files; the .svg need Graphviz.

@@ -92,13 +92,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
             [
                 *(str(CESAR), "serve", "--data-dir", str(work / "data"), "--port", "0"),
                 *("--shards", "2", "--stream", STOCK, "--log-level", "WARNING"),
+                *("--console-port", "0"),
             ],
             stdout=subprocess.PIPE,
             text=True,
         )
         assert server.stdout is not None
         address = server.stdout.readline().split()[1]
-        say(f"server on {address}")
+        console = server.stdout.readline().split()[1]
+        say(f"server on {address}; its web console at {console} while the demo runs")
         connection = Connection.open(address)
         got: Counter[str] = Counter()
         try:

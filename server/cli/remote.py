@@ -143,6 +143,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "port, in the shard's log); shards on their own take cesar shard --metrics-port",
     )
     parser.add_argument(
+        "--console-port",
+        type=int,
+        metavar="PORT",
+        help="serve the web console on this port of --host, behind the same tokens "
+        "(0: any free port; default: off)",
+    )
+    parser.add_argument(
         "--ready-file",
         type=Path,
         metavar="PATH",
@@ -187,6 +194,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             grace=args.grace,
             log_level=args.log_level,
             ready_file=args.ready_file,
+            console_port=args.console_port,
             metrics_port=args.metrics_port,
             shard_metrics_port=args.shard_metrics_port,
         )

@@ -62,6 +62,7 @@ from cesar.server.front.subscribing import (
     check_batch,
     check_deadline,
     explained,
+    explained_data,
     install_batches,
     prepare_all,
 )
@@ -163,6 +164,14 @@ class Front:
         with self.lock:
             schemas = self.registry.readable(client)
         return explained(client, text, schemas, dot)
+
+    def explain_data(self, client: Client, text: str, own: str = "") -> dict[str, object]:
+        """``cesar explain --json`` of a query of ``client``'s; ``own`` names the stream the
+        query already publishes (a live subscription's), left out of the streams it reads."""
+        with self.lock:
+            schemas = dict(self.registry.readable(client))
+        schemas.pop(own, None)
+        return explained_data(client, text, schemas)
 
     def subscribe(
         self,
@@ -283,13 +292,13 @@ class Front:
             raise NotFound(f"no subscription {sub_id}")
         return live
 
-    def subscriptions(self, client: Client) -> list[SubscriptionRow]:
-        """``client``'s subscriptions, oldest first, with their latest seq."""
+    def subscriptions(self, client: Client | None) -> list[SubscriptionRow]:
+        """``client``'s subscriptions (None: everyone's), oldest first, with their latest seq."""
         with self.lock:
             return [
                 replace(live.row, last_seq=self.registry.last_seq[live.row.id])
                 for live in self.registry.live.values()
-                if live.row.owner == client.name
+                if client is None or live.row.owner == client.name
             ]
 
     # ----------------------------------------------------------------- publish

@@ -35,6 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cesar.automata.schema import EventError, TimeUnit
+from cesar.server.console.app import Console
 from cesar.server.front import limits
 from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError
@@ -103,6 +104,8 @@ class ServeConfig:
     """Child shard ``i`` serves its own at ``127.0.0.1:PORT+i`` (0: any free port)."""
     ready_file: Path | None = None
     """Written (atomically, ``HOST:PORT``) once the server answers; removed when it stops."""
+    console_port: int | None = None
+    """Serve the web console at ``http://HOST:PORT/`` (0: any free port; None: off)."""
 
 
 class StartError(RuntimeError):
@@ -253,6 +256,11 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
             bound = serve_metrics(config.host, config.metrics_port, lambda: collect(front))
             print(f"metrics http://{config.host}:{bound}/metrics", flush=True)
             log.info("metrics", extra={"address": f"{config.host}:{bound}"})
+        console = None
+        if config.console_port is not None:
+            console = Console(front, clients, config.host, config.console_port).start()
+            print(f"console http://{config.host}:{console.port}/", flush=True)
+            log.info("console", extra={"address": f"{config.host}:{console.port}"})
         if config.ready_file is not None:
             _write_ready(config.ready_file, f"{config.host}:{port}")
         log.info(
@@ -267,6 +275,8 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         _arm_shutdown_deadline(config.grace + SHUTDOWN_MARGIN, status)
         log.info("shutting down", extra={"grace_seconds": config.grace})
         health_servicer.enter_graceful_shutdown()
+        if console is not None:
+            console.stop()
         front.stop_intake()
         server.stop(config.grace).wait()
         front.close()

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from cesar.automata.automaton import format_dot
 from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.errors import CelError
-from cesar.automata.explain import explain
+from cesar.automata.explain import explain, explain_data
 from cesar.automata.partition import partition_keys
 from cesar.automata.schema import SchemaError, StreamSchema, check_name
 from cesar.automata.shape import QueryCache
@@ -264,6 +264,21 @@ def explained(
         format_dot(query.automata) if dot else "",
         min(keys) if keys else None,
     )
+
+
+def explained_data(
+    client: Client, text: str, schemas: Mapping[str, StreamSchema]
+) -> dict[str, object]:
+    """``cesar explain --json`` of ``text`` over ``schemas``; at most ``max_query_bytes``;
+    InvalidArgument (line, column, caret) if it does not compile."""
+    too_big = over_query_bytes(client, len(text.encode()), "the query is")
+    if too_big is not None:
+        raise too_big
+    try:
+        query = compile_query(text, schemas, "query")
+    except CelError as exc:
+        raise InvalidArgument(str(exc)) from None
+    return explain_data(query, schemas)
 
 
 def admit_all(

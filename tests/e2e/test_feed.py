@@ -173,6 +173,7 @@ def test_the_demo_prints_every_alert_as_cesar_run_does() -> None:
     assert steps[:3] == ["2340", "starting", "server"], result.stderr
     assert "subscribed examples/queries/drops.cel as s2" in result.stderr
     assert "cesar demo: starting the Spark feed" in result.stderr
+    assert "; its web console at http://127.0.0.1:" in result.stderr
     assert len(result.stdout.splitlines()) == 388
 
 

@@ -21,7 +21,7 @@ LAYERS = [
     ("cesar.index",),
     ("cesar.server.engine",),
     ("cesar.server.wire", "cesar.server.host"),
-    ("cesar.server.front", "cesar.server.shard", "cesar.server.feed"),
+    ("cesar.server.front", "cesar.server.shard", "cesar.server.feed", "cesar.server.console"),
     ("cesar.client",),
     ("cesar.server.cli", "cesar.perf"),
 ]

@@ -1,0 +1,221 @@
+"""The console's HTTP server: pages, their static files and a JSON API behind the tokens.
+
+Python's own ``http.server`` (threaded, one thread a connection): the console serves a
+few people looking, not traffic, so a small, maintained stack is enough, and it adds no
+dependency.  The API reads the ``Authorization: Bearer <token>`` header as gRPC calls
+do (no cookies, so another site cannot act for a logged-in browser); without
+``--tokens`` everyone is ``anonymous``.
+
+* ``GET /`` and ``GET /static/<file>``: the page and its files (vendored, no CDN);
+* ``GET /api/whoami``, ``/api/subscriptions``, ``/api/subscriptions/<id>``,
+  ``/api/streams``, ``/api/shards``; ``POST /api/explain`` with ``{"query": text}``
+  (:mod:`cesar.server.console.views`).
+
+Errors are JSON ``{"code", "message"}`` with the HTTP status of the gRPC code's
+meaning (400, 401, 403, 404, 413, 429).  Budgets: a request body of at most
+:data:`MAX_BODY_BYTES`, :data:`TIMEOUT` seconds to send a request, and at most
+:data:`MAX_CONNECTIONS` connections served at once (the others wait in the
+listen queue).  When nobody looks, the console costs event processing nothing: it
+runs only when asked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
+from typing import Any
+
+from cesar.server.console import views
+from cesar.server.front import limits
+from cesar.server.front.auth import Client, Clients
+from cesar.server.front.errors import FrontError
+from cesar.server.front.front import Front
+
+log = logging.getLogger("cesar.console")
+
+MAX_BODY_BYTES = limits.MAX_QUERY_BYTES + 1024
+"""Bytes of one request body: a query at its largest, in JSON."""
+TIMEOUT = 10.0
+"""Seconds a connection may take to send its request."""
+MAX_CONNECTIONS = 32
+"""Connections served at once."""
+
+STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "FAILED_PRECONDITION": 409,
+    "PAYLOAD_TOO_LARGE": 413,
+    "RESOURCE_EXHAUSTED": 429,
+    "DEADLINE_EXCEEDED": 504,
+    "UNAVAILABLE": 503,
+}
+"""The HTTP status of each error code the console answers with."""
+
+STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+"""The page's files, and what each is (nothing else is served)."""
+
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class ConsoleError(Exception):
+    """An answer other than 200: its code (a key of :data:`STATUS`) and message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Console(ThreadingHTTPServer):
+    """The console on ``host:port`` (0: any free port) over ``front``, behind ``clients``."""
+
+    daemon_threads = True
+
+    def __init__(self, front: Front, clients: Clients, host: str, port: int) -> None:
+        super().__init__((host, port), _Handler)
+        self.front = front
+        self.clients = clients
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.thread = threading.Thread(target=self.serve_forever, name="console", daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        return int(self.server_address[1])
+
+    def start(self) -> Console:
+        """Serve on a daemon thread."""
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.shutdown()
+        self.server_close()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve at most MAX_CONNECTIONS connections at once."""
+        self.slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Console
+    timeout = TIMEOUT
+    protocol_version = "HTTP/1.1"
+    server_version = "cesar-console"
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Requests are not logged (the server's log is for what it does)."""
+
+    def do_GET(self) -> None:
+        self._answer("GET")
+
+    def do_POST(self) -> None:
+        self._answer("POST")
+
+    def _answer(self, method: str) -> None:
+        path = self.path.split("?", 1)[0]
+        try:
+            if method == "GET" and (path == "/" or path.startswith("/static/")):
+                self._static("index.html" if path == "/" else path.removeprefix("/static/"))
+                return
+            body = self._body() if method == "POST" else None
+            self._json(200, self._api(method, path, body))
+        except (TimeoutError, ConnectionError):  # a client that stalls or goes: drop it
+            self.close_connection = True
+        except ConsoleError as exc:
+            self._json(STATUS[exc.code], {"code": exc.code, "message": str(exc)})
+        except FrontError as exc:
+            self._json(STATUS.get(exc.code, 500), {"code": exc.code, "message": str(exc)})
+
+    def _api(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        client = self._client()
+        front = self.server.front
+        route = (method, *path.strip("/").split("/"))
+        if route == ("GET", "api", "whoami"):
+            return views.whoami(client)
+        if route == ("GET", "api", "subscriptions"):
+            return views.subscriptions(front, client)
+        if len(route) == 4 and route[:3] == ("GET", "api", "subscriptions"):
+            return views.subscription(front, client, route[3])
+        if route == ("GET", "api", "streams"):
+            return views.streams(front, client)
+        if route == ("GET", "api", "shards"):
+            return views.shards(front, client)
+        if route == ("POST", "api", "explain"):
+            assert body is not None
+            query = body.get("query")
+            if not isinstance(query, str) or not query.strip():
+                raise ConsoleError("INVALID_ARGUMENT", 'expected {"query": "<CEL or pattern>"}')
+            return views.explained(front, client, query)
+        raise ConsoleError("NOT_FOUND", f"no {method} {path}")
+
+    def _client(self) -> Client:
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        client = self.server.clients.authenticate(token if scheme.lower() == "bearer" else None)
+        if client is None:
+            raise ConsoleError("UNAUTHENTICATED", "missing or unknown bearer token")
+        if not client.may("client"):
+            raise ConsoleError("PERMISSION_DENIED", "the console needs a token with scope client")
+        return client
+
+    def _body(self) -> dict[str, Any]:
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            raise ConsoleError("INVALID_ARGUMENT", "a POST needs its Content-Length") from None
+        if not 0 <= length <= MAX_BODY_BYTES:
+            self.close_connection = True
+            raise ConsoleError(
+                "PAYLOAD_TOO_LARGE", f"a request body is at most {MAX_BODY_BYTES} bytes"
+            )
+        try:
+            data = json.loads(self.rfile.read(length))
+        except (ValueError, UnicodeDecodeError):
+            raise ConsoleError("INVALID_ARGUMENT", "the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise ConsoleError("INVALID_ARGUMENT", "the body is not a JSON object")
+        return data
+
+    def _static(self, name: str) -> None:
+        kind = STATIC.get(name)
+        if kind is None:
+            raise ConsoleError("NOT_FOUND", f"no file {name!r}")
+        self._send(200, kind, files("cesar.server.console").joinpath("static", name).read_bytes())
+
+    def _json(self, status: int, data: Any) -> None:
+        self._send(status, "application/json", json.dumps(data).encode())
+
+    def _send(self, status: int, kind: str, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in HEADERS.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)

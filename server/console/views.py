@@ -1,0 +1,96 @@
+"""What each console endpoint answers, as JSON data: the front's state as a client may see it.
+
+Every function takes the authenticated :class:`~cesar.server.front.auth.Client` and
+shows only what its token may see, as the gRPC API does: a client its own
+subscriptions and streams, an admin token everything.  A subscription of another
+client is :class:`~cesar.server.front.errors.NotFound`, as if it did not exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cesar.server.front.auth import Client
+from cesar.server.front.catalog import SubscriptionRow
+from cesar.server.front.errors import NotFound
+from cesar.server.front.front import Front
+from cesar.server.wire.client import message_data
+
+
+def whoami(client: Client) -> dict[str, Any]:
+    """The client a token stands for, and whether it sees everything."""
+    return {"client": client.name, "admin": client.may("admin")}
+
+
+def _plans(front: Front, client: Client) -> dict[str, str]:
+    plans: dict[str, str] = {}
+    for shard in front.stats(client).shards:
+        plans.update(shard.plans)
+    return plans
+
+
+def _placement(row: SubscriptionRow) -> str:
+    return f"key:{row.key_attribute}" if row.key_attribute else f"global@{row.shard}"
+
+
+def _row(row: SubscriptionRow, plans: dict[str, str]) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "owner": row.owner,
+        "stream": row.stream,
+        "output": row.output_spec,
+        "query": row.query,
+        "algebra": bool(row.algebra),
+        "placement": _placement(row),
+        "last_seq": row.last_seq,
+        "created_ms": row.created_ms,
+        "plan": plans.get(row.id, ""),
+    }
+
+
+def subscriptions(front: Front, client: Client) -> list[dict[str, Any]]:
+    """The caller's subscriptions (an admin's: everyone's), oldest first."""
+    plans = _plans(front, client)
+    return [_row(row, plans) for row in _visible(front, client)]
+
+
+def _visible(front: Front, client: Client) -> list[SubscriptionRow]:
+    return front.subscriptions(None if client.may("admin") else client)
+
+
+def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
+    """One subscription: its row, its plan, and its compiled form (``cesar explain --json``,
+    the automata the page draws); NotFound unless the caller may see it."""
+    found = [row for row in _visible(front, client) if row.id == sub_id]
+    if not found:
+        raise NotFound(f"no subscription {sub_id!r} of yours")
+    row = found[0]
+    data = _row(row, _plans(front, client))
+    if row.query:  # an admin reads every stream, so it compiles as its owner's did
+        data["compiled"] = front.explain_data(client, row.query, own=row.stream)
+    return data
+
+
+def streams(front: Front, client: Client) -> list[dict[str, Any]]:
+    """The streams the caller may use, by name."""
+    return [
+        {
+            "name": row.name,
+            "spec": row.spec,
+            "owner": row.owner,
+            "subscription": row.subscription,
+            "shared_with": readers,
+        }
+        for row, readers in front.stream_rows(client)
+    ]
+
+
+def shards(front: Front, client: Client) -> dict[str, Any]:
+    """The counters the caller may see: the front's and each shard's (Stats)."""
+    return message_data(front.stats(client))
+
+
+def explained(front: Front, client: Client, query: str) -> dict[str, Any]:
+    """``query`` compiled against the caller's streams, as ``cesar explain --json``;
+    InvalidArgument with the line, column and caret when it does not compile."""
+    return front.explain_data(client, query)

@@ -1,0 +1,129 @@
+"""The web console in a real headless Chromium (Debian's, with its chromidriver, which `make
+browser` installs) against a real server: log in with a token, see the subscriptions, open
+one and count its drawn automaton's nodes against ``cesar explain --json``, try a query
+that fails and one that compiles, look at the shards.  Screenshots land in
+build/screenshots/, the test's artifacts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from cesar.client import Client
+from cesar.perf.serverproc import CESAR, QUERIES, STOCK, Server, sample_events
+
+SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1280,900",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Server, str]]:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tok-a alice\ntok-b bob\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens), "--console-port", "0").start()
+    assert server.process is not None and server.process.stdout is not None
+    url = server.process.stdout.readline().split()[1]
+    try:
+        yield server, url
+    finally:
+        server.stop()
+
+
+def wait_for(driver: WebDriver, css: str) -> list:  # type: ignore[type-arg]
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, css))
+    return driver.find_elements(By.CSS_SELECTOR, css)
+
+
+def log_in(driver: WebDriver, url: str, token: str) -> None:
+    driver.get(url)
+    field = wait_for(driver, "#token")[0]
+    field.send_keys(token)
+    driver.find_element(By.CSS_SELECTOR, "#login button").click()
+    WebDriverWait(driver, 30).until(
+        lambda d: (
+            d.find_element(By.ID, "who").text.startswith(token.replace("tok-a", "alice"))
+            or d.find_element(By.ID, "who").text.startswith("bob")
+        )
+    )
+
+
+def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, browser) -> None:  # type: ignore[no-untyped-def]
+    server, url = served
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with Client(server.address, token="tok-a") as alice:
+        sub = alice.subscribe(QUERIES[1].read_text())
+        rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in sample_events()]
+        alice.publish("Stock", rows)
+    log_in(browser, url, "tok-a")
+    (row,) = wait_for(browser, f'tr[data-subscription="{sub.id}"]')
+    assert "Drops" in row.text and "key:Name" in row.text
+    browser.save_screenshot(str(SHOTS / "subscriptions.png"))
+
+    row.find_element(By.TAG_NAME, "a").click()
+    circles = wait_for(browser, "svg.automaton circle[data-node]")
+    explained = subprocess.run(
+        [str(CESAR), "explain", "--json", "--stream", STOCK, str(QUERIES[1])],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    automata = json.loads(explained.stdout)["automata"]
+    assert len(circles) == sum(len(a["nodes"]) for a in automata)
+    edges = browser.find_elements(By.CSS_SELECTOR, "svg.automaton path[data-edge]")
+    assert len(edges) == sum(len(a["edges"]) for a in automata)
+    assert "Subscription s1" in browser.find_element(By.TAG_NAME, "h2").text
+    browser.save_screenshot(str(SHOTS / "subscription.png"))
+
+    browser.get(url + "#/try")
+    query = wait_for(browser, "#query")[0]
+    query.send_keys("FILTER{Price >}(Stock)")
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    (error,) = wait_for(browser, "pre.error")
+    assert error.text.startswith("INVALID_ARGUMENT: line 1, column 15: unexpected '}'")
+    assert error.text.endswith("^")
+    browser.save_screenshot(str(SHOTS / "try-error.png"))
+    query.clear()
+    query.send_keys("FILTER{Price > 3000}(Stock) PUBLISH Big")
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    assert wait_for(browser, "#explained svg.automaton circle[data-node]")
+    browser.save_screenshot(str(SHOTS / "try.png"))
+
+    browser.get(url + "#/shards")
+    cells = wait_for(browser, "main table td")
+    assert any(cell.text == "subscriptions" for cell in cells)
+    browser.save_screenshot(str(SHOTS / "shards.png"))
+
+
+def test_another_token_sees_none_of_those_subscriptions(served, browser) -> None:  # type: ignore[no-untyped-def]
+    server, url = served
+    with Client(server.address, token="tok-a") as alice:
+        sub = alice.subscribe(QUERIES[1].read_text())
+    log_in(browser, url, "tok-b")
+    heading = wait_for(browser, "main h2")[0]
+    assert heading.text == "Subscriptions (0)"
+    browser.get(f"{url}#/subscription/{sub.id}")
+    (error,) = wait_for(browser, "pre.error")
+    assert error.text == f"NOT_FOUND: no subscription '{sub.id}' of yours"

@@ -1,0 +1,136 @@
+"""The web console's HTTP API against a real server (front + 2 shards): every page and
+endpoint shows a token only its own subscriptions and streams, errors are JSON with the
+status of their code, and hostile requests are refused without hurting the server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cesar.client import Client
+from cesar.perf.serverproc import CESAR, QUERIES, STOCK, Server
+
+DROPS = QUERIES[1].read_text()
+
+
+@pytest.fixture
+def console(tmp_path: Path) -> Iterator[tuple[Server, str]]:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(
+        "tok-a alice\ntok-b bob\ntok-root root scope=admin\ntok-feed spark scope=feed\n"
+    )
+    server = Server(tmp_path / "data", "--tokens", str(tokens), "--console-port", "0").start()
+    assert server.process is not None and server.process.stdout is not None
+    line = server.process.stdout.readline().split()
+    assert line[0] == "console", line
+    try:
+        yield server, line[1].rstrip("/")
+    finally:
+        server.stop()
+
+
+def call(
+    url: str, token: str | None = None, body: bytes | None = None
+) -> tuple[int, Any, dict[str, str]]:
+    """(status, JSON or text, headers) of one request."""
+    request = urllib.request.Request(url, data=body)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, raw, got = response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        status, raw, got = exc.code, exc.read(), dict(exc.headers)
+    kind = got.get("Content-Type", "")
+    return status, json.loads(raw) if kind == "application/json" else raw.decode(), got
+
+
+def test_the_page_and_its_files_are_served_with_a_strict_policy(console) -> None:  # type: ignore[no-untyped-def]
+    _, url = console
+    status, page, headers = call(url + "/")
+    assert status == 200 and "<title>cesar console</title>" in page
+    assert headers["Content-Security-Policy"].startswith("default-src 'self'")
+    assert '<script src="/static/console.js"' in page and "http" not in page.split("<body>")[0]
+    for name in ("console.js", "console.css"):
+        assert call(f"{url}/static/{name}")[0] == 200
+    assert call(f"{url}/static/app.py", "tok-a")[0] == 404
+
+
+def test_a_token_sees_only_its_own_subscriptions_and_streams(console) -> None:  # type: ignore[no-untyped-def]
+    server, url = console
+    with Client(server.address, token="tok-a") as alice:
+        mine = alice.subscribe(DROPS)
+    with Client(server.address, token="tok-b") as bob:
+        theirs = bob.subscribe("FILTER{Price > 100}(Stock) PUBLISH Big")
+    status, rows, _ = call(url + "/api/subscriptions", "tok-a")
+    assert status == 200 and [r["id"] for r in rows] == [mine.id]
+    assert rows[0]["placement"] == "key:Name" and rows[0]["owner"] == "alice"
+    assert [r["id"] for r in call(url + "/api/subscriptions", "tok-b")[1]] == [theirs.id]
+    assert [r["id"] for r in call(url + "/api/subscriptions", "tok-root")[1]] == [
+        mine.id,
+        theirs.id,
+    ]
+    status, error, _ = call(f"{url}/api/subscriptions/{mine.id}", "tok-b")
+    assert (status, error["code"]) == (404, "NOT_FOUND")
+    names = {s["name"] for s in call(url + "/api/streams", "tok-b")[1]}
+    assert "Big" in names and "Drops" not in names and "Stock" in names
+    assert call(url + "/api/whoami", "tok-root")[1] == {"client": "root", "admin": True}
+    assert call(url + "/api/subscriptions")[0] == 401
+    status, error, _ = call(url + "/api/subscriptions", "tok-feed")
+    assert (status, error["code"]) == (403, "PERMISSION_DENIED")
+    assert call(url + "/api/subscriptions", "tok-nobody")[0] == 401
+
+
+def test_a_subscription_shows_the_automata_explain_json_shows(console, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    server, url = console
+    with Client(server.address, token="tok-a") as alice:
+        sub = alice.subscribe(DROPS)
+    status, shown, _ = call(f"{url}/api/subscriptions/{sub.id}", "tok-a")
+    assert status == 200 and shown["query"] == DROPS and shown["stream"] == "Drops"
+    explained = subprocess.run(
+        [str(CESAR), "explain", "--json", "--stream", STOCK, str(QUERIES[1])],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    expected = json.loads(explained.stdout)
+    for got, want in zip(shown["compiled"]["automata"], expected["automata"], strict=True):
+        assert (got["nodes"], got["edges"]) == (want["nodes"], want["edges"])
+
+
+def test_try_a_query_shows_the_compiled_form_or_the_error_with_its_caret(console) -> None:  # type: ignore[no-untyped-def]
+    _, url = console
+    body = json.dumps({"query": "FILTER{Price > 3}(Stock) PUBLISH Big"}).encode()
+    status, compiled, _ = call(url + "/api/explain", "tok-a", body)
+    assert status == 200 and compiled["publishes"].startswith("Big(")
+    assert len(compiled["automata"][0]["nodes"]) >= 2
+    body = json.dumps({"query": "FILTER{Price >}(Stock)"}).encode()
+    status, error, _ = call(url + "/api/explain", "tok-a", body)
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT")
+    assert error["message"].startswith("line 1, column 15: unexpected '}'; expected a term")
+    assert error["message"].endswith("\n                ^")
+
+
+def test_hostile_requests_are_refused_and_the_server_serves_on(console) -> None:  # type: ignore[no-untyped-def]
+    server, url = console
+    huge = json.dumps({"query": "x" * 200_000}).encode()
+    assert call(url + "/api/explain", "tok-a", huge)[1]["code"] == "PAYLOAD_TOO_LARGE"
+    for body in (b"not json", b"[1, 2]", b'{"query": 5}', b"\xff\xfe"):
+        status, error, _ = call(url + "/api/explain", "tok-a", body)
+        assert (status, error["code"]) == (400, "INVALID_ARGUMENT"), body
+    assert call(url + "/api/nothing", "tok-a")[0] == 404
+    assert call(url + "/api/subscriptions/%00%2F..", "tok-a")[0] == 404
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as raw:
+        raw.sendall(b"POST /api/explain HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")  # stalls
+        assert call(url + "/api/whoami", "tok-a")[0] == 200  # others are served meanwhile
+        assert raw.recv(100) == b""  # then its 10 s to send the request end: closed
+    with Client(server.address, token="tok-a") as alice:
+        assert alice.subscriptions() == []  # the gRPC side answers as before
+    assert call(url + "/api/whoami", "tok-a")[0] == 200
