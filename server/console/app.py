@@ -9,7 +9,10 @@ do (no cookies, so another site cannot act for a logged-in browser); without
 * ``GET /`` and ``GET /static/<file>``: the page and its files (vendored, no CDN);
 * ``GET /api/whoami``, ``/api/subscriptions``, ``/api/subscriptions/<id>``,
   ``/api/streams``, ``/api/shards``; ``POST /api/explain`` with ``{"query": text}``
-  (:mod:`cesar.server.console.views`).
+  (:mod:`cesar.server.console.views`);
+* ``GET /api/alerts?subscription=ID&after=ID:SEQ`` (each repeatable): the caller's alerts
+  as Server-Sent Events (``id: ID:SEQ``, ``data:`` the alert as ``cesar listen`` prints
+  it), resumed after the seqs given, then live, until the browser goes away.
 
 Errors are JSON ``{"code", "message"}`` with the HTTP status of the gRPC code's
 meaning (400, 401, 403, 404, 413, 429).  Budgets: a request body of at most
@@ -23,10 +26,13 @@ from __future__ import annotations
 
 import json
 import logging
+import select
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
 from typing import Any
+from urllib.parse import parse_qs
 
 from cesar.server.console import views
 from cesar.server.front import limits
@@ -90,6 +96,7 @@ class Console(ThreadingHTTPServer):
         self.front = front
         self.clients = clients
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.serve_forever, name="console", daemon=True)
 
     @property
@@ -103,7 +110,8 @@ class Console(ThreadingHTTPServer):
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
+        """Stop serving (alert streams end) and close the socket."""
+        self.stopping.set()
         self.shutdown()
         self.server_close()
 
@@ -139,10 +147,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer("POST")
 
     def _answer(self, method: str) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         try:
             if method == "GET" and (path == "/" or path.startswith("/static/")):
                 self._static("index.html" if path == "/" else path.removeprefix("/static/"))
+                return
+            if method == "GET" and path == "/api/alerts":
+                self._alerts(self._client(), parse_qs(query))
                 return
             body = self._body() if method == "POST" else None
             self._json(200, self._api(method, path, body))
@@ -174,6 +185,53 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ConsoleError("INVALID_ARGUMENT", 'expected {"query": "<CEL or pattern>"}')
             return views.explained(front, client, query)
         raise ConsoleError("NOT_FOUND", f"no {method} {path}")
+
+    def _alerts(self, client: Client, query: dict[str, list[str]]) -> None:
+        """Server-Sent Events of the caller's alerts (module docstring); the headers go once
+        the stream is granted, so a refusal (an unknown subscription, past the retention, too
+        many Listen streams) is a JSON error as for any call."""
+        after: dict[str, int] = {}
+        for item in query.get("after", []):
+            sub, colon, seq = item.rpartition(":")
+            if not colon or not seq.isdigit():
+                raise ConsoleError("INVALID_ARGUMENT", f"after={item!r}: expected ID:SEQ")
+            after[sub] = int(seq)
+        records = views.alerts(  # the checks run here, before anything is sent
+            self.server.front, client, query.get("subscription", []), after, self._watched
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        for name, value in HEADERS.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.write(b": alerts\n\n")
+        self.wfile.flush()
+        try:
+            for record in records:
+                self._event(record)
+        except FrontError as exc:  # e.g. the retention passed a slow reader: said, then ended
+            error = json.dumps({"code": exc.code, "message": str(exc)})
+            self.wfile.write(f"event: error\ndata: {error}\n\n".encode())
+        finally:
+            records.close()
+
+    def _event(self, record: dict[str, Any]) -> None:
+        line = f"id: {record['subscription']}:{record['seq']}\ndata: {json.dumps(record)}\n\n"
+        self.wfile.write(line.encode())
+        self.wfile.flush()
+
+    def _watched(self) -> bool:
+        """Whether the browser still listens and the console still serves."""
+        if self.server.stopping.is_set():
+            return False
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return True
+        try:
+            return bool(self.connection.recv(1, socket.MSG_PEEK))
+        except OSError:
+            return False
 
     def _client(self) -> Client:
         scheme, _, token = self.headers.get("Authorization", "").partition(" ")

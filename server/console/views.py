@@ -8,13 +8,19 @@ client is :class:`~cesar.server.front.errors.NotFound`, as if it did not exist.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+from cesar.automata.schema import parse_stream_spec
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
 from cesar.server.front.errors import NotFound
 from cesar.server.front.front import Front
 from cesar.server.wire.client import message_data
+from cesar.server.wire.convert import trusted_event
+from cesar.server.wire.eventfile import event_json
+from cesar.v1 import cesar_pb2 as pb
 
 
 def whoami(client: Client) -> dict[str, Any]:
@@ -94,3 +100,37 @@ def explained(front: Front, client: Client, query: str) -> dict[str, Any]:
     """``query`` compiled against the caller's streams, as ``cesar explain --json``;
     InvalidArgument with the line, column and caret when it does not compile."""
     return front.explain_data(client, query)
+
+
+def alerts(
+    front: Front,
+    client: Client,
+    subscriptions: list[str],
+    after: Mapping[str, int],
+    active: Callable[[], bool],
+) -> Generator[dict[str, Any]]:
+    """The caller's alerts as ``cesar listen`` prints them (times in the stream's zone):
+    after ``after``'s seqs first, then live ones, of ``subscriptions`` (empty: all of its own,
+    including later ones); until ``active()`` is false.  One of the caller's Listen streams
+    (``max_listens``); the checks run at the call, the waiting as it is read."""
+    return _records(front, client, front.listen(client, subscriptions, after, active))
+
+
+def _records(front: Front, client: Client, batches: Generator[bytes]) -> Generator[dict[str, Any]]:
+    schemas = {}
+    try:
+        for batch in batches:
+            for alert in pb.AlertBatch.FromString(batch).alerts:
+                record: dict[str, Any] = {"subscription": alert.subscription, "seq": alert.seq}
+                if alert.notice:
+                    record["notice"] = alert.notice
+                    yield record
+                    continue
+                if alert.subscription not in schemas:
+                    rows = front.subscriptions(client)
+                    schemas.update({r.id: parse_stream_spec(r.output_spec) for r in rows})
+                event = trusted_event(alert.event)
+                record.update(json.loads(event_json(event, schemas.get(alert.subscription))))
+                yield record
+    finally:
+        batches.close()  # gives the Listen stream back at once

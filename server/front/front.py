@@ -27,7 +27,7 @@ import logging
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 
 import pyarrow as pa
@@ -460,9 +460,11 @@ class Front:
         subscriptions: Sequence[str],
         after_seq: Mapping[str, int],
         active: Callable[[], bool],
-    ) -> Iterator[bytes]:
+    ) -> Generator[bytes]:
         """Alerts of ``client``'s subscriptions, as serialized AlertBatch messages: resumed
-        ones first, then live ones."""
+        ones first, then live ones.  The checks (ownership, seqs, the client's Listen
+        streams) run now; the stream, which must be read (or closed), counts as one of the
+        client's until it ends."""
         with self.lock:
             wanted = set(subscriptions)
             for sub in wanted | set(after_seq):
@@ -480,6 +482,15 @@ class Front:
                 )
             self.listens[client.name] += 1
             self.counters["listens_opened"] += 1
+        return self._listening(client, wanted, after_seq, active)
+
+    def _listening(
+        self,
+        client: Client,
+        wanted: set[str],
+        after_seq: Mapping[str, int],
+        active: Callable[[], bool],
+    ) -> Generator[bytes]:
         try:
             yield from self.listeners.stream(client.name, wanted, after_seq, active)
         finally:

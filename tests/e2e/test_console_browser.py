@@ -127,3 +127,45 @@ def test_another_token_sees_none_of_those_subscriptions(served, browser) -> None
     browser.get(f"{url}#/subscription/{sub.id}")
     (error,) = wait_for(browser, "pre.error")
     assert error.text == f"NOT_FOUND: no subscription '{sub.id}' of yours"
+
+
+def test_live_alerts_appear_as_they_are_made_and_pause(served, browser) -> None:  # type: ignore[no-untyped-def]
+    """The live view is open before any quote: the alerts of the first half of the sample
+    appear; paused, the second half's are held (not shown); resumed, they appear; the
+    filter keeps one subscription's rows."""
+    server, url = served
+    events = sample_events()
+    half = len(events) // 2
+    while events[half].t1 == events[half - 1].t1:
+        half += 1
+    rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in events]
+    with Client(server.address, token="tok-a") as alice:
+        sub = alice.subscribe(QUERIES[1].read_text())
+        log_in(browser, url, "tok-a")
+        browser.get(url + "#/alerts")
+        WebDriverWait(browser, 30).until(
+            lambda d: d.find_element(By.ID, "alert-status").text == "live"
+        )
+        alice.publish("Stock", rows[:half])
+        first = alice.subscriptions()[0].last_seq
+        WebDriverWait(browser, 30).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == first
+        )
+        browser.find_element(By.ID, "pause").click()
+        alice.publish("Stock", rows[half:])
+        total = alice.subscriptions()[0].last_seq
+        assert total > first
+        browser.find_element(By.ID, "pause").click()  # resume: the held alerts appear
+        WebDriverWait(browser, 30).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == total
+        )
+    seqs = [
+        int(r.get_attribute("data-seq"))
+        for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr")
+    ]
+    assert seqs == list(range(total, 0, -1))  # newest first
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "alerts.png"))
+    browser.find_element(By.ID, "alert-filter").send_keys("s9")
+    assert not [r for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr") if r.is_displayed()]
+    assert sub.id == "s1"

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ from typing import Any
 import pytest
 
 from cesar.client import Client
-from cesar.perf.serverproc import CESAR, QUERIES, STOCK, Server
+from cesar.perf.serverproc import (
+    CESAR,
+    QUERIES,
+    STOCK,
+    Server,
+    expected_lines,
+    normalized,
+    sample_events,
+)
 
 DROPS = QUERIES[1].read_text()
 
@@ -134,3 +143,42 @@ def test_hostile_requests_are_refused_and_the_server_serves_on(console) -> None:
     with Client(server.address, token="tok-a") as alice:
         assert alice.subscriptions() == []  # the gRPC side answers as before
     assert call(url + "/api/whoami", "tok-a")[0] == 200
+
+
+def test_live_alerts_stream_as_server_sent_events_resumed_after_a_seq(console) -> None:  # type: ignore[no-untyped-def]
+    """The drops of the sample arrive as events whose data is ``cesar listen``'s line, in
+    seq order; a stream resumed after seq 40 starts at 41; another token's subscription and a
+    malformed resume point are refused before the stream starts."""
+    server, url = console
+    with Client(server.address, token="tok-a") as alice:
+        sub = alice.subscribe(DROPS)
+        rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in sample_events()]
+        alice.publish("Stock", rows)
+    want = normalized(expected_lines([("drops", DROPS)], sample_events()))
+    total = sum(want.values())
+
+    def read(after: int, count: int) -> list[dict[str, Any]]:
+        request = urllib.request.Request(f"{url}/api/alerts?after={sub.id}:{after}")
+        request.add_header("Authorization", "Bearer tok-a")
+        records: list[dict[str, Any]] = []
+        with urllib.request.urlopen(request, timeout=30) as stream:
+            assert stream.headers["Content-Type"] == "text/event-stream"
+            while len(records) < count:
+                line = stream.readline().decode()
+                if line.startswith("data: "):
+                    records.append(json.loads(line.removeprefix("data: ")))
+        return records
+
+    records = read(0, total)
+    assert [r["seq"] for r in records] == list(range(1, total + 1))
+    assert records[0]["time"].endswith("Z") and records[0]["stream"] == "Drops"
+    got: Counter[str] = Counter()
+    for record in records:
+        line = {k: v for k, v in record.items() if k not in ("subscription", "seq")}
+        got[json.dumps(line)] += 1
+    assert normalized(got) == want
+    assert [r["seq"] for r in read(40, total - 40)] == list(range(41, total + 1))
+    status, error, _ = call(f"{url}/api/alerts?subscription={sub.id}", "tok-b")
+    assert (status, error["code"]) == (404, "NOT_FOUND")
+    status, error, _ = call(f"{url}/api/alerts?after=s1", "tok-a")
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT")

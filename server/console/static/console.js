@@ -180,21 +180,106 @@ function tryView() {
   return [el("h2", {}, "Try a query"), form, out];
 }
 
+// Live alerts: the caller's alerts as Server-Sent Events, read with fetch (EventSource cannot
+// send the token); resumed after the last seq of each subscription when the stream breaks.
+let watching = null;
+
+function alertsView() {
+  const seen = new Map();  // subscription -> last seq shown
+  let paused = false;
+  let held = [];
+  const filter = el("input", { id: "alert-filter", type: "search", placeholder: "subscription id, e.g. s1" });
+  const pause = el("button", { type: "button", id: "pause", "aria-pressed": "false" }, "Pause");
+  const status = el("span", { id: "alert-status", class: "muted", "aria-live": "polite" }, "connecting…");
+  const list = el("tbody", { id: "alerts" });
+  const show = (record) => {
+    const wanted = filter.value.trim();
+    const row = el("tr", { "data-subscription": record.subscription, "data-seq": record.seq },
+      el("td", {}, record.subscription), el("td", {}, record.seq),
+      el("td", {}, record.notice ? "notice" : record.time || `${record.t0}/${record.t1}`),
+      el("td", { class: "query" }, record.notice || JSON.stringify(record.attrs)));
+    row.hidden = wanted !== "" && record.subscription !== wanted;
+    list.prepend(row);
+    while (list.children.length > 500) list.lastChild.remove();
+  };
+  filter.addEventListener("input", () => {
+    const wanted = filter.value.trim();
+    for (const row of list.children) row.hidden = wanted !== "" && row.dataset.subscription !== wanted;
+  });
+  pause.addEventListener("click", () => {
+    paused = !paused;
+    pause.textContent = paused ? "Resume" : "Pause";
+    pause.setAttribute("aria-pressed", String(paused));
+    if (!paused) { held.forEach(show); held = []; }
+    status.textContent = paused ? "paused" : "live";
+  });
+  const controller = new AbortController();
+  watching = controller;
+  (async () => {
+    while (!controller.signal.aborted) {
+      const after = [...seen].map(([sub, seq]) => `after=${encodeURIComponent(`${sub}:${seq}`)}`);
+      try {
+        const headers = token() ? { "Authorization": "Bearer " + token() } : {};
+        const response = await fetch(`/api/alerts?${after.join("&")}`, { headers, signal: controller.signal });
+        if (!response.ok) {
+          const error = await response.json();
+          status.replaceChildren(failure(error));
+          return;
+        }
+        status.textContent = paused ? "paused" : "live";
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true });
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+            if (!data) continue;
+            const record = JSON.parse(data);
+            if (block.startsWith("event: error")) { status.replaceChildren(failure(record)); return; }
+            seen.set(record.subscription, record.seq);
+            if (paused) held.push(record); else show(record);
+          }
+        }
+      } catch (error) {
+        if (controller.signal.aborted) return;
+      }
+      status.textContent = "reconnecting…";
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  })();
+  return [el("h2", {}, "Live alerts"),
+    el("p", {}, el("label", { for: "alert-filter" }, "Subscription "), filter, " ", pause, " ", status),
+    el("table", {}, el("thead", {}, el("tr", {},
+      ...["subscription", "seq", "time", "event"].map((h) => el("th", { scope: "col" }, h)))), list)];
+}
+
+let routed = 0;  // the latest route asked for: a slower earlier one must not draw over it
+
 async function route() {
+  const mine = ++routed;
   const [, page, id] = (location.hash || "#/subscriptions").split("/");
   for (const link of document.querySelectorAll("nav a")) {
     link.toggleAttribute("aria-current", link.getAttribute("href") === `#/${page}`);
     if (link.hasAttribute("aria-current")) link.setAttribute("aria-current", "page");
   }
+  if (watching) { watching.abort(); watching = null; }
   let parts;
   try {
-    if (page === "subscription") parts = await subscriptionView(decodeURIComponent(id));
+    if (page === "alerts") parts = alertsView();
+    else if (page === "subscription") parts = await subscriptionView(decodeURIComponent(id));
     else if (page === "shards") parts = await shardsView();
     else if (page === "try") parts = tryView();
     else parts = await subscriptionsView();
   } catch (error) {
     parts = [failure(error)];
   }
+  if (mine !== routed) return;
   main().replaceChildren(...parts);
   main().dataset.view = page || "subscriptions";
 }
