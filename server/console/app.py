@@ -8,8 +8,8 @@ do (no cookies, so another site cannot act for a logged-in browser); without
 
 * ``GET /`` and ``GET /static/<file>``: the page and its files (vendored, no CDN);
 * ``GET /api/whoami``, ``/api/subscriptions``, ``/api/subscriptions/<id>``,
-  ``/api/streams``, ``/api/shards``; ``POST /api/explain`` with ``{"query": text}``
-  (:mod:`cesar.server.console.views`);
+  ``/api/streams``, ``/api/shards``; ``POST /api/explain`` and ``POST /api/subscribe``
+  with ``{"query": text}`` (:mod:`cesar.server.console.views`);
 * ``GET /api/alerts?subscription=ID&after=ID:SEQ`` (each repeatable): the caller's alerts
   as Server-Sent Events (``id: ID:SEQ``, ``data:`` the alert as ``cesar listen`` prints
   it), resumed after the seqs given, then live, until the browser goes away.
@@ -131,6 +131,14 @@ class Console(ThreadingHTTPServer):
             self.slots.release()
 
 
+def _query(body: dict[str, Any] | None) -> str:
+    """The ``query`` of a POST's JSON body."""
+    query = None if body is None else body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ConsoleError("INVALID_ARGUMENT", 'expected {"query": "<CEL or pattern>"}')
+    return query
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: Console
     timeout = TIMEOUT
@@ -179,11 +187,9 @@ class _Handler(BaseHTTPRequestHandler):
         if route == ("GET", "api", "shards"):
             return views.shards(front, client)
         if route == ("POST", "api", "explain"):
-            assert body is not None
-            query = body.get("query")
-            if not isinstance(query, str) or not query.strip():
-                raise ConsoleError("INVALID_ARGUMENT", 'expected {"query": "<CEL or pattern>"}')
-            return views.explained(front, client, query)
+            return views.explained(front, client, _query(body))
+        if route == ("POST", "api", "subscribe"):
+            return views.subscribed(front, client, _query(body))
         raise ConsoleError("NOT_FOUND", f"no {method} {path}")
 
     def _alerts(self, client: Client, query: dict[str, list[str]]) -> None:

@@ -96,6 +96,11 @@ def shards(front: Front, client: Client) -> dict[str, Any]:
     return message_data(front.stats(client))
 
 
+def subscribed(front: Front, client: Client, query: str) -> dict[str, Any]:
+    """Subscribe ``query`` for the caller, as ``cesar subscribe`` does; its row."""
+    return _row(front.subscribe(client, query), {})
+
+
 def explained(front: Front, client: Client, query: str) -> dict[str, Any]:
     """``query`` compiled against the caller's streams, as ``cesar explain --json``;
     InvalidArgument with the line, column and caret when it does not compile."""

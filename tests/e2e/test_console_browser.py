@@ -44,7 +44,7 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     tokens = tmp_path / "tokens"
-    tokens.write_text("tok-a alice\ntok-b bob\n")
+    tokens.write_text("tok-a alice\ntok-b bob\ntok-root root scope=admin\n")
     server = Server(tmp_path / "data", "--tokens", str(tokens), "--console-port", "0").start()
     assert server.process is not None and server.process.stdout is not None
     url = server.process.stdout.readline().split()[1]
@@ -59,17 +59,16 @@ def wait_for(driver: WebDriver, css: str) -> list:  # type: ignore[type-arg]
     return driver.find_elements(By.CSS_SELECTOR, css)
 
 
+NAMES = {"tok-a": "alice", "tok-b": "bob", "tok-root": "root (admin)"}
+
+
 def log_in(driver: WebDriver, url: str, token: str) -> None:
     driver.get(url)
     field = wait_for(driver, "#token")[0]
+    field.clear()
     field.send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "#login button").click()
-    WebDriverWait(driver, 30).until(
-        lambda d: (
-            d.find_element(By.ID, "who").text.startswith(token.replace("tok-a", "alice"))
-            or d.find_element(By.ID, "who").text.startswith("bob")
-        )
-    )
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "who").text == NAMES[token])
 
 
 def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, browser) -> None:  # type: ignore[no-untyped-def]
@@ -114,6 +113,22 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     browser.get(url + "#/shards")
     cells = wait_for(browser, "main table td")
     assert any(cell.text == "subscriptions" for cell in cells)
+    charts = wait_for(browser, "figure[data-chart]")
+    assert [c.get_attribute("data-chart") for c in charts] == ["alerts"]  # alice's own only
+    log_in(browser, url + "#/shards", "tok-root")
+    WebDriverWait(browser, 30).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 6
+    )
+    last = max(e.t1 for e in sample_events())
+    more = [{"t1": last + k, "Name": "IBM", "Price": 1.0, "Volume": 1} for k in range(1, 301)]
+    with Client(server.address, token="tok-a") as alice:
+        alice.publish("Stock", more, batch=30)
+    WebDriverWait(browser, 30).until(  # the next samples see the quotes arrive
+        lambda d: (
+            d.find_element(By.CSS_SELECTOR, 'figure[data-chart="events"] figcaption').text
+            != "events/s accepted: 0.0"
+        )
+    )
     browser.save_screenshot(str(SHOTS / "shards.png"))
 
 
@@ -169,3 +184,28 @@ def test_live_alerts_appear_as_they_are_made_and_pause(served, browser) -> None:
     browser.find_element(By.ID, "alert-filter").send_keys("s9")
     assert not [r for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr") if r.is_displayed()]
     assert sub.id == "s1"
+
+
+def test_a_query_subscribed_from_try_a_query_shows_its_alerts_live(served, browser) -> None:  # type: ignore[no-untyped-def]
+    """The issue's path: paste a query, subscribe it from the page, open the live view,
+    publish quotes, and see its alerts arrive."""
+    server, url = served
+    log_in(browser, url, "tok-a")
+    browser.get(url + "#/try")
+    wait_for(browser, "#query")[0].send_keys(QUERIES[1].read_text())
+    browser.find_element(By.ID, "subscribe").click()
+    WebDriverWait(browser, 30).until(lambda d: d.current_url.endswith("#/subscription/s1"))
+    assert wait_for(browser, "svg.automaton circle[data-node]")
+    browser.get(url + "#/alerts")
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "alert-status").text == "live")
+    rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in sample_events()]
+    with Client(server.address, token="tok-a") as alice:
+        (sub,) = alice.subscriptions()
+        assert (sub.id, sub.owner, sub.stream) == ("s1", "alice", "Drops")
+        alice.publish("Stock", rows)
+        total = alice.subscriptions()[0].last_seq
+    WebDriverWait(browser, 30).until(
+        lambda d: (
+            len(d.find_elements(By.CSS_SELECTOR, '#alerts tr[data-subscription="s1"]')) == total
+        )
+    )

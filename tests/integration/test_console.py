@@ -126,6 +126,19 @@ def test_try_a_query_shows_the_compiled_form_or_the_error_with_its_caret(console
     assert error["message"].endswith("\n                ^")
 
 
+def test_subscribing_from_the_console_is_subscribing_as_the_token(console) -> None:  # type: ignore[no-untyped-def]
+    server, url = console
+    body = json.dumps({"query": DROPS}).encode()
+    status, made, _ = call(url + "/api/subscribe", "tok-a", body)
+    assert status == 200 and (made["id"], made["owner"], made["stream"]) == ("s1", "alice", "Drops")
+    with Client(server.address, token="tok-a") as alice:
+        assert [s.id for s in alice.subscriptions()] == ["s1"]
+    status, error, _ = call(url + "/api/subscribe", "tok-b", body)  # Drops is taken
+    assert (status, error["code"]) == (409, "ALREADY_EXISTS")
+    bad = json.dumps({"query": "FILTER{"}).encode()
+    assert call(url + "/api/subscribe", "tok-a", bad)[1]["code"] == "INVALID_ARGUMENT"
+
+
 def test_hostile_requests_are_refused_and_the_server_serves_on(console) -> None:  # type: ignore[no-untyped-def]
     server, url = console
     huge = json.dumps({"query": "x" * 200_000}).encode()

@@ -152,27 +152,94 @@ async function subscriptionView(id) {
   return parts;
 }
 
-async function shardsView() {
-  const stats = await api("/api/shards");
-  const front = Object.entries(stats.front).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)));
-  const parts = [el("h2", {}, "Front"), table(["counter", "value"], front)];
-  for (const shard of stats.shards) {
-    const counters = Object.entries(shard.counters || {}).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)));
-    parts.push(el("h2", {}, `Shard ${shard.shard || 0}`), table(["counter", "value"], counters));
-  }
-  return parts;
+// Live charts: the counters polled every 2 s while the page is open; rates from the
+// differences of counters, levels as they are; the last 60 samples (2 minutes).
+// A client's token sees its own counters only (its alerts); an admin's, the server's.
+const shardSum = (s, name) => s.shards.reduce((n, x) => n + Number((x.counters || {})[name] || 0), 0);
+const CHARTS = [
+  { id: "events", title: "events/s accepted", of: (s) => s.front.events_accepted, rate: true },
+  { id: "alerts", title: "alerts/s", of: (s) => s.front.alerts, rate: true },
+  { id: "instances", title: "instances (all shards)", of: (s) => s.front.rss_bytes === undefined ? undefined : shardSum(s, "instances") },
+  { id: "memory", title: "memory, MB (front and shards)", of: (s) => s.front.rss_bytes === undefined ? undefined : (Number(s.front.rss_bytes) + shardSum(s, "rss_bytes")) / 1e6 },
+  { id: "open", title: "events waiting for their epoch", of: (s) => s.front.open_epoch_events },
+  { id: "checkpoints", title: "checkpoint, MB", of: (s) => s.front.checkpoint_bytes === undefined ? undefined : Number(s.front.checkpoint_bytes) / 1e6 },
+];
+
+function sparkline(values) {
+  const width = 320, height = 70;
+  const top = Math.max(1, ...values);
+  const span = Math.max(values.length - 1, 1);  // the samples so far fill the width
+  const y = (v) => height - 4 - (v / top) * (height - 8);
+  const points = values.length === 1 ? [`0,${y(values[0])}`, `${width},${y(values[0])}`]
+    : values.map((v, i) => `${(i / span) * width},${y(v)}`);
+  const drawing = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+    "aria-label": `last ${values.length} samples, up to ${top.toFixed(1)}` });
+  drawing.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: "#0645ad", "stroke-width": 2 }));
+  return drawing;
+}
+
+function shardsView() {
+  const history = new Map(CHARTS.map((c) => [c.id, []]));
+  let previous = null;
+  const charts = el("div", { id: "charts", class: "charts" });
+  const tables = el("div", { id: "counters" });
+  const controller = new AbortController();
+  watching = controller;
+  const sample = async () => {
+    try {
+      const stats = await api("/api/shards");
+      const now = performance.now();
+      for (const chart of CHARTS) {
+        const level = Number(chart.of(stats) || 0);
+        const values = history.get(chart.id);
+        if (!chart.rate) values.push(level);
+        else if (previous) values.push(Math.max(0, level - Number(chart.of(previous.stats) || 0)) / ((now - previous.at) / 1000));
+        if (values.length > 60) values.shift();
+      }
+      previous = { stats, at: now };
+      charts.replaceChildren(...CHARTS.filter((chart) => chart.of(stats) !== undefined).map((chart) => {
+        const values = history.get(chart.id);
+        const last = values.length ? values[values.length - 1] : 0;
+        return el("figure", { "data-chart": chart.id }, el("figcaption", {}, `${chart.title}: ${last.toFixed(1)}`), sparkline(values));
+      }));
+      const front = Object.entries(stats.front).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)));
+      const parts = [el("h2", {}, "Front"), table(["counter", "value"], front)];
+      for (const shard of stats.shards) {
+        const counters = Object.entries(shard.counters || {}).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)));
+        parts.push(el("h2", {}, `Shard ${shard.shard || 0}`), table(["counter", "value"], counters));
+      }
+      tables.replaceChildren(...parts);
+    } catch (error) {
+      tables.replaceChildren(failure(error));
+    }
+  };
+  const timer = setInterval(() => { if (!controller.signal.aborted) sample(); }, 2000);
+  controller.signal.addEventListener("abort", () => clearInterval(timer));
+  sample();
+  return [el("h2", {}, "Shards, live"), charts, tables];
 }
 
 function tryView() {
   const text = el("textarea", { id: "query", "aria-label": "query", spellcheck: "false" });
   const button = el("button", { type: "submit" }, "Explain");
+  const subscribe = el("button", { type: "button", id: "subscribe" }, "Subscribe");
   const out = el("div", { id: "explained" });
-  const form = el("form", {}, el("label", { for: "query" }, "CEL query or pattern"), text, button);
+  const form = el("form", {}, el("label", { for: "query" }, "CEL query or pattern"), text,
+    button, " ", subscribe);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     out.replaceChildren();
     try {
       out.append(...compiledView(await api("/api/explain", { query: text.value })));
+    } catch (error) {
+      out.append(failure(error));
+    }
+  });
+  subscribe.addEventListener("click", async () => {
+    out.replaceChildren();
+    try {
+      const made = await api("/api/subscribe", { query: text.value });
+      location.hash = `#/subscription/${encodeURIComponent(made.id)}`;
     } catch (error) {
       out.append(failure(error));
     }
@@ -273,7 +340,7 @@ async function route() {
   try {
     if (page === "alerts") parts = alertsView();
     else if (page === "subscription") parts = await subscriptionView(decodeURIComponent(id));
-    else if (page === "shards") parts = await shardsView();
+    else if (page === "shards") parts = shardsView();
     else if (page === "try") parts = tryView();
     else parts = await subscriptionsView();
   } catch (error) {
