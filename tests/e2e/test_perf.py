@@ -335,6 +335,12 @@ def test_windowbench_smoke_alerts_agree_and_sharing_updates_one_window(tmp_path)
     assert summary["shared"]["window_updates_per_event"] == 1.0
 
 
+def test_consolebench_smoke_both_servers_make_the_same_alerts(tmp_path):
+    summary = smoke_json("cesar.perf.consolebench", tmp_path / "console.json", 300)
+    assert summary["alerts_agree"] is True and summary["on"]["alerts"] > 0
+    assert len(summary["on"]["rounds_events_per_s"]) == summary["rounds"] == 2
+
+
 def test_orbench_smoke_an_or_gives_its_alternatives_alerts(tmp_path):
     summary = smoke_json("cesar.perf.orbench", tmp_path / "or.json", 300)
     assert summary["alerts_agree"] is True and summary["or"]["alerts"] > 0
