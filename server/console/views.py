@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
-from cesar.automata.schema import parse_stream_spec
+from cesar.automata.schema import StreamSchema, parse_stream_spec
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
 from cesar.server.front.errors import NotFound
@@ -65,8 +65,9 @@ def _visible(front: Front, client: Client) -> list[SubscriptionRow]:
 
 
 def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
-    """One subscription: its row, its plan, and its compiled form (``cesar explain --json``,
-    the automata the page draws); NotFound unless the caller may see it."""
+    """One subscription: its row, its plan, its compiled form (``cesar explain --json``, the
+    automata the page draws) and its latest alerts and notices, newest first; NotFound unless
+    the caller may see it."""
     found = [row for row in _visible(front, client) if row.id == sub_id]
     if not found:
         raise NotFound(f"no subscription {sub_id!r} of yours")
@@ -74,6 +75,11 @@ def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     data = _row(row, _plans(front, client))
     if row.query:  # an admin reads every stream, so it compiles as its owner's did
         data["compiled"] = front.explain_data(client, row.query, own=row.stream)
+    schema = parse_stream_spec(row.output_spec)
+    data["recent"] = [
+        _record(pb.Alert.FromString(payload), schema)
+        for payload in front.listeners.recent(row.id, RECENT)
+    ]
     return data
 
 
@@ -121,21 +127,28 @@ def alerts(
     return _records(front, client, front.listen(client, subscriptions, after, active))
 
 
+RECENT = 20
+"""Alerts a subscription's page shows: its latest kept (the retention permitting)."""
+
+
+def _record(alert: pb.Alert, schema: StreamSchema | None) -> dict[str, Any]:
+    """An alert as ``cesar listen`` prints it (times in the stream's zone)."""
+    record: dict[str, Any] = {"subscription": alert.subscription, "seq": alert.seq}
+    if alert.notice:
+        record["notice"] = alert.notice
+        return record
+    record.update(json.loads(event_json(trusted_event(alert.event), schema)))
+    return record
+
+
 def _records(front: Front, client: Client, batches: Generator[bytes]) -> Generator[dict[str, Any]]:
-    schemas = {}
+    schemas: dict[str, StreamSchema] = {}
     try:
         for batch in batches:
             for alert in pb.AlertBatch.FromString(batch).alerts:
-                record: dict[str, Any] = {"subscription": alert.subscription, "seq": alert.seq}
-                if alert.notice:
-                    record["notice"] = alert.notice
-                    yield record
-                    continue
                 if alert.subscription not in schemas:
                     rows = front.subscriptions(client)
                     schemas.update({r.id: parse_stream_spec(r.output_spec) for r in rows})
-                event = trusted_event(alert.event)
-                record.update(json.loads(event_json(event, schemas.get(alert.subscription))))
-                yield record
+                yield _record(alert, schemas.get(alert.subscription))
     finally:
         batches.close()  # gives the Listen stream back at once

@@ -223,6 +223,19 @@ class Listeners:
                 self._forget()
             db.close()
 
+    def recent(self, subscription: str, count: int) -> list[bytes]:
+        """The latest ``count`` alerts of ``subscription`` kept, newest first, as serialized
+        Alert messages (its own read-only connection, as a stream's)."""
+        db = connect(self.path, readonly=True)
+        try:
+            rows = db.execute(
+                "SELECT payload FROM alerts WHERE subscription = ? ORDER BY seq DESC LIMIT ?",
+                (subscription, count),
+            ).fetchall()
+        finally:
+            db.close()
+        return [bytes(payload) for (payload,) in rows]
+
     def _overrun(self, sub: str, sent: int, available: int) -> None:
         """End a stream whose consumer fell behind the retention window."""
         self.counters["listen_overruns"] += 1

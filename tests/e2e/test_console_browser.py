@@ -91,6 +91,8 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     )  # fmt: skip
     automata = json.loads(explained.stdout)["automata"]
     assert len(circles) == sum(len(a["nodes"]) for a in automata)
+    latest = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-seq]")
+    assert [int(r.get_attribute("data-seq")) for r in latest] == list(range(48, 28, -1))
     edges = browser.find_elements(By.CSS_SELECTOR, "svg.automaton path[data-edge]")
     assert len(edges) == sum(len(a["edges"]) for a in automata)
     assert "Subscription s1" in browser.find_element(By.TAG_NAME, "h2").text

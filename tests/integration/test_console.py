@@ -191,6 +191,9 @@ def test_live_alerts_stream_as_server_sent_events_resumed_after_a_seq(console) -
         got[json.dumps(line)] += 1
     assert normalized(got) == want
     assert [r["seq"] for r in read(40, total - 40)] == list(range(41, total + 1))
+    page = call(f"{url}/api/subscriptions/{sub.id}", "tok-a")[1]
+    assert [r["seq"] for r in page["recent"]] == list(range(total, total - 20, -1))
+    assert page["recent"][0] == records[-1]  # the subscription's page shows the latest 20
     status, error, _ = call(f"{url}/api/alerts?subscription={sub.id}", "tok-b")
     assert (status, error["code"]) == (404, "NOT_FOUND")
     status, error, _ = call(f"{url}/api/alerts?after=s1", "tok-a")

@@ -149,6 +149,10 @@ async function subscriptionView(id) {
     el("h3", {}, "Plan"), el("p", {}, s.plan || "one automaton (not a planned pattern)"),
     el("h3", {}, "Query"), el("pre", {}, s.query || "(an algebra subscription)")];
   if (s.compiled) parts.push(...compiledView(s.compiled));
+  parts.push(el("h3", {}, `Latest alerts and notices (${s.recent.length})`),
+    table(["seq", "time", "event"], s.recent.map((a) => el("tr", { "data-seq": a.seq },
+      el("td", {}, a.seq), el("td", {}, a.notice ? "notice" : a.time || `${a.t0}/${a.t1}`),
+      el("td", { class: "query" }, a.notice || JSON.stringify(a.attrs))))));
   return parts;
 }
 
