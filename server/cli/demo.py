@@ -24,7 +24,7 @@ import grpc
 
 from cesar.automata.schema import parse_stream_spec
 from cesar.examples import QUERIES as EXAMPLE_QUERIES
-from cesar.examples import STOCKS_SAMPLE
+from cesar.examples import STOCKS_SAMPLE, STOCKS_SAMPLE_SPEC
 from cesar.server.engine.workload import Workload
 from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import trusted_event
@@ -37,7 +37,7 @@ from cesar.server.wire.eventfile import (
 )
 from cesar.v1 import cesar_pb2 as pb
 
-STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
+STOCK = STOCKS_SAMPLE_SPEC
 QUERIES = (
     "rising.cel",
     "drops.cel",

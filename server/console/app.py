@@ -8,8 +8,9 @@ do (no cookies, so another site cannot act for a logged-in browser); without
 
 * ``GET /`` and ``GET /static/<file>``: the page and its files (vendored, no CDN);
 * ``GET /api/whoami``, ``/api/subscriptions``, ``/api/subscriptions/<id>``,
-  ``/api/streams``, ``/api/shards``; ``POST /api/explain`` and ``POST /api/subscribe``
-  with ``{"query": text}`` (:mod:`cesar.server.console.views`);
+  ``/api/streams``, ``/api/shards``; ``POST /api/explain``, ``POST /api/subscribe`` and
+  ``POST /api/try`` (a run on the bundled sample, :mod:`cesar.server.console.sample`) with
+  ``{"query": text}`` (:mod:`cesar.server.console.views`);
 * ``GET /api/alerts?subscription=ID&after=ID:SEQ`` (each repeatable): the caller's alerts
   as Server-Sent Events (``id: ID:SEQ``, ``data:`` the alert as ``cesar listen`` prints
   it), resumed after the seqs given, then live, until the browser goes away.
@@ -35,6 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from cesar.server.console import views
+from cesar.server.console.sample import SampleRuns
 from cesar.server.front import limits
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.errors import FrontError
@@ -97,6 +99,7 @@ class Console(ThreadingHTTPServer):
         self.clients = clients
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.stopping = threading.Event()
+        self.samples = SampleRuns()
         self.thread = threading.Thread(target=self.serve_forever, name="console", daemon=True)
 
     @property
@@ -190,6 +193,8 @@ class _Handler(BaseHTTPRequestHandler):
             return views.explained(front, client, _query(body))
         if route == ("POST", "api", "subscribe"):
             return views.subscribed(front, client, _query(body))
+        if route == ("POST", "api", "try"):
+            return self.server.samples.run(_query(body))
         raise ConsoleError("NOT_FOUND", f"no {method} {path}")
 
     def _alerts(self, client: Client, query: dict[str, list[str]]) -> None:

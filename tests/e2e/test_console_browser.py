@@ -111,6 +111,12 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     browser.find_element(By.CSS_SELECTOR, "main form button").click()
     assert wait_for(browser, "#explained svg.automaton circle[data-node]")
     browser.save_screenshot(str(SHOTS / "try.png"))
+    browser.find_element(By.ID, "run-sample").click()
+    (result,) = wait_for(browser, "#sample-result")
+    amazon = sum(1 for e in sample_events() if float(e.attrs()["Price"]) > 3000)
+    assert result.text.startswith(f"{amazon} alerts on the bundled day")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "tr.sample-alert")) == min(amazon, 100)
+    browser.save_screenshot(str(SHOTS / "try-sample.png"))
 
     browser.get(url + "#/shards")
     cells = wait_for(browser, "main table td")

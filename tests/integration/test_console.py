@@ -139,6 +139,21 @@ def test_subscribing_from_the_console_is_subscribing_as_the_token(console) -> No
     assert call(url + "/api/subscribe", "tok-a", bad)[1]["code"] == "INVALID_ARGUMENT"
 
 
+def test_a_query_runs_on_the_bundled_sample_as_cesar_run_runs_it(console) -> None:  # type: ignore[no-untyped-def]
+    _, url = console
+    want = normalized(expected_lines([("drops", DROPS)], sample_events()))
+    status, ran, _ = call(url + "/api/try", "tok-a", json.dumps({"query": DROPS}).encode())
+    assert status == 200 and ran["quotes"] == 2340 and ran["alerts"] == sum(want.values())
+    got: Counter[str] = Counter(json.dumps(alert) for alert in ran["shown"])
+    assert normalized(got) == want
+    many = json.dumps({"query": "FILTER{Price > 0}(Stock)"}).encode()
+    status, ran, _ = call(url + "/api/try", "tok-a", many)
+    assert (ran["alerts"], len(ran["shown"])) == (2340, 100)
+    bad = json.dumps({"query": "FILTER{Price > 0}(Quote)"}).encode()
+    status, error, _ = call(url + "/api/try", "tok-a", bad)
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT") and "Quote" in error["message"]
+
+
 def test_hostile_requests_are_refused_and_the_server_serves_on(console) -> None:  # type: ignore[no-untyped-def]
     server, url = console
     huge = json.dumps({"query": "x" * 200_000}).encode()

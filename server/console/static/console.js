@@ -227,9 +227,10 @@ function tryView() {
   const text = el("textarea", { id: "query", "aria-label": "query", spellcheck: "false" });
   const button = el("button", { type: "submit" }, "Explain");
   const subscribe = el("button", { type: "button", id: "subscribe" }, "Subscribe");
+  const sample = el("button", { type: "button", id: "run-sample" }, "Run on the sample");
   const out = el("div", { id: "explained" });
   const form = el("form", {}, el("label", { for: "query" }, "CEL query or pattern"), text,
-    button, " ", subscribe);
+    button, " ", sample, " ", subscribe);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     out.replaceChildren();
@@ -237,6 +238,20 @@ function tryView() {
       out.append(...compiledView(await api("/api/explain", { query: text.value })));
     } catch (error) {
       out.append(failure(error));
+    }
+  });
+  sample.addEventListener("click", async () => {
+    out.replaceChildren(el("p", { class: "muted" }, "running on the bundled day of quotes…"));
+    try {
+      const ran = await api("/api/try", { query: text.value });
+      out.replaceChildren(el("p", { id: "sample-result" },
+        `${ran.alerts} alerts on the bundled day (${ran.quotes} one-minute quotes of six stocks, stream Stock)`,
+        ran.alerts > ran.shown.length ? `; the first ${ran.shown.length}:` : ":"),
+        table(["stream", "time", "event"], ran.shown.map((a) => el("tr", { class: "sample-alert" },
+          el("td", {}, a.stream), el("td", {}, a.time || `${a.t0}/${a.t1}`),
+          el("td", { class: "query" }, JSON.stringify(a.attrs))))));
+    } catch (error) {
+      out.replaceChildren(failure(error));
     }
   });
   subscribe.addEventListener("click", async () => {
