@@ -66,8 +66,9 @@ def _visible(front: Front, client: Client) -> list[SubscriptionRow]:
 
 def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     """One subscription: its row, its plan, its compiled form (``cesar explain --json``, the
-    automata the page draws) and its latest alerts and notices, newest first; NotFound unless
-    the caller may see it."""
+    automata the page draws), its place in each shard's merged DAG (the template edges it
+    uses and how many subscriptions share each: counts, never their ids) and its latest
+    alerts and notices, newest first; NotFound unless the caller may see it."""
     found = [row for row in _visible(front, client) if row.id == sub_id]
     if not found:
         raise NotFound(f"no subscription {sub_id!r} of yours")
@@ -75,6 +76,21 @@ def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     data = _row(row, _plans(front, client))
     if row.query:  # an admin reads every stream, so it compiles as its owner's did
         data["compiled"] = front.explain_data(client, row.query, own=row.stream)
+    data["dag"] = [
+        {
+            "shard": shard,
+            "lane": edge.lane,
+            "edge": edge.edge,
+            "source": edge.source,
+            "target": edge.target,
+            "kind": edge.kind,
+            "stream": edge.stream,
+            "template": edge.template,
+            "sharers": edge.sharers,
+        }
+        for shard, edges in front.place(row.id)
+        for edge in edges
+    ]
     schema = parse_stream_spec(row.output_spec)
     data["recent"] = [
         _record(pb.Alert.FromString(payload), schema)

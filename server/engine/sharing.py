@@ -66,3 +66,41 @@ def sharing_report(engine: Engine) -> str:
             described.append(f"?{index} {kinds[index]}: {len(distinct)} distinct")
         lines.append("  " + "; ".join(described))
     return "\n".join(lines)
+
+
+def placed(engine: Engine, subscription: str) -> list[tuple[int, int, int, str, str, str, int]]:
+    """The template edges ``subscription``'s automata use: ``(edge, source node, target
+    node, kind, stream, template, sharers)``, by edge id; sharers counts the subscriptions
+    using the edge, this one included.  O(edges + slots).
+
+    >>> from cesar.automata.compiler import compile_query
+    >>> from cesar.automata.schema import parse_stream_spec
+    >>> S = {"S": parse_stream_spec("S(Price:float)")}
+    >>> engine = Engine()
+    >>> for n, c in enumerate([1.0, 2.0]):
+    ...     q = compile_query(f"FILTER{{Price > {c}}} S", S, f"q{n}")
+    ...     engine.subscribe(q.name, q.automata)
+    >>> placed(engine, "q1")
+    [(0, 0, 1, 'FORWARD', 'S', 'Price > ?0', 2)]
+    """
+    program = engine.program
+    owners = program.owners()
+    out = []
+    for edge_id in sorted(program.edges):
+        compiled = program.edges[edge_id]
+        space = program.dag.nodes[compiled.target].space
+        users = {owners[space, slot] for slot in compiled.params.slots}
+        if subscription in users:
+            edge = compiled.edge
+            out.append(
+                (
+                    edge_id,
+                    compiled.source,
+                    compiled.target,
+                    edge.kind.name,
+                    edge.stream or "",
+                    to_cel(edge.pred),
+                    len(users),
+                )
+            )
+    return out

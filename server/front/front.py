@@ -292,6 +292,16 @@ class Front:
             raise NotFound(f"no subscription {sub_id}")
         return live
 
+    def place(self, sub_id: str) -> list[tuple[int, list[shard_pb2.PlacedEdge]]]:
+        """Per shard running ``sub_id``, the template edges of its merged DAG it uses (the
+        caller has checked that the client may see it); NotFound if it is gone."""
+        with self.lock:
+            live = self.registry.live.get(sub_id)
+            if live is None:
+                raise NotFound(f"no subscription {sub_id}")
+            shards = list(live.shards(self.shards.count))
+            return list(zip(shards, self.shards.place(sub_id, shards), strict=True))
+
     def subscriptions(self, client: Client | None) -> list[SubscriptionRow]:
         """``client``'s subscriptions (None: everyone's), oldest first, with their latest seq."""
         with self.lock:

@@ -78,6 +78,8 @@ def everything(front: Front) -> pb.StatsResponse:
             checkpoint_bytes=checkpoints.bytes,
             checkpoint_ms=round(checkpoints.seconds * 1000),
             log_compacted_to=front.catalog.compacted(),
+            batches_timed=front.commits.batch_seconds.count,
+            batch_latency_us_total=round(front.commits.batch_seconds.sum * 1e6),
         )
         shards = front.shards.stats()
     return pb.StatsResponse(front=counters, shards=shards)

@@ -63,6 +63,12 @@ class Histogram:
         with self._lock:
             return self._sum
 
+    @property
+    def count(self) -> int:
+        """The number of observations."""
+        with self._lock:
+            return sum(self._counts)
+
     def family(
         self, name: str, documentation: str, labels: Mapping[str, str] | None = None
     ) -> HistogramMetricFamily:

@@ -38,6 +38,7 @@ from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
 from cesar.automata.shape import QueryCache
 from cesar.server.engine.engine import Engine, EngineOptions, Output
 from cesar.server.engine.matches import Match
+from cesar.server.engine.sharing import placed
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.front import limits
 from cesar.server.host import snapshots
@@ -353,6 +354,25 @@ class ShardState:
                 out[subscription] = described
         return out
 
+    def edges_of(self, subscription: str) -> list[shard_pb2.PlacedEdge]:
+        """The template edges ``subscription`` uses in each lane, with their sharers."""
+        return [
+            shard_pb2.PlacedEdge(
+                lane=name,
+                edge=edge,
+                source=source,
+                target=target,
+                kind=kind,
+                stream=stream,
+                template=template,
+                sharers=sharers,
+            )
+            for name, lane in sorted(self.lanes.items())
+            for edge, source, target, kind, stream, template, sharers in placed(
+                lane.engine, subscription
+            )
+        ]
+
 
 class ShardServicer(shard_pb2_grpc.ShardServicer):
     """The internal service.  The front serializes its calls; the lock keeps out any other.
@@ -457,6 +477,12 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         with self.lock:
             self._check_loaded(context)
             return shard_pb2.ResumeResponse(instances=self.state.resume())
+
+    def Place(
+        self, request: shard_pb2.PlaceRequest, context: grpc.ServicerContext
+    ) -> shard_pb2.PlaceResponse:
+        with self.lock:
+            return shard_pb2.PlaceResponse(edges=self.state.edges_of(request.subscription))
 
 
 class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]

@@ -91,6 +91,8 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     )  # fmt: skip
     automata = json.loads(explained.stdout)["automata"]
     assert len(circles) == sum(len(a["nodes"]) for a in automata)
+    placed = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-sharers]")
+    assert placed and all(r.get_attribute("data-sharers") == "1" for r in placed)
     latest = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-seq]")
     assert [int(r.get_attribute("data-seq")) for r in latest] == list(range(48, 28, -1))
     edges = browser.find_elements(By.CSS_SELECTOR, "svg.automaton path[data-edge]")
@@ -125,7 +127,7 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     assert [c.get_attribute("data-chart") for c in charts] == ["alerts"]  # alice's own only
     log_in(browser, url + "#/shards", "tok-root")
     WebDriverWait(browser, 30).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 6
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 7
     )
     last = max(e.t1 for e in sample_events())
     more = [{"t1": last + k, "Name": "IBM", "Price": 1.0, "Volume": 1} for k in range(1, 301)]
@@ -135,6 +137,8 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
         lambda d: (
             d.find_element(By.CSS_SELECTOR, 'figure[data-chart="events"] figcaption').text
             != "events/s accepted: 0.0"
+            and d.find_element(By.CSS_SELECTOR, 'figure[data-chart="latency"] figcaption').text
+            != "batch latency, ms (mean): 0.0"
         )
     )
     browser.save_screenshot(str(SHOTS / "shards.png"))

@@ -111,6 +111,16 @@ def test_a_subscription_shows_the_automata_explain_json_shows(console, tmp_path:
     expected = json.loads(explained.stdout)
     for got, want in zip(shown["compiled"]["automata"], expected["automata"], strict=True):
         assert (got["nodes"], got["edges"]) == (want["nodes"], want["edges"])
+    # its place in the merged DAG: key-partitioned, so on both shards, its edges alone
+    assert {e["shard"] for e in shown["dag"]} == {0, 1}
+    assert {e["sharers"] for e in shown["dag"]} == {1}
+    with Client(server.address, token="tok-b") as bob:  # bob's drops by 1 %: the same shape
+        bob.subscribe(DROPS.replace("0.998", "0.99").replace("Drops", "BigDrops"))
+    shared = call(f"{url}/api/subscriptions/{sub.id}", "tok-a")[1]["dag"]
+    kinds = [(e["kind"], e["stream"]) for e in shown["dag"]]
+    assert [(e["kind"], e["stream"]) for e in shared] == kinds
+    assert {e["sharers"] for e in shared} == {2}  # every edge shared, bob's id never shown
+    assert "s2" not in json.dumps(shared)
 
 
 def test_try_a_query_shows_the_compiled_form_or_the_error_with_its_caret(console) -> None:  # type: ignore[no-untyped-def]

@@ -148,6 +148,14 @@ async function subscriptionView(id) {
       el("td", {}, s.placement), el("td", {}, s.last_seq))]),
     el("h3", {}, "Plan"), el("p", {}, s.plan || "one automaton (not a planned pattern)"),
     el("h3", {}, "Query"), el("pre", {}, s.query || "(an algebra subscription)")];
+  parts.push(el("h3", {}, "Its place in the merged DAG"),
+    el("p", {}, "The template edges its automata use on each shard, and how many subscriptions share each (the constants of each are its own)."),
+    table(["shard", "lane", "edge", "from → to", "kind", "stream", "template", "shared by"],
+      s.dag.map((e) => el("tr", { "data-edge": e.edge, "data-sharers": e.sharers },
+        el("td", {}, e.shard), el("td", {}, e.lane), el("td", {}, e.edge),
+        el("td", {}, `${e.source} → ${e.target}`), el("td", {}, e.kind.toLowerCase()),
+        el("td", {}, e.stream), el("td", { class: "query" }, e.template),
+        el("td", {}, `${e.sharers} subscription${e.sharers === 1 ? "" : "s"}`)))));
   if (s.compiled) parts.push(...compiledView(s.compiled));
   parts.push(el("h3", {}, `Latest alerts and notices (${s.recent.length})`),
     table(["seq", "time", "event"], s.recent.map((a) => el("tr", { "data-seq": a.seq },
@@ -163,6 +171,8 @@ const shardSum = (s, name) => s.shards.reduce((n, x) => n + Number((x.counters |
 const CHARTS = [
   { id: "events", title: "events/s accepted", of: (s) => s.front.events_accepted, rate: true },
   { id: "alerts", title: "alerts/s", of: (s) => s.front.alerts, rate: true },
+  { id: "latency", title: "batch latency, ms (mean)", mean: ["batch_latency_us_total", "batches_timed"],
+    of: (s) => s.front.batches_timed === undefined ? undefined : Number(s.front.batch_latency_us_total) / 1000 },
   { id: "instances", title: "instances (all shards)", of: (s) => s.front.rss_bytes === undefined ? undefined : shardSum(s, "instances") },
   { id: "memory", title: "memory, MB (front and shards)", of: (s) => s.front.rss_bytes === undefined ? undefined : (Number(s.front.rss_bytes) + shardSum(s, "rss_bytes")) / 1e6 },
   { id: "open", title: "events waiting for their epoch", of: (s) => s.front.open_epoch_events },
@@ -196,7 +206,11 @@ function shardsView() {
       for (const chart of CHARTS) {
         const level = Number(chart.of(stats) || 0);
         const values = history.get(chart.id);
-        if (!chart.rate) values.push(level);
+        if (chart.mean) {  // the mean over the interval: Δ total / Δ count
+          const [total, count] = chart.mean;
+          const done = previous ? Number(stats.front[count]) - Number(previous.stats.front[count]) : 0;
+          if (previous) values.push(done > 0 ? (Number(stats.front[total]) - Number(previous.stats.front[total])) / done / 1000 : 0);
+        } else if (!chart.rate) values.push(level);
         else if (previous) values.push(Math.max(0, level - Number(chart.of(previous.stats) || 0)) / ((now - previous.at) / 1000));
         if (values.length > 60) values.shift();
       }
