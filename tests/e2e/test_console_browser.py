@@ -81,6 +81,8 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     log_in(browser, url, "tok-a")
     (row,) = wait_for(browser, f'tr[data-subscription="{sub.id}"]')
     assert "Drops" in row.text and "key:Name" in row.text
+    streams = [r.get_attribute("data-stream") for r in wait_for(browser, "tr[data-stream]")]
+    assert streams == ["Drops", "Stock"]
     browser.save_screenshot(str(SHOTS / "subscriptions.png"))
 
     row.find_element(By.TAG_NAME, "a").click()
@@ -151,6 +153,8 @@ def test_another_token_sees_none_of_those_subscriptions(served, browser) -> None
     log_in(browser, url, "tok-b")
     heading = wait_for(browser, "main h2")[0]
     assert heading.text == "Subscriptions (0)"
+    streams = [r.get_attribute("data-stream") for r in wait_for(browser, "tr[data-stream]")]
+    assert streams == ["Stock"]  # alice's Drops is hers
     browser.get(f"{url}#/subscription/{sub.id}")
     (error,) = wait_for(browser, "pre.error")
     assert error.text == f"NOT_FOUND: no subscription '{sub.id}' of yours"
@@ -221,3 +225,22 @@ def test_a_query_subscribed_from_try_a_query_shows_its_alerts_live(served, brows
             len(d.find_elements(By.CSS_SELECTOR, '#alerts tr[data-subscription="s1"]')) == total
         )
     )
+
+
+def test_the_pages_work_from_the_keyboard(served, browser) -> None:  # type: ignore[no-untyped-def]
+    """Tab from the page's start reaches each page link in order, and Enter opens it."""
+    from selenium.webdriver.common.keys import Keys
+
+    _, url = served
+    log_in(browser, url, "tok-a")
+    browser.refresh()  # the token stays for the tab; focus starts at the page's top
+    wait_for(browser, "main h2")
+    reached = []
+    for _ in range(4):
+        browser.switch_to.active_element.send_keys(Keys.TAB)
+        reached.append(browser.switch_to.active_element.text)
+    assert reached == ["Subscriptions", "Live alerts", "Shards", "Try a query"]
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    assert wait_for(browser, "textarea#query")
+    link = browser.find_element(By.CSS_SELECTOR, 'nav a[href="#/try"]')
+    assert link.get_attribute("aria-current") == "page"

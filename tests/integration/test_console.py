@@ -91,6 +91,12 @@ def test_a_token_sees_only_its_own_subscriptions_and_streams(console) -> None:  
     assert (status, error["code"]) == (404, "NOT_FOUND")
     names = {s["name"] for s in call(url + "/api/streams", "tok-b")[1]}
     assert "Big" in names and "Drops" not in names and "Stock" in names
+    over_drops = json.dumps({"query": "FILTER{After > 1}(Drops) PUBLISH Mine"}).encode()
+    status, error, _ = call(url + "/api/explain", "tok-b", over_drops)  # alice's, private
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT") and "Drops" in error["message"]
+    assert call(url + "/api/explain", "tok-a", over_drops)[0] == 200
+    front = call(url + "/api/shards", "tok-b")[1]["front"]
+    assert front["subscriptions"] == 1 and "events_accepted" not in front  # bob's own share
     assert call(url + "/api/whoami", "tok-root")[1] == {"client": "root", "admin": True}
     assert call(url + "/api/subscriptions")[0] == 401
     status, error, _ = call(url + "/api/subscriptions", "tok-feed")

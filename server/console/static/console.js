@@ -136,8 +136,14 @@ async function subscriptionsView() {
     const words = search.value.toLowerCase();
     for (const row of tbody) row.hidden = !row.dataset.text.includes(words);
   });
+  const streams = await api("/api/streams");
+  const streamRows = streams.map((s) => el("tr", { "data-stream": s.name },
+    el("td", {}, s.spec), el("td", {}, s.subscription ? `published by ${s.subscription}` : "input"),
+    el("td", {}, s.owner), el("td", {}, (s.shared_with || []).join(", ") || "—")));
   return [el("h2", {}, `Subscriptions (${rows.length})`), el("label", { for: "search" }, "Search "), search,
-    table(["id", "owner", "stream", "placement", "plan", "last seq", "query"], tbody)];
+    table(["id", "owner", "stream", "placement", "plan", "last seq", "query"], tbody),
+    el("h2", {}, `Streams (${streams.length})`),
+    table(["stream", "from", "owner", "shared with"], streamRows)];
 }
 
 async function subscriptionView(id) {
