@@ -40,8 +40,9 @@ JOBS ?= 2
 # The console's browser tests drive a real headless Chromium: Debian's, with its chromedriver.
 /usr/bin/chromedriver:
 	@echo "installing Debian's chromium and chromium-driver for the browser tests"
-	apt-get install -y -q chromium chromium-driver > /dev/null || \
-	    (apt-get update -q > /dev/null && apt-get install -y -q chromium chromium-driver > /dev/null)
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver > /dev/null || \
+	    (apt-get update -q > /dev/null && \
+	     DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver > /dev/null)
 
 browser: /usr/bin/chromedriver
 
