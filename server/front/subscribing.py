@@ -251,13 +251,7 @@ def explained(
 ) -> tuple[str, str, str | None]:
     """(explain text, DOT or "", key attribute or None) for ``text`` over ``schemas``; at
     most ``max_query_bytes``, as a subscription."""
-    too_big = over_query_bytes(client, len(text.encode()), "the query is")
-    if too_big is not None:
-        raise too_big
-    try:
-        query = compile_query(text, schemas, "query")
-    except CelError as exc:
-        raise InvalidArgument(str(exc)) from None
+    query = _compiled_to_explain(client, text, schemas)
     keys = partition_keys(query.automata, schemas)
     return (
         explain(query, schemas),
@@ -271,14 +265,21 @@ def explained_data(
 ) -> dict[str, object]:
     """``cesar explain --json`` of ``text`` over ``schemas``; at most ``max_query_bytes``;
     InvalidArgument (line, column, caret) if it does not compile."""
+    return explain_data(_compiled_to_explain(client, text, schemas), schemas)
+
+
+def _compiled_to_explain(
+    client: Client, text: str, schemas: Mapping[str, StreamSchema]
+) -> CompiledQuery:
+    """``text`` compiled to be explained: at most ``max_query_bytes``; InvalidArgument (line,
+    column, caret) if it does not compile."""
     too_big = over_query_bytes(client, len(text.encode()), "the query is")
     if too_big is not None:
         raise too_big
     try:
-        query = compile_query(text, schemas, "query")
+        return compile_query(text, schemas, "query")
     except CelError as exc:
         raise InvalidArgument(str(exc)) from None
-    return explain_data(query, schemas)
 
 
 def admit_all(
