@@ -29,9 +29,11 @@ import json
 import logging
 import select
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -89,12 +91,27 @@ class ConsoleError(Exception):
 
 
 class Console(ThreadingHTTPServer):
-    """The console on ``host:port`` (0: any free port) over ``front``, behind ``clients``."""
+    """The console on ``host:port`` (0: any free port) over ``front``, behind ``clients``;
+    HTTPS with the server's own certificate and key when ``tls`` gives them (the tokens
+    travel in every request, so they are encrypted whenever gRPC's are)."""
 
     daemon_threads = True
 
-    def __init__(self, front: Front, clients: Clients, host: str, port: int) -> None:
+    def __init__(
+        self,
+        front: Front,
+        clients: Clients,
+        host: str,
+        port: int,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
         super().__init__((host, port), _Handler)
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.socket = context.wrap_socket(self.socket, server_side=True)
+            self.scheme = "https"
         self.front = front
         self.clients = clients
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
@@ -106,6 +123,12 @@ class Console(ThreadingHTTPServer):
     def port(self) -> int:
         """The port it listens on."""
         return int(self.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Its address, e.g. ``http://127.0.0.1:8080/``."""
+        host = self.server_address[0]
+        return f"{self.scheme}://{host.decode() if isinstance(host, bytes) else host}:{self.port}/"
 
     def start(self) -> Console:
         """Serve on a daemon thread."""
@@ -156,6 +179,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._answer("POST")
+
+    def handle(self) -> None:
+        """Serve the connection; one that fails its TLS handshake or goes away is dropped."""
+        try:
+            super().handle()
+        except (ssl.SSLError, ConnectionError, TimeoutError):
+            self.close_connection = True
 
     def _answer(self, method: str) -> None:
         path, _, query = self.path.partition("?")

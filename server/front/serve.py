@@ -258,9 +258,12 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
             log.info("metrics", extra={"address": f"{config.host}:{bound}"})
         console = None
         if config.console_port is not None:
-            console = Console(front, clients, config.host, config.console_port).start()
-            print(f"console http://{config.host}:{console.port}/", flush=True)
-            log.info("console", extra={"address": f"{config.host}:{console.port}"})
+            pair = None
+            if config.tls_cert is not None and config.tls_key is not None:
+                pair = (config.tls_cert, config.tls_key)
+            console = Console(front, clients, config.host, config.console_port, pair).start()
+            print(f"console {console.url}", flush=True)
+            log.info("console", extra={"address": console.url})
         if config.ready_file is not None:
             _write_ready(config.ready_file, f"{config.host}:{port}")
         log.info(

@@ -8,14 +8,18 @@ import os
 import random
 import signal
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import grpc
+import pytest
 
 from cesar.examples import QUERIES as EXAMPLE_QUERIES
 from cesar.perf.serverproc import (
@@ -133,10 +137,20 @@ def test_tls(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )  # fmt: skip
-    server = Server(tmp_path / "data", "--tls-cert", str(cert), "--tls-key", str(key)).start()
+    server = Server(
+        tmp_path / "data", "--tls-cert", str(cert), "--tls-key", str(key), "--console-port", "0"
+    ).start()
     try:
         secure = server.connect(tls_ca=cert)
         assert subscribe(secure, QUERIES[1].read_text()).id == "s1"
+        assert server.process is not None and server.process.stdout is not None
+        console = server.process.stdout.readline().split()[1]
+        assert console.startswith("https://127.0.0.1:")  # the console's tokens are encrypted too
+        trusted = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(console + "api/whoami", context=trusted, timeout=30) as page:
+            assert json.loads(page.read()) == {"client": "anonymous", "admin": True}
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # no plain HTTP
+            urllib.request.urlopen(console.replace("https", "http") + "api/whoami", timeout=10)
         plain = server.connect()
         code, _ = status_of(
             plain.stub.ListStreams, pb.ListStreamsRequest(), metadata=plain.metadata, timeout=5
