@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cesar.client import Client
 from cesar.perf.serverproc import (
@@ -229,3 +231,34 @@ def test_live_alerts_stream_as_server_sent_events_resumed_after_a_seq(console) -
     assert (status, error["code"]) == (404, "NOT_FOUND")
     status, error, _ = call(f"{url}/api/alerts?after=s1", "tok-a")
     assert (status, error["code"]) == (400, "INVALID_ARGUMENT")
+
+
+def query_body(query: str) -> bytes:
+    return json.dumps({"query": query}).encode()
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    post=st.booleans(),
+    path=st.lists(
+        st.sampled_from(["api", "subscriptions", "s1", "explain", "try", "subscribe", "alerts",
+                         "static", "..", "%00", "whoami", "shards", "streams", "x" * 300]),
+        max_size=4,
+    ).map("/".join),
+    query=st.text(max_size=30),
+    body=st.binary(max_size=200) | st.text(max_size=80).map(query_body),
+)  # fmt: skip
+def test_random_requests_never_fail_the_server(console, post, path, query, body) -> None:  # type: ignore[no-untyped-def]
+    """Whatever a token's holder sends: an answer with a meaningful status, never a 500 or a
+    dead server (a live stream's request is cut short by its timeout)."""
+    _, url = console
+    target = f"{url}/{path}?{urllib.request.quote(query)}"
+    if path.startswith("api/alerts") and not post:
+        return  # a live stream that would wait: its refusals are tested above
+    status = call(target, "tok-a", body if post else None)[0]
+    assert status in (200, 400, 401, 404, 409, 413, 429), (path, status)
+    assert call(url + "/api/whoami", "tok-a")[0] == 200
