@@ -132,3 +132,17 @@ class EpochGateMachine(RuleBasedStateMachine):
 
 TestEpochGate = EpochGateMachine.TestCase
 TestEpochGate.settings = settings(max_examples=300, stateful_step_count=25)
+
+
+def test_an_epoch_straddling_two_units_leaves_whole_after_one_units_watermark() -> None:
+    """Found by the machine: S (minutes) and U (seconds) joined in one group share an epoch at
+    t1 = 0; a watermark in minutes closes S's part, and the epoch waits, whole, for U's part
+    (routed, so only a watermark for it closes it). The gate stays valid meanwhile."""
+    machine = EpochGateMachine()
+    machine.join(streams={"S", "U", "T"})
+    machine.publish(batch=[(0, [0], "S")])
+    machine.routed(batch=[(0, [0], "U")], shard=0, watermark=None)
+    machine.publish_closing(batch=[(0, [], "S")], watermark=1)
+    machine.valid()
+    assert machine.got[0] == {}  # neither part left alone
+    machine.teardown()
