@@ -21,7 +21,7 @@ from cesar.examples import STOCKS_SAMPLE
 from cesar.server.engine.workload import Workload
 from cesar.server.wire.client import Connection, alerts, publish_requests
 from cesar.server.wire.convert import trusted_event
-from cesar.server.wire.eventfile import event_json, read_events
+from cesar.server.wire.eventfile import event_json, event_record, read_events
 from cesar.v1 import cesar_pb2 as pb
 
 CESAR = Path(sys.executable).with_name("cesar")
@@ -117,7 +117,7 @@ def expected_lines(queries: Sequence[tuple[str, str]], events: Sequence[Event]) 
 
 
 def alert_line(alert: pb.Alert) -> str:
-    return json.dumps(json.loads(event_json(trusted_event(alert.event))), sort_keys=True)
+    return json.dumps(event_record(trusted_event(alert.event)), sort_keys=True)
 
 
 def normalized(lines: Counter[str]) -> Counter[str]:

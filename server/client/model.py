@@ -23,8 +23,8 @@ from datetime import datetime
 from typing import Any
 
 from cesar.automata.schema import EventError, StreamSchema
-from cesar.server.wire.convert import to_value, value_of
-from cesar.server.wire.eventfile import Ingest, iso_time
+from cesar.server.wire.convert import to_value, trusted_event
+from cesar.server.wire.eventfile import Ingest, event_record
 from cesar.v1 import cesar_pb2 as pb
 
 Time = int | datetime
@@ -99,17 +99,15 @@ class Alert:
         """The alert ``message`` carries; ``schema`` is its stream's, when known."""
         if message.notice:
             return Alert(message.subscription, message.seq, notice=message.notice)
-        event = message.event
-        attrs = {name: value_of(value) for name, value in event.attributes.items()}
-        time = None
-        if schema is not None:
-            attrs = {name: attrs[name] for name in schema.names if name in attrs}
-            start = iso_time(event.t0, schema.unit, schema.zone)
-            end = iso_time(event.t1, schema.unit, schema.zone)
-            if start is not None and end is not None:
-                time = start if event.t0 == event.t1 else f"{start}/{end}"
+        record = event_record(trusted_event(message.event), schema)
         return Alert(
-            message.subscription, message.seq, event.stream, event.t0, event.t1, attrs, time
+            message.subscription,
+            message.seq,
+            record["stream"],
+            record["t0"],
+            record["t1"],
+            record["attrs"],
+            record.get("time"),
         )
 
     def json(self) -> str:

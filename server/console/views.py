@@ -8,7 +8,6 @@ client is :class:`~cesar.server.front.errors.NotFound`, as if it did not exist.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
@@ -19,7 +18,7 @@ from cesar.server.front.errors import NotFound
 from cesar.server.front.front import Front
 from cesar.server.wire.client import message_data
 from cesar.server.wire.convert import trusted_event
-from cesar.server.wire.eventfile import event_json
+from cesar.server.wire.eventfile import event_record
 from cesar.v1 import cesar_pb2 as pb
 
 
@@ -153,7 +152,7 @@ def _record(alert: pb.Alert, schema: StreamSchema | None) -> dict[str, Any]:
     if alert.notice:
         record["notice"] = alert.notice
         return record
-    record.update(json.loads(event_json(trusted_event(alert.event), schema)))
+    record.update(event_record(trusted_event(alert.event), schema))
     return record
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from zoneinfo import ZoneInfo
 
 from cesar.automata.schema import (
@@ -346,12 +346,7 @@ def read_events(
 
 
 def event_json(event: Event, schema: StreamSchema | None = None) -> str:
-    """The output line of an event: ``{"stream", "t0", "t1", "time", "attrs"}``.
-
-    ``attrs`` are in schema order; ``time`` (present when the schema has a
-    calendar unit) is the ISO 8601 form of t0 (and of t1, as an interval
-    ``t0/t1``, for a duration), to the unit's precision, in the stream's zone (UTC unless
-    it names one).
+    """The output line of an event: :func:`event_record` as JSON.
 
     >>> from cesar.automata.schema import parse_stream_spec
     >>> rising = parse_stream_spec("Rising(Name:string)[min]")
@@ -359,8 +354,19 @@ def event_json(event: Event, schema: StreamSchema | None = None) -> str:
     >>> json.loads(line)["time"]
     '2020-10-26T13:31Z/2020-10-26T13:35Z'
     """
+    return json.dumps(event_record(event, schema), ensure_ascii=False)
+
+
+def event_record(event: Event, schema: StreamSchema | None = None) -> dict[str, Any]:
+    """An event as output data: ``{"stream", "t0", "t1", "time", "attrs"}``.
+
+    ``attrs`` are in schema order; ``time`` (present when the schema has a
+    calendar unit) is the ISO 8601 form of t0 (and of t1, as an interval
+    ``t0/t1``, for a duration), to the unit's precision, in the stream's zone (UTC unless
+    it names one).
+    """
     values = event.attrs()
-    record: dict[str, object] = {"stream": event.stream, "t0": event.t0, "t1": event.t1}
+    record: dict[str, Any] = {"stream": event.stream, "t0": event.t0, "t1": event.t1}
     if schema is not None:
         values = {name: values[name] for name in schema.names}
         unit, zone = schema.unit, schema.zone
@@ -368,7 +374,7 @@ def event_json(event: Event, schema: StreamSchema | None = None) -> str:
         if start is not None and end is not None:
             record["time"] = start if event.t0 == event.t1 else f"{start}/{end}"
     record["attrs"] = values
-    return json.dumps(record, ensure_ascii=False)
+    return record
 
 
 _ISO_PRECISION = {
