@@ -113,7 +113,7 @@ def listen(conn: Any, args: argparse.Namespace) -> int:
     """Deliver alerts until ``--count`` or ``--timeout``, reconnecting as the module says."""
     from cesar.client import Client, Unavailable
 
-    client = Client.using(conn)
+    client = Client(connection=conn)
     sink = _sink(args)
     try:
         listener = client.listen(

@@ -321,7 +321,7 @@ def _subscribe(conn: Any, args: argparse.Namespace) -> int:
         Path(q).read_text() if "\n" not in q and len(q) < 4096 and Path(q).is_file() else q
         for q in args.query
     ]
-    client = Client.using(conn)
+    client = Client(connection=conn)
     if len(texts) == 1:
         print(client.subscribe(texts[0], args.name or "").id)
         return 0

@@ -35,7 +35,8 @@ class Client:
     Every call waits for a server that is not up yet (one restarting answers once it has
     replayed its log) for up to ``timeout`` seconds, and raises a
     :class:`~cesar.client.errors.CesarError` that keeps the server's reason.
-    Use it in a ``with`` block, or :meth:`close` it.
+    Use it in a ``with`` block, or :meth:`close` it.  ``connection``: an open one to use
+    instead (the CLI's), in place of ``target``, ``token`` and ``tls_ca``.
     """
 
     def __init__(
@@ -44,17 +45,11 @@ class Client:
         token: str | None = None,
         tls_ca: Path | None = None,
         timeout: float = TIMEOUT,
+        connection: Connection | None = None,
     ) -> None:
-        self.connection = Connection.open(target, token, tls_ca)
+        self.connection = connection or Connection.open(target, token, tls_ca)
         self.timeout = timeout
         self._schemas: dict[str, StreamSchema] = {}
-
-    @staticmethod
-    def using(connection: Connection, timeout: float = TIMEOUT) -> Client:
-        """A client over an open ``connection`` (the CLI's)."""
-        client = Client.__new__(Client)
-        client.connection, client.timeout, client._schemas = connection, timeout, {}
-        return client
 
     def __enter__(self) -> Client:
         return self
