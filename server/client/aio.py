@@ -149,7 +149,7 @@ class AsyncClient:
     ) -> Published:
         """See :meth:`Client.publish <cesar.client.Client.publish>`."""
         schema = await self.schema(stream)
-        requests = list(publish_requests(schema, events, batch, close, idempotency_key))
+        requests = publish_requests(schema, events, batch, close, idempotency_key)
         accepted, duplicate, last, offset = 0, True, 0, 0
         rejected: list[Rejection] = []
         try:

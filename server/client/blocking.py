@@ -166,7 +166,7 @@ class Client:
         TypeError before anything is sent.
         """
         schema = self.schema(stream)
-        requests = list(publish_requests(schema, events, batch, close, idempotency_key))
+        requests = publish_requests(schema, events, batch, close, idempotency_key)
         accepted, duplicate, last, offset = 0, True, 0, 0
         rejected: list[Rejection] = []
         try:

@@ -43,43 +43,25 @@ def publish_requests(
     batch: int,
     close: bool,
     idempotency_key: str,
-) -> Iterator[pb.PublishRequest]:
-    """``events`` of ``schema``'s stream in requests of ``batch`` events; the k-th keyed
-    ``<idempotency_key>/<k>`` when a key is given, the last closing its epoch with a
-    watermark at the greatest ``t1`` when ``close``.
-
-    The requests are made as they are sent, so an iterator of any length streams.
+) -> list[pb.PublishRequest]:
+    """``events`` of ``schema``'s stream in requests of ``batch`` events; the k-th (from 1)
+    keyed ``<idempotency_key>/<k>`` when a key is given, the last closing its epoch with a
+    watermark at the greatest ``t1`` when ``close``.  Every event is converted before any
+    request is sent, so a malformed one (ValueError, TypeError) sends nothing.
     """
     if batch < 1:
         raise ValueError(f"batch is at least 1, not {batch}")
-    pending: list[pb.Event] = []
-    held: pb.PublishRequest | None = None
-    number = 0
-    newest = 0
-    for row in events:
-        message = event_message(schema, row)
-        newest = max(newest, message.t1)
-        pending.append(message)
-        if len(pending) < batch:
-            continue
-        if held is not None:
-            yield held
-        number += 1
-        held = _keyed(pending, idempotency_key, number)
-        pending = []
-    if pending:
-        if held is not None:
-            yield held
-        number += 1
-        held = _keyed(pending, idempotency_key, number)
-    if held is not None:
-        if close:
-            held.watermark = newest
-        yield held
-
-
-def _keyed(events: list[pb.Event], key: str, number: int) -> pb.PublishRequest:
-    return pb.PublishRequest(events=events, idempotency_key=f"{key}/{number}" if key else "")
+    messages = [event_message(schema, row) for row in events]
+    requests = [
+        pb.PublishRequest(
+            events=messages[start : start + batch],
+            idempotency_key=f"{idempotency_key}/{start // batch + 1}" if idempotency_key else "",
+        )
+        for start in range(0, len(messages), batch)
+    ]
+    if requests and close:
+        requests[-1].watermark = max(message.t1 for message in messages)
+    return requests
 
 
 def stream_schema(spec: str) -> StreamSchema:
