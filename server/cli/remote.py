@@ -87,7 +87,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-time-jump",
         type=int,
         default=limits.MAX_TIME_JUMP_SECONDS,
-        help="seconds an event may be ahead of its stream's newest event",
+        help="seconds an event of a stream without a clock (no time unit, or --replayed) may "
+        "be ahead of its stream's newest event",
+    )
+    parser.add_argument(
+        "--replayed",
+        action="append",
+        default=[],
+        metavar="STREAM",
+        help="an input stream whose times are a recording's, not the clock's: its events may "
+        "run past the wall clock, up to --max-time-jump past its newest (repeatable)",
     )
     parser.add_argument(
         "--max-alerts-per-epoch",
@@ -187,6 +196,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_alert_bytes_per_epoch=args.max_alert_bytes_per_epoch or None,
             max_search_steps=args.max_search_steps or None,
             max_time_jump=args.max_time_jump,
+            replayed=frozenset(args.replayed),
             snapshots=SnapshotPolicy(
                 args.snapshot_every_batches, args.snapshot_every_seconds, args.snapshots_kept
             ),

@@ -8,13 +8,14 @@ every stream's time bound refuses the whole batch.
 
 The time bound keeps one mistaken timestamp (2^63-1, milliseconds in a
 ``[min]`` stream) from making every later event of every client late.  An
-event's ``t1`` may be at most ``max_time_jump`` seconds (ticks for the
-abstract tick) past the newest event of its stream, and — for a stream in a
-real time unit — at most :data:`~cesar.server.front.limits.MAX_CLOCK_SKEW_SECONDS`
-past the wall clock, whichever is later.  The first event of a stream in the
-abstract tick has no newest event and no clock to measure from: it may be at most
-``max_time_jump`` ticks past the newest event of any stream in that unit, or
-past tick 0.
+event of a stream in a real time unit may be at most
+:data:`~cesar.server.front.limits.MAX_CLOCK_SKEW_SECONDS` past the wall clock:
+a bound no sequence of requests moves.  A stream the operator declared
+*replayed* (``cesar serve --replayed NAME``: its times are a recording's, not
+the clock's) may instead go ``max_time_jump`` seconds past its newest event,
+whichever is later.  A stream in the abstract tick has no clock: its events
+may be at most ``max_time_jump`` ticks past its newest event, and its first at
+most that past the newest event of any stream in that unit, or past tick 0.
 
 :class:`Admission` owns ``newest`` (per stream, the newest accepted ``t1``),
 saved in checkpoints (:meth:`to_data`, :meth:`restore`).  It does no I/O and
@@ -61,10 +62,18 @@ arrival at the feed (None: its index orders it)."""
 class Admission:
     """The admission checks of one front; see the module docstring."""
 
-    def __init__(self, registry: Registry, gate: EpochGate, max_time_jump: int) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        gate: EpochGate,
+        max_time_jump: int,
+        replayed: frozenset[str] = frozenset(),
+    ) -> None:
         self.registry = registry
         self.gate = gate
         self.max_time_jump = max_time_jump
+        self.replayed = replayed
+        """Input streams whose times may run ahead of the wall clock (a recording's)."""
         self.newest: dict[str, int] = {}
         """Per input stream, the newest accepted (or replayed) ``t1``."""
 
@@ -245,13 +254,22 @@ class Admission:
         stream of its events in time).
         """
         latest = [self.time_limit(name, now) for name in self.registry.inputs]
-        latest += [t1 + self._bound(stream) for stream, t1 in fine.items()]
+        latest += [
+            t1 + self._bound(stream) for stream, t1 in fine.items() if not self._clocked(stream)
+        ]
         if latest and watermark > max(latest):
             raise InvalidArgument(
-                f"watermark {watermark} is more than {self.max_time_jump} s ahead of every "
-                f"stream's newest event and the clock (at most {max(latest)}): a wrong "
-                "timestamp or unit? (cesar serve --max-time-jump)"
+                f"watermark {watermark} is ahead of every stream's time bound (at most "
+                f"{max(latest)}: {limits.MAX_CLOCK_SKEW_SECONDS} s past the clock, or "
+                f"{self.max_time_jump} s past the newest event of a stream without a clock "
+                "or replayed): a wrong timestamp or unit? (cesar serve --max-time-jump, "
+                "--replayed)"
             )
+
+    def _clocked(self, stream: str) -> bool:
+        """Whether ``stream``'s events are bounded by the wall clock alone."""
+        seconds = self.registry.inputs[stream].unit.seconds
+        return seconds is not None and stream not in self.replayed
 
     def _bound(self, stream: str) -> int:
         """``max_time_jump`` in ``stream``'s unit (ticks for the abstract tick)."""
@@ -262,7 +280,7 @@ class Admission:
         """The latest ``t1`` ``stream`` accepts now (see the module docstring)."""
         unit = self.registry.inputs[stream].unit
         marks = []
-        if stream in self.newest:
+        if stream in self.newest and not self._clocked(stream):
             marks.append(self.newest[stream] + self._bound(stream))
         if unit.seconds is not None:
             marks.append(int((now + limits.MAX_CLOCK_SKEW_SECONDS) / unit.seconds))
@@ -288,10 +306,11 @@ class Admission:
 
     def ahead_reason(self, t1: int, limit: int) -> str:
         return (
-            f"t1 = {t1} jumps more than {self.max_time_jump} s ahead of the stream's newest "
-            f"event, or more than {limits.MAX_CLOCK_SKEW_SECONDS} s ahead of the clock (at "
-            f"most t1 = {limit} in its unit): a wrong timestamp or unit? "
-            "(cesar serve --max-time-jump)"
+            f"t1 = {t1} is more than {limits.MAX_CLOCK_SKEW_SECONDS} s ahead of the clock (a "
+            f"stream with a time unit), or jumps more than {self.max_time_jump} s ahead of "
+            f"the stream's newest event (a stream without a unit, or replayed; at most t1 = "
+            f"{limit} in its unit): a wrong timestamp or unit? (cesar serve --max-time-jump, "
+            "--replayed)"
         )
 
 

@@ -313,16 +313,22 @@ class EpochGate:
 
 
 APPLY_BYTES = 32 << 20
-"""About the most event bytes one Apply request to a shard carries: released epochs are split
-between epochs into requests of this size, so none comes near a transport limit."""
+"""About the most event bytes one Apply request to a shard carries: released epochs are cut
+into requests of about this size, between epochs where it can and inside an epoch bigger than
+that (its parts marked ``continued``), so no request comes near a transport limit."""
 
 
-def apply_requests(ready: Sequence[Pending]) -> list[shard_pb2.ApplyRequest]:
+def apply_requests(
+    ready: Sequence[Pending], limit: int = APPLY_BYTES
+) -> list[shard_pb2.ApplyRequest]:
     """One shard's released items (in (t1, arrival) order) as Apply requests, in order.
 
     Each lane's items go as one Arrow table when all are rows of routed pieces,
-    else as events; a lane's items are cut between epochs (never inside one) into
-    parts of about :data:`APPLY_BYTES`, and the parts fill requests of that size.
+    else as events; a lane's items are cut into parts of about ``limit`` bytes,
+    between epochs where one fits and inside an epoch that does not (the part
+    before such a cut is ``continued``: the shard holds the epoch's events until
+    its last part), and the parts fill requests of that size, a lane's later
+    parts each in a request after its earlier ones.
     """
     lanes: dict[str, list[Pending]] = {}
     for item in ready:
@@ -332,11 +338,14 @@ def apply_requests(ready: Sequence[Pending]) -> list[shard_pb2.ApplyRequest]:
     for lane, items in lanes.items():
         whole = _lane_message(lane, items)
         parts = [whole]
-        if whole.ByteSize() > APPLY_BYTES:  # rare: only then is each item's size estimated
-            parts = [_lane_message(lane, part) for part in _parts(items)]
-        for message in parts:
+        if whole.ByteSize() > limit:  # rare: only then is each item's size estimated
+            cut = _parts(items, limit)
+            parts = [_lane_message(lane, part) for part in cut]
+            for message, part, after in zip(parts, cut, cut[1:], strict=False):
+                message.continued = part[-1].t1 == after[0].t1
+        for number, message in enumerate(parts):
             bytes_ = message.ByteSize()
-            if size and size + bytes_ > APPLY_BYTES:
+            if number or (size and size + bytes_ > limit):
                 requests.append(shard_pb2.ApplyRequest())
                 size = 0
             requests[-1].lanes.append(message)
@@ -355,16 +364,20 @@ def _lane_message(lane: str, items: list[Pending]) -> shard_pb2.LaneEvents:
     return message
 
 
-def _parts(items: list[Pending]) -> list[list[Pending]]:
-    """``items`` cut between epochs into parts of about APPLY_BYTES (estimated)."""
+def _parts(items: list[Pending], limit: int) -> list[list[Pending]]:
+    """``items`` cut into parts of about ``limit`` bytes (estimated): between epochs once a
+    part holds ``limit``, inside an epoch once it holds twice that."""
     parts: list[list[Pending]] = [[]]
     size = 0
     for item in items:
-        if size > APPLY_BYTES and item.t1 != parts[-1][-1].t1:
+        bytes_ = _estimate(item.event)
+        if parts[-1] and (
+            (size > limit and item.t1 != parts[-1][-1].t1) or size + bytes_ > 2 * limit
+        ):
             parts.append([])
             size = 0
         parts[-1].append(item)
-        size += _estimate(item.event)
+        size += bytes_
     return parts
 
 

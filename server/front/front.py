@@ -85,6 +85,7 @@ class Front:
         shards: ShardPool,
         max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS,
         snapshots: SnapshotPolicy | None = None,
+        replayed: frozenset[str] = frozenset(),
     ) -> None:
         self.catalog = catalog
         self.shards = shards
@@ -97,7 +98,8 @@ class Front:
         self.registry = Registry(shards.count)
         self.gate = EpochGate(shards.count, self.registry.groups, self.registry.unit_of)
         self.max_time_jump = max_time_jump
-        self.admission = Admission(self.registry, self.gate, max_time_jump)
+        self.replayed = replayed
+        self.admission = Admission(self.registry, self.gate, max_time_jump, replayed)
         self.batches = 0
         """Batches are numbered in order under the lock; ``batches`` is the last begun."""
         self.commits = Commits(
@@ -542,7 +544,7 @@ class Front:
             self.shards.failed = None
             self.registry = Registry(self.shards.count)
             self.gate = EpochGate(self.shards.count, self.registry.groups, self.registry.unit_of)
-            self.admission = Admission(self.registry, self.gate, self.max_time_jump)
+            self.admission = Admission(self.registry, self.gate, self.max_time_jump, self.replayed)
             self.start()
 
     def stop_intake(self) -> None:

@@ -91,6 +91,8 @@ class ServeConfig:
     max_alert_bytes_per_epoch: int | None = limits.MAX_ALERT_BYTES_PER_EPOCH
     max_search_steps: int | None = limits.MAX_SEARCH_STEPS
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
+    replayed: frozenset[str] = frozenset()
+    """Input streams whose times may run ahead of the wall clock (``--replayed``)."""
     snapshots: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     shard_addresses: Sequence[str] = field(default_factory=tuple)
     shard_secret_file: Path | None = None
@@ -237,7 +239,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         return 2
     try:
         catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)
-        front = Front(catalog, shards, config.max_time_jump, config.snapshots)
+        front = Front(catalog, shards, config.max_time_jump, config.snapshots, config.replayed)
         front.start()
         for spec in config.streams:
             with contextlib.suppress(AlreadyExists):

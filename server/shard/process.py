@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -138,6 +138,8 @@ class ShardState:
         self.loaded: dict[str, tuple[RunSnapshot, dict[str, int]]] | None = None
         self.place = (0, 1)
         """(this shard's index, the shard count) in the front's order, from its last Load."""
+        self.held: dict[str, list[Event]] = {}
+        """Per lane, the events of an epoch that came in parts (``continued``), until its last."""
         self._schemas: dict[str, StreamSchema] = {}
 
     def _schema(self, spec: str) -> StreamSchema:
@@ -181,7 +183,8 @@ class ShardState:
 
     def apply(self, request: shard_pb2.ApplyRequest) -> list[shard_pb2.ApplyResponse]:
         """Process each lane's epochs in order; the alerts made, in order, in messages of at
-        most about :data:`RESPONSE_BYTES` each."""
+        most about :data:`RESPONSE_BYTES` each.  A lane's last epoch marked ``continued`` is
+        held until the message with its last part, then processed whole."""
         out = Responses()
         for lane_events in request.lanes:
             lane = self.lanes.get(lane_events.lane)
@@ -189,9 +192,15 @@ class ShardState:
                 continue
             engine = lane.engine
             if lane_events.arrow:
-                events: Iterable[Event] = lane_table_events(lane_events.arrow)
+                events = list(lane_table_events(lane_events.arrow))
             else:
-                events = (trusted_event(e) for e in lane_events.events)
+                events = [trusted_event(e) for e in lane_events.events]
+            events = self.held.pop(lane_events.lane, []) + events
+            if lane_events.continued and events:
+                last = len(events)
+                while last and events[last - 1].t1 == events[-1].t1:
+                    last -= 1
+                events, self.held[lane_events.lane] = events[:last], events[last:]
             for epoch in epochs(events):
                 self._emit(lane, engine.process_matches(epoch), out)
                 for notice in engine.notices:
@@ -256,6 +265,7 @@ class ShardState:
         The snapshot names :attr:`place`, so it is never loaded in another.  Deletes the
         snapshots at positions not in ``keep``.
         """
+        assert not self.held, "a snapshot between the parts of an epoch"
         directory = self._directory()
         data = {
             "place": list(self.place),
@@ -276,6 +286,7 @@ class ShardState:
         copied from another shard's directory, or shards given in another order."""
         self.lanes.clear()
         self.output.clear()
+        self.held.clear()
         self.alerts_dropped = 0
         self.loaded = None
         self.place = place
