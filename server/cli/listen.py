@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,11 @@ def _sink(args: argparse.Namespace) -> Sink:
         headers[name.strip()] = value.strip()
     if args.rotate_bytes < 1 or args.keep_files < 1:
         raise SystemExit("cesar: --rotate-bytes and --keep-files must be at least 1")
-    return sink_for(args.to, args.rotate_bytes, args.keep_files, headers)
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    try:
+        return sink_for(args.to, args.rotate_bytes, args.keep_files, headers, deadline)
+    except ValueError as exc:
+        raise SystemExit(f"cesar: --to {exc}") from None
 
 
 def _after(args: argparse.Namespace, client: Any) -> dict[str, int] | None:

@@ -13,7 +13,11 @@ then, so delivery is at least once, and a receiver removes a duplicate by
   one begun;
 * ``http://`` or ``https://``: one POST per batch, a JSON array of the alert objects; a
   failure to connect, a 5xx or a 429 is retried with exponential backoff (0.5 s doubling to
-  30 s) until it succeeds; another status is an error (:class:`DeliveryError`).
+  30 s) until it succeeds or its ``deadline`` passes (``cesar listen --timeout``); another
+  status, or the deadline, is an error (:class:`DeliveryError`).
+
+Any other target (a directory, a URL of another scheme, a file in a missing directory) is a
+ValueError when the sink is made, before any alert is read.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ POST_TIMEOUT = 30.0
 
 
 class DeliveryError(Exception):
-    """A delivery that retrying cannot mend (a webhook's 4xx other than 429)."""
+    """A delivery that retrying cannot mend (a webhook's 4xx other than 429), or that its
+    deadline ended while retrying."""
 
 
 class Sink(Protocol):
@@ -82,8 +87,9 @@ class RotatingFile:
 
 
 class Webhook:
-    """One POST per batch to ``url``, retried until it succeeds (module docstring);
-    ``sleep`` and ``say`` are the waiting and the telling (tests pass their own)."""
+    """One POST per batch to ``url``, retried until it succeeds or ``deadline`` (a
+    ``time.monotonic()`` reading; None: never) passes (module docstring); ``sleep`` and
+    ``say`` are the waiting and the telling (tests pass their own)."""
 
     def __init__(
         self,
@@ -91,23 +97,38 @@ class Webhook:
         headers: dict[str, str],
         sleep: Callable[[float], None] = time.sleep,
         say: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
+        deadline: float | None = None,
     ) -> None:
         self.url, self.headers, self.sleep, self.say = url, headers, sleep, say
+        self.deadline = deadline
         self.retries = 0
 
     def deliver(self, alerts: list[Alert]) -> None:
         body = ("[" + ",".join(alert.json() for alert in alerts) + "]").encode()
         wait = RETRY_FIRST
         while True:
-            why = self._post(body)
+            why = self._post(body, self._left(POST_TIMEOUT))
             if why is None:
                 return
+            left = self._left(wait)
+            if left < wait:
+                self.sleep(left)
+                raise DeliveryError(
+                    f"{self.url}: {why}; the deadline passed while retrying: "
+                    f"{len(alerts)} alerts not delivered (a later listen resumes them)"
+                )
             self.retries += 1
             self.say(f"cesar: {self.url}: {why}; retrying in {wait:g} s")
             self.sleep(wait)
             wait = min(wait * 2, RETRY_MAX)
 
-    def _post(self, body: bytes) -> str | None:
+    def _left(self, at_most: float) -> float:
+        """Seconds to the deadline, at most ``at_most`` (0 once it passed)."""
+        if self.deadline is None:
+            return at_most
+        return max(0.0, min(at_most, self.deadline - time.monotonic()))
+
+    def _post(self, body: bytes, timeout: float) -> str | None:
         """POST ``body``; None if delivered, else why it should be retried."""
         request = urllib.request.Request(
             self.url,
@@ -116,7 +137,7 @@ class Webhook:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(request, timeout=POST_TIMEOUT) as response:
+            with urllib.request.urlopen(request, timeout=max(timeout, 0.1)) as response:
                 response.read()
             return None
         except urllib.error.HTTPError as exc:
@@ -128,10 +149,25 @@ class Webhook:
             return f"cannot deliver ({reason})"
 
 
-def sink_for(target: str, rotate_bytes: int, keep: int, headers: dict[str, str]) -> Sink:
-    """The sink ``--to`` names: ``-``, an ``http(s)://`` URL, or a file path."""
+def sink_for(
+    target: str,
+    rotate_bytes: int,
+    keep: int,
+    headers: dict[str, str],
+    deadline: float | None = None,
+) -> Sink:
+    """The sink ``--to`` names: ``-``, an ``http(s)://`` URL, or a file path; ValueError for
+    anything else (module docstring).  ``deadline`` bounds a webhook's retrying."""
     if target == "-":
         return StandardOutput()
     if target.startswith(("http://", "https://")):
-        return Webhook(target, headers)
-    return RotatingFile(Path(target), rotate_bytes, keep)
+        return Webhook(target, headers, deadline=deadline)
+    scheme, colon, _ = target.partition("://")
+    if colon and scheme.isalnum():
+        raise ValueError(f"{target}: {scheme}:// is not a target; use -, a file, or http(s)://")
+    path = Path(target)
+    if path.is_dir():
+        raise ValueError(f"{target}: a directory; name a file in it")
+    if not path.parent.is_dir():
+        raise ValueError(f"{target}: no directory {path.parent}")
+    return RotatingFile(path, rotate_bytes, keep)

@@ -318,6 +318,39 @@ def test_listen_posts_every_alert_to_a_webhook_through_a_restart_of_each(tmp_pat
         receiver.shutdown()
 
 
+def test_listen_to_a_dead_webhook_stops_at_its_timeout_and_bad_targets_are_one_line(
+    served: Server, tmp_path: Path
+) -> None:
+    """A webhook nobody answers is retried only until ``--timeout``: the command ends there,
+    saying how many alerts were not delivered; a directory, an unknown scheme or a missing
+    directory is a one-line error before anything is read."""
+    import socket
+    import time
+
+    assert cesar(served, "subscribe", *QUERIES[1:2]).returncode == 0
+    assert cesar(served, "publish", "--quiet", SAMPLE).returncode == 0
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    started = time.monotonic()
+    dead = cesar(
+        served, "listen", "--to", f"http://127.0.0.1:{port}/alerts", "--after-seq", "0",
+        "--timeout", "5",
+    )  # fmt: skip
+    assert time.monotonic() - started < 30  # before: retried for good, past any --timeout
+    assert dead.returncode == 1 and "retrying in 0.5 s" in dead.stderr
+    assert "the deadline passed while retrying" in dead.stderr.splitlines()[-1]
+    for target, said in [
+        (str(tmp_path), "a directory"),
+        ("ftp://example.com/alerts", "ftp:// is not a target"),
+        (str(tmp_path / "missing" / "alerts.jsonl"), "no directory"),
+    ]:
+        bad = cesar(served, "listen", "--to", target, "--timeout", "5")
+        assert bad.returncode == 1
+        assert bad.stderr.count("\n") == 1 and said in bad.stderr, bad.stderr
+        assert "Traceback" not in bad.stderr
+
+
 def test_a_client_command_says_it_waits_for_a_server_before_giving_up(tmp_path: Path) -> None:
     """Nothing answers at the address: after 2 s the command says it is waiting (a restarting
     server replays its log first), and at --wait it gives up with the reason, exit 1."""

@@ -106,3 +106,20 @@ def test_a_file_rotates_past_its_size_and_keeps_the_newest(tmp_path) -> None:  #
         for line in (tmp_path / name).read_text().splitlines()
     ]
     assert kept == [5, 6, 7, 8, 9]  # 55 bytes a line, two a file; the oldest files went
+
+
+def test_a_webhook_stops_retrying_at_its_deadline() -> None:
+    import time
+
+    waits: list[float] = []
+    deadline = time.monotonic() + 2.0
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    hook = Webhook("http://127.0.0.1:9/alerts", {}, sleep, lambda _: None, deadline)
+    with pytest.raises(DeliveryError, match="deadline passed while retrying: 1 alerts"):
+        hook.deliver(alerts(1))
+    assert waits[:2] == [0.5, 1.0] and sum(waits) <= 2.1
+    assert time.monotonic() >= deadline - 0.05
