@@ -22,7 +22,11 @@ Everything the server has acknowledged is here, so a server killed with
 * ``shares``: the clients other than its owner that may read a published stream;
 * ``clock_joins``: the streams a subscription reads and publishes, with its
   position, when it joined clock groups (kept after it is removed: groups only
-  merge, and a replay must rebuild the same ones).
+  merge, and a replay must rebuild the same ones);
+* ``marks``: how far the log is compacted, and the server's *identity*, a random
+  number made with the catalog (or when a catalog from before identities is first
+  opened) and written in every checkpoint and shard snapshot, so that another
+  server's snapshots are refused.
 
 A published batch, its alerts and the subscriptions' seqs are written in one
 transaction, so an acknowledged batch is all there or not at all.  The
@@ -32,6 +36,7 @@ crash of the process (not of the machine's power).
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -180,6 +185,7 @@ class Catalog:
             self.db.executescript(_SCHEMA)
             self._never_reuse_alert_ids()
             self._keep_subscribe_keys()
+            self.identity = self._identity()
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
 
@@ -218,6 +224,16 @@ class Catalog:
                 self.db.execute(
                     "ALTER TABLE subscriptions ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT ''"
                 )
+
+    def _identity(self) -> int:
+        """The server's identity (module docstring), made at the first open."""
+        row = self.db.execute("SELECT value FROM marks WHERE name = 'server'").fetchone()
+        if row is not None:
+            return int(row[0])
+        identity = secrets.randbits(62) + 1
+        with _transaction(self.db):
+            self.db.execute("INSERT INTO marks VALUES ('server', ?)", (identity,))
+        return identity
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close."""

@@ -11,9 +11,10 @@ to the oldest of them (:meth:`~cesar.server.front.catalog.Catalog.add_checkpoint
 
 On start, :meth:`Checkpoints.choose` tries the checkpoints newest first: one
 every shard loads (same format and version, intact, taken with as many
-shards) is used; the reasons for those refused are logged.  With none usable
-the log must be whole to replay from the start; otherwise the start is
-refused with what to do.
+shards, in the same place, by this server: the catalog's identity) is used;
+the reasons for those refused are logged.  With none usable the log must be
+whole to replay from the start; otherwise the start is refused with what to
+do.
 """
 
 from __future__ import annotations
@@ -74,13 +75,17 @@ class Checkpoints:
 
     def take(self, position: int, front: dict[str, Any]) -> None:
         """Every shard saves its snapshot at ``position``; then the catalog records it with
-        the front's state and compacts the log.  A crash in between leaves the previous
-        checkpoints in force (a shard's extra file is deleted by its next snapshot)."""
+        the front's state (and the server's identity) and compacts the log.  A crash in
+        between leaves the previous checkpoints in force (a shard's extra file is deleted by
+        its next snapshot)."""
         started = time.monotonic()
         keep = [p for p, _, _ in self.catalog.checkpoints()][: self.policy.keep - 1]
         written = self.shards.snapshot(position, keep)
         compacted = self.catalog.add_checkpoint(
-            position, self.shards.count, snapshots.encode(front, position), self.policy.keep
+            position,
+            self.shards.count,
+            snapshots.encode({**front, "server": self.catalog.identity}, position),
+            self.policy.keep,
         )
         self.last_position, self.last_time = position, time.monotonic()
         self.taken += 1
@@ -100,6 +105,7 @@ class Checkpoints:
         """Load the newest usable checkpoint into the shards: (position, front state); None
         (the shards empty) when there is none and the log is whole.  Raises NoCheckpoint."""
         refused: list[str] = []
+        identity = self.catalog.identity
 
         def refuse(reason: str) -> None:
             refused.append(reason)
@@ -114,12 +120,15 @@ class Checkpoints:
             except SnapshotError as exc:
                 refuse(f"batch {position}: the front's state: {exc}")
                 continue
-            reasons = self.shards.load(position)
+            if front.get("server", identity) != identity:
+                refuse(f"batch {position}: the front's state was written by another server")
+                continue
+            reasons = self.shards.load(position, identity)
             if not reasons:
                 self.last_position = position
                 return position, front
             refuse(f"batch {position}: {'; '.join(reasons)}")
-        self.shards.load(0)
+        self.shards.load(0, identity)
         compacted = self.catalog.compacted()
         if compacted:
             raise NoCheckpoint(

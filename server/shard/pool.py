@@ -294,15 +294,20 @@ class ShardPool:
         calls = [(i, self._send(i, "Snapshot", request)) for i in range(self.count)]
         return self._all(calls)
 
-    def load(self, position: int) -> list[str]:
-        """Every shard starts over from the snapshot at ``position`` (0: empty); the reasons
-        of the shards that refused it (empty: all loaded)."""
+    def load(self, position: int, server: int) -> list[str]:
+        """Every shard starts over from the snapshot at ``position`` (0: empty) of the server
+        with identity ``server``; the reasons of the shards that refused it (empty: all
+        loaded)."""
         self._settle(range(self.count))
         calls = [
             (
                 i,
                 self._send(
-                    i, "Load", shard_pb2.LoadRequest(position=position, shard=i, shards=self.count)
+                    i,
+                    "Load",
+                    shard_pb2.LoadRequest(
+                        position=position, shard=i, shards=self.count, server=server
+                    ),
                 ),
             )
             for i in range(self.count)

@@ -138,6 +138,8 @@ class ShardState:
         self.loaded: dict[str, tuple[RunSnapshot, dict[str, int]]] | None = None
         self.place = (0, 1)
         """(this shard's index, the shard count) in the front's order, from its last Load."""
+        self.server = 0
+        """The identity of the server whose front sent the last Load (0: none given)."""
         self.held: dict[str, list[Event]] = {}
         """Per lane, the events of an epoch that came in parts (``continued``), until its last."""
         self._schemas: dict[str, StreamSchema] = {}
@@ -262,13 +264,15 @@ class ShardState:
     def snapshot(self, position: int, keep: set[int]) -> int:
         """Save every lane's run state as the snapshot at ``position``; its size in bytes.
 
-        The snapshot names :attr:`place`, so it is never loaded in another.  Deletes the
+        The snapshot names :attr:`place` and :attr:`server`, so it is never loaded in another
+        place nor by another server.  Deletes the
         snapshots at positions not in ``keep``.
         """
         assert not self.held, "a snapshot between the parts of an epoch"
         directory = self._directory()
         data = {
             "place": list(self.place),
+            "server": self.server,
             "alerts_dropped": self.alerts_dropped,
             "lanes": {
                 name: {"run": capture(lane.engine).to_data(), "capped": dict(lane.capped)}
@@ -279,20 +283,28 @@ class ShardState:
         snapshots.prune(directory, keep | {position})
         return size
 
-    def load(self, position: int, place: tuple[int, int] = (0, 1)) -> None:
+    def load(self, position: int, place: tuple[int, int] = (0, 1), server: int = 0) -> None:
         """Drop every lane; hold the snapshot at ``position`` (0: none) for the installs that
         follow.  Raises SnapshotError (the shard stays empty) for one that cannot be used:
-        damaged, or written in another ``place`` (shard index, shard count) — a snapshot
-        copied from another shard's directory, or shards given in another order."""
+        damaged, written in another ``place`` (shard index, shard count) — a snapshot
+        copied from another shard's directory, or shards given in another order — or by
+        another ``server`` (another deployment's snapshot at the same place)."""
         self.lanes.clear()
         self.output.clear()
         self.held.clear()
         self.alerts_dropped = 0
         self.loaded = None
         self.place = place
+        self.server = server
         if not position:
             return
         data = snapshots.read(self._directory(), position)
+        by = data.get("server") if isinstance(data, dict) else None
+        if by is not None and by != server:
+            raise SnapshotError(
+                f"it was written by another server (identity {by}, this one's {server}): a "
+                "snapshot of another deployment, or a data directory shared by two servers?"
+            )
         written = data.get("place") if isinstance(data, dict) else None
         if written is not None and written != list(place):
             raise SnapshotError(
@@ -474,7 +486,9 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         with self.lock:
             self.loaded = True
             try:
-                self.state.load(request.position, (request.shard, request.shards or 1))
+                self.state.load(
+                    request.position, (request.shard, request.shards or 1), request.server
+                )
             except SnapshotError as exc:
                 log.warning(
                     "snapshot refused", extra={"position": request.position, "reason": str(exc)}
