@@ -57,7 +57,7 @@ DATA = ROOT.parent / "shared/data/stocks/intraday_1min_6_us_stocks_2020-10-26_20
 SAMPLE = STOCKS_SAMPLE
 GLOBAL = "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA' AND $2.Price > 420} Stock PUBLISH G"
 FILE_ROWS = 12_000
-UNCAPPED = ("--max-instances-per-node", "0", "--max-alerts-per-epoch", "0")
+UNCAPPED = ("--max-instances-per-subscription", "0", "--max-alerts-per-epoch", "0")
 """The runaway caps off: the global query holds an AMZN quote until TSLA passes 420, far more
 than a node's default cap of partial matches, and ``cesar run`` (the check) has no caps."""
 

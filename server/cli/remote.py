@@ -72,10 +72,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-streams", type=int, default=limits.MAX_STREAMS, help="input streams per client"
     )
     parser.add_argument(
-        "--max-instances-per-node",
+        "--max-instances-per-subscription",
         type=int,
-        default=limits.MAX_INSTANCES_PER_NODE,
-        help="live partial matches per DAG node (0: unlimited)",
+        default=limits.MAX_INSTANCES_PER_SUBSCRIPTION,
+        help="live partial matches per subscription (0: unlimited)",
     )
     parser.add_argument(
         "--max-instances",
@@ -111,10 +111,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes of alerts one subscription may make from one epoch (0: unlimited)",
     )
     parser.add_argument(
-        "--max-search-steps",
+        "--max-steps-per-epoch",
         type=int,
-        default=limits.MAX_SEARCH_STEPS,
-        help="candidates a pattern's recomputation may look at per epoch (0: unlimited)",
+        default=limits.MAX_STEPS_PER_EPOCH,
+        help="steps one subscription may cause in one epoch: instances tested and made, "
+        "matches, a recomputation's candidates (0: unlimited)",
     )
     parser.add_argument(
         "--snapshot-every-batches",
@@ -190,11 +191,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_query_bytes=args.max_query_bytes,
             max_listens=args.max_listens,
             max_streams=args.max_streams,
-            max_instances_per_node=args.max_instances_per_node or None,
+            max_instances_per_subscription=args.max_instances_per_subscription or None,
             max_instances=args.max_instances or None,
             max_alerts_per_epoch=args.max_alerts_per_epoch or None,
             max_alert_bytes_per_epoch=args.max_alert_bytes_per_epoch or None,
-            max_search_steps=args.max_search_steps or None,
+            max_steps_per_epoch=args.max_steps_per_epoch or None,
             max_time_jump=args.max_time_jump,
             replayed=frozenset(args.replayed),
             snapshots=SnapshotPolicy(

@@ -41,9 +41,11 @@ FR index.
 
 Memory safety: an instance that can never fire again because every ∃-edge of
 its node bounds DUR from above is collected once that bound has passed; with
-``max_instances_per_node`` or ``max_instances`` set, the oldest instances are
-dropped when a limit is exceeded and every subscription using the node gets a
-:class:`Notice`.
+``max_instances_per_subscription`` or ``max_instances`` set, the oldest instances are
+dropped when a limit is exceeded (a subscription's only from itself) and the
+subscriptions concerned get a :class:`Notice`.  Work is bounded too: with
+``max_steps``, a subscription whose steps in one epoch pass it is cut for the rest
+of the epoch (:mod:`~cesar.server.engine.work`), with a :class:`Notice`.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from cesar.server.engine.state import (
 )
 from cesar.server.engine.stepping import Steppers
 from cesar.server.engine.windowing import Windows
+from cesar.server.engine.work import Work
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
 
@@ -97,7 +100,8 @@ class Engine:
         self.steppers = Steppers(self.program, options.steps and options.indices)
         self.skipping = Skipping()
         self.windows = Windows(options.max_window_events, options.share_windows)
-        self.probe = Probe(self.program, self.state, options)
+        self.work = Work(options.max_steps, self._owners)
+        self.probe = Probe(self.program, self.state, options, self.work)
         self.installer = Installer(self.program, self.state, options, self.steppers)
         self.planner = Planner(
             self.held,
@@ -105,7 +109,7 @@ class Engine:
             self.program.codegen,
             self.options.functions,
             self.options.max_instances,
-            self.options.max_search_steps,
+            self.options.max_steps,
             self.options.plan_costs,
         )
 
@@ -181,6 +185,13 @@ class Engine:
         self.skipping.add(subscription, automata)
         self.windows.add(subscription, automata)
 
+    def _owners(self) -> dict[tuple[int, int], str]:
+        """The subscription of each (space, slot) on the DAG.  O(automata)."""
+        return {
+            (footprint.space, slot): subscription
+            for subscription, _, footprint, slot in self.program.placements()
+        }
+
     def _published(self, stream: str) -> bool:
         """Whether a subscription publishes ``stream``.  O(1)."""
         return stream in self.program.since or stream in self.planner.publishers
@@ -247,6 +258,7 @@ class Engine:
             self._take(steps)
         self.skipping.remove(subscription)
         self.windows.remove(subscription)
+        self.work.remove(subscription)
 
     def _take(self, steps: Steps) -> None:
         """Do on the DAG what the planner returned, in order."""
@@ -265,6 +277,7 @@ class Engine:
         file them eagerly (their slots may no longer bound DUR alike).
         """
         program, state = self.program, self.state
+        self.work.forget_owners()
         self.steppers.forget(change.deleted)
         if state.stepped:
             self.settle({n for n in change.rebound if n in state.live})
@@ -330,6 +343,8 @@ class Engine:
             state.notices.extend(Notice(s, reason) for s, reason in owed)
         state.counters.epochs += 1
         state.counters.events += len(epoch)
+        work = self.work
+        work.begin()
         state.counters.active_nodes_sum += len(state.live)
         program = self.program
         rank = program.rank
@@ -364,6 +379,11 @@ class Engine:
                 budget.dropped = 0
                 state.notices.extend(Notice(s, reason) for s, reason in budget.notices)
                 budget.notices.clear()
+        self.installer.hold(work.owners)
+        if work.limit is not None:
+            owed = work.finish()
+            state.counters.cut += len(work.cut_now)
+            state.notices.extend(Notice(s, reason) for s, reason in owed)
         if self.skipping:
             published = self.skipping.judge(published, groups, state.group_clock, program.groups)
         return published
@@ -482,6 +502,7 @@ class Engine:
         records = {}
         taken: dict[int, int] = {}  # per instance, the slots a REBIND took an event for
         joining = program.dag.joining
+        spaces = program.dag.nodes
         joined = 0  # spawned[:joined] holds no instance of a joining node
         joined_at: set[int] = set()  # the joining nodes that got instances
         for event, root in events:
@@ -495,7 +516,8 @@ class Engine:
             counters.fr_hits += len(starting)
             for edge_id, groups in starting.items():
                 params = edges[edge_id].params
-                slots = params.holds(groups, params.all, _EMPTY, attrs, own, own)
+                allowed = params.all & self.work.allowed(spaces[edges[edge_id].target].space)
+                slots = params.holds(groups, allowed, _EMPTY, attrs, own, own)
                 if slots:
                     fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
             for node, affected, firing, forks in self.probe.affected(event, attrs, own):
@@ -579,6 +601,15 @@ class Engine:
         The new instance goes to ``spawned`` with the instance it comes from.
         """
         program = self.program
+        target = compiled.target
+        node = program.dag.nodes[target]
+        work = self.work
+        if work.limit is not None:
+            if work.cut:
+                slots &= work.allowed(node.space)
+                if not slots:
+                    return
+            work.charge(node.space, slots)
         t1 = event.t1
         if instance is None:
             binding_in, t0 = _EMPTY, event.t0
@@ -601,8 +632,6 @@ class Engine:
             self.program.faults.arithmetic += 1
             return
         new_root = root if instance is None else min(root, instance.root)
-        target = compiled.target
-        node = program.dag.nodes[target]
         ending = slots & program.final.get(target, 0)
         if ending:
             space = program.spaces[node.space]
@@ -676,6 +705,8 @@ class Engine:
         self.planner.check_valid(program.__contains__)
         self.skipping.check_valid(self.subscriptions)
         self.windows.check_valid(self.subscriptions)
+        self.work.check_valid(set(self.subscriptions))
+        assert state.held_over <= set(self.subscriptions)
         find = program.groups.find
         assert all(find(group) == group for group in (*state.group_clock, *state.expiry))
         for node, index in state.live.items():

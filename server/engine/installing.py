@@ -4,14 +4,17 @@ An :class:`Installer` brings the run state in line with what an epoch's round ma
 instance goes live at its node (activating the node: its AI index, and its place in AN or
 under its instances' bound values), is filed by the filter groups it meets, waits by
 threshold under its wait key at once; an instance that moved on loses the slots that left;
-and the per-node and engine-wide instance limits drop the oldest, with one notice per episode.
+and the instance limits, per subscription and engine-wide, drop the oldest, with one notice
+per episode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 
 from cesar.index.ai import InstanceAccess
+from cesar.index.masks import slots_of
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Notice
@@ -132,52 +135,83 @@ class Installer:
                 self.state.wait(instance, group, bound, threshold[1], entries)
 
     def enforce_limits(self, nodes: set[int]) -> None:
-        """Drop the oldest instances over a limit; notify once per episode over it.
-
-        A node's limit is ``max_instances_per_node`` for each slot its filter
-        serves: a node shared by a thousand subscriptions may hold what a
-        thousand unshared nodes could (and one shared instance stands for many
-        of theirs).  A node (or the engine) that goes over its limit notifies
-        the subscriptions using it once; it notifies again only after it has
-        recovered: it gained instances in an epoch and held at most half its
-        limit, so one hovering at the limit is told once, not at every crossing.
-        """
-        live, instances, capped = self.state.live, self.state.instances, self.state.capped
-        per_node = self.options.max_instances_per_node
-        if per_node is not None:
-            for node in nodes:
-                index = live.get(node)
-                limit = per_node * self.program.filter_of(node).params.all.bit_count()
-                held = 0 if index is None else len(index)
-                if held > limit:
-                    assert index is not None
-                    excess = index.instances()[: held - limit]
-                    reason = f"node {node} exceeded {limit} live instances ({per_node} a query)"
-                    self._drop(excess, node, reason)
-                elif held <= limit // 2:
-                    capped.discard(node)
+        """Drop the oldest instances over the engine's limit (``max_instances``); notify the
+        users of their nodes once per episode, which ends once the engine has gained
+        instances in an epoch and holds at most half its limit."""
+        state = self.state
+        instances = state.instances
         total = self.options.max_instances
         if total is not None and len(instances) > total:
             excess = list(instances.values())[: len(instances) - total]
-            self._drop(excess, None, f"the engine exceeded {total} live instances")
+            for instance in excess:
+                state.remove(instance)
+            state.counters.dropped += len(excess)
+            if not state.capped:
+                state.capped = True
+                reason = f"the engine exceeded {total} live instances"
+                for subscription in self.program.users({i.node for i in excess}):
+                    state.notices.append(Notice(subscription, _dropped(reason)))
         elif nodes and (total is None or len(instances) <= total // 2):
-            capped.discard(None)
+            state.capped = False
 
-    def _drop(self, instances: list[EngineInstance], over: int | None, reason: str) -> None:
+    def hold(self, owners_of: Callable[[], Mapping[tuple[int, int], str]]) -> None:
+        """Hold each subscription to ``max_instances_per_subscription`` live instances, an
+        instance shared by several counted whole for each: a subscription over it leaves its
+        oldest instances (the others sharing one keep it), one notice per episode, which
+        ends once it holds at most half its limit.  ``owners_of`` gives the subscription of
+        each (space, slot).  O(1) while the engine holds no more than the limit in all; else
+        O(instances + distinct memberships × their slots)."""
+        limit = self.options.max_instances_per_subscription
         state = self.state
-        for instance in instances:
-            state.remove(instance)
-        state.counters.dropped += len(instances)
-        if over in state.capped:
+        instances = state.instances
+        if limit is None or len(instances) <= limit:
+            if limit is not None and len(instances) <= limit // 2:
+                state.held_over.clear()
             return
-        state.capped.add(over)
-        for subscription in self.program.users({i.node for i in instances}):
-            state.notices.append(
-                Notice(
-                    subscription,
-                    f"{reason}; the oldest partial matches are dropped (one notice until "
-                    "it recovers)",
-                )
-            )
+        nodes, owners = self.program.dag.nodes, owners_of()
+        memberships: Counter[tuple[int, int]] = Counter(
+            (nodes[i.node].space, i.members) for i in instances.values()
+        )
+        held: Counter[str] = Counter()
+        for (space, members), count in memberships.items():
+            for slot in slots_of(members):
+                held[owners[space, slot]] += count
+        state.held_over &= {s for s, n in held.items() if n > limit // 2}
+        excess = {s: n - limit for s, n in held.items() if n > limit}
+        if not excess:
+            return
+        leaving: dict[int, int] = {}
+        for (space, slot), subscription in owners.items():
+            if subscription in excess:
+                leaving[space] = leaving.get(space, 0) | 1 << slot
+        dropped = 0
+        for instance in list(instances.values()):  # oldest first
+            space = nodes[instance.node].space
+            mine = instance.members & leaving.get(space, 0)
+            if not mine:
+                continue
+            for slot in slots_of(mine):
+                subscription = owners[space, slot]
+                excess[subscription] -= 1
+                if not excess[subscription]:
+                    del excess[subscription]
+                    leaving[space] &= ~(1 << slot)
+            instance.members &= ~mine
+            if not instance.members:
+                state.remove(instance)
+                dropped += 1
+            if not excess:
+                break
+        state.counters.dropped += dropped
+        for subscription in sorted(s for s, n in held.items() if n > limit):
+            if subscription not in state.held_over:
+                state.held_over.add(subscription)
+                reason = f"it exceeded {limit} live instances (max_instances_per_subscription)"
+                state.notices.append(Notice(subscription, _dropped(reason)))
 
     # -------------------------------------------------------------- inspection
+
+
+def _dropped(reason: str) -> str:
+    """A notice's text for instances dropped for ``reason``."""
+    return f"{reason}; the oldest partial matches are dropped (one notice until it recovers)"

@@ -41,7 +41,7 @@ class LazyBudget:
         self._episode(
             planned,
             f"its {planned.plan.spell()} plan looked at more than {self.max_steps} candidates "
-            "and matches in one epoch (max_search_steps); the search was stopped there, so "
+            "and matches in one epoch (max_steps_per_epoch); the search was stopped there, so "
             "matches may be missed (one notice until it recovers)",
         )
 

@@ -24,6 +24,7 @@ from cesar.server.engine.params import Group
 from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Waiting
 from cesar.server.engine.stepping import GroupSteps, Step
+from cesar.server.engine.work import Work
 
 _NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
 _EMPTY: Mapping[str, Value] = {}
@@ -44,10 +45,12 @@ class Probe:
         program: QueryProgram,
         state: EngineState,
         options: EngineOptions,
+        work: Work,
     ) -> None:
         self.program = program
         self.state = state
         self.options = options
+        self.work = work
 
     def firing(self, node: int, stream: str, attrs: Mapping[str, Value]) -> Firing:
         """The ∃-edges leaving ``node`` that can fire, each with the groups the event may satisfy.
@@ -82,6 +85,8 @@ class Probe:
         event satisfies the node's filter; those slots leave the node.  A group
         of a node that steps records the event as a step instead, when it can
         (:meth:`_steps`); else its lazy instances take what they owe and are affected.
+        Each instance tested is charged to its members (:mod:`.work`), and the slots cut
+        in this epoch are tested no more.
         """
         counters = self.state.counters
         live = self.state.live
@@ -114,7 +119,12 @@ class Probe:
         joining = self.program.dag.joining
         filter_of = self.program.filter_of
         stepped = self.state.stepped
+        work = self.work
+        charging = work.limit is not None
+        spaces = self.program.dag.nodes
         for node, groups in nodes.items():
+            space = spaces[node].space
+            allowed = work.allowed(space) if charging else -1
             index = live[node]
             accesses = index.accesses
             wait_keys = filter_of(node).wait_keys
@@ -124,7 +134,9 @@ class Probe:
             forks: list[Fork] = []
             for group in groups:
                 holds, entry = group.params.holds, group.entry
-                mask = entry if entry >= 0 else 1 << ~entry  # Group.mask, inline
+                mask = (entry if entry >= 0 else 1 << ~entry) & allowed  # Group.mask, inline
+                if not mask:
+                    continue
                 if not indices:
                     candidates: Iterable[EngineInstance] = index.instances()
                 elif accesses[group.conjunct] is not None:
@@ -145,6 +157,7 @@ class Probe:
                             own,
                             affected,
                             joins,
+                            (space, allowed) if charging else None,
                         )
                         candidates = list(filed.values())
                         waits.extend((group, threshold, instance) for instance in candidates)
@@ -157,8 +170,12 @@ class Probe:
                 for instance in candidates:
                     touched += 1
                     members = instance.members & mask
+                    if charging and work.cut:
+                        members &= work.allowed(space)
                     if not members:
                         continue
+                    if charging:
+                        work.charge(space, members)
                     if joins:
                         dur = joined_dur(instance, event)
                     elif t0 <= instance.t1:
@@ -245,6 +262,7 @@ class Probe:
         own: int,
         affected: dict[int, tuple[EngineInstance, int]],
         joins: bool,
+        charged: tuple[int, int] | None,
     ) -> int:
         """Add to ``affected`` the waiting instances of ``group`` the event completes
         (``joins``: the group's node joins); ``key``: the event's value of the group's
@@ -252,8 +270,10 @@ class Probe:
 
         The threshold index of the group's instances under ``key`` gives the
         (instance, tuple) entries whose threshold the event's value passes; each
-        is verified whole.  An entry whose instance has no slot of its tuple
-        left goes.  Returns the entries touched.  O(log n + entries passed).
+        is verified whole, and charged to its members (``charged``: the node's space and
+        the slots not cut, None when nothing is charged).  An entry whose instance has no
+        slot of its tuple left goes.  Returns the entries touched.  O(log n + entries
+        passed).
         """
         file = self.state.waiting.get(group, _NO_FILES).get(key)
         if file is None:
@@ -263,6 +283,7 @@ class Probe:
         t0, t1 = event.t0, event.t1
         stale = []
         touched = 0
+        work = self.work
         for waiting in file.probe(attrs[attr]):
             touched += 1
             instance = waiting.instance
@@ -270,6 +291,11 @@ class Probe:
             if not members:
                 stale.append(waiting)
                 continue
+            if charged is not None:
+                space, allowed = charged
+                if not (members := members & allowed & work.allowed(space)):
+                    continue
+                work.charge(space, members)
             if joins:
                 dur = joined_dur(instance, event)
             elif t0 <= instance.t1:

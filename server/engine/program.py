@@ -69,7 +69,9 @@ class EngineOptions:
 
     merge: bool = True
     indices: bool = True
-    max_instances_per_node: int | None = None
+    max_instances_per_subscription: int | None = None
+    """Live instances one subscription may hold, a shared one counted whole for each
+    (:meth:`~cesar.server.engine.installing.Installer.hold`)."""
     max_instances: int | None = None
     functions: FunctionRegistry = DEFAULT_FUNCTIONS
     small_group: int = SMALL
@@ -87,9 +89,12 @@ class EngineOptions:
     plan_costs: PlanCosts = PlanCosts()
     """The planner's thresholds: when an eager subscription is watched, what a lazy plan's
     look at an event costs (:class:`~cesar.server.engine.plans.PlanCosts`)."""
-    max_search_steps: int | None = None
-    """Candidates and matches one planned subscription's recomputing searches may look at in one
-    epoch; past it the search stops, with one notice per episode."""
+    max_steps: int | None = None
+    """The work budget: steps one subscription may cause in one epoch (None: no bound).  On
+    the DAG, instances tested and made and matches (:mod:`cesar.server.engine.work`): past
+    it the subscription is cut for the rest of the epoch; for a planned subscription, the
+    candidates and matches its recomputing searches look at: past it the search stops.  One
+    notice per episode."""
     max_window_events: int | None = 1_000_000
     """Events one time-window aggregate holds (:mod:`cesar.server.engine.windowing`); past it
     the oldest are dropped, with one notice to its readers."""

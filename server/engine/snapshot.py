@@ -69,9 +69,12 @@ class RunSnapshot:
     ``since``: per subscription, the epoch it was subscribed after; ``groups``:
     the clock groups of more than one stream; ``clock``: each stream's last
     epoch; ``group_clock``: per stream, its group's latest epoch; ``capped``:
-    the places (a member of the node, None for the engine) over an instance
-    limit since their notice; ``nodes``: per node holding instances, the member
-    of each slot its instances hold — an instance shared by many subscriptions
+    ``[None]`` when the engine is over its instance limit since its notice (a snapshot from
+    before per-subscription limits may name nodes' members too: they are ignored);
+    ``budgets``: the subscriptions over their instance limit since their notice
+    (``held_over``) and those cut by the work budget with their calm epochs since
+    (``cut``); ``nodes``: per node holding instances, the member of each slot its
+    instances hold — an instance shared by many subscriptions
     is saved as its mask, not as one member per subscription; ``remembered``:
     per stream, the events its UNLESS edges still ask about, as (t0, t1,
     attribute items); ``plans``: per planned subscription, its planner state
@@ -94,6 +97,7 @@ class RunSnapshot:
     plans: dict[str, SavedPlanned]
     skipped: dict[str, Any]
     windows: list[Any]
+    budgets: dict[str, Any]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, tuples, strings, numbers) for a serializer."""
@@ -104,9 +108,9 @@ class RunSnapshot:
         """The inverse of :meth:`to_data`; KeyError or TypeError for data of another shape.
 
         Data saved before ``nodes`` (each instance's members spelled out) or before
-        ``remembered``, ``plans``, ``skipped`` or ``windows`` is read too.
+        ``remembered``, ``plans``, ``skipped``, ``windows`` or ``budgets`` is read too.
         """
-        later = ("nodes", "remembered", "plans", "skipped", "windows")
+        later = ("nodes", "remembered", "plans", "skipped", "windows", "budgets")
         values = {f.name: data[f.name] for f in fields(cls) if f.name not in later}
         return cls(
             **values,
@@ -115,6 +119,7 @@ class RunSnapshot:
             plans=data.get("plans", {}),
             skipped=data.get("skipped", {}),
             windows=data.get("windows", []),
+            budgets=data.get("budgets", {}),
         )
 
     def spelled_out(self) -> RunSnapshot:
@@ -181,13 +186,7 @@ def capture(engine: Engine) -> RunSnapshot:
         next_instance=state.next_instance,
         counters=asdict(state.counters),
         faults=program.faults.arithmetic,
-        capped=[
-            None
-            if node is None
-            else next(iter(members(node, program.filter_of(node).params.all).values()))
-            for node in sorted(state.capped, key=lambda n: -1 if n is None else n)
-            if node is None or node in program.dag.nodes
-        ],
+        capped=[None] if state.capped else [],
         nodes={node: members(node, mask) for node, mask in held.items()},
         remembered={
             stream: [(e.t0, e.t1, e.values) for e in events]
@@ -196,6 +195,7 @@ def capture(engine: Engine) -> RunSnapshot:
         plans=save(engine.planner.planned),
         skipped=engine.skipping.to_data(),
         windows=engine.windows.to_data(),
+        budgets={"held_over": sorted(state.held_over), "cut": dict(engine.work.episodes)},
     )
 
 
@@ -251,11 +251,12 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
             state.remember(Event(stream, t0, t1, tuple((name, value) for name, value in items)))
     engine.skipping.restore(snapshot.skipped)
     engine.windows.restore(snapshot.windows)
-    for capped in snapshot.capped:
-        if capped is None:
-            state.capped.add(None)
-        elif (place := _place(engine, capped)) is not None:
-            state.capped.add(place[0])
+    state.capped = None in snapshot.capped  # a node's place there is from before per-node limits
+    subscriptions = set(engine.subscriptions)
+    state.held_over = {s for s in snapshot.budgets.get("held_over", ()) if s in subscriptions}
+    engine.work.episodes = {
+        s: calm for s, calm in snapshot.budgets.get("cut", {}).items() if s in subscriptions
+    }
 
 
 def _moves(engine: Engine, table: Mapping[int, Member]) -> list[tuple[int, int, dict[int, int]]]:

@@ -70,7 +70,8 @@ class EngineCounters:
     member of its instance); ``remembered_checked``: remembered events an
     UNLESS edge was asked about; ``steps_shared``: step events a FOLD node's
     group took once for its lazy instances, ``settled``: steps such an instance
-    took when it was read (:mod:`.stepping`).
+    took when it was read (:mod:`.stepping`); ``cut``: subscriptions cut for the rest of an
+    epoch by the work budget, summed over epochs (:mod:`.work`).
     """
 
     epochs: int = 0
@@ -88,6 +89,7 @@ class EngineCounters:
     remembered_checked: int = 0
     steps_shared: int = 0
     settled: int = 0
+    cut: int = 0
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,10 @@ class EngineState:
     next_instance: int = 0
     counters: EngineCounters = field(default_factory=EngineCounters)
     notices: list[Notice] = field(default_factory=list)
-    capped: set[int | None] = field(default_factory=set)
-    """Nodes over their instance limit (None: the whole engine) since their last notice."""
+    capped: bool = False
+    """Whether the engine went over its instance limit since its last notice."""
+    held_over: set[str] = field(default_factory=set)
+    """Subscriptions that went over their instance limit since their last notice."""
     forgetting: set[str] = field(default_factory=set)
     """Streams whose remembered events went over the instance limit since their notice."""
     remembered: dict[str, deque[Event]] = field(default_factory=dict)

@@ -67,7 +67,8 @@ class ServeConfig:
     """Everything ``cesar serve`` is started with; the command line builds it.
 
     Sizes and counts are per client (``max_subscriptions``, ``max_query_bytes``,
-    ``max_listens``), per engine (``max_instances_per_node``, ``max_instances``)
+    ``max_listens``), per subscription (``max_instances_per_subscription``,
+    ``max_steps_per_epoch``), per engine (``max_instances``)
     or per subscription (``retention``: alerts kept; ``max_alerts_per_epoch``);
     None is unlimited; ``grace`` and ``max_time_jump`` are in seconds.
     """
@@ -85,11 +86,11 @@ class ServeConfig:
     max_query_bytes: int = limits.MAX_QUERY_BYTES
     max_listens: int = limits.MAX_LISTENS
     max_streams: int = limits.MAX_STREAMS
-    max_instances_per_node: int | None = limits.MAX_INSTANCES_PER_NODE
+    max_instances_per_subscription: int | None = limits.MAX_INSTANCES_PER_SUBSCRIPTION
     max_instances: int | None = limits.MAX_INSTANCES
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
     max_alert_bytes_per_epoch: int | None = limits.MAX_ALERT_BYTES_PER_EPOCH
-    max_search_steps: int | None = limits.MAX_SEARCH_STEPS
+    max_steps_per_epoch: int | None = limits.MAX_STEPS_PER_EPOCH
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     replayed: frozenset[str] = frozenset()
     """Input streams whose times may run ahead of the wall clock (``--replayed``)."""
@@ -219,11 +220,11 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     shard_args = [
-        f"--max-instances-per-node={config.max_instances_per_node or 0}",
+        f"--max-instances-per-subscription={config.max_instances_per_subscription or 0}",
         f"--max-instances={config.max_instances or 0}",
         f"--max-alerts-per-epoch={config.max_alerts_per_epoch or 0}",
         f"--max-alert-bytes-per-epoch={config.max_alert_bytes_per_epoch or 0}",
-        f"--max-search-steps={config.max_search_steps or 0}",
+        f"--max-steps-per-epoch={config.max_steps_per_epoch or 0}",
     ]
     try:
         shards = ShardPool(

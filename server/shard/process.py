@@ -551,14 +551,18 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index", type=int, default=0, help="its number, for logs")
     for flag, default, what in (
         (
-            "--max-instances-per-node",
-            limits.MAX_INSTANCES_PER_NODE,
-            "live partial matches per node",
+            "--max-instances-per-subscription",
+            limits.MAX_INSTANCES_PER_SUBSCRIPTION,
+            "live partial matches per subscription",
         ),
         ("--max-instances", limits.MAX_INSTANCES, "live partial matches per engine lane"),
         ("--max-alerts-per-epoch", limits.MAX_ALERTS_PER_EPOCH, "alerts per subscription"),
         ("--max-alert-bytes-per-epoch", limits.MAX_ALERT_BYTES_PER_EPOCH, "alert bytes"),
-        ("--max-search-steps", limits.MAX_SEARCH_STEPS, "a recomputation's candidates"),
+        (
+            "--max-steps-per-epoch",
+            limits.MAX_STEPS_PER_EPOCH,
+            "steps (instances tested and made, matches) per subscription and epoch",
+        ),
     ):
         parser.add_argument(
             flag, type=int, default=default, help=f"{what} (default {default}; 0: unlimited)"
@@ -611,9 +615,9 @@ def run(args: argparse.Namespace) -> int:
         EngineOptions(
             plans=True,
             plan_costs=costs,
-            max_instances_per_node=args.max_instances_per_node or None,
+            max_instances_per_subscription=args.max_instances_per_subscription or None,
             max_instances=args.max_instances or None,
-            max_search_steps=args.max_search_steps or None,
+            max_steps=args.max_steps_per_epoch or None,
         ),
         args.max_alerts_per_epoch or None,
         args.data_dir,

@@ -453,7 +453,7 @@ def test_an_exponential_recomputation_is_stopped_at_its_budget(tmp_path: Path) -
         alerts = collect(
             conn, rows[runaway.id].last_seq, pb.ListenRequest(after_seq={runaway.id: 0})
         )
-        notices = [a.notice for a in alerts if "max_search_steps" in a.notice]
+        notices = [a.notice for a in alerts if "max_steps_per_epoch" in a.notice]
         assert len(notices) == 1, notices
         stats = conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata)
         assert any("recompute" in s.plans.get(runaway.id, "") for s in stats.shards)

@@ -175,7 +175,7 @@ def test_bad_algebra_and_undecodable_requests_are_invalid_arguments(server: Serv
 
 def test_runaway_queries_are_capped_with_one_notice_and_others_unharmed(tmp_path: Path) -> None:
     server = Server(
-        tmp_path / "data", "--max-instances-per-node", "50", "--max-alerts-per-epoch", "3"
+        tmp_path / "data", "--max-instances-per-subscription", "50", "--max-alerts-per-epoch", "3"
     ).start()
     try:
         conn = server.connect()

@@ -182,7 +182,7 @@ def test_listen_resumes_within_retention_and_says_when_it_cannot(tmp_path: Path)
 
 
 def test_instance_limits_reach_the_subscription_as_notices(tmp_path: Path) -> None:
-    server = Server(tmp_path / "data", "--max-instances-per-node", "5").start()
+    server = Server(tmp_path / "data", "--max-instances-per-subscription", "5").start()
     try:
         conn = server.connect()
         never = subscribe(conn, "Stock NEXT{$2.Price > 1000 * $1.Price} Stock PUBLISH Never")

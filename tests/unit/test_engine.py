@@ -67,16 +67,33 @@ def test_instances_past_an_upper_duration_bound_are_collected():
     engine.check_valid()
 
 
-def test_a_node_over_its_limit_drops_the_oldest_and_notifies_its_subscriptions():
-    engine = Engine(EngineOptions(max_instances_per_node=2))
+def test_a_subscription_over_its_limit_drops_its_oldest_and_is_told_once():
+    engine = Engine(EngineOptions(max_instances_per_subscription=2))
     subscribe(engine, "q", PAIRS)
     subscribe(engine, "other", "FILTER{v > 100} S")
-    for t, key in enumerate("abc", 1):
+    for t, key in enumerate("abcd", 1):
         engine.process([s(t, key, 1)])
-    assert sorted(i.binding["k_1"] for i in engine.state.instances.values()) == ["b", "c"]
-    assert engine.counters.dropped == 1
-    assert [n.subscription for n in engine.notices] == ["q"]
-    assert "exceeded 2 live instances" in engine.notices[0].reason
+    assert sorted(i.binding["k_1"] for i in engine.state.instances.values()) == ["c", "d"]
+    assert engine.counters.dropped == 2
+    assert [n.subscription for n in engine.notices] == ["q"]  # once: the episode goes on
+    assert "exceeded 2 live instances (max_instances_per_subscription)" in engine.notices[0].reason
+    engine.check_valid()
+
+
+def test_a_runaway_sharing_a_node_leaves_only_its_own_room():
+    engine = Engine(EngineOptions(max_instances_per_subscription=3))
+    subscribe(engine, "calm", "FILTER{v > 5} S NEXT{$1.k = $2.k AND $2.v = 0} S")
+    subscribe(engine, "runaway", "FILTER{v > 0} S NEXT{$1.k = $2.k AND $2.v = 0} S")
+    calm, runaway = (1 << engine.program.placement(n, 0)[1] for n in ("calm", "runaway"))
+    engine.process([s(1, "a", 9), s(1, "b", 9)])  # two partial matches both hold, shared
+    assert len(engine.state.instances) == 2 and not engine.notices
+    for t in range(2, 5):  # three more of the runaway's alone: five, over its limit
+        engine.process([s(t, f"r{t}", 1)])
+    members = [i.members for i in engine.state.instances.values()]
+    assert members == [calm, calm, runaway, runaway, runaway]  # it left the shared ones
+    assert [n.subscription for n in engine.notices] == ["runaway"]
+    assert engine.counters.dropped == 0  # calm still holds them
+    assert [e.stream for e in engine.process([s(5, "a", 0)])] == ["calm"]
     engine.check_valid()
 
 

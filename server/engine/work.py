@@ -1,0 +1,164 @@
+"""Work budgets: the steps each subscription causes in one epoch, and the cut past them.
+
+Section 4.3's loop does, per event, work in proportion to the instances it tests and the
+instances and matches it makes.  In a merged DAG that work is shared: an instance stands for
+every subscription among its *members* (its slots).  :class:`Work` charges each step to the
+subscriptions it is done for:
+
+* an instance tested against an event (the AI probe's candidates, verified or not) is one
+  step for each of its members the event's group concerns;
+* an edge fired (an instance made, or a match) is one step for each slot it moves.
+
+A shared step is charged whole to every subscription sharing it: what each would pay alone.
+A subscription whose steps in one epoch pass ``limit`` is *cut* for the rest of that epoch:
+its slots are taken out of every test and every firing, so the events after the cut do not
+move its instances (they stay as they were) and make it no match, while the other members of
+a shared instance go on as before.  One notice per *episode*: it ends after
+:data:`CALM_EPOCHS` epochs without a cut.
+
+The charge is deterministic: the same epochs in the same order on the same state cut at the
+same step, whatever the machine does, and a restart that replays the log cuts alike (the
+episodes are saved in snapshots).  Steps are added up per (space, members) pair as they come
+and spread over the subscriptions every :data:`CHECK_EVERY` steps, so a shared instance costs
+one dictionary update per step however many subscriptions share it.
+
+>>> work = Work(limit=3, owners=lambda: {(0, 0): "s1", (0, 1): "s2"})
+>>> for _ in range(4):
+...     work.charge(0, 0b01)  # four steps for s1 (slot 0) alone
+>>> work.charge(0, 0b11)      # one shared by s1 and s2
+>>> work.check()
+>>> work.allowed(0) == ~0b01, sorted(work.spent.items())
+(True, [('s1', 5), ('s2', 1)])
+>>> [subscription for subscription, _ in work.finish()], work.allowed(0)
+(['s1'], -1)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from cesar.index.masks import slots_of
+
+CHECK_EVERY = 1024
+"""Steps charged between two spreads of the charges over subscriptions (and cuts)."""
+CALM_EPOCHS = 64
+"""Epochs without a cut that end a subscription's episode (its next cut is told again)."""
+
+Owners = Callable[[], Mapping[tuple[int, int], str]]
+"""The subscription of each (space, slot) of the program, worked out when asked."""
+
+
+class Work:
+    """One engine's work budget per subscription and epoch; see the module docstring.
+
+    ``limit`` None charges nothing.  ``owners`` is called at the first spread of an epoch
+    after :meth:`forget_owners` (the program changed).
+    """
+
+    def __init__(self, limit: int | None, owners: Owners) -> None:
+        self.limit = limit
+        self._owners_of = owners
+        self._owners: Mapping[tuple[int, int], str] | None = None
+        self._slots: dict[str, list[tuple[int, int]]] = {}
+        self.pending: Counter[tuple[int, int]] = Counter()
+        """Steps per (space, members) not yet spread over subscriptions."""
+        self.unchecked = 0
+        self.spent: Counter[str] = Counter()
+        """Steps per subscription in this epoch (as of the last spread)."""
+        self.cut: dict[int, int] = {}
+        """Per space, the slots cut for the rest of this epoch."""
+        self.cut_now: set[str] = set()
+        self.episodes: dict[str, int] = {}
+        """Subscriptions cut since their notice, with the calm epochs since their last cut."""
+
+    def forget_owners(self) -> None:
+        """The program's slots changed: work out the owners again when next needed."""
+        self._owners = None
+
+    def owners(self) -> Mapping[tuple[int, int], str]:
+        """The subscription of each (space, slot), worked out once per program change."""
+        if self._owners is None:
+            self._owners = self._owners_of()
+            self._slots = {}
+            for place, subscription in self._owners.items():
+                self._slots.setdefault(subscription, []).append(place)
+        return self._owners
+
+    def charge(self, space: int, members: int, steps: int = 1) -> None:
+        """Charge ``steps`` to each slot of ``members`` in ``space``.  O(1); every
+        :data:`CHECK_EVERY` steps, O(distinct members charged × their slots)."""
+        self.pending[space, members] += steps
+        self.unchecked += steps
+        if self.unchecked >= CHECK_EVERY:
+            self.check()
+
+    def check(self) -> None:
+        """Spread the pending charges over subscriptions; cut those past the limit."""
+        self.unchecked = 0
+        if self.limit is None or not self.pending:
+            self.pending.clear()
+            return
+        owners, spent, limit = self.owners(), self.spent, self.limit
+        over = []
+        for (space, members), steps in self.pending.items():
+            for slot in slots_of(members):
+                subscription = owners.get((space, slot))
+                if subscription is None:
+                    continue
+                spent[subscription] += steps
+                if spent[subscription] > limit and subscription not in self.cut_now:
+                    over.append(subscription)
+                    self.cut_now.add(subscription)
+        self.pending.clear()
+        for subscription in over:
+            for space, slot in self._slots.get(subscription, ()):
+                self.cut[space] = self.cut.get(space, 0) | 1 << slot
+
+    def allowed(self, space: int) -> int:
+        """The slots of ``space`` not cut in this epoch, as a mask (-1: all).  O(1)."""
+        cut = self.cut.get(space)
+        return -1 if cut is None else ~cut
+
+    def finish(self) -> list[tuple[str, str]]:
+        """End the epoch (nothing spent or cut any more): the notices owed (subscription,
+        reason), one per episode; the subscriptions cut in it are ``cut_now`` until the next
+        epoch ends."""
+        self.pending.clear()
+        self.spent.clear()
+        self.cut.clear()
+        self.unchecked = 0
+        notices = []
+        for subscription in sorted(self.cut_now):
+            if subscription not in self.episodes:
+                notices.append(
+                    (
+                        subscription,
+                        f"more than {self.limit} steps (instances tested and made, matches) in "
+                        "one epoch (max_steps_per_epoch); its partial matches were not moved by "
+                        "the rest of the epoch, so matches may be missed (one notice until "
+                        f"{CALM_EPOCHS} epochs pass within it)",
+                    )
+                )
+            self.episodes[subscription] = 0
+        for subscription in [s for s in self.episodes if s not in self.cut_now]:
+            self.episodes[subscription] += 1
+            if self.episodes[subscription] >= CALM_EPOCHS:
+                del self.episodes[subscription]
+        return notices
+
+    def begin(self) -> None:
+        """Begin an epoch: no subscription cut yet.  O(1)."""
+        if self.cut_now:
+            self.cut_now = set()
+
+    def remove(self, subscription: str) -> None:
+        """Forget a subscription that left."""
+        self.episodes.pop(subscription, None)
+
+    def check_valid(self, subscriptions: set[str]) -> None:
+        """Assert: between epochs nothing is pending or cut; episodes name live subscriptions
+        and count fewer than :data:`CALM_EPOCHS` calm epochs."""
+        assert not self.pending and not self.unchecked and not self.cut
+        assert all(0 <= calm < CALM_EPOCHS for calm in self.episodes.values())
+        assert set(self.episodes) <= subscriptions, set(self.episodes) - subscriptions

@@ -1,0 +1,87 @@
+"""The work budget (server/engine/work.py): a subscription past its steps in an epoch is cut
+for the rest of it, alone, with one notice per episode, at the same step on every run and
+across a restart."""
+
+import pickle
+
+from cesar.automata.compiler import compile_query
+from cesar.automata.schema import Event, parse_stream_spec
+from cesar.server.engine.engine import Engine, EngineOptions
+from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
+from cesar.server.engine.work import CALM_EPOCHS
+
+SCHEMAS = {"S": parse_stream_spec("S(k:string,v:int)"), "T": parse_stream_spec("T(v:int)")}
+QUERIES = {
+    "runaway": "PATTERN AND(S a, S b, S c) WITHIN 4 PUBLISH Runaway",
+    "calm": "S NEXT{$1.k = $2.k AND $2.v > $1.v} S PUBLISH Rises",
+    "copy": "FILTER{v > 4} S PUBLISH Big",
+}
+
+
+def engine_of(limit: int | None, saved: RunSnapshot | None = None) -> Engine:
+    engine = Engine(EngineOptions(max_steps=limit))
+    if saved is not None:
+        prepare(engine, saved)
+    for name, text in QUERIES.items():
+        query = compile_query(text, SCHEMAS, name)
+        since = None if saved is None else saved.since[name]
+        engine.subscribe(name, query.automata, since, query.pattern)
+    if saved is not None:
+        restore(engine, saved)
+    return engine
+
+
+def epochs(count: int) -> list[list[Event]]:
+    return [
+        [Event.of("S", t, t, {"k": f"k{(t + i) % 3}", "v": (t * 7 + i) % 10}) for i in range(6)]
+        for t in range(1, count + 1)
+    ]
+
+
+def run(engine: Engine, stream: list[list[Event]]) -> list[tuple[str, int, int, tuple]]:
+    out = []
+    for epoch in stream:
+        out += [(e.stream, e.t0, e.t1, e.values) for e in engine.process(epoch)]
+        out += [("notice:" + n.subscription, 0, epoch[0].t1, (n.reason,)) for n in engine.notices]
+        engine.notices.clear()
+        engine.check_valid()
+    return out
+
+
+def test_a_runaway_is_cut_alone_and_told_once_per_episode() -> None:
+    stream = epochs(12)
+    free = run(engine_of(None), stream)
+    capped_engine = engine_of(2_000)
+    capped = run(capped_engine, stream)
+    for stream_name in ("Rises", "Big"):  # the others lose nothing
+        assert [o for o in capped if o[0] == stream_name] == [
+            o for o in free if o[0] == stream_name
+        ]
+    runaway = [o for o in capped if o[0] == "Runaway"]
+    assert 0 < len(runaway) < len([o for o in free if o[0] == "Runaway"])
+    told = [o for o in capped if o[0].startswith("notice:")]
+    assert [o[0] for o in told] == ["notice:runaway"]  # cut at many epochs, told once
+    assert "more than 2000 steps" in told[0][3][0] and "max_steps_per_epoch" in told[0][3][0]
+    assert capped_engine.counters.cut > 1
+
+
+def test_the_cut_is_the_same_on_every_run_and_across_a_restart() -> None:
+    stream = epochs(14)
+    whole = run(engine_of(2_000), stream)
+    assert whole == run(engine_of(2_000), stream)
+    first = engine_of(2_000)
+    before = run(first, stream[:7])
+    saved = RunSnapshot.from_data(pickle.loads(pickle.dumps(capture(first).to_data())))
+    assert saved.budgets["cut"] == {"runaway": 0}
+    assert before + run(engine_of(2_000, saved), stream[7:]) == whole  # no second notice
+
+
+def test_an_episode_ends_after_calm_epochs() -> None:
+    engine = engine_of(2_000)
+    run(engine, epochs(6))
+    assert "runaway" in engine.work.episodes
+    quiet = [[Event.of("S", t, t, {"k": "q", "v": 0})] for t in range(100, 100 + CALM_EPOCHS + 31)]
+    run(engine, quiet)  # past WITHIN 30 its partial matches go, then calm epochs count
+    assert "runaway" not in engine.work.episodes
+    engine.unsubscribe("runaway")
+    engine.check_valid()
