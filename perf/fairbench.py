@@ -9,9 +9,17 @@ Reported: the small client's latency p50 / p99 / max alone and beside the bulk
 client, their ratio, and the bulk client's events/s.  Every request must be
 fully accepted (checked).  Work counters: requests and events of each client.
 
+``--runaway E`` measures instead, on a fresh server, the small client beside a
+*runaway*: a client subscribed to ``PATTERN AND(Stock a, Stock b, Stock c, Stock d,
+Stock e) WITHIN 1 HOUR`` publishing five quotes a minute, one request (one epoch) at a
+time, ``E`` epochs: each runaway epoch's latency and the small client's, with the work
+budget's counters (steps cut, instances) from the shards.  ``--no-budget`` starts the
+server with the work and instance budgets off (the "before").
+
     python -m cesar.perf.fairbench                  # 5 bulk batches of 100,000 events
     python -m cesar.perf.fairbench --smoke          # 2 bulk batches of 20,000 (CI)
     python -m cesar.perf.fairbench --batch N --bulk-batches B --json out.json
+    python -m cesar.perf.fairbench --runaway 30 [--no-budget] --json out.json
 """
 
 from __future__ import annotations
@@ -112,15 +120,80 @@ def run(batch: int, bulk_batches: int) -> dict[str, Any]:
     }
 
 
+RUNAWAY = "PATTERN AND(Stock a, Stock b, Stock c, Stock d, Stock e) WITHIN 1 HOUR PUBLISH Five"
+UNBUDGETED = ("--max-steps-per-epoch", "0", "--max-instances-per-subscription", "0")
+
+
+def runaway(epochs: int, budget: bool) -> dict[str, Any]:
+    """The small client beside a runaway pattern (see the module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        extra = () if budget else UNBUDGETED
+        server = Server(Path(tmp) / "data", "--stream", TICK, *extra).start()
+        try:
+            small, loud = server.connect(), server.connect()
+            small.stub.Subscribe(pb.SubscribeRequest(query=QUERIES[2]), metadata=small.metadata)
+            loud.stub.Subscribe(pb.SubscribeRequest(query=RUNAWAY), metadata=loud.metadata)
+            stop = threading.Event()
+            beside: list[float] = []
+            worker = threading.Thread(
+                target=lambda: beside.extend(small_latencies(small, 1, stop, 1))
+            )
+            worker.start()
+            loud_seconds = []
+            start = int(time.time() // 60) - epochs - 10
+            for k in range(epochs):
+                quotes = [
+                    pb.Event(
+                        stream="Stock",
+                        t0=start + k,
+                        t1=start + k,
+                        attributes={
+                            "Name": pb.Value(string_value=f"N{i}"),
+                            "Price": pb.Value(float_value=100.0 + i),
+                            "Volume": pb.Value(int_value=1),
+                        },
+                    )
+                    for i in range(5)
+                ]
+                began = time.perf_counter()
+                request = pb.PublishRequest(events=quotes, watermark=start + k)
+                reply = loud.stub.PublishBatch(request, metadata=loud.metadata, timeout=600)
+                loud_seconds.append(time.perf_counter() - began)
+                assert reply.accepted == 5, reply.rejected
+            stop.set()
+            worker.join()
+            stats = loud.stub.Stats(pb.StatsRequest(), metadata=loud.metadata)
+            shards = [dict(s.counters) for s in stats.shards]
+        finally:
+            server.stop()
+    return {
+        "budget": budget,
+        "epochs": epochs,
+        "runaway_publish": summary(loud_seconds),
+        "runaway_publish_s": [round(s, 3) for s in loud_seconds],
+        "small_beside_runaway": summary(beside),
+        "counters": {
+            "cut": sum(s.get("cut", 0) for s in shards),
+            "instances": sum(s.get("instances", 0) for s in shards),
+            "dropped": sum(s.get("dropped", 0) for s in shards),
+            "spawned": sum(s.get("spawned", 0) for s in shards),
+            "instances_touched": sum(s.get("instances_touched", 0) for s in shards),
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cesar.perf.fairbench", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="2 bulk batches of 20,000 (CI)")
     parser.add_argument("--batch", type=int, default=100_000, help="events per bulk request")
     parser.add_argument("--bulk-batches", type=int, default=5, help="bulk requests sent")
     parser.add_argument("--json", type=Path, help="write the report here too")
+    parser.add_argument("--runaway", type=int, metavar="E", help="epochs beside a runaway")
+    parser.add_argument("--no-budget", action="store_true", help="the runaway unbudgeted")
     args = parser.parse_args(argv)
     batch, count = (20_000, 2) if args.smoke else (args.batch, args.bulk_batches)
-    report = {"date": now(), "machine": machine(), **run(batch, count)}
+    measured = runaway(args.runaway, not args.no_budget) if args.runaway else run(batch, count)
+    report = {"date": now(), "machine": machine(), **measured}
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

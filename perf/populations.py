@@ -73,11 +73,15 @@ from cesar.perf.report import engine_figures, stamped, subscribed, write_json
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.matches import Match, expand
 from cesar.server.engine.workload import ENGINE_MODES
+from cesar.server.front import limits
 from cesar.server.host.calibrate import calibrate
 from cesar.server.host.collector import tune_collector
 
 STOCK = parse_stream_spec(STOCK_SPEC)
-MODES = ("engine", "planned", "nomerge")
+MODES = ("engine", "planned", "budgeted", "nomerge")
+"""``budgeted``: ``planned`` with the server's default budgets (work per subscription and
+epoch, instances per subscription and per engine): what they cost, and that they lose no
+alert on these populations."""
 UNPINNED = re.compile(r" PLAN \w+(\([^)]*\))?")
 """A pattern's PLAN clause, which an engine without plans refuses."""
 Modes = dict[str, EngineOptions]
@@ -323,6 +327,9 @@ def compare(
             summary[f"{label}_{mode}_vs_engine"] = round(
                 mine[mode]["events_per_s"] / mine["engine"]["events_per_s"], 2
             )
+        summary[f"{label}_budgeted_vs_planned"] = round(
+            mine["budgeted"]["events_per_s"] / mine["planned"]["events_per_s"], 2
+        )
     for mode in ("engine", "planned"):
         by_count = {r["queries"]: r for r in records if r["engine"] == mode}
         for low, high in itertools.pairwise(counts):
@@ -486,8 +493,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.streams = list(dict.fromkeys([*args.streams, "reach"]))
     records: list[dict[str, Any]] = []
     costs = calibrate()  # as a served shard does at start
-    options = {mode: ENGINE_MODES[mode] or EngineOptions() for mode in MODES}
+    options = {
+        mode: ENGINE_MODES[mode] or EngineOptions() for mode in MODES if mode in ENGINE_MODES
+    }
     options["planned"] = replace(options["planned"], plan_costs=costs)
+    options["budgeted"] = replace(
+        options["planned"],
+        max_steps=limits.MAX_STEPS_PER_EPOCH,
+        max_instances_per_subscription=limits.MAX_INSTANCES_PER_SUBSCRIPTION,
+        max_instances=limits.MAX_INSTANCES,
+    )
     summary: dict[str, Any] = {"plan_costs": asdict(costs)}
     streams = {
         "quotes": lambda n: quote_events(args.data, n),

@@ -58,6 +58,7 @@ from cesar.automata.schema import AttrType, Event, StreamSchema
 from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Pred, Scope, Term
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.workload import ENGINE_MODES
+from cesar.server.front import limits
 from cesar.server.host.collector import tune_collector
 
 DISCRETE = ("d1", "d2", "d3", "d4")
@@ -73,10 +74,16 @@ ENGINES: dict[str, EngineOptions] = {
     "nomerge": ENGINE_MODES["nomerge"] or EngineOptions(),
     "naive": ENGINE_MODES["naive"] or EngineOptions(),
     "nosteps": EngineOptions(steps=False),
+    "budget": EngineOptions(
+        max_steps=limits.MAX_STEPS_PER_EPOCH,
+        max_instances_per_subscription=limits.MAX_INSTANCES_PER_SUBSCRIPTION,
+        max_instances=limits.MAX_INSTANCES,
+    ),
 }
 """Section 5's names for the engine's modes (:data:`~cesar.server.engine.workload.ENGINE_MODES`),
-and ``nosteps``: the full engine with every FOLD run moving at every step
-(:mod:`~cesar.server.engine.stepping` off)."""
+``nosteps``: the full engine with every FOLD run moving at every step
+(:mod:`~cesar.server.engine.stepping` off), and ``budget``: the full engine with the server's
+default budgets (work per subscription and epoch, instances per subscription and engine)."""
 
 
 @dataclass(frozen=True)

@@ -304,7 +304,7 @@ def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_pat
     runs = [r for r in report["records"] if "population" in r]
     kinds = ("templates", "patterns", "mixed", "pinned", "shared")
     assert {(r["population"], r["engine"]) for r in runs} == {
-        (p, e) for p in kinds for e in ("engine", "planned", "nomerge")
+        (p, e) for p in kinds for e in ("engine", "planned", "budgeted", "nomerge")
     }
     reach = {(r["queries"], r["tickers"]) for r in runs if r["stream"] == "reach"}
     assert reach == {(10, 5), (40, 20)}  # a ticker per two subscriptions

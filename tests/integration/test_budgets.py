@@ -649,3 +649,58 @@ def test_no_sequence_of_requests_moves_a_stream_past_the_clock_bound(tmp_path: P
         assert send("Live", now + 2 * 1440).accepted == 0
     finally:
         server.stop()
+
+
+def test_a_runaway_pattern_is_cut_at_its_work_budget_and_others_lose_nothing(
+    tmp_path: Path,
+) -> None:
+    server = Server(tmp_path / "data", "--stream", "Tick(n:int)").start()
+    try:
+        loud, calm = server.connect(), server.connect()
+        five = "PATTERN AND(Stock a, Stock b, Stock c, Stock d, Stock e) WITHIN 1 HOUR"
+        runaway = subscribe(loud, five + " PUBLISH Five")
+        ticks = subscribe(calm, "FILTER{n > 0} Tick PUBLISH Ticks")
+        start = 28_000_000  # 2023, in minutes; restarts_and_serves publishes later
+        for k in range(8):  # unbudgeted, the fifth epoch took 56 s and the shard ignored SIGTERM
+            quotes = [
+                pb.Event(
+                    stream="Stock",
+                    t0=start + k,
+                    t1=start + k,
+                    attributes={
+                        "Name": pb.Value(string_value=f"N{i}"),
+                        "Price": pb.Value(float_value=100.0),
+                        "Volume": pb.Value(int_value=1),
+                    },
+                )
+                for i in range(5)
+            ]
+            request = pb.PublishRequest(events=quotes, watermark=start + k)
+            assert loud.stub.PublishBatch(request, metadata=loud.metadata).accepted == 5
+            tick = pb.Event(
+                stream="Tick", t0=k + 1, t1=k + 1, attributes={"n": pb.Value(int_value=1)}
+            )
+            assert (
+                calm.stub.PublishBatch(
+                    pb.PublishRequest(events=[tick]), metadata=calm.metadata
+                ).accepted
+                == 1
+            )
+        stats = loud.stub.Stats(pb.StatsRequest(), metadata=loud.metadata)
+        counters = [dict(s.counters) for s in stats.shards]
+        assert sum(c["cut"] for c in counters) == 7  # every epoch after the first
+        assert max(c["instances"] for c in counters) <= 50_000
+        rows = {s.id: s for s in listed(loud)}
+        told = collect(loud, rows[runaway.id].last_seq, pb.ListenRequest(after_seq={runaway.id: 0}))
+        notices = [a.notice for a in told if a.notice]
+        assert len([n for n in notices if "max_steps_per_epoch" in n]) == 1
+        assert len([n for n in notices if "max_instances_per_subscription" in n]) == 1
+        assert rows[ticks.id].last_seq == 7  # the tick of the last epoch waits for its next
+        server.kill9()  # the log replays the same cuts: no notice twice, no alert lost
+        server.start()
+        loud = server.connect()
+        again = {s.id: s.last_seq for s in listed(loud)}
+        assert again[runaway.id] == rows[runaway.id].last_seq
+        restarts_and_serves(server)  # a SIGTERM honoured, then a start that serves
+    finally:
+        server.stop()
