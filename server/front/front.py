@@ -41,6 +41,7 @@ from cesar.server.front.auth import Client
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
 from cesar.server.front.commits import Commits, Ticket, Tickets, Turnstile
+from cesar.server.front.compiling import Compiler
 from cesar.server.front.epochs import Arrival, EpochGate, apply_requests
 from cesar.server.front.errors import (
     FailedPrecondition,
@@ -61,10 +62,7 @@ from cesar.server.front.subscribing import (
     admit_all,
     check_batch,
     check_deadline,
-    explained,
-    explained_data,
     install_batches,
-    prepare_all,
 )
 from cesar.server.shard.pool import Applying, ShardPool
 from cesar.server.wire.arrowevents import Checked
@@ -99,6 +97,8 @@ class Front:
         self.gate = EpochGate(shards.count, self.registry.groups, self.registry.unit_of)
         self.max_time_jump = max_time_jump
         self.replayed = replayed
+        self.compiler = Compiler()
+        """Compiling runs in these processes, off the event path."""
         self.admission = Admission(self.registry, self.gate, max_time_jump, replayed)
         self.batches = 0
         """Batches are numbered in order under the lock; ``batches`` is the last begun."""
@@ -165,7 +165,7 @@ class Front:
         (:func:`~cesar.server.front.subscribing.explained`)."""
         with self.lock:
             schemas = self.registry.readable(client)
-        return explained(client, text, schemas, dot)
+        return self.compiler.explained(client, text, schemas, dot)
 
     def explain_data(self, client: Client, text: str, own: str = "") -> dict[str, object]:
         """``cesar explain --json`` of a query of ``client``'s; ``own`` names the stream the
@@ -173,7 +173,7 @@ class Front:
         with self.lock:
             schemas = dict(self.registry.readable(client))
         schemas.pop(own, None)
-        return explained_data(client, text, schemas)
+        return self.compiler.explained_data(client, text, schemas)
 
     def subscribe(
         self,
@@ -197,8 +197,8 @@ class Front:
     ) -> list[SubscriptionRow | FrontError]:
         """Register ``items`` in order; each succeeds or fails on its own (its error returned).
 
-        Queries are parsed and compiled before the lock is taken
-        (:func:`~cesar.server.front.subscribing.prepare_all`), against the
+        Queries are parsed and compiled before the lock is taken, in the compile processes
+        (:meth:`~cesar.server.front.compiling.Compiler.prepare_all`), against the
         streams defined then and, for an unnamed query, under the id it will
         most likely get (the next ids in order); it is compiled again under the
         lock only if a stream it reads changed meanwhile or another batch took
@@ -211,7 +211,7 @@ class Front:
         with self.lock:
             schemas = self.registry.readable(client)
             first = self.catalog.next_subscription_number()
-        prepared = prepare_all(client, items, schemas, first, self.queries, deadline)
+        prepared = self.compiler.prepare_all(client, items, schemas, first, deadline)
         with self.lock:
             self._check_open()
             registry = self.registry
@@ -553,7 +553,8 @@ class Front:
         self.listeners.close()
 
     def close(self) -> None:
-        """Stop intake, then checkpoint and close the catalog."""
+        """Stop intake, then checkpoint and close the catalog; stop the compile processes."""
         self.stop_intake()
         with self.lock:
             self.catalog.close()
+        self.compiler.close()

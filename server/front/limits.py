@@ -56,6 +56,9 @@ MAX_CLOCK_SKEW_SECONDS = 300
 """How far ahead of the wall clock an event's t1 may be, on a stream in a real time unit."""
 MAX_BATCH_COMPILE_SECONDS = 60
 """Seconds one SubscribeBatch may spend compiling before it is stopped, nothing registered."""
+COMPILE_WORKERS = 2
+"""Processes the front compiles queries in (Subscribe, SubscribeBatch, Explain), off its event
+path; a batch takes one for a chunk of queries at a time."""
 MAX_KEY_BYTES = 200
 """Bytes of one idempotency key (of a Publish or a Subscribe request)."""
 MAX_SUBSCRIBE_BATCH = 10_000

@@ -242,6 +242,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)
         front = Front(catalog, shards, config.max_time_jump, config.snapshots, config.replayed)
         front.start()
+        front.compiler.start()
         for spec in config.streams:
             with contextlib.suppress(AlreadyExists):
                 front.define_stream(clients.anonymous, spec)

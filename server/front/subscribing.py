@@ -3,8 +3,9 @@
 :meth:`Front.subscribe_many <cesar.server.front.front.Front.subscribe_many>` runs
 these stages in order:
 
-1. :func:`prepare` (no lock): the sizes, the name, the source parsed
-   (:mod:`cesar.server.wire.source`) and compiled against the streams the
+1. :func:`prepare` (no lock, in a compile process:
+   :class:`~cesar.server.front.compiling.Compiler`): the sizes, the name, the source
+   parsed (:mod:`cesar.server.wire.source`) and compiled against the streams the
    client may read then — everything a stored subscription meets again when
    the server restarts, its wire encoding included (:func:`admit` builds the
    message its shards get).  A batch stops at its deadline and its compile budget
@@ -97,38 +98,6 @@ def check_batch(items: Sequence[SubscribeItem]) -> None:
         raise InvalidArgument(
             f"a batch holds 1 to {limits.MAX_SUBSCRIBE_BATCH} subscriptions, not {len(items)}"
         )
-
-
-def prepare_all(
-    client: Client,
-    items: Sequence[SubscribeItem],
-    schemas: Mapping[str, StreamSchema],
-    first: int,
-    cache: QueryCache,
-    deadline: float | None,
-) -> list[Prepared | FrontError]:
-    """:func:`prepare` each item, the unnamed ones as ``s<first>``, ``s<first+1>``, ...
-
-    Raises DeadlineExceeded once the client's ``deadline`` (a ``time.monotonic()``
-    instant; None: none) has passed, and ResourceExhausted once the batch has
-    compiled for MAX_BATCH_COMPILE_SECONDS: nothing of the batch is registered.
-    """
-    started = time.monotonic()
-    prepared: list[Prepared | FrontError] = []
-    number = first
-    for item in items:
-        now = time.monotonic()
-        check_deadline(deadline, now)
-        if now - started > limits.MAX_BATCH_COMPILE_SECONDS:
-            raise ResourceExhausted(
-                f"the batch compiled for more than {limits.MAX_BATCH_COMPILE_SECONDS} s "
-                f"(max_batch_compile_seconds) and was stopped after {len(prepared)} of "
-                f"{len(items)} queries; nothing was registered: send smaller batches"
-            )
-        checked = prepare(client, item, schemas, f"s{number}", cache)
-        number += not isinstance(checked, FrontError)
-        prepared.append(checked)
-    return prepared
 
 
 def check_deadline(deadline: float | None, now: float | None = None) -> None:

@@ -381,7 +381,7 @@ def test_a_query_pinned_to_a_key_value_runs_on_the_shard_owning_it_alone(tmp_pat
     front.define_stream(client, STOCK)
     rows = front.subscribe_many(client, [SubscribeItem(t) for t in texts])
     assert [r.id for r in rows if isinstance(r, SubscriptionRow)] == [f"s{n}" for n in range(1, 8)]
-    assert front.queries.counters["bound"] == 3  # the rises after the second share one shape
+    assert front.compiler.counters["bound"] == 3  # the rises after the second share one shape
     assert per_shard(front) == [3 + 2, 2 + 2]
     bound = [s.counters["queries_bound"] for s in front.server_stats().shards]
     assert bound == [1, 0]  # FB, the third rise on shard 0, is bound from its shape
