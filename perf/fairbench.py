@@ -9,6 +9,9 @@ Reported: the small client's latency p50 / p99 / max alone and beside the bulk
 client, their ratio, and the bulk client's events/s.  Every request must be
 fully accepted (checked).  Work counters: requests and events of each client.
 
+``--compile N`` measures instead the small client beside a client's SubscribeBatch of ``N``
+patterns of distinct shapes (each compiled in full, about 20 ms), while it compiles.
+
 ``--runaway E`` measures instead, on a fresh server, the small client beside a
 *runaway*: a client subscribed to ``PATTERN AND(Stock a, Stock b, Stock c, Stock d,
 Stock e) WITHIN 1 HOUR`` publishing five quotes a minute, one request (one epoch) at a
@@ -20,6 +23,7 @@ server with the work and instance budgets off (the "before").
     python -m cesar.perf.fairbench --smoke          # 2 bulk batches of 20,000 (CI)
     python -m cesar.perf.fairbench --batch N --bulk-batches B --json out.json
     python -m cesar.perf.fairbench --runaway 30 [--no-budget] --json out.json
+    python -m cesar.perf.fairbench --compile 2000 --json out.json
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import grpc
 
 from cesar.perf.report import machine, now
 from cesar.perf.serverbench import stock_events
@@ -120,6 +126,62 @@ def run(batch: int, bulk_batches: int) -> dict[str, Any]:
     }
 
 
+def distinct_patterns(count: int, components: int = 24) -> list[str]:
+    """``count`` patterns of ``components`` quotes each, no two of one shape (their
+    conditions read Price or Volume by the bits of their number)."""
+    out = []
+    for number in range(count):
+        parts = ", ".join(f"Stock a{j}" for j in range(components))
+        conditions = " AND ".join(
+            f"a{j}.{'Price' if number >> j & 1 else 'Volume'} > {j}" for j in range(components)
+        )
+        out.append(f"PATTERN SEQ({parts}) WHERE {conditions} WITHIN 1 HOUR PUBLISH P{number}")
+    return out
+
+
+def beside_compile(count: int) -> dict[str, Any]:
+    """The small client beside a SubscribeBatch of ``count`` distinct patterns."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(Path(tmp) / "data", "--stream", TICK).start()
+        try:
+            small, loud = server.connect(), server.connect()
+            small.stub.Subscribe(pb.SubscribeRequest(query=QUERIES[2]), metadata=small.metadata)
+            stop = threading.Event()
+            stop.set()
+            alone = small_latencies(small, 1, stop, 100)
+            batch = pb.SubscribeBatchRequest(
+                subscriptions=[pb.SubscribeRequest(query=q) for q in distinct_patterns(count)]
+            )
+            stop.clear()
+            beside: list[float] = []
+            worker = threading.Thread(
+                target=lambda: beside.extend(small_latencies(small, 10_000, stop, 1))
+            )
+            worker.start()
+            began = time.perf_counter()
+            try:
+                reply = loud.stub.SubscribeBatch(batch, metadata=loud.metadata, timeout=600)
+                outcome = "OK"
+                registered = sum(item.HasField("subscription") for item in reply.results)
+            except grpc.RpcError as exc:  # past the batch's compile budget: nothing registered
+                outcome, registered = exc.code().name, 0
+            batch_seconds = time.perf_counter() - began
+            stop.set()
+            worker.join()
+        finally:
+            server.stop()
+    alone_s, beside_s = summary(alone), summary(beside)
+    return {
+        "batch": count,
+        "outcome": outcome,
+        "batch_seconds": round(batch_seconds, 2),
+        "alone": alone_s,
+        "beside_compile": beside_s,
+        "p99_ratio": round(beside_s["p99_ms"] / alone_s["p99_ms"], 2),
+        "counters": {"registered": registered, "small_requests": len(alone) + len(beside)},
+    }
+
+
 RUNAWAY = "PATTERN AND(Stock a, Stock b, Stock c, Stock d, Stock e) WITHIN 1 HOUR PUBLISH Five"
 UNBUDGETED = ("--max-steps-per-epoch", "0", "--max-instances-per-subscription", "0")
 
@@ -189,10 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bulk-batches", type=int, default=5, help="bulk requests sent")
     parser.add_argument("--json", type=Path, help="write the report here too")
     parser.add_argument("--runaway", type=int, metavar="E", help="epochs beside a runaway")
+    parser.add_argument("--compile", type=int, metavar="N", help="beside an N-query batch")
     parser.add_argument("--no-budget", action="store_true", help="the runaway unbudgeted")
     args = parser.parse_args(argv)
     batch, count = (20_000, 2) if args.smoke else (args.batch, args.bulk_batches)
-    measured = runaway(args.runaway, not args.no_budget) if args.runaway else run(batch, count)
+    if args.compile:
+        measured = beside_compile(args.compile)
+    elif args.runaway:
+        measured = runaway(args.runaway, not args.no_budget)
+    else:
+        measured = run(batch, count)
     report = {"date": now(), "machine": machine(), **measured}
     text = json.dumps(report, indent=2)
     print(text)

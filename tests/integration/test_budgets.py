@@ -704,3 +704,38 @@ def test_a_runaway_pattern_is_cut_at_its_work_budget_and_others_lose_nothing(
         restarts_and_serves(server)  # a SIGTERM honoured, then a start that serves
     finally:
         server.stop()
+
+
+def test_a_batch_compiling_holds_no_other_clients_publish(tmp_path: Path) -> None:
+    from cesar.perf.fairbench import distinct_patterns
+
+    server = Server(tmp_path / "data", "--stream", "Tick(n:int)").start()
+    try:
+        loud, calm = server.connect(), server.connect()
+        subscribe(calm, "FILTER{n > 0} Tick PUBLISH Ticks")
+        batch = pb.SubscribeBatchRequest(
+            subscriptions=[pb.SubscribeRequest(query=q) for q in distinct_patterns(150)]
+        )
+        replies: list[pb.SubscribeBatchResponse] = []
+        sender = threading.Thread(
+            target=lambda: replies.append(loud.stub.SubscribeBatch(batch, metadata=loud.metadata))
+        )
+        sender.start()
+        published = 0
+        while sender.is_alive():  # one-event publishes while it compiles (in its own process)
+            tick = pb.Event(
+                stream="Tick",
+                t0=published + 1,
+                t1=published + 1,
+                attributes={"n": pb.Value(int_value=1)},
+            )
+            reply = calm.stub.PublishBatch(pb.PublishRequest(events=[tick]), metadata=calm.metadata)
+            assert reply.accepted == 1
+            published += 1
+        sender.join()
+        (answer,) = replies
+        assert all(r.HasField("subscription") for r in answer.results)
+        assert published >= 300, published  # compiled in the front's process: 33 (measured)
+        restarts_and_serves(server)
+    finally:
+        server.stop()
