@@ -16,21 +16,28 @@ do (no cookies, so another site cannot act for a logged-in browser); without
   it), resumed after the seqs given, then live, until the browser goes away.
 
 Errors are JSON ``{"code", "message"}`` with the HTTP status of the gRPC code's
-meaning (400, 401, 403, 404, 413, 429).  Budgets: a request body of at most
-:data:`MAX_BODY_BYTES`, :data:`TIMEOUT` seconds to send a request, and at most
-:data:`MAX_CONNECTIONS` connections served at once (the others wait in the
-listen queue).  When nobody looks, the console costs event processing nothing: it
-runs only when asked.
+meaning (400, 401, 403, 404, 413, 429); a body that is not a JSON object of text (nested
+too deep, a lone surrogate) is a 400.  Budgets: a request body of at most
+:data:`MAX_BODY_BYTES`; :data:`TIMEOUT` seconds to send a whole request, line, headers and
+body (a connection idle or trickling for longer is cut); at most :data:`MAX_CONNECTIONS`
+connections at once (the others wait in the listen queue) and at most
+:data:`MAX_REQUESTS_PER_TOKEN` requests of one token at once (429 past it).  An alert
+stream leaves the connection budget once granted: it counts among its client's Listen
+streams (``max_listens``) instead, and gives its slot back however it ends.  When nobody
+looks, the console costs event processing nothing: it runs only when asked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import select
 import socket
 import ssl
 import threading
+from collections import Counter
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
 from pathlib import Path
@@ -49,9 +56,11 @@ log = logging.getLogger("cesar.console")
 MAX_BODY_BYTES = limits.MAX_QUERY_BYTES + 1024
 """Bytes of one request body: a query at its largest, in JSON."""
 TIMEOUT = 10.0
-"""Seconds a connection may take to send its request."""
-MAX_CONNECTIONS = 32
-"""Connections served at once."""
+"""Seconds a connection may take to send a whole request (or stay idle between two)."""
+MAX_CONNECTIONS = 256
+"""Connections served at once, alert streams aside (each a thread)."""
+MAX_REQUESTS_PER_TOKEN = 8
+"""Requests of one token served at once (alert streams aside: ``max_listens`` bounds them)."""
 
 STATUS = {
     "INVALID_ARGUMENT": 400,
@@ -115,8 +124,13 @@ class Console(ThreadingHTTPServer):
         self.front = front
         self.clients = clients
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.busy: Counter[str] = Counter()
+        """Requests under way per client (:data:`MAX_REQUESTS_PER_TOKEN`)."""
+        self.busy_lock = threading.Lock()
         self.stopping = threading.Event()
         self.samples = SampleRuns()
+        self.held = threading.local()
+        """Per serving thread, its connection's :class:`Slot`."""
         self.thread = threading.Thread(target=self.serve_forever, name="console", daemon=True)
 
     @property
@@ -151,10 +165,42 @@ class Console(ThreadingHTTPServer):
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        slot = Slot(self.slots)
+        self.held.slot = slot
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.slots.release()
+            slot.release()
+
+    @contextlib.contextmanager
+    def serving(self, client: Client) -> Iterator[None]:
+        """One request of ``client`` under way; ResourceExhausted past
+        :data:`MAX_REQUESTS_PER_TOKEN`."""
+        with self.busy_lock:
+            if self.busy[client.name] >= MAX_REQUESTS_PER_TOKEN:
+                raise ConsoleError(
+                    "RESOURCE_EXHAUSTED",
+                    f"{client.name} has {MAX_REQUESTS_PER_TOKEN} console requests under way "
+                    "(max_requests_per_token): wait for one",
+                )
+            self.busy[client.name] += 1
+        try:
+            yield
+        finally:
+            with self.busy_lock:
+                self.busy[client.name] -= 1
+
+
+class Slot:
+    """A connection's place among :data:`MAX_CONNECTIONS`, given back once."""
+
+    def __init__(self, slots: threading.BoundedSemaphore) -> None:
+        self._slots: threading.BoundedSemaphore | None = slots
+
+    def release(self) -> None:
+        slots, self._slots = self._slots, None
+        if slots is not None:
+            slots.release()
 
 
 def _query(body: dict[str, Any] | None) -> str:
@@ -162,6 +208,12 @@ def _query(body: dict[str, Any] | None) -> str:
     query = None if body is None else body.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ConsoleError("INVALID_ARGUMENT", 'expected {"query": "<CEL or pattern>"}')
+    try:
+        query.encode()
+    except UnicodeEncodeError as exc:
+        raise ConsoleError(
+            "INVALID_ARGUMENT", f"the query holds a lone surrogate at offset {exc.start}"
+        ) from None
     return query
 
 
@@ -184,20 +236,41 @@ class _Handler(BaseHTTPRequestHandler):
         """Serve the connection; one that fails its TLS handshake or goes away is dropped."""
         try:
             super().handle()
-        except (ssl.SSLError, ConnectionError, TimeoutError):
+        except (ssl.SSLError, ConnectionError, TimeoutError, OSError):
             self.close_connection = True
+
+    def handle_one_request(self) -> None:
+        """One request, which must arrive whole within :data:`TIMEOUT` seconds (the
+        connection is cut otherwise, however slowly it trickles)."""
+        self._deadline = threading.Timer(TIMEOUT, self._cut)
+        self._deadline.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._deadline.cancel()
+
+    def _cut(self) -> None:
+        """The request's time is up: end the connection (its reads fail at once)."""
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _answer(self, method: str) -> None:
         path, _, query = self.path.partition("?")
         try:
             if method == "GET" and (path == "/" or path.startswith("/static/")):
+                self._deadline.cancel()
                 self._static("index.html" if path == "/" else path.removeprefix("/static/"))
                 return
             if method == "GET" and path == "/api/alerts":
+                self._deadline.cancel()
                 self._alerts(self._client(), parse_qs(query))
                 return
             body = self._body() if method == "POST" else None
-            self._json(200, self._api(method, path, body))
+            self._deadline.cancel()
+            client = self._client()
+            with self.server.serving(client):
+                answer = self._api(client, method, path, body)
+            self._json(200, answer)
         except (TimeoutError, ConnectionError):  # a client that stalls or goes: drop it
             self.close_connection = True
         except ConsoleError as exc:
@@ -205,8 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
         except FrontError as exc:
             self._json(STATUS.get(exc.code, 500), {"code": exc.code, "message": str(exc)})
 
-    def _api(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        client = self._client()
+    def _api(self, client: Client, method: str, path: str, body: dict[str, Any] | None) -> Any:
         front = self.server.front
         route = (method, *path.strip("/").split("/"))
         if route == ("GET", "api", "whoami"):
@@ -237,25 +309,27 @@ class _Handler(BaseHTTPRequestHandler):
             if not colon or not seq.isdigit():
                 raise ConsoleError("INVALID_ARGUMENT", f"after={item!r}: expected ID:SEQ")
             after[sub] = int(seq)
-        records = views.alerts(  # the checks run here, before anything is sent
+        listening, records = views.alerts(  # the checks run here, before anything is sent
             self.server.front, client, query.get("subscription", []), after, self._watched
         )
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        for name, value in HEADERS.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.close_connection = True
-        self.wfile.write(b": alerts\n\n")
-        self.wfile.flush()
-        try:
-            for record in records:
-                self._event(record)
-        except FrontError as exc:  # e.g. the retention passed a slow reader: said, then ended
-            error = json.dumps({"code": exc.code, "message": str(exc)})
-            self.wfile.write(f"event: error\ndata: {error}\n\n".encode())
+        self.server.held.slot.release()  # a Listen stream now: max_listens bounds it
+        try:  # the Listen slot goes back however this ends, the browser gone before the headers
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            for name, value in HEADERS.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.close_connection = True
+            self.wfile.write(b": alerts\n\n")
+            self.wfile.flush()
+            try:
+                for record in records:
+                    self._event(record)
+            except FrontError as exc:  # e.g. the retention passed a slow reader: said, ended
+                error = json.dumps({"code": exc.code, "message": str(exc)})
+                self.wfile.write(f"event: error\ndata: {error}\n\n".encode())
         finally:
-            records.close()
+            listening.close()
 
     def _event(self, record: dict[str, Any]) -> None:
         line = f"id: {record['subscription']}:{record['seq']}\ndata: {json.dumps(record)}\n\n"
@@ -297,6 +371,8 @@ class _Handler(BaseHTTPRequestHandler):
             data = json.loads(self.rfile.read(length))
         except (ValueError, UnicodeDecodeError):
             raise ConsoleError("INVALID_ARGUMENT", "the body is not JSON") from None
+        except RecursionError:
+            raise ConsoleError("INVALID_ARGUMENT", "the body's JSON nests too deep") from None
         if not isinstance(data, dict):
             raise ConsoleError("INVALID_ARGUMENT", "the body is not a JSON object")
         return data

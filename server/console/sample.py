@@ -3,14 +3,17 @@
 The run reads the bundled day of quotes (:data:`~cesar.examples.STOCKS_SAMPLE`, 2,340
 one-minute quotes of six stocks, the stream ``Stock``) with the engine a server runs.  A
 child process keeps it off the front's interpreter: a runaway query costs one core for at
-most :data:`RUN_SECONDS`, never the events the server is processing.  One run at a time
+most :data:`RUN_SECONDS` and :data:`RUN_MEMORY_BYTES` of memory, never the events the server
+is processing.  One run at a time
 per console (:class:`SampleRuns`); the first :data:`SHOWN` alerts are returned with the
 count of all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -23,6 +26,9 @@ from cesar.server.front.errors import InvalidArgument, ResourceExhausted
 
 RUN_SECONDS = 20.0
 """Seconds a run on the sample may take before it is stopped."""
+RUN_MEMORY_BYTES = 512 << 20
+"""Memory a run on the sample may take (its data segment: ``RLIMIT_DATA``); past it the run
+fails with MemoryError and is answered as over its budget."""
 SHOWN = 100
 """Alerts of a run returned (all are counted)."""
 SAMPLE_QUOTES = 2_340
@@ -63,6 +69,8 @@ def _run(query: str) -> dict[str, Any]:
             stderr=subprocess.PIPE,
             text=True,
         )
+        with contextlib.suppress(ProcessLookupError):  # before it has imported much
+            resource.prlimit(child.pid, resource.RLIMIT_DATA, (RUN_MEMORY_BYTES, RUN_MEMORY_BYTES))
         timer = threading.Timer(RUN_SECONDS, child.kill)
         timer.start()
         try:
@@ -80,6 +88,10 @@ def _run(query: str) -> dict[str, Any]:
     if code < 0:
         raise ResourceExhausted(
             f"the run on the sample took more than {RUN_SECONDS:g} s and was stopped"
+        )
+    if code != 0 and error.rstrip().endswith("MemoryError"):
+        raise ResourceExhausted(
+            f"the run on the sample took more than {RUN_MEMORY_BYTES >> 20} MiB and was stopped"
         )
     if code != 0:
         raise InvalidArgument(error.strip().removeprefix("cesar: "))

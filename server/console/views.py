@@ -15,7 +15,7 @@ from cesar.automata.schema import StreamSchema, parse_stream_spec
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
 from cesar.server.front.errors import NotFound
-from cesar.server.front.front import Front
+from cesar.server.front.front import Front, Listening
 from cesar.server.wire.client import message_data
 from cesar.server.wire.convert import trusted_event
 from cesar.server.wire.eventfile import event_record
@@ -134,12 +134,14 @@ def alerts(
     subscriptions: list[str],
     after: Mapping[str, int],
     active: Callable[[], bool],
-) -> Generator[dict[str, Any]]:
+) -> tuple[Listening, Generator[dict[str, Any]]]:
     """The caller's alerts as ``cesar listen`` prints them (times in the stream's zone):
     after ``after``'s seqs first, then live ones, of ``subscriptions`` (empty: all of its own,
     including later ones); until ``active()`` is false.  One of the caller's Listen streams
-    (``max_listens``); the checks run at the call, the waiting as it is read."""
-    return _records(front, client, front.listen(client, subscriptions, after, active))
+    (``max_listens``), held until the returned stream is closed, read or not; the checks run
+    at the call, the waiting as it is read."""
+    listening = front.listen(client, subscriptions, after, active)
+    return listening, _records(front, client, listening)
 
 
 RECENT = 20
@@ -156,14 +158,11 @@ def _record(alert: pb.Alert, schema: StreamSchema | None) -> dict[str, Any]:
     return record
 
 
-def _records(front: Front, client: Client, batches: Generator[bytes]) -> Generator[dict[str, Any]]:
+def _records(front: Front, client: Client, batches: Listening) -> Generator[dict[str, Any]]:
     schemas: dict[str, StreamSchema] = {}
-    try:
-        for batch in batches:
-            for alert in pb.AlertBatch.FromString(batch).alerts:
-                if alert.subscription not in schemas:
-                    rows = front.subscriptions(client)
-                    schemas.update({r.id: parse_stream_spec(r.output_spec) for r in rows})
-                yield _record(alert, schemas.get(alert.subscription))
-    finally:
-        batches.close()  # gives the Listen stream back at once
+    for batch in batches:
+        for alert in pb.AlertBatch.FromString(batch).alerts:
+            if alert.subscription not in schemas:
+                rows = front.subscriptions(client)
+                schemas.update({r.id: parse_stream_spec(r.output_spec) for r in rows})
+            yield _record(alert, schemas.get(alert.subscription))

@@ -25,7 +25,7 @@ import itertools
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 
 from cesar.server.front.catalog import connect
@@ -143,7 +143,7 @@ class Listeners:
         wanted: set[str],
         after_seq: Mapping[str, int],
         active: Callable[[], bool],
-    ) -> Iterator[bytes]:
+    ) -> Generator[bytes]:
         """``owner``'s alerts as serialized AlertBatch messages: those after ``after_seq``
         first, then live ones of ``wanted``.
 

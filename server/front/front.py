@@ -74,6 +74,35 @@ from cesar.v1 import shard_pb2
 log = logging.getLogger("cesar.front")
 
 
+class Listening:
+    """One Listen stream: its batches, and the client's Listen slot, given back once when the
+    stream ends, fails or is closed — also when it was never read (a caller gone before the
+    first batch)."""
+
+    def __init__(self, batches: Generator[bytes], release: Callable[[], None]) -> None:
+        self._batches = batches
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> Listening:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._batches)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """End the stream and give its slot back (once)."""
+        release, self._release = self._release, None
+        if release is not None:
+            try:
+                self._batches.close()
+            finally:
+                release()
+
+
 class Front:
     """The server's state and operations; see the module docstring."""
 
@@ -472,11 +501,11 @@ class Front:
         subscriptions: Sequence[str],
         after_seq: Mapping[str, int],
         active: Callable[[], bool],
-    ) -> Generator[bytes]:
+    ) -> Listening:
         """Alerts of ``client``'s subscriptions, as serialized AlertBatch messages: resumed
         ones first, then live ones.  The checks (ownership, seqs, the client's Listen
-        streams) run now; the stream, which must be read (or closed), counts as one of the
-        client's until it ends."""
+        streams) run now; the stream counts as one of the client's until it ends or is
+        closed, read or not (:class:`Listening`)."""
         with self.lock:
             wanted = set(subscriptions)
             for sub in wanted | set(after_seq):
@@ -494,20 +523,12 @@ class Front:
                 )
             self.listens[client.name] += 1
             self.counters["listens_opened"] += 1
-        return self._listening(client, wanted, after_seq, active)
+        batches = self.listeners.stream(client.name, wanted, after_seq, active)
+        return Listening(batches, lambda: self._listened(client.name))
 
-    def _listening(
-        self,
-        client: Client,
-        wanted: set[str],
-        after_seq: Mapping[str, int],
-        active: Callable[[], bool],
-    ) -> Generator[bytes]:
-        try:
-            yield from self.listeners.stream(client.name, wanted, after_seq, active)
-        finally:
-            with self.lock:
-                self.listens[client.name] -= 1
+    def _listened(self, name: str) -> None:
+        with self.lock:
+            self.listens[name] -= 1
 
     # ----------------------------------------------------------- routing, stats
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -39,13 +40,18 @@ def console(tmp_path: Path) -> Iterator[tuple[Server, str]]:
         "tok-a alice\ntok-b bob\ntok-root root scope=admin\ntok-feed spark scope=feed\n"
     )
     server = Server(tmp_path / "data", "--tokens", str(tokens), "--console-port", "0").start()
+    try:
+        yield server, console_url(server)
+    finally:
+        server.stop()
+
+
+def console_url(server: Server) -> str:
+    """The console's address, as the server printed it when it started."""
     assert server.process is not None and server.process.stdout is not None
     line = server.process.stdout.readline().split()
     assert line[0] == "console", line
-    try:
-        yield server, line[1].rstrip("/")
-    finally:
-        server.stop()
+    return line[1].rstrip("/")
 
 
 def call(
@@ -189,6 +195,69 @@ def test_hostile_requests_are_refused_and_the_server_serves_on(console) -> None:
     with Client(server.address, token="tok-a") as alice:
         assert alice.subscriptions() == []  # the gRPC side answers as before
     assert call(url + "/api/whoami", "tok-a")[0] == 200
+
+
+def test_alert_streams_reset_before_their_headers_give_their_listen_slots_back(console) -> None:  # type: ignore[no-untyped-def]
+    """64 browsers that ask for their alerts and reset the connection at once: each Listen
+    slot comes back (before, each leaked for good and the 65th Listen was refused)."""
+    server, url = console
+    with Client(server.address, token="tok-a") as alice:
+        alice.subscribe(DROPS)
+    host, port = url.removeprefix("http://").split(":")
+    request = b"GET /api/alerts HTTP/1.1\r\nAuthorization: Bearer tok-a\r\n\r\n"
+    for _ in range(64):  # max_listens
+        with socket.create_connection((host, int(port)), timeout=30) as raw:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            raw.sendall(request)  # and a reset at once: gone before the headers come
+    deadline = time.monotonic() + 30
+    while True:  # the console's threads see their peers gone, then give the slots back
+        listens = call(url + "/api/shards", "tok-a")[1]["front"]["listens"]
+        if listens == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert listens == 0
+    with Client(server.address, token="tok-a") as alice, alice.listen(after=0, timeout=2) as one:
+        assert list(one.batches()) == []  # a Listen is granted: nothing leaked
+    assert server.stop() == 0
+    server.start()
+    assert call(console_url(server) + "/api/whoami", "tok-a")[0] == 200
+
+
+def test_slow_connections_without_a_token_leave_the_console_answering(console) -> None:  # type: ignore[no-untyped-def]
+    """40 connections each sending a header line every 2 s (more than the old 32 slots):
+    others are answered meanwhile, and each slow one is cut once its request has taken
+    10 s, however steadily it trickles."""
+    server, url = console
+    host, port = url.removeprefix("http://").split(":")
+    slow = [socket.create_connection((host, int(port)), timeout=30) for _ in range(40)]
+    try:
+        for raw in slow:
+            raw.sendall(b"GET /api/whoami HTTP/1.1\r\n")
+        began = time.monotonic()
+        cut = 0
+        while time.monotonic() - began < 16 and cut < len(slow):
+            assert call(url + "/api/whoami", "tok-a")[0] == 200  # answered meanwhile
+            cut = 0
+            for raw in slow:
+                try:
+                    raw.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    cut += 1
+            time.sleep(2)
+        assert cut == len(slow)  # each cut at its request's 10 s
+    finally:
+        for raw in slow:
+            raw.close()
+    status, error, _ = call(url + "/api/explain", "tok-a", b"[" * 30_000 + b"]" * 30_000)
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT") and "deep" in error["message"]
+    status, error, _ = call(url + "/api/explain", "tok-a", b'{"query": "FILTER \\ud800"}')
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT") and "surrogate" in error["message"]
+    runaway = json.dumps({"query": "PATTERN AND(Stock a, Stock b, Stock c, Stock d) PUBLISH F"})
+    status, error, _ = call(url + "/api/try", "tok-a", runaway.encode())
+    assert (status, error["code"]) == (429, "RESOURCE_EXHAUSTED") and "MiB" in error["message"]
+    assert server.stop() == 0
+    server.start()
+    assert call(console_url(server) + "/api/whoami", "tok-a")[0] == 200
 
 
 def test_live_alerts_stream_as_server_sent_events_resumed_after_a_seq(console) -> None:  # type: ignore[no-untyped-def]
