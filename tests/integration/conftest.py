@@ -17,9 +17,30 @@ def server(tmp_path: Path) -> Iterator[Server]:
     srv.stop()
 
 
+STARTED: list[SparkSession] = []
+"""The Spark session, once :func:`pytest_collection_finish` started it."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the Spark session before any test of this process runs, if one of them needs it.
+
+    Start order, not a retry.  Spark's JVM is launched by a fork and lives on a pipe to its
+    standard input (it exits when that pipe ends) and py4j sockets.  In a pytest-xdist worker
+    that had run the gRPC tests first, on a busy machine, it exited before its gateway
+    answered (``JAVA_GATEWAY_EXITED``, gRPC's ``epoll_wait error: Bad file descriptor`` in
+    the log just before): descriptors shared by number between gRPC's closed servers and
+    channels and the JVM's launch.  Launched before this process has opened any gRPC
+    descriptor, the JVM's pipe and sockets are never numbers gRPC held.  Each worker collects
+    every test, so each starts one when the feed's tests are selected
+    (``tests/e2e/test_busy.py`` runs both kinds in one process beside CPU hogs).
+    """
+    if any("spark" in getattr(item, "fixturenames", ()) for item in session.items):
+        STARTED.append(feed_session("local[2]", "cesar-tests"))
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The one in-process Spark session (local[2]) the integration tests share."""
-    session = feed_session("local[2]", "cesar-tests")
+    session = STARTED[0] if STARTED else feed_session("local[2]", "cesar-tests")
     yield session
     session.stop()
