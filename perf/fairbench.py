@@ -183,7 +183,10 @@ def beside_compile(count: int) -> dict[str, Any]:
 
 
 RUNAWAY = "PATTERN AND(Stock a, Stock b, Stock c, Stock d, Stock e) WITHIN 1 HOUR PUBLISH Five"
-UNBUDGETED = ("--max-steps-per-epoch", "0", "--max-instances-per-subscription", "0")
+UNBUDGETED = (
+    *("--max-steps-per-epoch", "0", "--max-engine-steps-per-epoch", "0"),
+    *("--max-instances-per-subscription", "0"),
+)
 
 
 def runaway(epochs: int, budget: bool) -> dict[str, Any]:

@@ -500,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options["budgeted"] = replace(
         options["planned"],
         max_steps=limits.MAX_STEPS_PER_EPOCH,
+        max_engine_steps=limits.MAX_ENGINE_STEPS_PER_EPOCH,
         max_instances_per_subscription=limits.MAX_INSTANCES_PER_SUBSCRIPTION,
         max_instances=limits.MAX_INSTANCES,
     )

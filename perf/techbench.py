@@ -76,6 +76,7 @@ ENGINES: dict[str, EngineOptions] = {
     "nosteps": EngineOptions(steps=False),
     "budget": EngineOptions(
         max_steps=limits.MAX_STEPS_PER_EPOCH,
+        max_engine_steps=limits.MAX_ENGINE_STEPS_PER_EPOCH,
         max_instances_per_subscription=limits.MAX_INSTANCES_PER_SUBSCRIPTION,
         max_instances=limits.MAX_INSTANCES,
     ),

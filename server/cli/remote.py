@@ -118,6 +118,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "matches, a recomputation's candidates (0: unlimited)",
     )
     parser.add_argument(
+        "--max-engine-steps-per-epoch",
+        type=int,
+        default=limits.MAX_ENGINE_STEPS_PER_EPOCH,
+        help="steps one engine lane may take in one epoch; past it the subscriptions causing "
+        "the most are cut (0: unlimited)",
+    )
+    parser.add_argument(
         "--snapshot-every-batches",
         type=int,
         default=1_000,
@@ -196,6 +203,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_alerts_per_epoch=args.max_alerts_per_epoch or None,
             max_alert_bytes_per_epoch=args.max_alert_bytes_per_epoch or None,
             max_steps_per_epoch=args.max_steps_per_epoch or None,
+            max_engine_steps_per_epoch=args.max_engine_steps_per_epoch or None,
             max_time_jump=args.max_time_jump,
             replayed=frozenset(args.replayed),
             snapshots=SnapshotPolicy(

@@ -100,7 +100,7 @@ class Engine:
         self.steppers = Steppers(self.program, options.steps and options.indices)
         self.skipping = Skipping()
         self.windows = Windows(options.max_window_events, options.share_windows)
-        self.work = Work(options.max_steps, self._owners)
+        self.work = Work(options.max_steps, self._owners, options.max_engine_steps)
         self.probe = Probe(self.program, self.state, options, self.work)
         self.installer = Installer(self.program, self.state, options, self.steppers)
         self.planner = Planner(
@@ -380,7 +380,7 @@ class Engine:
                 state.notices.extend(Notice(s, reason) for s, reason in budget.notices)
                 budget.notices.clear()
         self.installer.hold(work.owners)
-        if work.limit is not None:
+        if work.charging:
             owed = work.finish()
             state.counters.cut += len(work.cut_now)
             state.notices.extend(Notice(s, reason) for s, reason in owed)
@@ -604,7 +604,7 @@ class Engine:
         target = compiled.target
         node = program.dag.nodes[target]
         work = self.work
-        if work.limit is not None:
+        if work.charging:
             if work.cut:
                 slots &= work.allowed(node.space)
                 if not slots:

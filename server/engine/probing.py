@@ -120,7 +120,7 @@ class Probe:
         filter_of = self.program.filter_of
         stepped = self.state.stepped
         work = self.work
-        charging = work.limit is not None
+        charging = work.charging
         spaces = self.program.dag.nodes
         for node, groups in nodes.items():
             space = spaces[node].space

@@ -95,6 +95,10 @@ class EngineOptions:
     it the subscription is cut for the rest of the epoch; for a planned subscription, the
     candidates and matches its recomputing searches look at: past it the search stops.  One
     notice per episode."""
+    max_engine_steps: int | None = None
+    """The work budget of the whole engine (a lane) in one epoch, each shared step counted
+    once: past it the subscriptions that caused a hundredth of it or more are cut for the rest
+    of the epoch."""
     max_window_events: int | None = 1_000_000
     """Events one time-window aggregate holds (:mod:`cesar.server.engine.windowing`); past it
     the oldest are dropped, with one notice to its readers."""

@@ -10,7 +10,10 @@ subscriptions it is done for:
 * an edge fired (an instance made, or a match) is one step for each slot it moves.
 
 A shared step is charged whole to every subscription sharing it: what each would pay alone.
-A subscription whose steps in one epoch pass ``limit`` is *cut* for the rest of that epoch:
+A subscription whose steps in one epoch pass ``limit`` is *cut* for the rest of that epoch,
+and so are, once the engine's own steps in the epoch pass ``lane`` (each shared step counted
+once), the subscriptions that spent a hundredth of ``lane`` or more, so that many runaways,
+each within its budget, do not hold an epoch either:
 its slots are taken out of every test and every firing, so the events after the cut do not
 move its instances (they stay as they were) and make it no match, while the other members of
 a shared instance go on as before.  One notice per *episode*: it ends after
@@ -42,6 +45,9 @@ from cesar.index.masks import slots_of
 
 CHECK_EVERY = 1024
 """Steps charged between two spreads of the charges over subscriptions (and cuts)."""
+LANE_SHARE = 100
+"""Past the engine's budget in an epoch, a subscription that spent this share of it or more
+(1/100) is cut; the calm ones, which spend less, go on."""
 CALM_EPOCHS = 64
 """Epochs without a cut that end a subscription's episode (its next cut is told again)."""
 
@@ -52,12 +58,19 @@ Owners = Callable[[], Mapping[tuple[int, int], str]]
 class Work:
     """One engine's work budget per subscription and epoch; see the module docstring.
 
-    ``limit`` None charges nothing.  ``owners`` is called at the first spread of an epoch
-    after :meth:`forget_owners` (the program changed).
+    ``limit`` and ``lane`` None charge nothing.  ``owners`` is called at the first spread of
+    an epoch after :meth:`forget_owners` (the program changed).
     """
 
-    def __init__(self, limit: int | None, owners: Owners) -> None:
+    def __init__(self, limit: int | None, owners: Owners, lane: int | None = None) -> None:
         self.limit = limit
+        self.charging = limit is not None or lane is not None
+        """Whether anything is charged (a budget is set)."""
+        self.lane = lane
+        """Steps the whole engine may take in one epoch (None: no bound); past it the
+        subscriptions that caused the most are cut, the largest first."""
+        self.done = 0
+        """Steps taken in this epoch, each once however many subscriptions share it."""
         self._owners_of = owners
         self._owners: Mapping[tuple[int, int], str] | None = None
         self._slots: dict[str, list[tuple[int, int]]] = {}
@@ -68,7 +81,8 @@ class Work:
         """Steps per subscription in this epoch (as of the last spread)."""
         self.cut: dict[int, int] = {}
         """Per space, the slots cut for the rest of this epoch."""
-        self.cut_now: set[str] = set()
+        self.cut_now: dict[str, str] = {}
+        """The subscriptions cut in this epoch, each with the budget it went past."""
         self.episodes: dict[str, int] = {}
         """Subscriptions cut since their notice, with the calm epochs since their last cut."""
 
@@ -90,13 +104,16 @@ class Work:
         :data:`CHECK_EVERY` steps, O(distinct members charged × their slots)."""
         self.pending[space, members] += steps
         self.unchecked += steps
+        self.done += steps
         if self.unchecked >= CHECK_EVERY:
             self.check()
 
     def check(self) -> None:
-        """Spread the pending charges over subscriptions; cut those past the limit."""
+        """Spread the pending charges over subscriptions; cut those past the limit, and once
+        the engine's steps pass ``lane``, the ones that spent the most (at least half of the
+        most any uncut one spent)."""
         self.unchecked = 0
-        if self.limit is None or not self.pending:
+        if not self.charging or not self.pending:
             self.pending.clear()
             return
         owners, spent, limit = self.owners(), self.spent, self.limit
@@ -107,13 +124,28 @@ class Work:
                 if subscription is None:
                     continue
                 spent[subscription] += steps
-                if spent[subscription] > limit and subscription not in self.cut_now:
+                if limit is not None and spent[subscription] > limit:
                     over.append(subscription)
-                    self.cut_now.add(subscription)
         self.pending.clear()
         for subscription in over:
-            for space, slot in self._slots.get(subscription, ()):
-                self.cut[space] = self.cut.get(space, 0) | 1 << slot
+            if subscription not in self.cut_now:
+                self._cut(subscription, f"more than {limit} steps (max_steps_per_epoch)")
+        if self.lane is not None and self.done > self.lane:
+            floor = self.lane // LANE_SHARE
+            for subscription in sorted(spent):
+                steps = spent[subscription]
+                if steps >= floor and subscription not in self.cut_now:
+                    self._cut(
+                        subscription,
+                        f"{steps} steps, 1/{LANE_SHARE} or more of an epoch in which the "
+                        f"engine took more than {self.lane} (max_engine_steps_per_epoch)",
+                    )
+
+    def _cut(self, subscription: str, why: str) -> None:
+        """Cut ``subscription`` for the rest of the epoch, for ``why``."""
+        self.cut_now[subscription] = why
+        for space, slot in self._slots.get(subscription, ()):
+            self.cut[space] = self.cut.get(space, 0) | 1 << slot
 
     def allowed(self, space: int) -> int:
         """The slots of ``space`` not cut in this epoch, as a mask (-1: all).  O(1)."""
@@ -127,17 +159,17 @@ class Work:
         self.pending.clear()
         self.spent.clear()
         self.cut.clear()
-        self.unchecked = 0
+        self.unchecked = self.done = 0
         notices = []
-        for subscription in sorted(self.cut_now):
+        for subscription, why in sorted(self.cut_now.items()):
             if subscription not in self.episodes:
                 notices.append(
                     (
                         subscription,
-                        f"more than {self.limit} steps (instances tested and made, matches) in "
-                        "one epoch (max_steps_per_epoch); its partial matches were not moved by "
-                        "the rest of the epoch, so matches may be missed (one notice until "
-                        f"{CALM_EPOCHS} epochs pass within it)",
+                        f"cut for the rest of an epoch: {why}, counting partial matches tested "
+                        "and made and matches; its partial matches were not moved by the rest "
+                        "of the epoch, so matches may be missed (one notice until "
+                        f"{CALM_EPOCHS} epochs pass without a cut)",
                     )
                 )
             self.episodes[subscription] = 0
@@ -150,7 +182,7 @@ class Work:
     def begin(self) -> None:
         """Begin an epoch: no subscription cut yet.  O(1)."""
         if self.cut_now:
-            self.cut_now = set()
+            self.cut_now = {}
 
     def remove(self, subscription: str) -> None:
         """Forget a subscription that left."""

@@ -4,9 +4,10 @@ Explain.
 Compiling is pure CPU work in Python.  In the front's process it would hold the interpreter
 lock for as long as a batch compiles (60 s at the budget), and every thread of the event path
 — a one-event publish, an alert stream — would wait its turn at each step (47 s for one
-publish, measured).  A :class:`Compiler` runs each compile in one of ``workers`` processes
-(``spawn``: nothing of the front's threads or sockets is inherited), with the same checks,
-deadline and budget as before (:func:`~cesar.server.front.subscribing.prepare_all`):
+publish, measured).  A :class:`Compiler` runs each compile in one of ``workers`` child
+processes (a fresh interpreter each, nothing of the front's threads or sockets inherited,
+talking pickles over its standard input and output), with the same checks, deadline and
+budget as the front applied itself:
 
 * a batch goes in chunks of :data:`CHUNK` queries, one chunk at a time, so another client's
   Subscribe or Explain waits for at most one chunk in a worker, never a whole batch;
@@ -15,9 +16,9 @@ deadline and budget as before (:func:`~cesar.server.front.subscribing.prepare_al
 * a worker keeps its own query-shape cache (:class:`~cesar.automata.shape.QueryCache`), so
   queries of one shape compile once per worker; its counters come back with each chunk
   (:attr:`Compiler.counters`);
-* a worker leaves when the front does (it watches its parent), and ignores the terminal's
-  Ctrl-C (the front's shutdown stops it).  A worker that dies is an UNAVAILABLE error for
-  the calls it served, and a new pool is started.
+* a worker leaves when the front does (its standard input closes), and ignores the
+  terminal's Ctrl-C (the front's shutdown stops it).  A worker that dies is an UNAVAILABLE
+  error for the call it served, and another is started for the next.
 
 Each chunk's result comes back pickled: unpickling a compiled query in the front costs about
 half a millisecond, taken a chunk at a time.
@@ -25,16 +26,17 @@ half a millisecond, taken a chunk at a time.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
+import contextlib
+import pickle
+import queue
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 from cesar.automata.schema import StreamSchema
 from cesar.automata.shape import QueryCache
@@ -60,47 +62,56 @@ _cache = QueryCache()
 
 
 class Compiler:
-    """The front's compile processes (module docstring); thread-safe."""
+    """The front's compile processes (module docstring); thread-safe.
+
+    Each worker is ``python -m cesar.server.front.compiling``, a child reading pickled
+    calls on its standard input and writing their pickled results on its standard output
+    (:func:`main`); a call takes a free worker, or waits for one.
+    """
 
     def __init__(self, workers: int = limits.COMPILE_WORKERS) -> None:
         self.workers = workers
         self.counters: Counter[str] = Counter()
         """The workers' shape-cache counters (``compiled``, ``bound``, ...), summed."""
         self._lock = threading.Lock()
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _executor(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    self.workers,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_worker_started,
-                    initargs=(os.getpid(),),
-                )
-            return self._pool
+        self._free: queue.LifoQueue[Worker | None] = queue.LifoQueue()
+        for _ in range(workers):
+            self._free.put(None)  # a worker started when first needed
+        self._all: list[Worker] = []
+        self._closed = False
 
     def start(self) -> None:
-        """Start the workers now (they take about a second to import the compiler), so the
-        first Subscribe does not wait for them."""
-        executor = self._executor()
-        for _ in range(self.workers):
-            executor.submit(int)
+        """Start a worker now (it takes about a second to import the compiler), so the first
+        Subscribe does not wait for it; the others start when calls overlap."""
+        worker = self._free.get()
+        self._free.put(worker or self._spawn())
+
+    def _spawn(self) -> Worker:
+        worker = Worker()
+        with self._lock:
+            self._all.append(worker)
+        return worker
 
     def _run(self, call: Callable[..., T], *args: Any) -> T:
-        """``call(*args)`` in a worker; its exception raised here.  A dead worker is
-        UNAVAILABLE (and the pool is started again)."""
-        executor = self._executor()
+        """``call(*args)`` in a worker; its exception raised here.  A worker that died is
+        UNAVAILABLE (and replaced by a new one)."""
+        if self._closed:
+            raise Unavailable("the server is shutting down")
+        worker = self._free.get() or self._spawn()
         try:
-            return executor.submit(call, *args).result()
-        except BrokenProcessPool:
+            outcome, value = worker.call(call, args)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            worker.stop()
             with self._lock:
-                if self._pool is executor:
-                    self._pool = None
-            executor.shutdown(wait=False, cancel_futures=True)
+                self._all.remove(worker)
+            self._free.put(None)
             raise Unavailable(
                 "a compile process died (out of memory?); nothing was registered: retry"
             ) from None
+        self._free.put(worker)
+        if outcome == "raised":
+            raise value
+        return cast(T, value)
 
     def prepare_all(
         self,
@@ -147,11 +158,59 @@ class Compiler:
         return self._run(explained_data, client, text, dict(schemas))
 
     def close(self) -> None:
-        """Stop the workers (a compile under way is abandoned)."""
+        """Stop the workers (a compile under way is abandoned: its call is UNAVAILABLE)."""
+        self._closed = True
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            workers, self._all = self._all, []
+        for worker in workers:
+            worker.stop()
+
+
+class Worker:
+    """One compile process and its pipes; used by one call at a time."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cesar.server.front.compiling"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def call(self, call: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
+        """("returned", value) or ("raised", exception) of ``call(*args)`` in the process;
+        OSError or EOFError if it died."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        _send(self.process.stdin, (call, args))
+        result: tuple[str, Any] = _receive(self.process.stdout)
+        return result
+
+    def stop(self) -> None:
+        """End the process (it leaves when its standard input closes)."""
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _send(pipe: IO[bytes], value: object) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    pipe.write(len(data).to_bytes(8, "big") + data)
+    pipe.flush()
+
+
+def _receive(pipe: IO[bytes]) -> Any:
+    head = pipe.read(8)
+    if len(head) < 8:
+        raise EOFError("the compile process ended")
+    size = int.from_bytes(head, "big")
+    data = pipe.read(size)
+    if len(data) < size:
+        raise EOFError("the compile process ended")
+    return pickle.loads(data)
 
 
 def _check_budget(started: float, done: int, total: int, deadline: float | None) -> None:
@@ -191,14 +250,23 @@ def _prepare_chunk(
     return prepared, _cache.counters - counted
 
 
-def _worker_started(parent: int) -> None:
-    """A worker's start: it ignores Ctrl-C (the front stops it) and leaves once its parent
-    is gone."""
+def main() -> None:
+    """A compile process: calls from standard input, results to standard output, until the
+    front closes its standard input (it stopped or died).  Ctrl-C is the front's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write on the answers' pipe
+    while True:
+        try:
+            call, args = _receive(requests)
+        except EOFError:
+            return
+        try:
+            answer: tuple[str, Any] = ("returned", call(*args))
+        except Exception as exc:  # the front raises it as it would have raised it itself
+            answer = ("raised", exc)
+        _send(answers, answer)
 
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
 
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+if __name__ == "__main__":
+    main()

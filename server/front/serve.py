@@ -91,6 +91,7 @@ class ServeConfig:
     max_alerts_per_epoch: int | None = limits.MAX_ALERTS_PER_EPOCH
     max_alert_bytes_per_epoch: int | None = limits.MAX_ALERT_BYTES_PER_EPOCH
     max_steps_per_epoch: int | None = limits.MAX_STEPS_PER_EPOCH
+    max_engine_steps_per_epoch: int | None = limits.MAX_ENGINE_STEPS_PER_EPOCH
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     replayed: frozenset[str] = frozenset()
     """Input streams whose times may run ahead of the wall clock (``--replayed``)."""
@@ -225,6 +226,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         f"--max-alerts-per-epoch={config.max_alerts_per_epoch or 0}",
         f"--max-alert-bytes-per-epoch={config.max_alert_bytes_per_epoch or 0}",
         f"--max-steps-per-epoch={config.max_steps_per_epoch or 0}",
+        f"--max-engine-steps-per-epoch={config.max_engine_steps_per_epoch or 0}",
     ]
     try:
         shards = ShardPool(

@@ -563,6 +563,11 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
             limits.MAX_STEPS_PER_EPOCH,
             "steps (instances tested and made, matches) per subscription and epoch",
         ),
+        (
+            "--max-engine-steps-per-epoch",
+            limits.MAX_ENGINE_STEPS_PER_EPOCH,
+            "steps per engine lane and epoch",
+        ),
     ):
         parser.add_argument(
             flag, type=int, default=default, help=f"{what} (default {default}; 0: unlimited)"
@@ -618,6 +623,7 @@ def run(args: argparse.Namespace) -> int:
             max_instances_per_subscription=args.max_instances_per_subscription or None,
             max_instances=args.max_instances or None,
             max_steps=args.max_steps_per_epoch or None,
+            max_engine_steps=args.max_engine_steps_per_epoch or None,
         ),
         args.max_alerts_per_epoch or None,
         args.data_dir,

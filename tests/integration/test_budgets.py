@@ -390,33 +390,36 @@ def test_a_snapshot_of_another_server_at_the_same_place_is_refused(tmp_path: Pat
         Event.of(e.stream, e.t0, e.t1, {**dict(e.values), "Price": rng.uniform(10, 20)})
         for e in events
     ]
-    for server, stream in ((ours, events), (theirs, their_events)):
-        server.start()
-        conn = server.connect()
-        subscribe(conn, query)
-        publish(conn, stream, batch=100)
-        assert server.stop() == 0
-    catalog = sqlite3.connect(ours.data_dir / "catalog.sqlite")
-    positions = [p for (p,) in catalog.execute("SELECT position FROM checkpoints ORDER BY 1")]
-    catalog.close()
-    for shard in ("0", "1"):  # their snapshots of our newest checkpoint's place and batch
-        source = snapshots.path_of(theirs.data_dir / "shards" / shard, positions[-1])
-        snapshots.path_of(ours.data_dir / "shards" / shard, positions[-1]).write_bytes(
-            source.read_bytes()
-        )
-    ours.start()
-    conn = ours.connect()
-    shifted = [dataclasses.replace(e, t0=e.t0 + later, t1=e.t1 + later) for e in events]
-    publish(conn, shifted)
-    (row,) = listed(conn)
-    alerts = collect(conn, row.last_seq, pb.ListenRequest(after_seq={row.id: 0}))
-    want = normalized(expected_lines([(row.stream, query)], [*events, *shifted]))
-    assert Counter(alert_line(a) for a in alerts) == want
-    logged = [json.loads(line) for line in ours.log.read_text().splitlines()]
-    refused = [r for r in logged if r.get("msg") == "checkpoint refused"]
-    assert len(refused) == 1 and "written by another server" in refused[0]["reason"]
-    restarts_and_serves(ours)
-    ours.stop()
+    try:
+        for server, stream in ((ours, events), (theirs, their_events)):
+            server.start()
+            conn = server.connect()
+            subscribe(conn, query)
+            publish(conn, stream, batch=100)
+            assert server.stop() == 0
+        catalog = sqlite3.connect(ours.data_dir / "catalog.sqlite")
+        positions = [p for (p,) in catalog.execute("SELECT position FROM checkpoints ORDER BY 1")]
+        catalog.close()
+        for shard in ("0", "1"):  # their snapshots of our newest checkpoint's place and batch
+            source = snapshots.path_of(theirs.data_dir / "shards" / shard, positions[-1])
+            snapshots.path_of(ours.data_dir / "shards" / shard, positions[-1]).write_bytes(
+                source.read_bytes()
+            )
+        ours.start()
+        conn = ours.connect()
+        shifted = [dataclasses.replace(e, t0=e.t0 + later, t1=e.t1 + later) for e in events]
+        publish(conn, shifted)
+        (row,) = listed(conn)
+        alerts = collect(conn, row.last_seq, pb.ListenRequest(after_seq={row.id: 0}))
+        want = normalized(expected_lines([(row.stream, query)], [*events, *shifted]))
+        assert Counter(alert_line(a) for a in alerts) == want
+        logged = [json.loads(line) for line in ours.log.read_text().splitlines()]
+        refused = [r for r in logged if r.get("msg") == "checkpoint refused"]
+        assert len(refused) == 1 and "written by another server" in refused[0]["reason"]
+        restarts_and_serves(ours)
+    finally:
+        ours.stop()
+        theirs.stop()
 
 
 def test_an_exponential_recomputation_is_stopped_at_its_budget(tmp_path: Path) -> None:

@@ -85,3 +85,25 @@ def test_an_episode_ends_after_calm_epochs() -> None:
     assert "runaway" not in engine.work.episodes
     engine.unsubscribe("runaway")
     engine.check_valid()
+
+
+def test_many_runaways_within_their_budgets_are_cut_by_the_engines() -> None:
+    stream = epochs(10)
+    free = Engine(EngineOptions())
+    capped = Engine(EngineOptions(max_steps=1_000_000, max_engine_steps=3_000))
+    for engine in (free, capped):
+        for n in range(3):  # three runaways, each far within its own budget
+            query = compile_query(QUERIES["runaway"].replace("Runaway", f"R{n}"), SCHEMAS, f"r{n}")
+            engine.subscribe(f"r{n}", query.automata, None, query.pattern)
+        calm = compile_query(QUERIES["copy"], SCHEMAS, "copy")
+        engine.subscribe("copy", calm.automata, None, calm.pattern)
+    out_free, out_capped = run(free, stream), run(capped, stream)
+    assert [o for o in out_capped if o[0] == "Big"] == [o for o in out_free if o[0] == "Big"]
+    told = sorted(o[0] for o in out_capped if o[0].startswith("notice:"))
+    assert told and set(told) <= {"notice:r0", "notice:r1", "notice:r2"}
+    reasons = [o[3][0] for o in out_capped if o[0].startswith("notice:")]
+    assert all("max_engine_steps_per_epoch" in r for r in reasons)
+    assert capped.counters.cut > 0
+    assert len([o for o in out_capped if o[0].startswith("R")]) < len(
+        [o for o in out_free if o[0].startswith("R")]
+    )
