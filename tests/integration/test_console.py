@@ -243,7 +243,7 @@ def test_slow_connections_without_a_token_leave_the_console_answering(console) -
                     raw.sendall(b"X-Slow: 1\r\n")
                 except OSError:
                     cut += 1
-            time.sleep(2)
+            time.sleep(1)
         assert cut == len(slow)  # each cut at its request's 10 s
     finally:
         for raw in slow:
