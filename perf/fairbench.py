@@ -29,11 +29,13 @@ server with the work and instance budgets off (the "before").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,45 @@ def small_latencies(conn: Any, start: int, stop: threading.Event, least: int) ->
     return out
 
 
+def alone_latencies(conn: Any, count: int) -> list[float]:
+    """``count`` one-event Tick publishes back to back, from t = 1: their latencies."""
+    done = threading.Event()
+    done.set()
+    return small_latencies(conn, 1, done, count)
+
+
+@contextlib.contextmanager
+def small_client_beside(conn: Any, start: int) -> Iterator[list[float]]:
+    """One-event Tick publishes from ``start``, back to back on a thread while the block
+    runs (at least one): their latencies, complete once the block ends."""
+    stop = threading.Event()
+    beside: list[float] = []
+    worker = threading.Thread(target=lambda: beside.extend(small_latencies(conn, start, stop, 1)))
+    worker.start()
+    try:
+        yield beside
+    finally:
+        stop.set()
+        worker.join()
+
+
+def stock_epoch(t1: int, names: int = 5) -> list[pb.Event]:
+    """One quote of each of ``names`` tickers (N0, N1, ...) at ``t1``: an epoch."""
+    return [
+        pb.Event(
+            stream="Stock",
+            t0=t1,
+            t1=t1,
+            attributes={
+                "Name": pb.Value(string_value=f"N{i}"),
+                "Price": pb.Value(float_value=100.0 + i),
+                "Volume": pb.Value(int_value=1),
+            },
+        )
+        for i in range(names)
+    ]
+
+
 def summary(seconds: list[float]) -> dict[str, float]:
     ordered = sorted(seconds)
     return {
@@ -86,27 +127,18 @@ def run(batch: int, bulk_batches: int) -> dict[str, Any]:
             small, bulk = server.connect(), server.connect()
             for text in QUERIES:
                 small.stub.Subscribe(pb.SubscribeRequest(query=text), metadata=small.metadata)
-            stop = threading.Event()
-            stop.set()
-            alone = small_latencies(small, 1, stop, 200)
+            alone = alone_latencies(small, 200)
             events = stock_events(batch * bulk_batches)
             requests = [
                 pb.PublishRequest(events=[to_event(e) for e in events[i : i + batch]])
                 for i in range(0, len(events), batch)
             ]
-            stop.clear()
-            beside: list[float] = []
-            worker = threading.Thread(
-                target=lambda: beside.extend(small_latencies(small, 10_000, stop, 1))
-            )
             began = time.perf_counter()
-            worker.start()
-            for request in requests:
-                reply = bulk.stub.PublishBatch(request, metadata=bulk.metadata, timeout=600)
-                assert reply.accepted == len(request.events), reply.rejected[:3]
-            bulk_seconds = time.perf_counter() - began
-            stop.set()
-            worker.join()
+            with small_client_beside(small, 10_000) as beside:
+                for request in requests:
+                    reply = bulk.stub.PublishBatch(request, metadata=bulk.metadata, timeout=600)
+                    assert reply.accepted == len(request.events), reply.rejected[:3]
+                bulk_seconds = time.perf_counter() - began
         finally:
             server.stop()
     alone_s, beside_s = summary(alone), summary(beside)
@@ -146,28 +178,19 @@ def beside_compile(count: int) -> dict[str, Any]:
         try:
             small, loud = server.connect(), server.connect()
             small.stub.Subscribe(pb.SubscribeRequest(query=QUERIES[2]), metadata=small.metadata)
-            stop = threading.Event()
-            stop.set()
-            alone = small_latencies(small, 1, stop, 100)
+            alone = alone_latencies(small, 100)
             batch = pb.SubscribeBatchRequest(
                 subscriptions=[pb.SubscribeRequest(query=q) for q in distinct_patterns(count)]
             )
-            stop.clear()
-            beside: list[float] = []
-            worker = threading.Thread(
-                target=lambda: beside.extend(small_latencies(small, 10_000, stop, 1))
-            )
-            worker.start()
-            began = time.perf_counter()
-            try:
-                reply = loud.stub.SubscribeBatch(batch, metadata=loud.metadata, timeout=600)
-                outcome = "OK"
-                registered = sum(item.HasField("subscription") for item in reply.results)
-            except grpc.RpcError as exc:  # past the batch's compile budget: nothing registered
-                outcome, registered = exc.code().name, 0
-            batch_seconds = time.perf_counter() - began
-            stop.set()
-            worker.join()
+            with small_client_beside(small, 10_000) as beside:
+                began = time.perf_counter()
+                try:
+                    reply = loud.stub.SubscribeBatch(batch, metadata=loud.metadata, timeout=600)
+                    outcome = "OK"
+                    registered = sum(item.HasField("subscription") for item in reply.results)
+                except grpc.RpcError as exc:  # past the compile budget: nothing registered
+                    outcome, registered = exc.code().name, 0
+                batch_seconds = time.perf_counter() - began
         finally:
             server.stop()
     alone_s, beside_s = summary(alone), summary(beside)
@@ -198,35 +221,15 @@ def runaway(epochs: int, budget: bool) -> dict[str, Any]:
             small, loud = server.connect(), server.connect()
             small.stub.Subscribe(pb.SubscribeRequest(query=QUERIES[2]), metadata=small.metadata)
             loud.stub.Subscribe(pb.SubscribeRequest(query=RUNAWAY), metadata=loud.metadata)
-            stop = threading.Event()
-            beside: list[float] = []
-            worker = threading.Thread(
-                target=lambda: beside.extend(small_latencies(small, 1, stop, 1))
-            )
-            worker.start()
             loud_seconds = []
             start = int(time.time() // 60) - epochs - 10
-            for k in range(epochs):
-                quotes = [
-                    pb.Event(
-                        stream="Stock",
-                        t0=start + k,
-                        t1=start + k,
-                        attributes={
-                            "Name": pb.Value(string_value=f"N{i}"),
-                            "Price": pb.Value(float_value=100.0 + i),
-                            "Volume": pb.Value(int_value=1),
-                        },
-                    )
-                    for i in range(5)
-                ]
-                began = time.perf_counter()
-                request = pb.PublishRequest(events=quotes, watermark=start + k)
-                reply = loud.stub.PublishBatch(request, metadata=loud.metadata, timeout=600)
-                loud_seconds.append(time.perf_counter() - began)
-                assert reply.accepted == 5, reply.rejected
-            stop.set()
-            worker.join()
+            with small_client_beside(small, 1) as beside:
+                for k in range(epochs):
+                    began = time.perf_counter()
+                    request = pb.PublishRequest(events=stock_epoch(start + k), watermark=start + k)
+                    reply = loud.stub.PublishBatch(request, metadata=loud.metadata, timeout=600)
+                    loud_seconds.append(time.perf_counter() - began)
+                    assert reply.accepted == 5, reply.rejected
             stats = loud.stub.Stats(pb.StatsRequest(), metadata=loud.metadata)
             shards = [dict(s.counters) for s in stats.shards]
         finally:

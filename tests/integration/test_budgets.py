@@ -657,6 +657,8 @@ def test_no_sequence_of_requests_moves_a_stream_past_the_clock_bound(tmp_path: P
 def test_a_runaway_pattern_is_cut_at_its_work_budget_and_others_lose_nothing(
     tmp_path: Path,
 ) -> None:
+    from cesar.perf.fairbench import stock_epoch
+
     server = Server(tmp_path / "data", "--stream", "Tick(n:int)").start()
     try:
         loud, calm = server.connect(), server.connect()
@@ -665,20 +667,7 @@ def test_a_runaway_pattern_is_cut_at_its_work_budget_and_others_lose_nothing(
         ticks = subscribe(calm, "FILTER{n > 0} Tick PUBLISH Ticks")
         start = 28_000_000  # 2023, in minutes; restarts_and_serves publishes later
         for k in range(8):  # unbudgeted, the fifth epoch took 56 s and the shard ignored SIGTERM
-            quotes = [
-                pb.Event(
-                    stream="Stock",
-                    t0=start + k,
-                    t1=start + k,
-                    attributes={
-                        "Name": pb.Value(string_value=f"N{i}"),
-                        "Price": pb.Value(float_value=100.0),
-                        "Volume": pb.Value(int_value=1),
-                    },
-                )
-                for i in range(5)
-            ]
-            request = pb.PublishRequest(events=quotes, watermark=start + k)
+            request = pb.PublishRequest(events=stock_epoch(start + k), watermark=start + k)
             assert loud.stub.PublishBatch(request, metadata=loud.metadata).accepted == 5
             tick = pb.Event(
                 stream="Tick", t0=k + 1, t1=k + 1, attributes={"n": pb.Value(int_value=1)}
