@@ -24,7 +24,7 @@ Candidates are then verified against the whole conjunct by the engine.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -133,6 +133,11 @@ class InstanceIndex(Generic[K]):
     def instances(self) -> list[K]:
         """Every live instance, in insertion order (oldest first)."""
         return list(self._instances.values())
+
+    def oldest(self) -> Iterator[K]:
+        """Every live instance in insertion order (oldest first), without a copy: the index
+        must not change while it is read.  O(1) per instance."""
+        return iter(self._instances.values())
 
     def add(self, instance: K) -> None:
         """Index a new live instance.  O(conjuncts × log n)."""

@@ -121,8 +121,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-engine-steps-per-epoch",
         type=int,
         default=limits.MAX_ENGINE_STEPS_PER_EPOCH,
-        help="steps one engine lane may take in one epoch; past it the subscriptions causing "
-        "the most are cut (0: unlimited)",
+        help="steps one engine lane may take in one epoch; past it each subscription that "
+        "took its share is cut (0: unlimited)",
+    )
+    parser.add_argument(
+        "--max-client-steps-per-epoch",
+        type=int,
+        default=limits.MAX_CLIENT_STEPS_PER_EPOCH,
+        help="steps one client's subscriptions may take together in one epoch of an engine "
+        "lane; past it each that took its share is cut (0: unlimited; per client in --tokens)",
     )
     parser.add_argument(
         "--snapshot-every-batches",
@@ -204,6 +211,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_alert_bytes_per_epoch=args.max_alert_bytes_per_epoch or None,
             max_steps_per_epoch=args.max_steps_per_epoch or None,
             max_engine_steps_per_epoch=args.max_engine_steps_per_epoch or None,
+            max_client_steps_per_epoch=args.max_client_steps_per_epoch,
             max_time_jump=args.max_time_jump,
             replayed=frozenset(args.replayed),
             snapshots=SnapshotPolicy(

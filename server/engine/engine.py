@@ -142,6 +142,7 @@ class Engine:
         automata: Sequence[Automaton],
         since: float | None = None,
         pattern: Resolved | None = None,
+        client: tuple[str, int] | None = None,
     ) -> None:
         """Add a subscription's automata (producers first) between epochs.
 
@@ -150,9 +151,10 @@ class Engine:
         restored subscription passes the one it had).  With the ``plans``
         option a ``pattern`` (the automata's resolved form) that a lazy plan
         can run, reading only input streams, is planned (:mod:`.plans`).
-        Raises ValueError for a subscription id or a published stream that
-        exists, and, without the ``plans`` option, for a pattern that pins a lazy
-        plan (:func:`~cesar.automata.pattern.plans.unplanned_pin`).
+        A ``client`` (name, steps) bounds its work in each epoch together with that client's
+        other subscriptions (:meth:`.work.Work.join`).  Raises ValueError for a subscription
+        id or a published stream that exists, and, without the ``plans`` option, for a
+        pattern that pins a lazy plan (:func:`~cesar.automata.pattern.plans.unplanned_pin`).
         """
         program = self.program
         if subscription in program or subscription in self.planner.planned:
@@ -184,6 +186,8 @@ class Engine:
             self._enter(subscription, automata, since)
         self.skipping.add(subscription, automata)
         self.windows.add(subscription, automata)
+        if client is not None:
+            self.work.join(subscription, *client)
 
     def _owners(self) -> dict[tuple[int, int], str]:
         """The subscription of each (space, slot) on the DAG.  O(automata)."""
@@ -379,8 +383,9 @@ class Engine:
                 budget.dropped = 0
                 state.notices.extend(Notice(s, reason) for s, reason in budget.notices)
                 budget.notices.clear()
-        self.installer.hold(work.owners)
+        self.installer.hold(work)
         if work.charging:
+            state.counters.steps += work.done
             owed = work.finish()
             state.counters.cut += len(work.cut_now)
             state.notices.extend(Notice(s, reason) for s, reason in owed)

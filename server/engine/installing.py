@@ -10,8 +10,11 @@ per episode.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
+from itertools import islice
+from typing import Protocol
 
 from cesar.index.ai import InstanceAccess
 from cesar.index.masks import slots_of
@@ -93,10 +96,7 @@ class Installer:
         for instance_id, slots in leaving.items():
             if instance_id in kept:
                 continue
-            instance = state.instances[instance_id]
-            instance.members &= ~slots
-            if not instance.members:
-                state.remove(instance)
+            state.leave(state.instances[instance_id], slots)
         self.enforce_limits({i.node for i, _ in spawned})
 
     def admit(self, instance: EngineInstance, homes_of: dict[tuple[int, int], list[Group]]) -> None:
@@ -142,7 +142,7 @@ class Installer:
         instances = state.instances
         total = self.options.max_instances
         if total is not None and len(instances) > total:
-            excess = list(instances.values())[: len(instances) - total]
+            excess = list(islice(instances.values(), len(instances) - total))
             for instance in excess:
                 state.remove(instance)
             state.counters.dropped += len(excess)
@@ -154,62 +154,86 @@ class Installer:
         elif nodes and (total is None or len(instances) <= total // 2):
             state.capped = False
 
-    def hold(self, owners_of: Callable[[], Mapping[tuple[int, int], str]]) -> None:
+    def hold(self, owners: Places) -> None:
         """Hold each subscription to ``max_instances_per_subscription`` live instances, an
         instance shared by several counted whole for each: a subscription over it leaves its
         oldest instances (the others sharing one keep it), one notice per episode, which
-        ends once it holds at most half its limit.  ``owners_of`` gives the subscription of
-        each (space, slot).  O(1) while the engine holds no more than the limit in all; else
-        O(instances + distinct memberships × their slots)."""
+        ends once it holds at most half its limit.  ``owners`` gives the subscription of
+        each (space, slot) and each subscription's slots.
+
+        O(1) while the engine holds no more than the limit in all; else O(distinct (node,
+        members) pairs × their slots), and for a subscription over it, O(its nodes + the
+        instances it leaves)."""
         limit = self.options.max_instances_per_subscription
         state = self.state
-        instances = state.instances
-        if limit is None or len(instances) <= limit:
-            if limit is not None and len(instances) <= limit // 2:
+        if limit is None or len(state.instances) <= limit:
+            if limit is not None and len(state.instances) <= limit // 2:
                 state.held_over.clear()
             return
-        nodes, owners = self.program.dag.nodes, owners_of()
-        memberships: Counter[tuple[int, int]] = Counter(
-            (nodes[i.node].space, i.members) for i in instances.values()
-        )
+        nodes = self.program.dag.nodes
         held: Counter[str] = Counter()
-        for (space, members), count in memberships.items():
+        where: dict[str, set[int]] = {}
+        for (node, members), count in state.memberships.items():
+            space = nodes[node].space
             for slot in slots_of(members):
-                held[owners[space, slot]] += count
+                subscription = owners.owner(space, slot)
+                held[subscription] += count
+                where.setdefault(subscription, set()).add(node)
         state.held_over &= {s for s, n in held.items() if n > limit // 2}
-        excess = {s: n - limit for s, n in held.items() if n > limit}
-        if not excess:
-            return
-        leaving: dict[int, int] = {}
-        for (space, slot), subscription in owners.items():
-            if subscription in excess:
-                leaving[space] = leaving.get(space, 0) | 1 << slot
+        over = sorted(s for s, n in held.items() if n > limit)
         dropped = 0
-        for instance in list(instances.values()):  # oldest first
-            space = nodes[instance.node].space
-            mine = instance.members & leaving.get(space, 0)
-            if not mine:
-                continue
-            for slot in slots_of(mine):
-                subscription = owners[space, slot]
-                excess[subscription] -= 1
-                if not excess[subscription]:
-                    del excess[subscription]
-                    leaving[space] &= ~(1 << slot)
-            instance.members &= ~mine
-            if not instance.members:
-                state.remove(instance)
-                dropped += 1
-            if not excess:
-                break
+        for subscription in over:
+            places = owners.places(subscription)
+            dropped += self._drop_oldest(places, held[subscription] - limit, where[subscription])
         state.counters.dropped += dropped
-        for subscription in sorted(s for s, n in held.items() if n > limit):
+        for subscription in over:
             if subscription not in state.held_over:
                 state.held_over.add(subscription)
                 reason = f"it exceeded {limit} live instances (max_instances_per_subscription)"
                 state.notices.append(Notice(subscription, _dropped(reason)))
 
+    def _drop_oldest(self, places: Iterable[tuple[int, int]], excess: int, where: set[int]) -> int:
+        """Take a subscription's ``places`` (space, slot) out of its ``excess`` oldest
+        instance-slots, oldest first (by id) across the nodes ``where`` it holds instances;
+        returns how many instances went (no member left).  O(what it looks at)."""
+        state, nodes = self.state, self.program.dag.nodes
+        mine: dict[int, int] = {}  # per space, the subscription's slots
+        for space, slot in places:
+            mine[space] = mine.get(space, 0) | 1 << slot
+        oldest = heapq.merge(
+            *(state.live[node].oldest() for node in sorted(where)), key=_instance_id
+        )
+        leaving: list[tuple[EngineInstance, int]] = []
+        for instance in oldest:
+            slots = instance.members & mine.get(nodes[instance.node].space, 0)
+            if slots:
+                leaving.append((instance, slots))
+                excess -= slots.bit_count()
+                if excess <= 0:
+                    break
+        gone = 0
+        for instance, slots in leaving:
+            gone += not instance.members & ~slots
+            state.leave(instance, slots)
+        return gone
+
     # -------------------------------------------------------------- inspection
+
+
+class Places(Protocol):
+    """Who owns which slot: :class:`~cesar.server.engine.work.Work` answers both ways."""
+
+    def owner(self, space: int, slot: int) -> str:
+        """The subscription holding ``slot`` of ``space``."""
+        ...
+
+    def places(self, subscription: str) -> list[tuple[int, int]]:
+        """The (space, slot) pairs ``subscription`` holds."""
+        ...
+
+
+def _instance_id(instance: EngineInstance) -> int:
+    return instance.id
 
 
 def _dropped(reason: str) -> str:

@@ -39,7 +39,7 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -71,7 +71,8 @@ class EngineCounters:
     UNLESS edge was asked about; ``steps_shared``: step events a FOLD node's
     group took once for its lazy instances, ``settled``: steps such an instance
     took when it was read (:mod:`.stepping`); ``cut``: subscriptions cut for the rest of an
-    epoch by the work budget, summed over epochs (:mod:`.work`).
+    epoch by the work budget, summed over epochs, and ``steps`` the steps it charged, each
+    shared one once (:mod:`.work`; both 0 without a budget).
     """
 
     epochs: int = 0
@@ -90,6 +91,7 @@ class EngineCounters:
     steps_shared: int = 0
     settled: int = 0
     cut: int = 0
+    steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,8 @@ class EngineState:
     by_value: KeyedItems[int] = field(default_factory=KeyedItems)
     """The ``keyed`` nodes under the bound values of their live instances."""
     instances: dict[int, EngineInstance] = field(default_factory=dict)
+    memberships: Counter[tuple[int, int]] = field(default_factory=Counter)
+    """Live instances per (node, members): what the instance limits count, without a scan."""
     by_group: dict[Group, dict[int, EngineInstance]] = field(default_factory=dict)
     """Per filter group (of a conjunct without AI access): the instances it met when added."""
     stepped: dict[Group, GroupSteps] = field(default_factory=dict)
@@ -328,6 +332,7 @@ class EngineState:
         """
         self.live[instance.node].add(instance)
         self.instances[instance.id] = instance
+        self.memberships[instance.node, instance.members] += 1
         self._count(instance)
         if homes:
             self.homes[instance.id] = homes
@@ -366,6 +371,7 @@ class EngineState:
         index.remove(instance)
         self._uncount(instance)
         del self.instances[instance.id]
+        self._unmember(instance)
         self._unfile(instance.id)
         if not len(index):
             self._deactivate(instance.node)
@@ -440,8 +446,29 @@ class EngineState:
             for instance in index.instances():
                 self._uncount(instance)
                 del self.instances[instance.id]
+                self._unmember(instance)
                 self._unfile(instance.id)
             self._deactivate(node)
+
+    def leave(self, instance: EngineInstance, slots: int) -> None:
+        """Take ``slots`` out of a live instance's members; an instance left with none goes.
+        O(1), or :meth:`remove`'s cost."""
+        if not instance.members & slots:
+            return
+        if not instance.members & ~slots:
+            self.remove(instance)
+            return
+        self._unmember(instance)
+        instance.members &= ~slots
+        self.memberships[instance.node, instance.members] += 1
+
+    def _unmember(self, instance: EngineInstance) -> None:
+        key = instance.node, instance.members
+        left = self.memberships[key] - 1
+        if left:
+            self.memberships[key] = left
+        else:
+            del self.memberships[key]
 
     def forget(self, freed: Mapping[int, int]) -> None:
         """Take slots out of the instances of nodes (node → slots); an empty instance goes.
@@ -451,9 +478,7 @@ class EngineState:
         for node, slots in freed.items():
             index = self.live.get(node)
             for instance in index.instances() if index else ():
-                instance.members &= ~slots
-                if not instance.members:
-                    self.remove(instance)
+                self.leave(instance, slots)
 
     def queue(self, node: int, group: str, bound: float) -> None:
         """Queue the deadlines of ``node``'s instances (of clock ``group``) under ``bound``."""
@@ -530,6 +555,9 @@ class EngineState:
                 assert instance.id <= self.next_instance and instance.members > 0
                 count += 1
         assert count == len(self.instances)
+        assert self.memberships == Counter((i.node, i.members) for i in self.instances.values()), (
+            "memberships differ from the live instances"
+        )
         filed = {}
         for instance_id, homes in self.homes.items():
             assert instance_id in self.instances and homes

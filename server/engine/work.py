@@ -10,14 +10,20 @@ subscriptions it is done for:
 * an edge fired (an instance made, or a match) is one step for each slot it moves.
 
 A shared step is charged whole to every subscription sharing it: what each would pay alone.
-A subscription whose steps in one epoch pass ``limit`` is *cut* for the rest of that epoch,
-and so are, once the engine's own steps in the epoch pass ``lane`` (each shared step counted
-once), the subscriptions that spent a hundredth of ``lane`` or more, so that many runaways,
-each within its budget, do not hold an epoch either:
+A subscription whose steps in one epoch pass ``limit`` is *cut* for the rest of that epoch:
 its slots are taken out of every test and every firing, so the events after the cut do not
 move its instances (they stay as they were) and make it no match, while the other members of
 a shared instance go on as before.  One notice per *episode*: it ends after
 :data:`CALM_EPOCHS` epochs without a cut.
+
+Many subscriptions, each within its limit, are bounded together by *pools*: a client's
+subscriptions (:meth:`Work.join`, its budget), and the whole engine (``lane``); a pool counts
+a step shared by several of its members once.  Past its budget, a pool cuts each member that
+spent its *share* (the budget over the members charged in the epoch, at most
+1/:data:`LANE_SHARE` of it) or more; the members below their share go on, and are cut once
+they reach it.  A pool so takes at most about twice its budget in an epoch, and a client
+with a thousand subscriptions is held to its own budget before the engine's is reached: the
+other clients' epochs are untouched.
 
 The charge is deterministic: the same epochs in the same order on the same state cut at the
 same step, whatever the machine does, and a restart that replays the log cuts alike (the
@@ -46,8 +52,8 @@ from cesar.index.masks import slots_of
 CHECK_EVERY = 1024
 """Steps charged between two spreads of the charges over subscriptions (and cuts)."""
 LANE_SHARE = 100
-"""Past the engine's budget in an epoch, a subscription that spent this share of it or more
-(1/100) is cut; the calm ones, which spend less, go on."""
+"""A pool's share for a member is at most 1/100 of its budget: with fewer members, past the
+budget only the ones that spent a hundredth of it are cut."""
 CALM_EPOCHS = 64
 """Epochs without a cut that end a subscription's episode (its next cut is told again)."""
 
@@ -85,6 +91,14 @@ class Work:
         """The subscriptions cut in this epoch, each with the budget it went past."""
         self.episodes: dict[str, int] = {}
         """Subscriptions cut since their notice, with the calm epochs since their last cut."""
+        self.accounts: dict[str, str] = {}
+        """Per subscription with a client budget: its client."""
+        self.budgets: dict[str, int] = {}
+        """Per client with a budget: the steps its subscriptions may take in one epoch."""
+        self.members: Counter[str] = Counter()
+        """Per client with a budget: its subscriptions here."""
+        self.by_account: Counter[str] = Counter()
+        """Steps per client in this epoch (as of the last spread)."""
 
     def forget_owners(self) -> None:
         """The program's slots changed: work out the owners again when next needed."""
@@ -99,6 +113,15 @@ class Work:
                 self._slots.setdefault(subscription, []).append(place)
         return self._owners
 
+    def owner(self, space: int, slot: int) -> str:
+        """The subscription holding ``slot`` of ``space``."""
+        return self.owners()[space, slot]
+
+    def places(self, subscription: str) -> list[tuple[int, int]]:
+        """The (space, slot) pairs ``subscription`` holds."""
+        self.owners()
+        return self._slots.get(subscription, [])
+
     def charge(self, space: int, members: int, steps: int = 1) -> None:
         """Charge ``steps`` to each slot of ``members`` in ``space``.  O(1); every
         :data:`CHECK_EVERY` steps, O(distinct members charged × their slots)."""
@@ -109,16 +132,17 @@ class Work:
             self.check()
 
     def check(self) -> None:
-        """Spread the pending charges over subscriptions; cut those past the limit, and once
-        the engine's steps pass ``lane``, the ones that spent the most (at least half of the
-        most any uncut one spent)."""
+        """Spread the pending charges over subscriptions (and their clients); cut those past
+        their limit, then the heavy members of each pool past its budget (:meth:`_share`)."""
         self.unchecked = 0
         if not self.charging or not self.pending:
             self.pending.clear()
             return
-        owners, spent, limit = self.owners(), self.spent, self.limit
+        owners, spent, limit, accounts = self.owners(), self.spent, self.limit, self.accounts
+        by_account = self.by_account
         over = []
         for (space, members), steps in self.pending.items():
+            clients = set()
             for slot in slots_of(members):
                 subscription = owners.get((space, slot))
                 if subscription is None:
@@ -126,20 +150,41 @@ class Work:
                 spent[subscription] += steps
                 if limit is not None and spent[subscription] > limit:
                     over.append(subscription)
+                clients.add(accounts.get(subscription))
+            for client in clients:
+                if client is not None:
+                    by_account[client] += steps
         self.pending.clear()
         for subscription in over:
             if subscription not in self.cut_now:
                 self._cut(subscription, f"more than {limit} steps (max_steps_per_epoch)")
+        for name, steps in by_account.items():
+            budget = self.budgets[name]
+            if steps > budget:
+                self._share(
+                    [s for s in spent if accounts.get(s) == name],
+                    budget,
+                    f"its client {name} took more than {budget} steps (max_client_steps_per_epoch)",
+                )
         if self.lane is not None and self.done > self.lane:
-            floor = self.lane // LANE_SHARE
-            for subscription in sorted(spent):
-                steps = spent[subscription]
-                if steps >= floor and subscription not in self.cut_now:
-                    self._cut(
-                        subscription,
-                        f"{steps} steps, 1/{LANE_SHARE} or more of an epoch in which the "
-                        f"engine took more than {self.lane} (max_engine_steps_per_epoch)",
-                    )
+            self._share(
+                list(spent),
+                self.lane,
+                f"the engine took more than {self.lane} (max_engine_steps_per_epoch)",
+            )
+
+    def _share(self, members: list[str], budget: int, why: str) -> None:
+        """A pool past its ``budget``: cut each of its ``members`` that spent its share or
+        more (the budget over the members charged, at most 1/:data:`LANE_SHARE` of it);
+        those below go on, so a pool takes at most about twice its budget in an epoch."""
+        spent = self.spent
+        share = max(1, budget // max(LANE_SHARE, len(members)))
+        for subscription in sorted(members):
+            steps = spent[subscription]
+            if steps >= share and subscription not in self.cut_now:
+                self._cut(
+                    subscription, f"{steps} steps, its share ({share}) of an epoch in which {why}"
+                )
 
     def _cut(self, subscription: str, why: str) -> None:
         """Cut ``subscription`` for the rest of the epoch, for ``why``."""
@@ -158,6 +203,7 @@ class Work:
         epoch ends."""
         self.pending.clear()
         self.spent.clear()
+        self.by_account.clear()
         self.cut.clear()
         self.unchecked = self.done = 0
         notices = []
@@ -184,13 +230,29 @@ class Work:
         if self.cut_now:
             self.cut_now = {}
 
+    def join(self, subscription: str, client: str, budget: int) -> None:
+        """Bound ``subscription``'s steps together with its ``client``'s other subscriptions'
+        to ``budget`` in each epoch (the client's latest budget holds for all of them)."""
+        self.charging = True
+        self.accounts[subscription] = client
+        self.budgets[client] = budget
+        self.members[client] += 1
+
     def remove(self, subscription: str) -> None:
         """Forget a subscription that left."""
         self.episodes.pop(subscription, None)
+        client = self.accounts.pop(subscription, None)
+        if client is not None:
+            self.members[client] -= 1
+            if not self.members[client]:
+                del self.members[client], self.budgets[client]
 
     def check_valid(self, subscriptions: set[str]) -> None:
         """Assert: between epochs nothing is pending or cut; episodes name live subscriptions
         and count fewer than :data:`CALM_EPOCHS` calm epochs."""
-        assert not self.pending and not self.unchecked and not self.cut
+        assert not self.pending and not self.unchecked and not self.cut and not self.by_account
+        assert set(self.accounts) <= subscriptions, set(self.accounts) - subscriptions
+        assert self.members == Counter(self.accounts.values())
+        assert self.budgets.keys() == self.members.keys()
         assert all(0 <= calm < CALM_EPOCHS for calm in self.episodes.values())
         assert set(self.episodes) <= subscriptions, set(self.episodes) - subscriptions

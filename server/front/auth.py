@@ -3,9 +3,10 @@
 A tokens file has one client per line — ``TOKEN CLIENT [key=value ...]`` —
 with optional limits overriding the server's defaults: ``max_subscriptions``
 (live subscriptions), ``max_query_bytes`` (query and name size),
-``max_listens`` (concurrent Listen streams) and ``max_streams`` (input
-streams defined); and ``scope=`` with a comma-separated list of what the
-token may do:
+``max_listens`` (concurrent Listen streams), ``max_streams`` (input
+streams defined) and ``max_client_steps_per_epoch`` (the work its subscriptions may
+take together in one epoch of an engine lane, 0: no bound); and ``scope=`` with a
+comma-separated list of what the token may do:
 
 * ``client`` (the default): define, list and delete its streams, subscribe,
   listen, publish events the front routes, share its published streams;
@@ -33,7 +34,13 @@ from dataclasses import dataclass, replace
 
 ANONYMOUS = "anonymous"
 SCOPES = ("client", "feed", "admin")
-_LIMITS = ("max_subscriptions", "max_query_bytes", "max_listens", "max_streams")
+_LIMITS = (
+    "max_subscriptions",
+    "max_query_bytes",
+    "max_listens",
+    "max_streams",
+    "max_client_steps_per_epoch",
+)
 
 
 class TokensError(ValueError):
@@ -48,6 +55,8 @@ class Limits:
     max_query_bytes: int
     max_listens: int
     max_streams: int
+    max_client_steps_per_epoch: int = 0
+    """Steps its subscriptions may take together in one epoch of a lane (0: no bound)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,14 @@ class Clients:
     def required(self) -> bool:
         """Whether callers must present a token."""
         return self.tokens is not None
+
+    def limits_of(self, name: str) -> Limits:
+        """The limits of the client called ``name`` (the defaults for one the tokens do not
+        name).  O(tokens)."""
+        for client in (self.tokens or {}).values():
+            if client.name == name:
+                return client.limits
+        return self.defaults
 
     def authenticate(self, token: str | None) -> Client | None:
         """The client holding ``token`` (None if unknown); anyone when tokens are off."""

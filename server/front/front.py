@@ -37,7 +37,7 @@ from cesar.automata.shape import QueryCache
 from cesar.server.front import limits, streams
 from cesar.server.front.admission import Admission, Incoming, check_request, turns
 from cesar.server.front.alerts import Listeners
-from cesar.server.front.auth import Client
+from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
 from cesar.server.front.commits import Commits, Ticket, Tickets, Turnstile
@@ -113,8 +113,12 @@ class Front:
         max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS,
         snapshots: SnapshotPolicy | None = None,
         replayed: frozenset[str] = frozenset(),
+        clients: Clients | None = None,
     ) -> None:
         self.catalog = catalog
+        self.clients = clients
+        """The token table: each client's limits, read again for its stored subscriptions at
+        start (None: no limits of clients)."""
         self.shards = shards
         self.checkpoints = Checkpoints(snapshots or SnapshotPolicy(0, 0), catalog, shards)
         self.lock = threading.Lock()

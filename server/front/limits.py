@@ -32,11 +32,18 @@ the subscription is cut for the rest of the epoch; for a planned pattern, the ca
 matches its recomputing searches look at, past which the search stops.  One notice per
 episode.  About 0.4 s of one core at most (the five-way AND above, measured): no
 subscription's query is everyone's latency."""
+MAX_CLIENT_STEPS_PER_EPOCH = 50_000
+"""The work one client's subscriptions may take together in one epoch of an engine lane, in
+steps, each shared one counted once: past it, each of them that took its share (the budget
+over the client's subscriptions at work, at most 1/100 of it) is cut for the rest of the
+epoch, so a client cannot hold everyone's epoch with a thousand subscriptions, each within
+its own budget (at most about twice this, about 1 s of one core).  Per client in the tokens
+file."""
 MAX_ENGINE_STEPS_PER_EPOCH = 200_000
 """The work of one engine (a shard's lane) in one epoch, in steps, each shared one counted
-once: past it the subscriptions that caused a hundredth of it or more are cut for the rest of
-the epoch, so that many runaways, each within its own budget, do not hold an epoch for
-everyone either (about 1.6 s of one core)."""
+once: past it, as a client's budget does, each subscription that took its share is cut for
+the rest of the epoch, so that many clients, each within its budget, do not hold an epoch
+for everyone either (at most about twice this)."""
 MAX_ALERTS_PER_EPOCH = 1_000
 """Alerts one subscription may make from one epoch; the rest are dropped, with a notice."""
 MAX_ALERT_BYTES_PER_EPOCH = 16 << 20

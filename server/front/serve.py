@@ -92,6 +92,7 @@ class ServeConfig:
     max_alert_bytes_per_epoch: int | None = limits.MAX_ALERT_BYTES_PER_EPOCH
     max_steps_per_epoch: int | None = limits.MAX_STEPS_PER_EPOCH
     max_engine_steps_per_epoch: int | None = limits.MAX_ENGINE_STEPS_PER_EPOCH
+    max_client_steps_per_epoch: int = limits.MAX_CLIENT_STEPS_PER_EPOCH
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     replayed: frozenset[str] = frozenset()
     """Input streams whose times may run ahead of the wall clock (``--replayed``)."""
@@ -160,7 +161,11 @@ def serve(config: ServeConfig) -> int:
         config.ready_file.unlink(missing_ok=True)
     tune_collector()
     defaults = Limits(
-        config.max_subscriptions, config.max_query_bytes, config.max_listens, config.max_streams
+        config.max_subscriptions,
+        config.max_query_bytes,
+        config.max_listens,
+        config.max_streams,
+        config.max_client_steps_per_epoch,
     )
     try:
         clients = (
@@ -242,7 +247,9 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
         return 2
     try:
         catalog = Catalog(config.data_dir / "catalog.sqlite", config.retention)
-        front = Front(catalog, shards, config.max_time_jump, config.snapshots, config.replayed)
+        front = Front(
+            catalog, shards, config.max_time_jump, config.snapshots, config.replayed, clients
+        )
         front.start()
         front.compiler.start()
         for spec in config.streams:

@@ -154,7 +154,12 @@ def restore(front: Front, row: SubscriptionRow) -> Admitted:
         live = Live(
             replace(row, shard=row.shard % count), query.reads, pinned_shard(query, key, count)
         )
-        request = install_request(query, live.lane, row.id, registry.schemas)
+        steps = (
+            0
+            if front.clients is None
+            else front.clients.limits_of(row.owner).max_client_steps_per_epoch
+        )
+        request = install_request(query, live.lane, row.id, registry.schemas, (row.owner, steps))
     except (DecodeError, SourceError) as exc:
         raise CatalogError(
             f"subscription {row.id} of the catalog cannot be loaded ({exc}): {RESTORE}"

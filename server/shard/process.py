@@ -172,7 +172,8 @@ class ShardState:
             lane = self.lanes[request.lane] = Lane(Engine(self.options))
             if saved is not None:
                 prepare(lane.engine, saved[0])
-        lane.engine.subscribe(request.subscription, query.automata, since, query.pattern)
+        client = (request.client, request.client_steps) if request.client_steps else None
+        lane.engine.subscribe(request.subscription, query.automata, since, query.pattern, client)
         lane.streams[query.name] = request.subscription
         self.output[request.subscription] = (request.lane, query.name)
 

@@ -132,10 +132,12 @@ def install_request(
     lane: str,
     subscription: str,
     schemas: Mapping[str, StreamSchema],
+    client: tuple[str, int] = ("", 0),
 ) -> shard_pb2.InstallRequest:
     """What a shard needs to build ``query``: its text, its algebra and the schemas it reads
     (no algebra for a query reading time-window aggregates: the shard compiles the text,
-    which names them as calls).
+    which names them as calls), and the ``client`` (name, steps per epoch) whose work budget
+    it shares.
 
     Raises SourceError when its algebra nests too deeply to travel (:func:`check_nesting`).
     """
@@ -153,6 +155,8 @@ def install_request(
         stream_specs=[schemas[s].spec() for s in sorted(query.reads)],
         algebra=algebra,
         shape_text=query.text,
+        client=client[0],
+        client_steps=client[1],
     )
 
 

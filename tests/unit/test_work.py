@@ -107,3 +107,32 @@ def test_many_runaways_within_their_budgets_are_cut_by_the_engines() -> None:
     assert len([o for o in out_capped if o[0].startswith("R")]) < len(
         [o for o in out_free if o[0].startswith("R")]
     )
+
+
+def test_a_clients_many_subscriptions_are_held_to_its_budget_and_others_lose_nothing() -> None:
+    stream = epochs(10)
+    free = Engine(EngineOptions())
+    held = Engine(EngineOptions(max_steps=1_000_000))
+    for engine, loud, quiet in ((free, None, None), (held, ("loud", 900), ("quiet", 900))):
+        for n in range(10):  # one client's ten runaways (of two shapes), each within its budget
+            text = QUERIES["runaway"].replace("Runaway", f"R{n}").replace("4", str(4 + n % 2))
+            query = compile_query(text, SCHEMAS, f"r{n}")
+            engine.subscribe(f"r{n}", query.automata, None, query.pattern, loud)
+        for name in ("calm", "copy"):  # another client's, under the same budget
+            query = compile_query(QUERIES[name], SCHEMAS, name)
+            engine.subscribe(name, query.automata, None, query.pattern, quiet)
+    out_free, out_held = run(free, stream), run(held, stream)
+    for stream_name in ("Big", "Rises"):
+        assert [o for o in out_held if o[0] == stream_name] == [
+            o for o in out_free if o[0] == stream_name
+        ]
+    notices = [o for o in out_held if o[0].startswith("notice:")]
+    assert {o[0] for o in notices} == {f"notice:r{n}" for n in range(10)}
+    assert all("client loud took more than 900 steps" in o[3][0] for o in notices)
+    runaway = [o for o in out_held if o[0].startswith("R")]
+    assert 0 < len(runaway) < len([o for o in out_free if o[0].startswith("R")])
+    assert held.work.members == {"loud": 10, "quiet": 2}
+    for n in range(10):
+        held.unsubscribe(f"r{n}")
+    held.check_valid()
+    assert held.work.budgets == {"quiet": 900}
