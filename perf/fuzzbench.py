@@ -12,7 +12,7 @@ took to stop the server.  ``--no-budget`` starts the server with the client and 
 budgets off (the per-subscription ones stay): the "before".
 
     python -m cesar.perf.fuzzbench                     # 1,000 patterns, 40 batches
-    python -m cesar.perf.fuzzbench --smoke             # 200 patterns, 8 batches (CI)
+    python -m cesar.perf.fuzzbench --smoke             # 100 patterns, 4 batches (CI)
     python -m cesar.perf.fuzzbench --no-budget --json out.json
 """
 
@@ -155,14 +155,14 @@ def fuzz(patterns: int, batches: int, pooled: bool, seed: int = 1) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cesar.perf.fuzzbench", description=__doc__)
-    parser.add_argument("--smoke", action="store_true", help="200 patterns, 8 batches (CI)")
+    parser.add_argument("--smoke", action="store_true", help="100 patterns, 4 batches (CI)")
     parser.add_argument("--patterns", type=int, default=1_000, help="random patterns subscribed")
     parser.add_argument("--batches", type=int, default=40, help="random batches published")
     parser.add_argument("--no-budget", action="store_true", help="client and engine budgets off")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write the report here too")
     args = parser.parse_args(argv)
-    patterns, batches = (200, 8) if args.smoke else (args.patterns, args.batches)
+    patterns, batches = (100, 4) if args.smoke else (args.patterns, args.batches)
     measured = fuzz(patterns, batches, not args.no_budget, args.seed)
     report = {"date": now(), "machine": machine(), **measured}
     text = json.dumps(report, indent=2)

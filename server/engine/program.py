@@ -97,8 +97,9 @@ class EngineOptions:
     notice per episode."""
     max_engine_steps: int | None = None
     """The work budget of the whole engine (a lane) in one epoch, each shared step counted
-    once: past it the subscriptions that caused a hundredth of it or more are cut for the rest
-    of the epoch."""
+    once: past it each subscription that took its share (the budget over the subscriptions
+    charged in the epoch, at most a hundredth of it) is cut for the rest of the epoch
+    (:mod:`cesar.server.engine.work`)."""
     max_window_events: int | None = 1_000_000
     """Events one time-window aggregate holds (:mod:`cesar.server.engine.windowing`); past it
     the oldest are dropped, with one notice to its readers."""

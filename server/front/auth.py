@@ -18,9 +18,12 @@ Blank lines and ``#`` comments are ignored.  Tokens are compared in constant
 time.  Without a tokens file every caller is ``anonymous``, with every scope.
 
 >>> text = "# ops\\nsecret-a alice max_subscriptions=2\\nsecret-f spark scope=feed\\n"
->>> clients = parse_tokens(text, Limits(100, 1000, 4, 10))
+>>> clients = parse_tokens(text, Limits(100, 1000, 4, 10, 50_000))
 >>> clients.authenticate("secret-a").limits.max_subscriptions
 2
+>>> bulk = parse_tokens("secret-b bulk max_client_steps_per_epoch=0\\n", Limits(100, 1000, 4, 10))
+>>> bulk.limits_of("bulk").max_client_steps_per_epoch, bulk.limits_of("bob") == bulk.defaults
+(0, True)
 >>> sorted(clients.authenticate("secret-f").scopes)
 ['feed']
 >>> clients.authenticate("nope") is None

@@ -296,6 +296,14 @@ def test_fairbench_smoke_measures_a_small_client_beside_a_bulk_one(tmp_path):
     assert report["p99_ratio"] > 0
 
 
+def test_fuzzbench_smoke_answers_every_batch_and_stops_on_sigterm(tmp_path):
+    report = smoke_json("cesar.perf.fuzzbench", tmp_path / "fuzz.json", 600)
+    assert report["subscribed"] == report["patterns"] == 100 and report["exit"] == 0
+    assert report["loud_batch"]["requests"] == 4 and report["small_beside"]["requests"] >= 1
+    assert 0 < report["steps_per_epoch_max"] <= 2.5 * 50_000  # the client's budget, about 2×
+    assert report["counters"]["epochs"] > 0 and report["counters"]["matches"] > 0
+
+
 def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_path):
     report = smoke_json("cesar.perf.populations", tmp_path / "populations.json", 600)
     summary = report["summary"]
