@@ -115,10 +115,13 @@ class ShardPool:
         self.failed: str | None = None
         """The first failed call since the shards were (re)loaded: their state is unknown."""
         try:
-            for index in range(self.count):
-                if remote is None:
+            if remote is None:  # all start at once (imports, calibration), then each is reached
+                for index in range(self.count):
                     self._spawn(index, shard_args, log_level)
-                else:
+                for index in range(self.count):
+                    self._reach(index)
+            else:
+                for index in range(self.count):
                     self._connect(index, remote)
         except BaseException:
             self.stop()
@@ -169,6 +172,7 @@ class ShardPool:
         return missing
 
     def _spawn(self, index: int, shard_args: Sequence[str], log_level: str) -> None:
+        """Start shard ``index``'s process and hand it its secret (:meth:`_reach` waits)."""
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -199,6 +203,11 @@ class ShardPool:
         process.stdin.write(f"{secret}\n".encode())
         process.stdin.flush()
         self.metadata.append((("authorization", f"Bearer {secret}"),))
+
+    def _reach(self, index: int) -> None:
+        """Wait until the spawned shard ``index`` is ready and open its channel."""
+        process = self.processes[index]
+        assert process.stdout is not None
         line = process.stdout.readline().decode().split()
         if len(line) != 2 or line[0] != "ready":
             raise ShardFailure(f"shard {index} did not start (exit status {process.wait()})")

@@ -122,7 +122,7 @@ def test_the_runtime_and_the_engine_give_the_tree_oracles_matches(text, streams)
     engine.check_valid()
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(text=nested_patterns(shape="ordered"), streams=pattern_streams())
 def test_seq_and_and_nested_in_one_another_give_the_tree_oracles_matches(text, streams):
     """The partial-order join (automata/pattern/poset.py) on the runtime and the engine."""

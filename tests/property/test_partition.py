@@ -46,7 +46,7 @@ def _partitioned_equals_whole(expr, automata, streams) -> None:  # type: ignore[
         assert parts == whole, f"not partitionable on {key}"
 
 
-@settings(max_examples=1500, **SETTINGS)
+@settings(max_examples=600, **SETTINGS)
 @given(expressions(), input_streams())
 def test_random_algebra_keyed_placement_is_sound(expr, streams):
     automata = build_automata(expr, StreamSchema("out", expr.attributes))
@@ -103,7 +103,7 @@ def _satisfies(conjunct, event) -> bool:  # type: ignore[no-untyped-def]
     return holds(conjunct.pred(), env, Faults())
 
 
-@settings(max_examples=1500, **SETTINGS)
+@settings(max_examples=600, **SETTINGS)
 @given(expressions(), input_streams())
 def test_events_outside_the_static_interest_change_nothing(expr, streams):
     automata = build_automata(expr, StreamSchema("out", expr.attributes))

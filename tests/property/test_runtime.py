@@ -29,13 +29,13 @@ def check(expr, streams):
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
-@settings(max_examples=2500, **SETTINGS)
+@settings(max_examples=1000, **SETTINGS)
 @given(expressions(), input_streams())
 def test_automata_output_equals_the_reference(expr, streams):
     check(expr, streams)
 
 
-@settings(max_examples=1000, **SETTINGS)
+@settings(max_examples=500, **SETTINGS)
 @given(resubscriptions(), input_streams())
 def test_resubscription_output_equals_the_reference(expr, streams):
     """Right operands that are NEXT, FOLD or ∪ run as internal automata read in the same epoch."""
