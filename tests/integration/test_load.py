@@ -2,7 +2,8 @@
 
 The workload is :mod:`perf.serverbench`'s: selections pinned to one stock, drops
 of one stock joined on Name (both key-partitioned) and a few global sequences.
-Every client listens to its own alerts at the end.
+Each client subscribes half its queries one by one and half in one SubscribeBatch, all
+clients at once, and listens to its own alerts at the end.
 """
 
 from __future__ import annotations
@@ -39,8 +40,14 @@ def test_10k_subscriptions_50_clients_12k_events(tmp_path: Path) -> None:
 
         def subscribe_all(client: int) -> list[pb.Subscription]:
             conn = server.connect(f"token-{client}")
-            try:
-                return [subscribe(conn, text) for _, text in mine[client]]
+            try:  # half one by one, half in one SubscribeBatch, every client at once
+                half = len(mine[client]) // 2
+                alone = [subscribe(conn, text) for _, text in mine[client][:half]]
+                batch = pb.SubscribeBatchRequest(
+                    subscriptions=[pb.SubscribeRequest(query=t) for _, t in mine[client][half:]]
+                )
+                reply = conn.stub.SubscribeBatch(batch, metadata=conn.metadata)
+                return alone + [r.subscription for r in reply.results]
             finally:
                 conn.close()
 
