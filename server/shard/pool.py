@@ -7,11 +7,12 @@ shared secret, and :meth:`ShardPool.reconnect` waits for a restarted one.
 
 Each shard is ``python -m cesar.server.shard.process`` with a pipe on its stdin:
 the front writes a fresh secret as its first line (the shard answers only calls
-that carry it, so no other process on the host can drive a shard) and keeps
-the pipe open (the shard exits when it closes, i.e. when the front is gone);
-the shard prints ``ready <port>`` on its stdout.  Calls that go to several
-shards are issued together and awaited in shard order, so results are
-deterministic.
+that carry it, so no other process on the host can drive a shard), the planner's
+constants as its second (measured once, :func:`~cesar.server.host.calibrate.calibrate`,
+while the shards import), and keeps the pipe open (the shard exits when it closes,
+i.e. when the front is gone); the shard prints ``ready <port>`` on its stdout.
+Calls that go to several shards are issued together and awaited in shard order,
+so results are deterministic.
 
 Calls to one shard go through its own sender thread, one at a time, so each
 shard sees its calls in the order they were made, whatever thread made them
@@ -37,6 +38,8 @@ from typing import Any
 
 import grpc
 
+from cesar.server.engine.planned import PlanCosts
+from cesar.server.host.calibrate import calibrate
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
@@ -115,11 +118,16 @@ class ShardPool:
         self.failed: str | None = None
         """The first failed call since the shards were (re)loaded: their state is unknown."""
         try:
-            if remote is None:  # all start at once (imports, calibration), then each is reached
+            if remote is None:  # all start at once, then each is reached
                 for index in range(self.count):
                     self._spawn(index, shard_args, log_level)
+                costs = calibrate()  # while they import: one measurement of this host for all
+                log.info(
+                    "plan constants measured",
+                    extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},
+                )
                 for index in range(self.count):
-                    self._reach(index)
+                    self._reach(index, costs)
             else:
                 for index in range(self.count):
                     self._connect(index, remote)
@@ -204,10 +212,13 @@ class ShardPool:
         process.stdin.flush()
         self.metadata.append((("authorization", f"Bearer {secret}"),))
 
-    def _reach(self, index: int) -> None:
-        """Wait until the spawned shard ``index`` is ready and open its channel."""
+    def _reach(self, index: int, costs: PlanCosts) -> None:
+        """Hand the spawned shard ``index`` the planner's ``costs``, wait until it is ready and
+        open its channel."""
         process = self.processes[index]
-        assert process.stdout is not None
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(f"{costs.look} {costs.chain} {costs.recompute}\n".encode())
+        process.stdin.flush()
         line = process.stdout.readline().decode().split()
         if len(line) != 2 or line[0] != "ready":
             raise ShardFailure(f"shard {index} did not start (exit status {process.wait()})")

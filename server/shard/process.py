@@ -38,6 +38,7 @@ from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
 from cesar.automata.shape import QueryCache
 from cesar.server.engine.engine import Engine, EngineOptions, Output
 from cesar.server.engine.matches import Match
+from cesar.server.engine.planned import PlanCosts
 from cesar.server.engine.sharing import placed
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
 from cesar.server.front import limits
@@ -612,9 +613,13 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"cesar shard: {exc}", file=sys.stderr)
         return 2
-    costs = calibrate()
+    try:
+        costs = calibrate() if standalone else _costs()
+    except ValueError as exc:
+        print(f"cesar shard: {exc}", file=sys.stderr)
+        return 2
     log.info(
-        "plan constants measured",
+        "plan constants measured" if standalone else "plan constants from the front",
         extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},
     )
     state = ShardState(
@@ -684,6 +689,17 @@ def _secret(args: argparse.Namespace) -> str:
     if len(secret) < 16:
         raise ValueError(f"--secret-file {args.secret_file}: a secret of 16 characters or more")
     return secret
+
+
+def _costs() -> PlanCosts:
+    """The planner's constants the front measured on this host: stdin's second line, ``look
+    chain recompute`` (the front's shards share one measurement)."""
+    words = sys.stdin.buffer.readline().decode().split()
+    try:
+        look, chain, recompute = map(float, words)
+    except ValueError:
+        raise ValueError("expected 'look chain recompute' on the second line of stdin") from None
+    return PlanCosts(look=look, chain=chain, recompute=recompute)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -98,13 +98,14 @@ def test_sigterm_drains_and_stops_the_shards(tmp_path: Path) -> None:
     assert wait_gone(shards) == []
     log = server.log.read_text()
     assert '"msg": "stopped"' in log
-    measured = [
-        json.loads(line)
-        for line in log.splitlines()
-        if line.startswith("{") and '"plan constants measured"' in line
-    ]
-    assert len(measured) == len(shards)  # each shard measures its host's at start
-    assert all(0 < record["chain"] <= 8 and 0 < record["look"] <= 8 for record in measured)
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    measured = [r for r in records if r["msg"] == "plan constants measured"]
+    given = [r for r in records if r["msg"] == "plan constants from the front"]
+    assert len(measured) == 1 and len(given) == len(shards)  # the front measures once for all
+    assert all(0 < r["chain"] <= 8 and 0 < r["look"] <= 8 for r in measured)
+    assert all(
+        (r["look"], r["chain"]) == (measured[0]["look"], measured[0]["chain"]) for r in given
+    )
     server.start()
     conn = server.connect()
     alerts = collect(conn, 3, pb.ListenRequest(after_seq={drops.id: 0}))
