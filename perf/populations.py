@@ -488,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tune_collector()
     if args.smoke:
-        args.events, args.counts, args.repeat, args.compile_count = 600, [10, 40], 1, 50
+        args.events, args.counts, args.repeat, args.compile_count = 600, [10, 20], 1, 50
         args.growth_events, args.growth_count = 3_000, 100
         args.streams = list(dict.fromkeys([*args.streams, "reach"]))
     records: list[dict[str, Any]] = []

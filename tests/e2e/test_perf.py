@@ -315,7 +315,7 @@ def test_populations_smoke_every_mode_agrees_and_reports_each_population(tmp_pat
         (p, e) for p in kinds for e in ("engine", "planned", "budgeted", "nomerge")
     }
     reach = {(r["queries"], r["tickers"]) for r in runs if r["stream"] == "reach"}
-    assert reach == {(10, 5), (40, 20)}  # a ticker per two subscriptions
+    assert reach == {(10, 5), (20, 10)}  # a ticker per two subscriptions
     assert any(r["alerts"] > 0 for r in runs if r["population"] == "patterns")
     pinned = [r for r in runs if r["population"] == "pinned" and r["engine"] == "planned"]
     assert pinned and all(r["planned_lazy"] == r["queries"] for r in pinned)  # every one lazy

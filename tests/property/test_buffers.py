@@ -33,7 +33,7 @@ def copy(text: str, name: str, window: int, rename: bool) -> str:
     return text.replace("PUBLISH P", f"PUBLISH {name}")
 
 
-@settings(max_examples=120, **SETTINGS)
+@settings(max_examples=60, **SETTINGS)
 @given(
     text=lazy_patterns("P"),
     windows=st.tuples(st.integers(0, 9), st.integers(0, 9)),

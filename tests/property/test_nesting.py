@@ -104,7 +104,7 @@ def _automata(text):
         reject()
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(text=nested_patterns(), streams=pattern_streams())
 def test_the_runtime_and_the_engine_give_the_tree_oracles_matches(text, streams):
     compiled = compile_pattern(text, SCHEMAS, build=False)

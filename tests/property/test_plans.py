@@ -52,7 +52,7 @@ def choices(pattern):
     return [plan for plan in drawn if refusal(pattern, plan) is None]
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=80, **SETTINGS)
 @given(
     texts=st.lists(st.sampled_from("PQR"), min_size=1, max_size=3, unique=True).flatmap(
         lambda names: st.tuples(*(lazy_patterns(n) for n in names))

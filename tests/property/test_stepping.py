@@ -109,7 +109,7 @@ def families(draw: st.DrawFn) -> list[Expr]:
     return [draw(st.sampled_from(pool)) for _ in range(draw(st.integers(1, 6)))]
 
 
-@settings(max_examples=400, **SETTINGS)
+@settings(max_examples=200, **SETTINGS)
 @given(exprs=families(), streams=input_streams())
 def test_shared_steps_give_the_reference_output(exprs, streams):
     shared = Engine()
@@ -145,4 +145,4 @@ class SteppingMachine(TemplateMachine):
 
 
 TestSteppingMachine = SteppingMachine.TestCase
-TestSteppingMachine.settings = settings(max_examples=150, stateful_step_count=30, **SETTINGS)
+TestSteppingMachine.settings = settings(max_examples=80, stateful_step_count=30, **SETTINGS)
