@@ -1,5 +1,5 @@
 """The integration tests pass on a busy machine: gRPC's tests and Spark's in one process,
-gRPC's first, beside a CPU hog (with the suite's other worker, both cores busy): the order and
+gRPC's first, beside a CPU hog (with the suite's other workers, both cores busy): the order and
 load under which a pytest worker once lost Spark's JVM (``JAVA_GATEWAY_EXITED``; see
 ``tests/integration/conftest.py``)."""
 
