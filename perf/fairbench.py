@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import statistics
 import tempfile
 import threading
@@ -41,7 +40,7 @@ from typing import Any
 
 import grpc
 
-from cesar.perf.report import machine, now
+from cesar.perf.report import machine, now, print_report
 from cesar.perf.serverbench import stock_events
 from cesar.perf.serverproc import Server
 from cesar.server.wire.convert import to_event
@@ -267,11 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         measured = runaway(args.runaway, not args.no_budget)
     else:
         measured = run(batch, count)
-    report = {"date": now(), "machine": machine(), **measured}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    print_report({"date": now(), "machine": machine(), **measured}, args.json)
     return 0
 
 

@@ -45,6 +45,7 @@ from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.acksink import AckSink
 from cesar.perf.quotes import minute_events
+from cesar.perf.report import print_report
 from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
@@ -314,10 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary["throughput_ratio_2_vs_1"] = round(
             two["throughput_events_per_s"] / one["throughput_events_per_s"], 2
         )
-    text = json.dumps(summary, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    print_report(summary, args.json)
     return 0
 
 

@@ -19,7 +19,6 @@ budgets off (the per-subscription ones stay): the "before".
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cesar.perf.fairbench import QUERIES, TICK, small_client_beside, summary
-from cesar.perf.report import machine, now
+from cesar.perf.report import machine, now, print_report
 from cesar.perf.serverproc import Server
 from cesar.v1 import cesar_pb2 as pb
 
@@ -89,6 +88,12 @@ def shard_counters(conn: Any) -> dict[str, int]:
     return total
 
 
+def steps_per_epoch(before: dict[str, int], after: dict[str, int]) -> float:
+    """The steps per epoch between two :func:`shard_counters` readings (a batch whose last
+    instant stays open may have closed no epoch: counted as one)."""
+    return (after["steps"] - before["steps"]) / max(1, after["epochs"] - before["epochs"])
+
+
 def fuzz(patterns: int, batches: int, pooled: bool, seed: int = 1) -> dict[str, Any]:
     """The measurement (see the module docstring)."""
     rng = random.Random(seed)
@@ -111,7 +116,7 @@ def fuzz(patterns: int, batches: int, pooled: bool, seed: int = 1) -> dict[str, 
             reply = loud.stub.SubscribeBatch(request, metadata=loud.metadata, timeout=600)
             subscribed = sum(r.HasField("subscription") for r in reply.results)
             subscribe_seconds = time.perf_counter() - began
-            loud_seconds, steps_per_epoch = [], []
+            loud_seconds, steps = [], []
             t = 0
             with small_client_beside(small, 1) as beside:
                 for _ in range(batches):
@@ -123,8 +128,7 @@ def fuzz(patterns: int, batches: int, pooled: bool, seed: int = 1) -> dict[str, 
                     loud_seconds.append(time.perf_counter() - began)
                     assert answer.accepted == len(events), answer.rejected
                     after = shard_counters(ops)
-                    epochs = max(1, after["epochs"] - before["epochs"])
-                    steps_per_epoch.append((after["steps"] - before["steps"]) / epochs)
+                    steps.append(steps_per_epoch(before, after))
                     t = t_next
             counters = shard_counters(ops)
             began = time.perf_counter()
@@ -143,7 +147,7 @@ def fuzz(patterns: int, batches: int, pooled: bool, seed: int = 1) -> dict[str, 
         "loud_batch": summary(loud_seconds),
         "loud_batch_s": [round(s, 3) for s in loud_seconds],
         "small_beside": summary(beside),
-        "steps_per_epoch_max": round(max(steps_per_epoch)),
+        "steps_per_epoch_max": round(max(steps)),
         "sigterm_seconds": round(stop_seconds, 2),
         "exit": code,
         "counters": {
@@ -164,11 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     patterns, batches = (100, 4) if args.smoke else (args.patterns, args.batches)
     measured = fuzz(patterns, batches, not args.no_budget, args.seed)
-    report = {"date": now(), "machine": machine(), **measured}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    print_report({"date": now(), "machine": machine(), **measured}, args.json)
     return 0
 
 

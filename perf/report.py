@@ -44,6 +44,14 @@ def write_json(path: Path, result: dict[str, Any]) -> None:
     path.write_text(json.dumps(result, indent=1) + "\n")
 
 
+def print_report(report: Mapping[str, Any], path: Path | None) -> None:
+    """Print ``report`` as indented JSON, and write the same text to ``path`` when given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if path is not None:
+        path.write_text(text + "\n")
+
+
 def in_turns(
     engines: Mapping[str, Engine],
     parts: Sequence[Sequence[Event]],

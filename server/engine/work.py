@@ -73,8 +73,8 @@ class Work:
         self.charging = limit is not None or lane is not None
         """Whether anything is charged (a budget is set)."""
         self.lane = lane
-        """Steps the whole engine may take in one epoch (None: no bound); past it the
-        subscriptions that caused the most are cut, the largest first."""
+        """Steps the whole engine may take in one epoch (None: no bound); past it each
+        subscription that took its share is cut (:meth:`_share`)."""
         self.done = 0
         """Steps taken in this epoch, each once however many subscriptions share it."""
         self._owners_of = owners

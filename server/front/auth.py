@@ -81,6 +81,7 @@ class Clients:
     def __init__(self, defaults: Limits, tokens: dict[str, Client] | None = None) -> None:
         self.defaults = defaults
         self.tokens = tokens
+        self._by_name = {client.name: client for client in (tokens or {}).values()}
         self.anonymous = Client(ANONYMOUS, defaults, frozenset(SCOPES))
 
     @property
@@ -90,11 +91,9 @@ class Clients:
 
     def limits_of(self, name: str) -> Limits:
         """The limits of the client called ``name`` (the defaults for one the tokens do not
-        name).  O(tokens)."""
-        for client in (self.tokens or {}).values():
-            if client.name == name:
-                return client.limits
-        return self.defaults
+        name).  O(1)."""
+        client = self._by_name.get(name)
+        return self.defaults if client is None else client.limits
 
     def authenticate(self, token: str | None) -> Client | None:
         """The client holding ``token`` (None if unknown); anyone when tokens are off."""

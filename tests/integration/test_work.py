@@ -8,7 +8,13 @@ import random
 import time
 from pathlib import Path
 
-from cesar.perf.fuzzbench import STREAMS, random_batch, random_pattern, shard_counters
+from cesar.perf.fuzzbench import (
+    STREAMS,
+    random_batch,
+    random_pattern,
+    shard_counters,
+    steps_per_epoch,
+)
 from cesar.perf.serverproc import Server, collect, listed, subscribe
 from cesar.v1 import cesar_pb2 as pb
 
@@ -50,8 +56,7 @@ def test_a_thousand_random_patterns_are_held_to_their_clients_budget(tmp_path: P
             )
             assert answer.accepted == len(events), answer.rejected
             after = shard_counters(ops)
-            epochs = max(1, after["epochs"] - before["epochs"])  # the last instant stays open
-            steps.append((after["steps"] - before["steps"]) / epochs)
+            steps.append(steps_per_epoch(before, after))
             expected += sum(e.stream == "S" and e.attributes["k"].int_value == 1 for e in events)
         end = pb.PublishRequest(events=[s_event(t + 1, 0)])  # closes the last instant
         assert loud.stub.PublishBatch(end, metadata=loud.metadata).accepted == 1
