@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -147,6 +147,10 @@ class Automaton:
     edges: tuple[Edge, ...]
     final: int
     internal: bool = False
+    shared: bool = False
+    """Internal and named by its content (:func:`~cesar.automata.pattern.construct.union_name`):
+    the automata of any subscriptions with this name are equal, and an engine that merges
+    keeps one for all of them."""
     skip: Skip | None = None
     """The after-match policy of the pattern it runs: its final node then holds the hidden
     attributes of :mod:`cesar.automata.skipping` too, which a Skipper strips."""
@@ -188,6 +192,20 @@ class Automaton:
     def joining(self) -> frozenset[int]:
         """The nodes that see events by arrival: their FILTER edge ``joins``."""
         return frozenset(e.source for e in self.edges if e.kind is EdgeKind.FILTER and e.joins)
+
+
+def distinct(automata: Iterable[Automaton]) -> list[Automaton]:
+    """``automata`` in order, each ``shared`` one only the first time its name comes (the
+    others are equal to it: its name is its content's).  O(automata)."""
+    seen: set[str] = set()
+    out = []
+    for automaton in automata:
+        if automaton.shared:
+            if automaton.name in seen:
+                continue
+            seen.add(automaton.name)
+        out.append(automaton)
+    return out
 
 
 def dur_bound(edge: Edge) -> float:

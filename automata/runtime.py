@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cesar.automata.arithmetic import ArithmeticFault
-from cesar.automata.automaton import Automaton, Edge, EdgeKind, dur_bound, own_bound
+from cesar.automata.automaton import Automaton, Edge, EdgeKind, distinct, dur_bound, own_bound
 from cesar.automata.derived import state_of
 from cesar.automata.evaluate import Env, Faults, eval_term, holds, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
@@ -360,7 +360,7 @@ class Runner:
         faults: Faults | None = None,
         functions: FunctionRegistry = DEFAULT_FUNCTIONS,
     ) -> None:
-        self.automata = tuple(automata)
+        self.automata = tuple(distinct(automata))
         self.faults = faults if faults is not None else Faults()
         self.functions = functions
         self.states = [AutomatonState() for _ in self.automata]

@@ -14,7 +14,8 @@ AND of more than :data:`~cesar.automata.pattern.join.MAX_COMPONENTS` components.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from cesar.automata.automaton import Automaton, EdgeKind, Node
@@ -28,7 +29,7 @@ from cesar.automata.pattern.nesting import Alternative, Nested, show
 from cesar.automata.pattern.poset import Order, Unordered, order_of
 from cesar.automata.pattern.resolve import Negation, Resolved
 from cesar.automata.pattern.sequence import SeqBuilder
-from cesar.automata.schema import AttrType, StreamSchema
+from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (
     TRUE,
     Attr,
@@ -67,8 +68,9 @@ def build_pattern_automata(
     else:
         union = _union(pattern, schemas, options)
         built = union, builder(union.output.name).build()
-    # The windows are computed on the input streams, before any automaton reads them.
-    return (replace(built[0], windows=pattern.windows), *built[1:])
+    # The windows are computed on the input streams, before any automaton reads them; the
+    # pattern's own automaton names them (a shared union is the same for every reader).
+    return (*built[:-1], replace(built[-1], windows=pattern.windows))
 
 
 def build_nested_automata(
@@ -135,7 +137,9 @@ def needs_union(p: Resolved) -> bool:
     negation of another stream, contiguity over several streams, a Kleene
     closure followed by another stream, or ANY.  Such a pattern reads one
     internal stream, ``<name>#1``, the union of its streams with each event's
-    stream in :data:`UNION_TYPE`.
+    stream in :data:`UNION_TYPE`, named by its content (:func:`union_name`), so every
+    pattern reading the same streams reads the same union: the engine makes it once, and
+    the patterns' automata merge on the DAG as patterns reading input streams do.
     """
     steps = p.steps
     if p.operator == "AND":  # a run waits for the components it has not bound
@@ -173,7 +177,8 @@ def _union(p: Resolved, schemas: Mapping[str, StreamSchema], options: Options) -
                         p.pattern.pos,
                     )
                 columns[attr] = AttrType.FLOAT
-    output = StreamSchema(f"{p.output.name}#1", tuple(columns.items()), p.output.unit)
+    name = union_name(p.reads, columns, p.output.unit)
+    output = StreamSchema(name, tuple(columns.items()), p.output.unit)
     drafts = []
     for name in sorted(p.reads):
         schema = schemas[name]
@@ -184,7 +189,19 @@ def _union(p: Resolved, schemas: Mapping[str, StreamSchema], options: Options) -
                 binding[attr] = (Attr(Scope.EVENT, attr) if present else _DEFAULTS[typ], typ)
         drafts.append(Draft(EdgeKind.FORWARD, 0, 1, name, TRUE, binding))
     nodes = (Node(0, ()), Node(1, output.attributes))
-    return Automaton(output, nodes, edges_of(drafts, options), 1, internal=True)
+    return Automaton(output, nodes, edges_of(drafts, options), 1, internal=True, shared=True)
+
+
+def union_name(reads: Iterable[str], columns: Mapping[str, AttrType], unit: TimeUnit) -> str:
+    """The internal stream of the union of ``reads`` with these ``columns`` in time ``unit``:
+    the streams and a digest of the rest, so equal unions have one name and others differ.
+
+    >>> union_name(["B", "A"], {UNION_TYPE: AttrType.STRING, "v": AttrType.INT}, TimeUnit.TICK)
+    '#union(A,B)/373117cd'
+    """
+    spec = repr((sorted(columns.items()), unit.name))
+    digest = hashlib.blake2b(spec.encode(), digest_size=4).hexdigest()
+    return f"#union({','.join(sorted(reads))})/{digest}"
 
 
 _DEFAULTS = {

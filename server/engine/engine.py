@@ -61,6 +61,7 @@ from cesar.automata.pattern.plans import Plan, unplanned_pin
 from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epoch_t1, made_events, run_epochs
 from cesar.index.masks import slots_of
+from cesar.server.engine.commons import Commons, private
 from cesar.server.engine.installing import Installer
 from cesar.server.engine.matches import Match, Output, expand
 from cesar.server.engine.params import Group
@@ -99,6 +100,7 @@ class Engine:
         options = self.options
         self.steppers = Steppers(self.program, options.steps and options.indices)
         self.skipping = Skipping()
+        self.commons = Commons()
         self.windows = Windows(options.max_window_events, options.share_windows)
         self.work = Work(options.max_steps, self._owners, options.max_engine_steps)
         self.probe = Probe(self.program, self.state, options, self.work)
@@ -131,8 +133,9 @@ class Engine:
     @property
     def subscriptions(self) -> list[str]:
         """Ids of the live subscriptions: on the DAG oldest first, then the planned others."""
-        program = self.program
-        return program.subscriptions + [s for s in self.planner.planned if s not in program]
+        program, commons = self.program, self.commons
+        on_dag = [s for s in program.subscriptions if s not in commons]
+        return on_dag + [s for s in self.planner.planned if s not in program]
 
     # ------------------------------------------------------------ subscriptions
 
@@ -159,6 +162,8 @@ class Engine:
         program = self.program
         if subscription in program or subscription in self.planner.planned:
             raise ValueError(f"subscription {subscription} exists")
+        if not self.options.merge:
+            automata = private(subscription, automata)
         self.windows.check(automata, self._published)
         self.skipping.check(automata, self._read)
         if pattern is not None and not self.options.plans:
@@ -190,10 +195,13 @@ class Engine:
             self.work.join(subscription, *client)
 
     def _owners(self) -> dict[tuple[int, int], str]:
-        """The subscription of each (space, slot) on the DAG.  O(automata)."""
+        """The subscription of each (space, slot) on the DAG, shared streams' producers left
+        out (no budget charges them, :mod:`.commons`).  O(automata)."""
+        commons = self.commons
         return {
             (footprint.space, slot): subscription
             for subscription, _, footprint, slot in self.program.placements()
+            if subscription not in commons
         }
 
     def _published(self, stream: str) -> bool:
@@ -211,7 +219,21 @@ class Engine:
         return max((clocks.get(find(s), -math.inf) for s in streams), default=-math.inf)
 
     def _enter(self, subscription: str, automata: Sequence[Automaton], since: float) -> None:
-        """Put a subscription's automata on the DAG, matching events after epoch ``since``."""
+        """Put a subscription's automata on the DAG, matching events after epoch ``since``;
+        a shared stream it reads is put there once, for every reader (:mod:`.commons`)."""
+        own, new = self.commons.split(subscription, automata)
+        for shared in new:
+            self._place(shared.name, (shared,), -math.inf)
+        self._place(subscription, own, since)
+
+    def _leave(self, subscription: str) -> None:
+        """Take a subscription's automata off the DAG, and the shared streams only it read."""
+        self._apply(self.program.unsubscribe(subscription))
+        for stream in self.commons.release(subscription):
+            self._apply(self.program.unsubscribe(stream))
+
+    def _place(self, subscription: str, automata: Sequence[Automaton], since: float) -> None:
+        """Put ``automata`` on the DAG as ``subscription``'s, matching events after ``since``."""
         program, groups = self.program, self.program.groups
         change = program.subscribe(subscription, automata, since)
         streams = {s for a in automata for s in (a.name, *a.reads)}
@@ -222,7 +244,7 @@ class Engine:
         """Keep only a subscription's matches rooted at or before ``until`` (a plan that
         replaced it takes the others; inf: all again); None: take its automata off the DAG."""
         if until is None:
-            self._apply(self.program.unsubscribe(subscription))
+            self._leave(subscription)
         else:
             self.program.retire(subscription, until)
 
@@ -257,7 +279,7 @@ class Engine:
         """
         steps = self.planner.remove(subscription)
         if steps is None:
-            self._apply(self.program.unsubscribe(subscription))
+            self._leave(subscription)
         else:
             self._take(steps)
         self.skipping.remove(subscription)
@@ -708,6 +730,7 @@ class Engine:
         program.check_valid()
         state.check_valid()
         self.planner.check_valid(program.__contains__)
+        self.commons.check_valid(program.subscriptions)
         self.skipping.check_valid(self.subscriptions)
         self.windows.check_valid(self.subscriptions)
         self.work.check_valid(set(self.subscriptions))
