@@ -208,7 +208,7 @@ def pinned_key(automata: Sequence[Automaton], key: str) -> Value | None:
     """The one value of ``key`` every match of the subscription holds, if it has one.
 
     For a subscription key-partitioned on ``key`` (:func:`partition_keys`)
-    whose every path to the final node of the automaton it publishes takes an
+    whose every path to the final node of each automaton publishing its stream takes an
     edge requiring ``key = c``: every match holds ``c``, so only the shard
     owning ``c`` can produce its output.
 
@@ -222,8 +222,13 @@ def pinned_key(automata: Sequence[Automaton], key: str) -> Value | None:
     ...     schemas, "q").automata, "Name")
     'IBM'
     """
-    out = _output_key(automata[-1], key)
-    return out.constant[0] if out is not None and out.constant is not None else None
+    name = automata[-1].name  # every alternative of a pattern with OR publishes it
+    outs = [_output_key(a, key) for a in automata if a.name == name]
+    constants = {out.constant if out is not None else None for out in outs}
+    if len(constants) != 1:
+        return None
+    (constant,) = constants
+    return constant[0] if constant is not None else None
 
 
 def static_interest(automata: Sequence[Automaton]) -> dict[str, tuple[Conjunct, ...]]:

@@ -44,6 +44,7 @@ and PUBLISHed streams alike) to the automata that read it *in the same epoch*.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -453,5 +454,11 @@ class Runner:
         return published
 
     def run(self, events: Iterable[Event]) -> list[Event]:
-        """Process a finite list of events in any order: grouped into epochs by ``t1``."""
+        """Process a finite list of events in any order: grouped into epochs by ``t1`` (the
+        input goes on: :meth:`finish` ends it)."""
         return run_epochs(self.process, events)
+
+    def finish(self) -> list[Event]:
+        """End the input: the matches AFTER MATCH SKIP holds that its policies keep, now
+        that no run can complete."""
+        return [e for skipper in self.skippers.values() for e in skipper.release(math.inf)]

@@ -173,10 +173,11 @@ class Skipper:
         item = (start, event.t1, event.t0, spelled, bound, repr(key), self.arrivals, key, event)
         heapq.heappush(self.held, item)
 
-    def release(self, clock: int) -> list[Event]:
+    def release(self, clock: float) -> list[Event]:
         """The held matches no earlier-starting match can now precede (their start plus the
-        window reached by ``clock``, the last epoch processed), those the policy keeps, in
-        order; the partitions' bounds that can no longer matter are forgotten."""
+        window reached by ``clock``, the last epoch processed; ``math.inf`` at the end of
+        the input: no run can complete any more), those the policy keeps, in order; the
+        partitions' bounds that can no longer matter are forgotten."""
         out: list[Event] = []
         held, bounds = self.held, self.bounds
         horizon = clock - self.skip.window

@@ -2,13 +2,14 @@
 
 ``n`` subscriptions ``SEQ(Stock a, OR(SEQ(Stock b, Stock c), Stock d))`` — a rise of ``f_i``
 then a further rise, or a fall by ``f_i`` — each its own factor.  ``or``: one subscription per
-pattern; the engine compiles each alternative as an automaton publishing an internal stream
-and one more automaton publishing their union (docs/patterns.md, "How a pattern runs").
+pattern; the engine compiles each alternative as an automaton publishing the pattern's
+stream, no hop between (docs/patterns.md, "How a pattern runs"; before 2026-11-28 each
+published an internal stream and one more automaton their union).
 ``split``: the two alternatives subscribed apart, ``2n`` subscriptions, as a user without OR
 would write them.  The alerts must be the same multiset (per factor).  Both engines get the
 same quotes in turn ``--chunk`` epochs at a time in one run (the machine is noisy: compare
-within the run).  Reported beside the wall time: the matches each engine makes (the OR's
-internal ones included: the cost of the hop), instances touched and DAG nodes.
+within the run).  Reported beside the wall time: the matches each engine makes (internal
+ones included: a hop would show there), instances touched and DAG nodes.
 
     python -m cesar.perf.orbench --subscriptions 40 --quotes 20000 \\
         --file ../shared/data/stocks/intraday_1min_6_us_stocks_2020-10-26_2021-01-08.csv

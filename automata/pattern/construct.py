@@ -80,26 +80,17 @@ def build_nested_automata(
 ) -> tuple[Automaton, ...]:
     """The automata of a nested pattern (:mod:`cesar.automata.pattern.nesting`).
 
-    One alternative compiles alone.  Several each publish an internal stream,
-    ``<name>#k``, and the last automaton publishes their union: an OR costs one more
-    FORWARD per match.  Raises :class:`NotCompiled` for an alternative the ordered join
-    does not run (:mod:`cesar.automata.pattern.poset`).
+    Each alternative compiles alone, and each publishes the pattern's stream: no hop
+    between the alternatives and the output, and the engine merges each alternative with the
+    same alternative of other patterns, as if it were a pattern of its own.  Raises
+    :class:`NotCompiled` for an alternative the ordered join does not run
+    (:mod:`cesar.automata.pattern.poset`).
     """
-    alternatives = [
-        _build_alternative(alternative, resolved, schemas, options)
-        for alternative, resolved in zip(nested.alternatives, nested.resolved, strict=True)
-    ]
-    if len(alternatives) == 1:
-        return alternatives[0]
+    name = nested.output.name
     built: list[Automaton] = []
-    drafts = []
-    output = nested.output
-    for resolved, (*internal, last) in zip(nested.resolved, alternatives, strict=True):
-        built.extend((*internal, replace(last, internal=True)))
-        binding: Binding = {name: (Attr(Scope.EVENT, name), typ) for name, typ in output.attributes}
-        drafts.append(Draft(EdgeKind.FORWARD, 0, 1, resolved.output.name, TRUE, binding))
-    nodes = (Node(0, ()), Node(1, output.attributes))
-    built.append(Automaton(output, nodes, edges_of(drafts, options), 1))
+    for alternative, resolved in zip(nested.alternatives, nested.resolved, strict=True):
+        *internal, last = _build_alternative(alternative, resolved, schemas, options)
+        built.extend((*internal, replace(last, output=replace(last.output, name=name))))
     return tuple(built)
 
 

@@ -261,22 +261,20 @@ class _Evaluator(Judge):
             )
             pending = [m for m in pending if m[0][0].t0 + window > t1]
         if self.p.skip is not None:
-            return self.skipped(out, t1)
+            return self.skipped(out)
         return [e for _, e in out]
 
-    def skipped(self, matches: list[tuple[Selection, Event]], clock: int) -> list[Event]:
-        """The matches an after-match policy publishes by ``clock``, the last epoch: those
-        whose start (their first event's arrival) is at least a window before it, taken in
-        order of (start, end, t0, values, bound) per partition, each kept if it starts after
-        the bound the last kept one set (:mod:`cesar.automata.skipping`)."""
+    def skipped(self, matches: list[tuple[Selection, Event]]) -> list[Event]:
+        """The matches an after-match policy publishes from the whole input (it has ended: no
+        run can complete any more, as when Flink's final watermark passes): taken in order of
+        (start, end, t0, values, bound) per partition, each kept if it starts after the
+        bound the last kept one set (:mod:`cesar.automata.skipping`)."""
         skip = self.p.skip
         assert skip is not None
         order = {step.var: n for n, step in enumerate(self.p.steps)}
         taken = []
         for selected, event in matches:
             start = selected[0][0].t1
-            if start > clock - skip.window:
-                continue
             if skip.kind is SkipKind.PAST_LAST:
                 bound = selected[-1][-1].t1
             elif skip.kind is SkipKind.TO_NEXT:

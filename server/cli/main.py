@@ -141,6 +141,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         outputs = program.run(
             result.events, faults, args.engine, lambda done: bar.update(task, completed=done)
         )
+    if program.released:
+        print(
+            f"cesar: the input ended: {program.released} match(es) that AFTER MATCH SKIP held "
+            "were released (no run could complete any more)",
+            file=sys.stderr,
+        )
     schemas_out = {query.name: query.output for query in program.queries}
     outputs.sort(key=lambda e: (e.t1, e.t0, e.stream, repr(e.values)))
     write = sys.stdout.write
@@ -217,7 +223,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             subscribe_ms.append((time.perf_counter() - tick) * 1000)
         tick = time.perf_counter()
         matches = len(engine.run(events))
+        released = len(engine.finish())
         seconds = time.perf_counter() - tick
+        matches += released
         cuts = (
             statistics.quantiles(subscribe_ms, n=100)
             if len(subscribe_ms) > 1
@@ -227,6 +235,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             subscribe_ms_p50=round(cuts[49], 3),
             subscribe_ms_p99=round(cuts[98], 3),
             dag_nodes_by_level=engine.program.dag.levels(),
+            released_at_end=released,
             counters=asdict(engine.counters),
             faults=engine.faults.arithmetic,
         )
@@ -235,7 +244,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         tick = time.perf_counter()
         matches = len(program.run(events, faults, engine=args.engine))
         seconds = time.perf_counter() - tick
-        summary["faults"] = faults.arithmetic
+        summary.update(faults=faults.arithmetic, released_at_end=program.released)
     summary.update(
         events=len(events),
         skipped=skipped,

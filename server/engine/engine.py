@@ -504,8 +504,15 @@ class Engine:
         return fed
 
     def run(self, events: Iterable[Event]) -> list[Event]:
-        """Process a finite list of events grouped into epochs by ``t1``."""
+        """Process a finite list of events grouped into epochs by ``t1`` (the input goes on:
+        :meth:`finish` ends it)."""
         return run_epochs(self.process, events)
+
+    def finish(self) -> list[Event]:
+        """End the input: the matches AFTER MATCH SKIP holds that its policies keep, published
+        now that no run can complete (as Flink's final watermark releases them).  A later
+        epoch is judged without the bounds they set."""
+        return self.skipping.finish()
 
     def _round(
         self, events: list[tuple[Event, float]], published: Output

@@ -254,7 +254,9 @@ class QueryProgram:
         self.internal: set[str] = set()
         self.rank: dict[str, int] = {}
         self.read: Counter[str] = Counter()
-        self.slot_of: dict[str, tuple[int, int]] = {}
+        self.slot_of: dict[str, list[tuple[int, int]]] = {}
+        """Per published stream, the (space, slot) of each automaton publishing it: one, or
+        each alternative of a pattern with OR (they publish its stream without a hop)."""
         self.spaces: dict[int, Space] = {}
         self.bound: dict[int, float] = {}
         self.groups = StreamGroups()
@@ -287,9 +289,9 @@ class QueryProgram:
         """
         if subscription in self._subscriptions:
             raise ValueError(f"subscription {subscription} exists")
-        for automaton in automata:
-            if automaton.name in self.since:
-                raise ValueError(f"stream {automaton.name} is already published")
+        for published in {a.name for a in automata}:
+            if published in self.since:
+                raise ValueError(f"stream {published} is already published")
         record = _Subscription(subscription, tuple(a.name for a in automata))
         self._remembering = None
         change = Change()
@@ -319,15 +321,16 @@ class QueryProgram:
             self.latest_since = max(self.latest_since, since)
             if automaton.internal:
                 self.internal.add(automaton.name)
-            self.rank[automaton.name] = 1 + max(
-                (self.rank.get(stream, 0) for stream in automaton.reads), default=0
+            self.rank[automaton.name] = max(
+                self.rank.get(automaton.name, 0),
+                1 + max((self.rank.get(stream, 0) for stream in automaton.reads), default=0),
             )
             self.read.update(automaton.reads)
-            self.slot_of[automaton.name] = (footprint.space, slot)
+            self.slot_of.setdefault(automaton.name, []).append((footprint.space, slot))
             for stream in automaton.reads | {automaton.name}:
                 if stream in self.slot_of and (stream in self.internal or stream in self.read):
-                    other, fed = self.slot_of[stream]
-                    self.spaces[other].fed |= 1 << fed
+                    for other, fed in self.slot_of[stream]:
+                        self.spaces[other].fed |= 1 << fed
         self._subscriptions[subscription] = record
         touched.discard(ROOT)  # the start node holds no instances
         change.rebound = {node for node in touched if self._update_bound(node)}
@@ -376,22 +379,24 @@ class QueryProgram:
                 if node != ROOT and node in self.dag.nodes:
                     freed[node] = freed.get(node, 0) | bit
             deleted.extend(dead_nodes)
-            del self.since[stream]
-            self.until.pop(stream, None)
-            del self.rank[stream]
-            del self.slot_of[stream]
+            publishers = self.slot_of[stream]
+            publishers.remove((footprint.space, slot))
+            if not publishers:
+                del self.since[stream], self.rank[stream], self.slot_of[stream]
+                self.until.pop(stream, None)
             for read in reads:
                 self.read[read] -= 1
                 if not self.read[read]:
                     del self.read[read]
                     if read in self.slot_of and read not in self.internal:
-                        other, fed = self.slot_of[read]
-                        self.spaces[other].fed &= ~(1 << fed)
+                        for other, fed in self.slot_of[read]:
+                            self.spaces[other].fed &= ~(1 << fed)
             mine = self.spaces[footprint.space]
             mine.give_back(slot)
             if not mine.streams:
                 del self.spaces[footprint.space]
-            self.internal.discard(stream)
+            if stream not in self.slot_of:
+                self.internal.discard(stream)
         touched.discard(ROOT)
         change.rebound = {n for n in touched if n in self.dag.nodes and self._update_bound(n)}
         change.refiltered -= set(deleted)
@@ -579,16 +584,16 @@ class QueryProgram:
         assert set(self.since) == set(self.rank) >= self.internal
         reads = Counter(s for r in self._subscriptions.values() for a in r.reads for s in a)
         assert self.read == reads
-        slots = {
-            stream: (space_id, slot)
-            for space_id, space in self.spaces.items()
-            for slot, stream in space.streams.items()
-        }
-        assert slots == self.slot_of
+        slots: dict[str, set[tuple[int, int]]] = {}
+        for space_id, space in self.spaces.items():
+            for slot, stream in space.streams.items():
+                slots.setdefault(stream, set()).add((space_id, slot))
+        assert slots == {stream: set(places) for stream, places in self.slot_of.items()}
         fed: dict[int, int] = {}
-        for stream, (space_id, slot) in self.slot_of.items():
+        for stream, places in self.slot_of.items():
             if stream in self.internal or stream in self.read:
-                fed[space_id] = fed.get(space_id, 0) | 1 << slot
+                for space_id, slot in places:
+                    fed[space_id] = fed.get(space_id, 0) | 1 << slot
         for space_id, space in self.spaces.items():
             assert space.streams, f"space {space_id} is empty"
             assert space.fed == fed.get(space_id, 0)

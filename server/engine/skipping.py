@@ -4,7 +4,8 @@ A pattern with ``AFTER MATCH SKIP`` compiles to an automaton whose matches carry
 hidden attributes (:mod:`cesar.automata.skipping`).  The engine takes them out of
 what an epoch publishes, holds them in the subscription's
 :class:`~cesar.automata.skipping.Skipper`, and publishes those the policy keeps
-once the subscription's clock group has passed their start by the window.
+once the subscription's clock group has passed their start by the window, or when a
+finite input ends (:meth:`Skipping.finish`).
 
 No query may read such a subscription's stream: its matches are published late,
 out of the order of the stream's time, so :meth:`Skipping.check` refuses a reader
@@ -14,6 +15,7 @@ truth test per epoch; with one, a look-up per match (by its first stream).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -97,6 +99,11 @@ class Skipping:
             if group in moved:
                 out.extend(skipper.release(int(clocks[group])))
         return out
+
+    def finish(self) -> list[Event]:
+        """The input ended: every held match each policy keeps (no run can complete any more,
+        as when Flink's final watermark passes).  O(held × log held)."""
+        return [event for skipper in self.skippers.values() for event in skipper.release(math.inf)]
 
     def to_data(self) -> dict[str, Any]:
         """Each skipper's state as plain data, by stream (:meth:`restore` reads it back)."""

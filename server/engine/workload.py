@@ -59,6 +59,9 @@ class Workload:
 
     inputs: dict[str, StreamSchema]
     queries: list[CompiledQuery] = field(default_factory=list)
+    released: int = 0
+    """Of the last :meth:`run`'s events, how many AFTER MATCH SKIP held until the input
+    ended (the engines release them then; the reference evaluator sees the whole input)."""
 
     @property
     def schemas(self) -> dict[str, StreamSchema]:
@@ -157,21 +160,30 @@ class Workload:
         plan, :mod:`cesar.server.engine.plans`).  All give the same multiset.
         ``progress`` is told how many of ``events`` are done, now and then (the
         automata and the engine: every 1,024 events; the reference: after each query).
+        ``events`` are the whole input: what AFTER MATCH SKIP holds when they end is
+        released (counted in :attr:`released`).
         """
         self.check_plans(engine)
         feed: Iterable[Event] = events if progress is None else _counted(events, progress)
+        self.released = 0
         if engine == "automaton":
             automata = [a for query in self.queries for a in query.automata]
-            return Runner(automata, faults).run(feed)
+            runner = Runner(automata, faults)
+            matches = runner.run(feed)
+            held = runner.finish()
+            self.released = len(held)
+            return matches + held
         options = ENGINE_MODES.get(engine)
         if options is not None:
             multi = Engine(options)
             for query in self.queries:
                 multi.subscribe(query.name, query.automata, None, query.pattern)
             matches = multi.run(feed)
+            held = multi.finish()
+            self.released = len(held)
             if faults is not None:
                 faults.arithmetic += multi.faults.arithmetic
-            return matches
+            return matches + held
         if engine != "reference":
             raise ValueError(f"unknown engine {engine!r}")
         streams: dict[str, list[Event]] = {}

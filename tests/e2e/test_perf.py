@@ -353,4 +353,16 @@ def test_orbench_smoke_an_or_gives_its_alternatives_alerts(tmp_path):
     summary = smoke_json("cesar.perf.orbench", tmp_path / "or.json", 300)
     assert summary["alerts_agree"] is True and summary["or"]["alerts"] > 0
     assert summary["or"]["instances_touched"] == summary["split"]["instances_touched"]
-    assert summary["or"]["matches"] == 2 * summary["split"]["matches"]  # the union's hop
+    assert summary["or"]["matches"] == summary["split"]["matches"]  # no hop: one match each
+    assert summary["or"]["dag_nodes"] == summary["split"]["dag_nodes"]
+
+
+def test_compositebench_smoke_every_form_equals_the_brute_force_count_and_shares(tmp_path):
+    summary = smoke_json("cesar.perf.compositebench", tmp_path / "composite.json", 300)
+    assert summary["alerts_agree"] is True
+    for form, rows in summary["forms"].items():
+        few, many = rows["2"], rows["8"]
+        assert many["alerts"] > few["alerts"] > 0, form
+        assert many["dag_nodes_by_level"] == few["dag_nodes_by_level"], form  # merged
+        assert many["internal_matches_per_event"] == few["internal_matches_per_event"], form
+    assert summary["forms"]["or"]["8"]["split"]["alerts"] == summary["forms"]["or"]["8"]["alerts"]

@@ -52,7 +52,9 @@ def without_policy(text):
 def test_the_automaton_publishes_the_matches_the_oracle_keeps(text, streams):
     pattern, automata = compiled(text)
     events = [e for stream in streams.values() for e in stream]
-    assert Counter(Runner(automata).run(events)) == Counter(evaluate(pattern, streams))
+    runner = Runner(automata)
+    published = Counter(runner.run(events)) + Counter(runner.finish())
+    assert published == Counter(evaluate(pattern, streams))
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -70,6 +72,8 @@ def test_the_engine_publishes_each_subscription_the_matches_the_oracle_keeps(mod
     for epoch in epochs(events):
         published.update(engine.process(epoch))
         engine.check_valid()
+    published.update(engine.finish())  # the input ends: what is held goes out
+    engine.check_valid()
     assert published == expected
 
 
@@ -86,3 +90,33 @@ def test_a_restored_engine_publishes_the_matches_it_held(texts, streams, data):
     parts = epochs([e for stream in streams.values() for e in stream])
     expected, got = through_a_restart(builds, parts, data.draw(st.integers(0, len(parts))))
     assert got == expected
+
+
+def _no_trailing_negation(text):
+    """A trailing negation's match waits for time to pass, not for the input to end."""
+    return not parse_pattern(text).components[-1].negated
+
+
+@pytest.mark.parametrize("mode", ["full", "automaton"])
+@settings(max_examples=80, **SETTINGS)
+@given(
+    texts=st.lists(skipping_patterns().filter(_no_trailing_negation), min_size=1, max_size=3),
+    streams=pattern_streams(),
+)
+def test_when_the_input_ends_the_matches_held_are_released(mode, texts, streams):
+    """Without the last epoch after every window, what a policy holds when the events end is
+    published by ``finish``, as the oracle (which sees the whole input) keeps it."""
+    streams = {name: [e for e in events if e.t1 < 20] for name, events in streams.items()}
+    events = [e for stream in streams.values() for e in stream]
+    built = [compiled(text, number) for number, text in enumerate(texts)]
+    expected = Counter(e for pattern, _ in built for e in evaluate(pattern, streams))
+    if mode == "automaton":
+        runner = Runner([a for _, automata in built for a in automata])
+        published = Counter(runner.run(events)) + Counter(runner.finish())
+    else:
+        engine = Engine()
+        for number, (pattern, automata) in enumerate(built):
+            engine.subscribe(f"q{number}", automata, pattern=pattern)
+        published = Counter(engine.run(events)) + Counter(engine.finish())
+        engine.check_valid()
+    assert published == expected

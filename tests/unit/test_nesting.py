@@ -45,13 +45,9 @@ def test_or_distributes_and_nested_groups_of_one_operator_splice():
     ]
 
 
-def test_each_alternative_publishes_an_internal_stream_and_one_automaton_their_union():
+def test_each_alternative_publishes_the_patterns_stream_without_a_hop():
     q = compile_pattern("PATTERN SEQ(A a, OR(B b, C c)) PUBLISH P", SCHEMAS)
-    assert [(a.name, a.internal) for a in q.automata] == [
-        ("P#1", True),
-        ("P#2", True),
-        ("P", False),
-    ]
+    assert [(a.name, a.internal) for a in q.automata] == [("P", False), ("P", False)]
     assert q.output.spec() == "P(a_x:int)"
     assert q.pattern is None and q.nested is not None
     single = compile_pattern("PATTERN SEQ(A a, SEQ(B b, C c)) PUBLISH P", SCHEMAS)

@@ -16,6 +16,7 @@ from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.automata.skipping import Skip, SkipKind, Skipper
 from cesar.server.engine.engine import Engine
+from cesar.server.engine.workload import Workload
 
 S = {"S": parse_stream_spec("S(k:string,v:int)")}
 RISE = "PATTERN SEQ(S a, S b) WHERE [k] AND b.v > a.v WITHIN 10"
@@ -72,6 +73,17 @@ def test_a_match_is_held_until_no_earlier_run_can_complete():
     assert [(e.t0, e.t1) for e in engine.process([Event.of("S", 11, 11, {"k": "x", "v": 0})])] == [
         (1, 2)
     ]
+
+
+@pytest.mark.parametrize("mode", ["automaton", "engine", "nomerge", "planned", "reference"])
+def test_when_the_input_ends_what_a_policy_holds_is_released_by_every_engine(mode):
+    """Without the tick at 20, both matches are still held when the events end at 7 (a run
+    started at 1 could complete until 11): ``cesar run`` (a Workload) releases and counts
+    them."""
+    program = Workload.build(S.values(), [("M", f"{RISE} AFTER MATCH SKIP PAST LAST ROW")])
+    out = program.run(rising()[:-1], engine=mode)
+    assert sorted((e.t0, e.t1) for e in out) == [(1, 2), (5, 6)]
+    assert program.released == (0 if mode == "reference" else 2)
 
 
 @pytest.mark.parametrize(
