@@ -368,12 +368,13 @@ class Runner:
         self.counters = Counters()
         self.last_t1: int | None = None
         self.skippers = {
-            index: Skipper(automaton.skip)
-            for index, automaton in enumerate(self.automata)
+            automaton.name: Skipper(automaton.skip)
+            for automaton in self.automata
             if automaton.skip is not None
         }
-        """The held matches of each automaton under an after-match policy (no one reads
-        them: they are published when judged)."""
+        """The held matches of each stream published under an after-match policy, by every
+        automaton publishing it (a pattern's alternatives: the policy is across them); no one
+        reads them: they are published when judged."""
         self.windows = {pair: state_of(pair[1], None) for a in self.automata for pair in a.windows}
         """The time-window aggregates the automata read, per input stream and window."""
 
@@ -400,9 +401,8 @@ class Runner:
         while (due := self._due(ticked)) is not None and due < t1:
             published += self._step({}, ticked, due)
         published += self._step(streams, ticked, t1)
-        for index, skipper in self.skippers.items():
-            if index in ticked:
-                published += skipper.release(t1)
+        for name in sorted({self.automata[index].name for index in ticked} & self.skippers.keys()):
+            published += self.skippers[name].release(t1)
         return published
 
     def _ticked(self, streams: set[str]) -> set[int]:
@@ -443,7 +443,7 @@ class Runner:
                 self.counters,
                 clock if index in ticked else None,
             )
-            skipper = self.skippers.get(index)
+            skipper = self.skippers.get(automaton.name)
             if skipper is not None:
                 for output in outputs:
                     skipper.add(output)

@@ -128,6 +128,31 @@ def checked(
 Key = tuple[Value, ...]
 """A partition: the values of the pattern's ``[attr]`` attributes (empty if it has none)."""
 
+
+def select(matches: Sequence[tuple[int, int, tuple[Value | None, ...], Event]]) -> list[Event]:
+    """The matches a policy publishes from a whole input, literally: each (start, bound,
+    partition, event) taken in order of (start, end, ``t0``, values, bound) per partition,
+    and kept if it starts after the bound the last kept one set.  The oracles' rule; a
+    :class:`Skipper` applies it as the clock lets it.  O(matches × log matches).
+
+    >>> def m(start, end, bound):
+    ...     return start, bound, (), Event.of("M", start, end, {})
+    >>> [(e.t0, e.t1) for e in select([m(2, 4, 4), m(1, 3, 3), m(4, 6, 6)])]
+    [(1, 3), (4, 6)]
+    """
+    taken = sorted(
+        (((start, e.t1, e.t0, repr(e.values), bound), key, e) for start, bound, key, e in matches),
+        key=lambda item: item[0],
+    )
+    bounds: dict[tuple[Value | None, ...], int] = {}
+    out = []
+    for (start, *_, bound), key, event in taken:
+        if key not in bounds or start > bounds[key]:
+            bounds[key] = bound
+            out.append(event)
+    return out
+
+
 Held = tuple[int, int, int, str, int, str, int, Key, Event]
 """A held match: (start, t1, t0, values spelled, bound, key spelled, arrival, key, the event
 without hidden values); ordered as matches are taken (the arrival only breaks ties of equal

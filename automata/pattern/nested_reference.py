@@ -27,7 +27,10 @@ whose variables it binds.  Under skip_till_any_match:
   components holding (a condition on ``a[i]`` for each of ``a``'s events after
   the first), no negated event in its gap; one with a negation after its last
   event is published once an epoch at or after its window's end is seen, and
-  ends at the window's end.
+  ends at the window's end;
+* under an after-match policy, the matches of every alternative are taken together, in
+  order of their first event's arrival per partition (:func:`cesar.automata.skipping.select`,
+  the flat oracle's rule), the input being over.
 
 Exponential in the stream by design: exact is what counts.
 """
@@ -47,6 +50,7 @@ from cesar.automata.pattern.nesting import Nested, Part
 from cesar.automata.pattern.reference import Judge, aggregate
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
 from cesar.automata.schema import Event, Value
+from cesar.automata.skipping import Skip, SkipKind, select
 from cesar.automata.terms import TRUE, Pred, Scope, Term, conjoin, conjuncts_of
 
 
@@ -150,9 +154,35 @@ class _Tree:
         assert self.nested.pattern.nested is not None
         clock = max((e.t1 for e in self.events), default=None)
         out: list[Event] = []
+        taken: list[tuple[int, int, tuple[Value | None, ...], Event]] = []
+        skip = self.nested.pattern.skip
         for match in self.matches(self.nested.pattern.nested):
-            out.extend(self.judge(match, clock))
-        return out
+            events = self.judge(match, clock)
+            if skip is None:
+                out.extend(events)
+            else:
+                start, bound, key = match.arrival, self.bound(match, skip), self.key(match)
+                taken.extend((start, bound, key, e) for e in events)
+        return out if skip is None else select(taken)
+
+    def bound(self, match: _Match, skip: Skip) -> int:
+        """The bound a published ``match`` sets: the next published match starts after it."""
+        if skip.kind is SkipKind.PAST_LAST:
+            return match.end
+        if skip.kind is SkipKind.TO_NEXT:
+            return match.arrival
+        assert skip.var is not None
+        chosen = dict(match.events)[skip.var]
+        return (chosen[0] if skip.kind is SkipKind.TO_FIRST else chosen[-1]).t1 - 1
+
+    def key(self, match: _Match) -> tuple[Value | None, ...]:
+        """The partition of ``match``: its first event's values of the equivalence tests (every
+        alternative is keyed alike, or none is)."""
+        resolved = self.nested.resolved[0]
+        if not resolved.keyed:
+            return ()
+        first = min((e for _, chosen in match.events for e in chosen), key=lambda e: e.t1)
+        return tuple(first.value(a) for a in resolved.partition)
 
     # ------------------------------------------------------------- matching
 

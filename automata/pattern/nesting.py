@@ -27,8 +27,10 @@ here, for every evaluator alike:
   inside an AND does not start or end with one (it would have no neighbour to be
   between);
 * a Kleene closure is not a part of an AND; the strategy is skip_till_any_match
-  (SASE+'s strategies are defined on one sequence); there is no after-match
-  policy or PLAN (they are defined on one sequence too);
+  (SASE+'s strategies are defined on one sequence); the plan is eager (a lazy plan
+  orders the components of one sequence); an after-match policy needs every
+  alternative to be a sequence, and judges the matches of all of them together (the
+  subscription's stream);
 * at most :data:`MAX_ALTERNATIVES` alternatives.
 
 An alternative is *flat* when it is one component, or a SEQ or an AND of
@@ -109,6 +111,13 @@ def resolve_nested(
         for alt in alts
     )
     first = resolved[0]
+    if pattern.skip is not None and len({(r.keyed, r.partition) for r in resolved}) > 1:
+        raise CelSemanticError(
+            f"{pattern.skip} takes matches per partition, but the equivalence tests partition "
+            "some alternatives and not others (an alternative reading a stream without the "
+            "attribute is not partitioned)",
+            pattern.skip.pos,
+        )
     reads = frozenset().union(*(r.reads for r in resolved))
     windows: dict[tuple[str, Derived], None] = {}
     for r in resolved:
@@ -160,6 +169,12 @@ def alternatives(pattern: Pattern, name: str | None = None) -> tuple[Alternative
     groups = [_normal(g) for g in _distribute(root)]
     for group in groups:
         _check_negations(group)
+        if pattern.skip is not None and not _is_sequence(group):
+            raise CelSemanticError(
+                f"{pattern.skip} orders matches by their first event, so every alternative must "
+                f"be a sequence of components; {show(group)} is not (an AND has no order)",
+                pattern.skip.pos,
+            )
     several = len(groups) > 1
     common = frozenset.intersection(*(_positive_vars(g) for g in groups))
     refs = dict(pattern.refs)
@@ -205,12 +220,14 @@ def _check_nested(pattern: Pattern) -> None:
             "one sequence",
             pattern.pos,
         )
-    if pattern.skip is not None:
+    plan = None if pattern.plan is None else pattern.plan.strip().lower()
+    if plan not in (None, "auto", "eager"):
         raise CelSemanticError(
-            f"AFTER MATCH SKIP is defined on one sequence, not on {what} yet", pattern.skip.pos
+            f"PLAN {pattern.plan}: a lazy plan orders the components of one sequence, and "
+            f"{what} runs each alternative on the shared DAG (PLAN eager, or auto, which is "
+            "eager here)",
+            pattern.pos,
         )
-    if pattern.plan is not None:
-        raise CelSemanticError(f"PLAN is defined on one sequence, not on {what}", pattern.pos)
 
 
 def _check_variables(root: Part) -> None:
@@ -314,6 +331,11 @@ def _components(part: Part) -> tuple[Component, ...]:
 
 def _positive_vars(part: Part) -> frozenset[str]:
     return frozenset(c.var for c in _components(part) if not c.negated and c.var is not None)
+
+
+def _is_sequence(part: Part) -> bool:
+    """One component, or a SEQ of components."""
+    return isinstance(part, Component) or (part.operator == "SEQ" and _is_flat(part))
 
 
 def _is_flat(part: Part) -> bool:

@@ -51,7 +51,7 @@ from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Index, Ref, Strategy
 from cesar.automata.pattern.resolve import BETWEEN_ENDS, Negation, Resolved, Step, keys_of
 from cesar.automata.schema import Event, Value, epochs
-from cesar.automata.skipping import SkipKind
+from cesar.automata.skipping import SkipKind, select
 from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term
 
 Selection = tuple[tuple[Event, ...], ...]
@@ -285,15 +285,8 @@ class _Evaluator(Judge):
                 bound = (events[0] if skip.kind is SkipKind.TO_FIRST else events[-1]).t1 - 1
             first = selected[0][0]
             key = tuple(first.value(a) for a in self.p.partition) if self.p.keyed else ()
-            taken.append(((start, event.t1, event.t0, repr(event.values), bound), key, event))
-        taken.sort(key=lambda item: item[0])
-        bounds: dict[tuple[Value | None, ...], int] = {}
-        out = []
-        for (start, *_, bound), key, event in taken:
-            if key not in bounds or start > bounds[key]:
-                bounds[key] = bound
-                out.append(event)
-        return out
+            taken.append((start, bound, key, event))
+        return select(taken)
 
     # ------------------------------------------------------------- the runs
 

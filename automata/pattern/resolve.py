@@ -354,6 +354,7 @@ class _Resolver:
             first = self._leaf(
                 Ref(_var(anchor), Index.FIRST if anchor.kleene else Index.ONLY, test.attr), pos
             )
+            self.ref_type(first)  # a match's partition reads it, even with no other component
             if test.value is not None:
                 out.append(Cmp("=", first, test.value, pos))
             for component in self.named:

@@ -57,9 +57,10 @@ class Skipping:
                 )
 
     def add(self, subscription: str, automata: Sequence[Automaton]) -> None:
-        """Give each automaton of ``subscription`` with a policy its skipper."""
+        """Give each stream ``subscription`` publishes under a policy its skipper (one for
+        all the automata publishing it: a pattern's alternatives are judged together)."""
         for automaton in automata:
-            if automaton.skip is not None:
+            if automaton.skip is not None and automaton.name not in self.skippers:
                 self.skippers[automaton.name] = Skipper(automaton.skip)
                 self.streams.setdefault(subscription, []).append(automaton.name)
                 self.reads[automaton.name] = min(automaton.reads)

@@ -5,7 +5,8 @@ match, written as a nested one (wrapped in an OR of one part, or with a run of i
 parts grouped in a SEQ of their own), gives the flat oracle's matches.  Then random
 nested patterns (tests/pattern_strategies.py ``nested_patterns``: flat alternatives, and SEQ
 and AND nested in one another) run on the single-automaton runtime, the engine in each
-mode, and across a restart, each giving the tree oracle's multiset.
+mode, and across a restart, each giving the tree oracle's multiset; the same under an
+after-match policy, which takes the matches of every alternative together.
 """
 
 import re
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from cesar.automata.compiler import compile_pattern
+from cesar.automata.errors import CelSemanticError
 from cesar.automata.normal import DnfLimitError
 from cesar.automata.pattern.nested_reference import evaluate_nested
 from cesar.automata.pattern.parser import parse_pattern
@@ -40,6 +42,10 @@ MODES = {
     "naive": EngineOptions(merge=False, indices=False),
 }
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+SKIPPING = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much],
+}
 ANY_MATCH = compiled_patterns(strategies=("skip_till_any_match",)) | conjunctions()
 
 
@@ -172,6 +178,73 @@ def test_a_restored_engine_runs_nested_patterns_on_as_if_never_stopped(texts, st
     texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
     for text in texts:
         _automata(text)
+    parts = epochs(sorted((e for s in streams.values() for e in s), key=lambda e: e.t1))
+    cut = data.draw(st.integers(0, len(parts)))
+    builds = [lambda text=text: compile_pattern(text, SCHEMAS).automata for text in texts]
+    expected, got = through_a_restart(builds, parts, cut)
+    assert got == expected
+
+
+POLICIES = ["PAST LAST ROW", "TO NEXT ROW", "PAST LAST EVENT", "TO FIRST", "TO LAST"]
+
+
+@st.composite
+def skipping_nested(draw, name="P"):
+    """A random nested pattern (flat alternatives) under a random after-match policy with a
+    window; those a policy cannot apply to (an alternative that is an AND, a variable not in
+    every alternative, partitions that differ) are refused by the compiler and not drawn."""
+    text = draw(nested_patterns(name))
+    if " WITHIN " not in text:
+        text = text.replace(f" PUBLISH {name}", f" WITHIN {draw(st.integers(0, 6))} PUBLISH {name}")
+    policy = draw(st.sampled_from(POLICIES))
+    if policy in ("TO FIRST", "TO LAST"):
+        variables = sorted(set(re.findall(r"\b([a-h]\d)\b", text.split(" WHERE ")[0])))
+        policy = f"{policy} {draw(st.sampled_from(variables))}"
+    text = text.replace(" PUBLISH ", f" AFTER MATCH SKIP {policy} PUBLISH ")
+    try:
+        compile_pattern(text, SCHEMAS)
+    except CelSemanticError:
+        reject()
+    return text
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@settings(max_examples=60, **SKIPPING)
+@given(
+    texts=st.lists(skipping_nested() | nested_patterns(), min_size=1, max_size=3),
+    streams=pattern_streams(),
+)
+def test_a_policy_on_a_nested_pattern_judges_its_alternatives_together(mode, texts, streams):
+    """Every engine mode and the runtime publish, once the input ends, the matches the tree
+    oracle keeps under each subscription's policy, beside subscriptions without one."""
+    texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
+    events = [e for stream in streams.values() for e in stream]
+    engine = Engine(MODES[mode])
+    expected: Counter = Counter()
+    automata = []
+    for n, text in enumerate(texts):
+        automata.extend(_automata(text))
+        engine.subscribe(f"q{n}", _automata(text))
+        compiled = compile_pattern(text, SCHEMAS, build=False)
+        if compiled.nested is None:
+            expected.update(evaluate(resolve(parse_pattern(text), SCHEMAS), streams))
+        else:
+            expected.update(evaluate_nested(compiled.nested, streams))
+    assert Counter(engine.run(events)) + Counter(engine.finish()) == expected
+    engine.check_valid()
+    if mode == "full":
+        runner = Runner(automata)
+        assert Counter(runner.run(events)) + Counter(runner.finish()) == expected
+
+
+@settings(max_examples=40, **SKIPPING)
+@given(
+    texts=st.lists(skipping_nested(), min_size=1, max_size=2),
+    streams=pattern_streams(),
+    data=st.data(),
+)
+def test_a_restored_engine_runs_a_nested_policy_on_as_if_never_stopped(texts, streams, data):
+    texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
     parts = epochs(sorted((e for s in streams.values() for e in s), key=lambda e: e.t1))
     cut = data.draw(st.integers(0, len(parts)))
     builds = [lambda text=text: compile_pattern(text, SCHEMAS).automata for text in texts]

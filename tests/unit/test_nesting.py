@@ -107,8 +107,16 @@ def test_a_seq_inside_an_and_is_ordered_on_the_oracle_and_the_engine():
         ("PATTERN OR(SEQ(A a, B b), SEQ(C a, B b))", "variable a names two different"),
         ("PATTERN SEQ(A a, SEQ(!(N n), !(N m)), B b) WITHIN 3", "a group needs a component"),
         ("PATTERN OR(A a, B b) WHERE skip_till_next_match(a, b) {}", "skip_till_any_match only"),
-        ("PATTERN OR(A a, B b) WITHIN 3 AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP is"),
-        ("PATTERN OR(A a, SEQ(B b, C c)) PLAN eager", "PLAN is defined on one sequence"),
+        (
+            "PATTERN OR(AND(A a, B b), C c) WITHIN 3 AFTER MATCH SKIP PAST LAST ROW",
+            "every alternative must be a sequence of components; AND",
+        ),
+        (
+            "PATTERN OR(SEQ(A a, B b), C c) WITHIN 3 AFTER MATCH SKIP TO LAST b",
+            "b is not a component",
+        ),
+        ("PATTERN OR(SEQ(A a, B b), C c) AFTER MATCH SKIP TO NEXT ROW", "needs WITHIN"),
+        ("PATTERN OR(A a, SEQ(B b, C c)) PLAN chain(c, b)", "a lazy plan orders the components"),
         ("PATTERN SEQ(B b, OR(A a, B b))", "declared twice"),
         ("PATTERN OR(SEQ(!(N n), A a), B b)", "needs WITHIN"),
     ],
@@ -117,6 +125,12 @@ def test_what_no_evaluator_runs_is_refused_with_the_reason(text, message):
     with pytest.raises(CelSemanticError, match=message) as caught:
         compile_pattern(text + " PUBLISH P", SCHEMAS, build=False)
     assert caught.value.line == 1 and caught.value.column >= 1
+
+
+def test_a_nested_pattern_takes_a_policy_and_an_eager_plan():
+    text = "PATTERN OR(SEQ(A a, B b), C c) WITHIN 3 AFTER MATCH SKIP PAST LAST ROW PLAN eager"
+    automata = compile_pattern(text + " PUBLISH P", SCHEMAS).automata
+    assert [(a.name, a.skip is not None) for a in automata] == [("P", True), ("P", True)]
 
 
 def test_too_many_alternatives_name_the_limit():
