@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.derived import enrich_all
 from cesar.automata.evaluate import Env, Faults, eval_term, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Group, Index, Ref
-from cesar.automata.pattern.nesting import Nested, Part
+from cesar.automata.pattern.nesting import Nested, Part, distributed
 from cesar.automata.pattern.reference import Judge, aggregate
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
 from cesar.automata.schema import Event, Value
@@ -72,6 +72,9 @@ class _Match:
     end: int
     arrival: int
     ids: frozenset[int]
+    choice: int
+    """Which of the part's alternatives it is of (0-based, in the order
+    :func:`~cesar.automata.pattern.nesting.alternatives` lists them)."""
 
 
 def _match(
@@ -79,6 +82,7 @@ def _match(
     gaps: tuple[tuple[str, float, float], ...] = (),
     lead: tuple[str, ...] = (),
     trail: tuple[str, ...] = (),
+    choice: int = 0,
 ) -> _Match:
     every = [e for _, chosen in events for e in chosen]
     return _Match(
@@ -90,6 +94,7 @@ def _match(
         max(e.t1 for e in every),
         min(e.t1 for e in every),
         frozenset(id(e) for e in every),
+        choice,
     )
 
 
@@ -132,6 +137,8 @@ class _Tree:
             key=lambda e: (e.t1, e.t0),
         )
         self.window = nested.window
+        self.alternatives = [Judge(r, faults, functions) for r in nested.resolved]
+        """Per alternative, the judge of its conditions and its output."""
         self.judges: dict[frozenset[str], tuple[Resolved, Judge]] = {}
         for resolved in nested.resolved:
             names = frozenset(s.var for s in resolved.steps) | {n.var for n in resolved.negations}
@@ -198,8 +205,13 @@ class _Tree:
                 for e in self.events
                 if e.stream in part.types and admits(e)
             ]
-        if part.operator == "OR":
-            return [m for p in part.parts for m in self.matches(p)]
+        if part.operator == "OR":  # the alternatives of the parts before come first
+            out: list[_Match] = []
+            offset = 0
+            for p in part.parts:
+                out.extend(replace(m, choice=offset + m.choice) for m in self.matches(p))
+                offset += distributed(p)
+            return out
         if part.operator == "AND":
             return self.conjunction(part)
         return self.sequence(part)
@@ -255,6 +267,7 @@ class _Tree:
         parts = [p for p in spliced if not (isinstance(p, Component) and p.negated)]
         combos = self.matches(parts[0])
         for part in parts[1:]:
+            radix = distributed(part)  # each part's choice a digit, the first most significant
             found = sorted(self.matches(part), key=lambda m: m.start)
             starts = [n.start for n in found]
             grown: list[_Match] = []
@@ -267,13 +280,25 @@ class _Tree:
                     joined
                     for n in found[low:high]
                     if not m.ids & n.ids and self.within(min(m.start, n.start), max(m.end, n.end))
-                    if self.decided(joined := _match(m.events + n.events, m.gaps + n.gaps), m, n)
+                    if self.decided(
+                        joined := _match(
+                            m.events + n.events,
+                            m.gaps + n.gaps,
+                            choice=m.choice * radix + n.choice,
+                        ),
+                        m,
+                        n,
+                    )
                 )
             combos = grown
         if not negated:
             return combos
         return [  # a negation between the first event's end and the last's arrival
-            _match(m.events, m.gaps + tuple((v, m.arrival, m.end) for v in negated if v))
+            _match(
+                m.events,
+                m.gaps + tuple((v, m.arrival, m.end) for v in negated if v),
+                choice=m.choice,
+            )
             for m in combos
         ]
 
@@ -285,13 +310,15 @@ class _Tree:
                 assert part.var is not None
                 pending.append(part.var)
                 continue
+            radix = distributed(part)
             found = sorted(self.matches(part), key=lambda m: m.start)
             starts = [m.start for m in found]
             grown: list[_Match | None] = []
             for state in states:
                 if state is None:
                     grown.extend(
-                        _match(m.events, m.gaps, (*pending, *m.lead), m.trail) for m in found
+                        _match(m.events, m.gaps, (*pending, *m.lead), m.trail, m.choice)
+                        for m in found
                     )
                     continue
                 between = (*state.trail, *pending)
@@ -302,14 +329,20 @@ class _Tree:
                         continue
                     gaps = tuple((var, state.end, m.arrival) for var in (*between, *m.lead))
                     joined = _match(
-                        state.events + m.events, state.gaps + m.gaps + gaps, state.lead, m.trail
+                        state.events + m.events,
+                        state.gaps + m.gaps + gaps,
+                        state.lead,
+                        m.trail,
+                        state.choice * radix + m.choice,
                     )
                     if self.decided(joined, state, m):
                         grown.append(joined)
             states = grown
             pending = []
         return [
-            _match(s.events, s.gaps, s.lead, (*s.trail, *pending)) for s in states if s is not None
+            _match(s.events, s.gaps, s.lead, (*s.trail, *pending), s.choice)
+            for s in states
+            if s is not None
         ]
 
     # ------------------------------------------------------------- judging
@@ -320,12 +353,8 @@ class _Tree:
         start, end = match.start, match.end
         if not self.within(start, end):
             return []
-        names = frozenset(
-            [var for var, _ in match.events]
-            + [var for var, *_ in match.gaps]
-            + [*match.lead, *match.trail]
-        )
-        resolved, judge = self.judges[names]
+        resolved = self.nested.resolved[match.choice]
+        judge = self.alternatives[match.choice]
         events = dict(match.events)
         for step in resolved.steps:
             for pred in (step.begin, step.close):

@@ -42,16 +42,16 @@ inside the other compiles as a join ordered by its structure
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cesar.automata.derived import Derived, extended, read_by
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
-from cesar.automata.pattern.ast import Component, Group, Pattern, Ref, Strategy
-from cesar.automata.pattern.resolve import Resolved, keys_of, resolve
-from cesar.automata.schema import StreamSchema
-from cesar.automata.terms import conjoin, conjuncts_of
+from cesar.automata.pattern.ast import Component, Group, Pattern, Ref, ReturnItem, Strategy
+from cesar.automata.pattern.resolve import Resolved, keys_of, numbering, resolve
+from cesar.automata.schema import AttrType, StreamSchema
+from cesar.automata.terms import Const, Leaf, Term, conjoin, conjuncts_of, map_pred, map_term
 from cesar.automata.timeparts import TICKS_PARTS
 from cesar.automata.translate import common_zone
 
@@ -71,6 +71,9 @@ class Alternative:
     group: Part
     pattern: Pattern
     flat: bool
+    missing: tuple[int, ...] = ()
+    """The RETURN items (by position) reading a variable this alternative does not bind: its
+    matches give them the zero of their type (:func:`resolve_nested`)."""
 
 
 @dataclass(frozen=True)
@@ -105,11 +108,24 @@ def resolve_nested(
 ) -> Nested:
     """Check the nested ``pattern`` and resolve each of its alternatives against ``schemas``."""
     name = pattern.publish or default_name
-    alts = alternatives(pattern, name)
-    resolved = tuple(
-        _ordered(resolve(alt.pattern, schemas, default_name, functions), schemas, alt.flat)
-        for alt in alts
-    )
+    alts = list(alternatives(pattern, name))
+    resolved = [resolve(alt.pattern, schemas, default_name, functions) for alt in alts]
+    if any(alt.missing for alt in alts):
+        columns = _returned(alts, resolved)
+        for n, alt in enumerate(alts):
+            if alt.missing:
+                assert alt.pattern.returns is not None and pattern.returns is not None
+                mine = iter(alt.pattern.returns)
+                items = tuple(
+                    ReturnItem(Const(*_ZERO[columns[i][1]]), columns[i][0], item.pos)
+                    if i in alt.missing
+                    else next(mine)
+                    for i, item in enumerate(pattern.returns)
+                )
+                again = replace(alt.pattern, returns=items)
+                alts[n] = replace(alt, pattern=again)
+                resolved[n] = resolve(again, schemas, default_name, functions)
+    resolved = [_ordered(r, schemas, alt.flat) for r, alt in zip(resolved, alts, strict=True)]
     first = resolved[0]
     if pattern.skip is not None and len({(r.keyed, r.partition) for r in resolved}) > 1:
         raise CelSemanticError(
@@ -126,7 +142,33 @@ def resolve_nested(
     output = StreamSchema(
         name, first.output.attributes, first.output.unit, common_zone(schemas[t] for t in reads)
     )
-    return Nested(pattern, alts, resolved, output, reads, first.window, tuple(windows))
+    return Nested(
+        pattern, tuple(alts), tuple(resolved), output, reads, first.window, tuple(windows)
+    )
+
+
+_ZERO: dict[AttrType, tuple[int | float | str | bool, AttrType]] = {
+    AttrType.INT: (0, AttrType.INT),
+    AttrType.FLOAT: (0.0, AttrType.FLOAT),
+    AttrType.STRING: ("", AttrType.STRING),
+    AttrType.BOOL: (False, AttrType.BOOL),
+}
+"""What a RETURN item reading a variable an alternative does not bind gives in its matches
+(the wire has no null; ALTERNATIVE() says which alternative matched)."""
+
+
+def _returned(
+    alts: Sequence[Alternative], resolved: Sequence[Resolved]
+) -> list[tuple[str, AttrType]]:
+    """Each RETURN item's name and type, from an alternative that binds what it reads."""
+    found: dict[int, tuple[str, AttrType]] = {}
+    for alt, r in zip(alts, resolved, strict=True):
+        kept = [
+            i for i in range(len(r.output.attributes) + len(alt.missing)) if i not in alt.missing
+        ]
+        for i, column in zip(kept, r.output.attributes, strict=True):
+            found.setdefault(i, column)
+    return [found[i] for i in range(len(found))]
 
 
 def _ordered(resolved: Resolved, schemas: Mapping[str, StreamSchema], flat: bool) -> Resolved:
@@ -158,7 +200,7 @@ def alternatives(pattern: Pattern, name: str | None = None) -> tuple[Alternative
     assert root is not None, "a flat pattern is its own alternative"
     _check_variables(root)
     _check_groups(root)
-    count = _count(root)
+    count = distributed(root)
     if count > MAX_ALTERNATIVES:
         raise CelSemanticError(
             f"the pattern distributes into {count} alternatives, more than "
@@ -181,13 +223,22 @@ def alternatives(pattern: Pattern, name: str | None = None) -> tuple[Alternative
     where = conjuncts_of(pattern.where) if pattern.where is not None else []
     used = [False] * len(where)
     out = []
+    items = pattern.returns or ()
+    _check_returns(items, [_positive_vars(g) for g in groups], refs)
     for number, group in enumerate(groups, 1):
         names = {c.var for c in _components(group)}
         kept = []
         for n, conjunct in enumerate(where):
             if {refs[key].var for key in keys_of(conjunct)} <= names:
-                kept.append(conjunct)
+                kept.append(map_pred(conjunct, _same, numbering(number)))
                 used[n] = True
+        reads = [{refs[key].var for key in keys_of(item.term)} for item in items]
+        missing = tuple(n for n, read in enumerate(reads) if not read <= names)
+        returns = tuple(
+            replace(item, term=map_term(item.term, _same, numbering(number)))
+            for n, item in enumerate(items)
+            if n not in missing
+        )
         flat = _is_flat(group)
         operator = "AND" if isinstance(group, Group) and group.operator == "AND" and flat else "SEQ"
         alternative = replace(
@@ -199,8 +250,9 @@ def alternatives(pattern: Pattern, name: str | None = None) -> tuple[Alternative
             publish=f"{name}#{number}" if several and name is not None else name,
             nested=None,
             returned=common,
+            returns=returns if pattern.returns is not None else None,
         )
-        out.append(Alternative(group, alternative, flat))
+        out.append(Alternative(group, alternative, flat, missing))
     for n, conjunct in enumerate(where):
         if not used[n]:
             named = sorted({refs[key].var for key in keys_of(conjunct)})
@@ -208,7 +260,6 @@ def alternatives(pattern: Pattern, name: str | None = None) -> tuple[Alternative
                 f"this condition names {', '.join(named)}, which no alternative binds together",
                 getattr(conjunct, "pos", None) or pattern.pos,
             )
-    _check_returns(pattern, common, refs)
     return tuple(out)
 
 
@@ -259,10 +310,11 @@ def _check_groups(part: Part) -> None:
         _check_groups(p)
 
 
-def _count(part: Part) -> int:
+def distributed(part: Part) -> int:
+    """How many alternatives ``part`` distributes into (a negation: one, as a component)."""
     if isinstance(part, Component):
         return 1
-    counts = [_count(p) for p in part.parts]
+    counts = [distributed(p) for p in part.parts]
     return sum(counts) if part.operator == "OR" else math.prod(counts)
 
 
@@ -342,14 +394,18 @@ def _is_flat(part: Part) -> bool:
     return isinstance(part, Component) or all(isinstance(p, Component) for p in part.parts)
 
 
-def _check_returns(pattern: Pattern, common: frozenset[str], refs: Mapping[str, Ref]) -> None:
-    for item in pattern.returns or ():
-        for key in keys_of(item.term):
-            var = refs[key].var
-            if var not in common:
-                raise CelSemanticError(
-                    f"RETURN reads {var}, which not every alternative binds; RETURN may read "
-                    f"only {', '.join(sorted(common)) or 'no variable'} (bound in every "
-                    "alternative)",
-                    item.pos,
-                )
+def _check_returns(
+    items: Sequence[ReturnItem], bound: Sequence[frozenset[str]], refs: Mapping[str, Ref]
+) -> None:
+    """Each RETURN item reads variables some alternative binds together."""
+    for item in items:
+        read = {refs[key].var for key in keys_of(item.term)}
+        if not any(read <= names for names in bound):
+            raise CelSemanticError(
+                f"RETURN reads {', '.join(sorted(read))}, which no alternative binds together",
+                item.pos,
+            )
+
+
+def _same(leaf: Leaf) -> Term:
+    return leaf

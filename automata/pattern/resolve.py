@@ -103,6 +103,29 @@ class Negation:
     pred: Pred
 
 
+ALTERNATIVE = "ALTERNATIVE"
+"""The call reading which alternative of an OR a match is of (docs/patterns.md)."""
+
+
+def numbering(number: int) -> Callable[[Call], Term | None]:
+    """A ``calls`` replacer (:func:`~cesar.automata.terms.map_leaves`) making ``ALTERNATIVE()``
+    ``number``, the 1-based place of the alternative in those the pattern distributes into.
+
+    >>> from cesar.automata.terms import to_cel
+    >>> to_cel(map_term(Call("ALTERNATIVE", ()), lambda leaf: leaf, numbering(2)))
+    '2'
+    """
+
+    def calls(call: Call) -> Term | None:
+        if call.name != ALTERNATIVE:
+            return None
+        if call.args:
+            raise CelSemanticError("ALTERNATIVE() takes no argument", call.pos)
+        return Const(number, AttrType.INT, call.pos)
+
+    return calls
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A pattern ready to evaluate or compile.
@@ -251,7 +274,11 @@ class _Resolver:
                 return None
             return (ref.var, ref.index), ref.attr
 
+        first = numbering(1)  # a flat pattern is its only alternative
+
         def calls(call: Call) -> Term | None:
+            if call.name == ALTERNATIVE:
+                return first(call)
             if call.name not in DERIVING:
                 return None
             window, (var, index) = derived_call(call, unit, attr_of)

@@ -250,3 +250,40 @@ def test_a_restored_engine_runs_a_nested_policy_on_as_if_never_stopped(texts, st
     builds = [lambda text=text: compile_pattern(text, SCHEMAS).automata for text in texts]
     expected, got = through_a_restart(builds, parts, cut)
     assert got == expected
+
+
+@st.composite
+def returning_nested(draw, name="P"):
+    """A random nested pattern whose RETURN says which alternative matched and reads up to
+    two singleton variables, bound in some alternatives and not in others."""
+    text = draw(nested_patterns(name))
+    singletons = sorted(
+        c.var for c in parse_pattern(text).components if not (c.negated or c.kleene)
+    )
+    chosen = (
+        draw(st.lists(st.sampled_from(singletons), max_size=2, unique=True)) if singletons else []
+    )
+    items = ["ALTERNATIVE() AS alt", *(f"{var}.k" for var in chosen)]
+    return text.replace(f" PUBLISH {name}", f" RETURN {', '.join(items)} PUBLISH {name}")
+
+
+@pytest.mark.parametrize("mode", ["full", "nomerge"])
+@settings(max_examples=80, **SETTINGS)
+@given(texts=st.lists(returning_nested(), min_size=1, max_size=2), streams=pattern_streams())
+def test_return_reads_which_alternative_matched_as_the_tree_oracle_says(mode, texts, streams):
+    texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
+    events = [e for stream in streams.values() for e in stream]
+    engine = Engine(MODES[mode])
+    expected: Counter = Counter()
+    for n, text in enumerate(texts):
+        engine.subscribe(f"q{n}", _automata(text))
+        compiled = compile_pattern(text, SCHEMAS, build=False)
+        if compiled.nested is None:
+            expected.update(evaluate(resolve(parse_pattern(text), SCHEMAS), streams))
+        else:
+            expected.update(evaluate_nested(compiled.nested, streams))
+    assert Counter(engine.run(events)) == expected
+    engine.check_valid()
+    if mode == "full":
+        runner = Runner([a for text in texts for a in _automata(text)])
+        assert Counter(runner.run(events)) == expected

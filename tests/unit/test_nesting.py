@@ -102,7 +102,8 @@ def test_a_seq_inside_an_and_is_ordered_on_the_oracle_and_the_engine():
         ("PATTERN OR(A a, !(N n)) WITHIN 3", "a negation stands in a SEQ"),
         ("PATTERN AND(A a, SEQ(B b, !(N n))) WITHIN 3", "cannot start or end with a negation"),
         ("PATTERN AND(A a, OR(B b, C+ c[]))", "AND takes components without"),
-        ("PATTERN SEQ(A a, OR(B b, C c)) RETURN b.x AS bx", "RETURN reads b, which not every"),
+        ("PATTERN SEQ(A a, OR(B b, C c)) RETURN b.x + c.x AS s", "RETURN reads b, c, which no"),
+        ("PATTERN SEQ(A a, OR(B b, C c)) RETURN ALTERNATIVE(a.x) AS n", "takes no argument"),
         ("PATTERN SEQ(A a, OR(B b, C c)) WHERE b.x = c.x", "names b, c, which no alternative"),
         ("PATTERN OR(SEQ(A a, B b), SEQ(C a, B b))", "variable a names two different"),
         ("PATTERN SEQ(A a, SEQ(!(N n), !(N m)), B b) WITHIN 3", "a group needs a component"),
@@ -125,6 +126,19 @@ def test_what_no_evaluator_runs_is_refused_with_the_reason(text, message):
     with pytest.raises(CelSemanticError, match=message) as caught:
         compile_pattern(text + " PUBLISH P", SCHEMAS, build=False)
     assert caught.value.line == 1 and caught.value.column >= 1
+
+
+def test_return_says_which_alternative_matched_and_zero_for_what_it_does_not_bind():
+    text = "PATTERN SEQ(A a, OR(SEQ(B b, C c), D d)) RETURN ALTERNATIVE() AS alt, b.x, d.x"
+    q = compile_pattern(text + " PUBLISH P", SCHEMAS)
+    assert q.output.spec() == "P(alt:int,b_x:int,d_x:int)"
+    events = [ev("A", 1), ev("B", 2, 5), ev("D", 3, 7), ev("C", 4)]
+    rows = sorted((dict(e.values) for e in Runner(q.automata).run(events)), key=repr)
+    assert rows == [{"alt": 1, "b_x": 5, "d_x": 0}, {"alt": 2, "b_x": 0, "d_x": 7}]
+    streams = {n: [e for e in events if e.stream == n] for n in "ABCD"}
+    assert sorted((dict(e.values) for e in evaluate_nested(q.nested, streams)), key=repr) == rows
+    flat = compile_pattern("PATTERN SEQ(A a, B b) RETURN ALTERNATIVE() AS alt PUBLISH P", SCHEMAS)
+    assert [dict(e.values) for e in Runner(flat.automata).run(events)] == [{"alt": 1}]
 
 
 def test_a_nested_pattern_takes_a_policy_and_an_eager_plan():
