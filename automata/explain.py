@@ -75,9 +75,15 @@ def _pattern_text(compiled: CompiledQuery) -> str:
         resolved = compiled.pattern or (nested.resolved[0] if nested is not None else None)
         assert resolved is not None, "a query without algebra is a pattern"
         return format_resolved(resolved)
-    lines = [f"OR of {len(nested.alternatives)} alternatives, each its own automaton, unioned:"]
-    for alternative, resolved in zip(nested.alternatives, nested.resolved, strict=True):
-        lines.append(f"alternative {show(alternative.group)}, published as {resolved.output.name}")
+    name = nested.output.name
+    lines = [
+        f"OR of {len(nested.alternatives)} alternatives, each an automaton publishing {name} "
+        "(ALTERNATIVE() is its number):"
+    ]
+    for number, (alternative, resolved) in enumerate(
+        zip(nested.alternatives, nested.resolved, strict=True), 1
+    ):
+        lines.append(f"alternative {number}: {show(alternative.group)}")
         lines.extend("  " + line for line in format_resolved(resolved).splitlines())
     return "\n".join(lines)
 
