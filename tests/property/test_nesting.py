@@ -208,6 +208,21 @@ def skipping_nested(draw, name="P"):
     return text
 
 
+@st.composite
+def returning_nested(draw, name="P"):
+    """A random nested pattern whose RETURN says which alternative matched and reads up to
+    two singleton variables, bound in some alternatives and not in others."""
+    text = draw(nested_patterns(name))
+    singletons = sorted(
+        c.var for c in parse_pattern(text).components if not (c.negated or c.kleene)
+    )
+    chosen = (
+        draw(st.lists(st.sampled_from(singletons), max_size=2, unique=True)) if singletons else []
+    )
+    items = ["ALTERNATIVE() AS alt", *(f"{var}.k" for var in chosen)]
+    return text.replace(f" PUBLISH {name}", f" RETURN {', '.join(items)} PUBLISH {name}")
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 @settings(max_examples=60, **SKIPPING)
 @given(
@@ -239,11 +254,11 @@ def test_a_policy_on_a_nested_pattern_judges_its_alternatives_together(mode, tex
 
 @settings(max_examples=40, **SKIPPING)
 @given(
-    texts=st.lists(skipping_nested(), min_size=1, max_size=2),
+    texts=st.lists(skipping_nested() | returning_nested(), min_size=1, max_size=2),
     streams=pattern_streams(),
     data=st.data(),
 )
-def test_a_restored_engine_runs_a_nested_policy_on_as_if_never_stopped(texts, streams, data):
+def test_a_restored_engine_runs_policies_and_returns_on_as_if_never_stopped(texts, streams, data):
     texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
     parts = epochs(sorted((e for s in streams.values() for e in s), key=lambda e: e.t1))
     cut = data.draw(st.integers(0, len(parts)))
@@ -252,22 +267,7 @@ def test_a_restored_engine_runs_a_nested_policy_on_as_if_never_stopped(texts, st
     assert got == expected
 
 
-@st.composite
-def returning_nested(draw, name="P"):
-    """A random nested pattern whose RETURN says which alternative matched and reads up to
-    two singleton variables, bound in some alternatives and not in others."""
-    text = draw(nested_patterns(name))
-    singletons = sorted(
-        c.var for c in parse_pattern(text).components if not (c.negated or c.kleene)
-    )
-    chosen = (
-        draw(st.lists(st.sampled_from(singletons), max_size=2, unique=True)) if singletons else []
-    )
-    items = ["ALTERNATIVE() AS alt", *(f"{var}.k" for var in chosen)]
-    return text.replace(f" PUBLISH {name}", f" RETURN {', '.join(items)} PUBLISH {name}")
-
-
-@pytest.mark.parametrize("mode", ["full", "nomerge"])
+@pytest.mark.parametrize("mode", sorted(MODES))
 @settings(max_examples=80, **SETTINGS)
 @given(texts=st.lists(returning_nested(), min_size=1, max_size=2), streams=pattern_streams())
 def test_return_reads_which_alternative_matched_as_the_tree_oracle_says(mode, texts, streams):
