@@ -37,9 +37,11 @@ def sharing_report(engine: Engine) -> str:
     program = engine.program
     owners = program.owners()
     order = {subscription: n for n, subscription in enumerate(program.subscriptions)}
+    shared = len(engine.commons.readers)
+    also = f" and {shared} shared internal streams" if shared else ""
     lines = [
-        f"{len(program.edges)} template edges for {len(program.subscriptions)} subscriptions "
-        f"({len(owners)} automata); {len(program.dag.nodes)} DAG nodes"
+        f"{len(program.edges)} template edges for {len(engine.subscriptions)} subscriptions"
+        f"{also} ({len(owners)} automata); {len(program.dag.nodes)} DAG nodes"
     ]
     for edge_id in sorted(program.edges):
         compiled = program.edges[edge_id]
