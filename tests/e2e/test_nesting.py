@@ -38,16 +38,16 @@ def near(name: str, low: int, high: int) -> list[tuple[int, float]]:
 
 def count_and_of_seqs() -> int:
     """AND(SEQ(AAPL a, AMZN b), SEQ(GOOG c, MSFT d)): a before b, c before d, the two pairs in
-    any order, all within 5 minutes; a's price above b's / 30 and d's above c's / 2."""
+    any order, all within 3 minutes; a's price above b's / 30 and d's above c's / 12."""
     total = 0
     for a in Q["AAPL"]:
-        for b in near("AMZN", a[0] + 1, a[0] + 5):
+        for b in near("AMZN", a[0] + 1, a[0] + 3):
             if not a[1] > b[1] / 30:
                 continue
-            for c in near("GOOG", b[0] - 5, a[0] + 5):
-                for d in near("MSFT", c[0] + 1, c[0] + 5):
+            for c in near("GOOG", b[0] - 3, a[0] + 3):
+                for d in near("MSFT", c[0] + 1, c[0] + 3):
                     times = (a[0], b[0], c[0], d[0])
-                    if max(times) - min(times) <= 5 and d[1] > c[1] / 12:
+                    if max(times) - min(times) <= 3 and d[1] > c[1] / 12:
                         total += 1
     return total
 
@@ -79,7 +79,7 @@ CASES = {
         "PATTERN AND(SEQ(Stock a, Stock b), SEQ(Stock c, Stock d))\n"
         "WHERE a.Name = 'AAPL' AND b.Name = 'AMZN' AND c.Name = 'GOOG' AND d.Name = 'MSFT'\n"
         "  AND a.Price > b.Price / 30 AND d.Price > c.Price / 12\n"
-        "WITHIN 5 MIN PUBLISH Both\n",
+        "WITHIN 3 MIN PUBLISH Both\n",
         count_and_of_seqs,
     ),
     "seq_or": (

@@ -224,7 +224,7 @@ def returning_nested(draw, name="P"):
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-@settings(max_examples=60, **SKIPPING)
+@settings(max_examples=40, **SKIPPING)
 @given(
     texts=st.lists(skipping_nested() | nested_patterns(), min_size=1, max_size=3),
     streams=pattern_streams(),
@@ -268,7 +268,7 @@ def test_a_restored_engine_runs_policies_and_returns_on_as_if_never_stopped(text
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=50, **SETTINGS)
 @given(texts=st.lists(returning_nested(), min_size=1, max_size=2), streams=pattern_streams())
 def test_return_reads_which_alternative_matched_as_the_tree_oracle_says(mode, texts, streams):
     texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
