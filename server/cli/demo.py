@@ -48,15 +48,6 @@ QUERIES = (
 CESAR = Path(sys.executable).with_name("cesar")
 
 
-def add_demo_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``cesar demo``."""
-    demo = sub.add_parser("demo", help="server + Spark feed on the stock sample, printing alerts")
-    demo.add_argument("--events", default=str(STOCKS_SAMPLE))
-    demo.add_argument("--rows-per-file", type=int, default=300, help="quotes per dropped file")
-    demo.add_argument("--pause", type=float, default=0.5, help="seconds between files")
-    demo.set_defaults(handler=cmd_demo)
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo (see the module docstring); 0 when the alerts equal ``cesar run``'s."""
     from cesar.server.cli.main import EXIT_USAGE

@@ -18,7 +18,8 @@ from importlib.metadata import entry_points, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cesar.server.engine.workload import ENGINE_MODES
+from cesar.examples import STOCKS_SAMPLE
+from cesar.server.engine.modes import ENGINE_NAMES
 
 if TYPE_CHECKING:
     from cesar.automata.schema import Event, StreamSchema
@@ -208,6 +209,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from cesar.automata.evaluate import Faults
     from cesar.server.engine.engine import Engine
+    from cesar.server.engine.workload import ENGINE_MODES
 
     started = time.perf_counter()
     program, events, skipped = _read_program_events(args)
@@ -342,6 +344,13 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``cesar demo`` (:mod:`cesar.server.cli.demo`, imported when it runs)."""
+    from cesar.server.cli.demo import cmd_demo as demo
+
+    return demo(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cesar", description="Cayuga-style complex event subscriptions.")
     parser.add_argument("--version", action="version", version=f"cesar {version('cesar')}")
@@ -366,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--engine",
-        choices=ENGINE_MODES,
+        choices=ENGINE_NAMES,
         default="engine",
         help=ENGINE_HELP,
     )
@@ -395,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='a directory of .cel and .sase files, or JSON Lines of {"id", "query"}',
     )
     bench.add_argument("--events", required=True, metavar="E", help="JSON Lines or CSV events")
-    bench.add_argument("--engine", choices=ENGINE_MODES, default="engine", help=ENGINE_HELP)
+    bench.add_argument("--engine", choices=ENGINE_NAMES, default="engine", help=ENGINE_HELP)
     bench.add_argument("--limit", type=int, help="use only the first N events (after sorting)")
     bench.add_argument("--dnf-limit", type=int, default=256)
     bench.add_argument(
@@ -420,14 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(handler=cmd_explain)
     serve = sub.add_parser("serve", help="run the server: a front and its shard processes")
     from cesar.server.cli.remote import add_remote_commands, add_serve_arguments
-    from cesar.server.front.serve import repair_log
 
     add_serve_arguments(serve)
     shard = sub.add_parser(
         "shard", help="run one shard on its own, for a front on another machine (--listen)"
     )
-    from cesar.server.shard.process import add_shard_arguments
-    from cesar.server.shard.process import run as run_shard
+    from cesar.server.shard.options import add_shard_arguments
 
     add_shard_arguments(shard)
 
@@ -435,7 +442,14 @@ def build_parser() -> argparse.ArgumentParser:
         if args.listen is None:
             print("cesar shard: --listen HOST:PORT is required", file=sys.stderr)
             return 2
+        from cesar.server.shard.process import run as run_shard
+
         return run_shard(args)
+
+    def repair_command(args: argparse.Namespace) -> int:
+        from cesar.server.front.serve import repair_log
+
+        return repair_log(args.data_dir, args.stream, args.after)
 
     shard.set_defaults(handler=standalone_shard)
     repair = sub.add_parser(
@@ -452,13 +466,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop its events with t1 after this: ticks of its unit, or an ISO 8601 time such "
         "as 2020-10-26T16:45Z (with a zone offset, or UTC)",
     )
-    repair.set_defaults(handler=lambda a: repair_log(a.data_dir, a.stream, a.after))
+    repair.set_defaults(handler=repair_command)
     add_remote_commands(sub)
-    from cesar.server.cli.demo import add_demo_command
     from cesar.server.cli.feed import add_feed_command
 
     add_feed_command(sub)
-    add_demo_command(sub)
+    demo = sub.add_parser("demo", help="server + Spark feed on the stock sample, printing alerts")
+    demo.add_argument("--events", default=str(STOCKS_SAMPLE))
+    demo.add_argument("--rows-per-file", type=int, default=300, help="quotes per dropped file")
+    demo.add_argument("--pause", type=float, default=0.5, help="seconds between files")
+    demo.set_defaults(handler=cmd_demo)
     for entry in entry_points(group=COMMANDS):
         entry.load()(sub)
     return parser

@@ -44,7 +44,8 @@ ENGINE_MODES: dict[str, EngineOptions | None] = {
     "automaton": None,
     "reference": None,
 }
-"""The evaluators of ``cesar run`` and ``cesar bench``: the multi-query engine's options (the
+"""The evaluators of ``cesar run`` and ``cesar bench``, named in
+:data:`~cesar.server.engine.modes.ENGINE_NAMES`' order: the multi-query engine's options (the
 optimisations on, then off one by one, then with pattern plans), or None for one automaton
 per query and for the reference evaluator."""
 

@@ -41,7 +41,6 @@ from cesar.server.engine.matches import Match
 from cesar.server.engine.planned import PlanCosts
 from cesar.server.engine.sharing import placed
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
-from cesar.server.front import limits
 from cesar.server.host import snapshots
 from cesar.server.host.calibrate import calibrate
 from cesar.server.host.collector import tune_collector
@@ -51,6 +50,7 @@ from cesar.server.host.rss import rss_bytes
 from cesar.server.host.snapshots import SnapshotError
 from cesar.server.host.tls import server_credentials
 from cesar.server.shard.metrics import collect
+from cesar.server.shard.options import add_shard_arguments
 from cesar.server.wire.arrowevents import lane_table_events
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import to_event, trusted_event
@@ -546,56 +546,6 @@ def _exit_with_parent() -> None:
     while sys.stdin.buffer.read(4096):
         pass
     os._exit(0)
-
-
-def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of a shard process (``cesar shard`` and the front's children)."""
-    parser.add_argument("--index", type=int, default=0, help="its number, for logs")
-    for flag, default, what in (
-        (
-            "--max-instances-per-subscription",
-            limits.MAX_INSTANCES_PER_SUBSCRIPTION,
-            "live partial matches per subscription",
-        ),
-        ("--max-instances", limits.MAX_INSTANCES, "live partial matches per engine lane"),
-        ("--max-alerts-per-epoch", limits.MAX_ALERTS_PER_EPOCH, "alerts per subscription"),
-        ("--max-alert-bytes-per-epoch", limits.MAX_ALERT_BYTES_PER_EPOCH, "alert bytes"),
-        (
-            "--max-steps-per-epoch",
-            limits.MAX_STEPS_PER_EPOCH,
-            "steps (instances tested and made, matches) per subscription and epoch",
-        ),
-        (
-            "--max-engine-steps-per-epoch",
-            limits.MAX_ENGINE_STEPS_PER_EPOCH,
-            "steps per engine lane and epoch",
-        ),
-    ):
-        parser.add_argument(
-            flag, type=int, default=default, help=f"{what} (default {default}; 0: unlimited)"
-        )
-    parser.add_argument("--data-dir", type=Path, help="where its snapshots are written")
-    parser.add_argument(
-        "--listen",
-        metavar="HOST:PORT",
-        help="run on its own, serving this address (else: a child reading its secret on stdin)",
-    )
-    parser.add_argument(
-        "--secret-file", type=Path, help="with --listen: the secret the front presents"
-    )
-    parser.add_argument("--tls-cert", type=Path, help="with --listen: PEM certificate chain")
-    parser.add_argument("--tls-key", type=Path, help="with --listen: PEM private key")
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        help="serve this shard's metrics for Prometheus on this port (0: any free port)",
-    )
-    parser.add_argument(
-        "--metrics-host",
-        help="the address --metrics-port binds to (default: --listen's host, or 127.0.0.1)",
-    )
-    parser.add_argument("--log-level", default="INFO")
 
 
 def run(args: argparse.Namespace) -> int:
