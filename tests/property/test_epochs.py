@@ -80,14 +80,18 @@ class EpochGateMachine(RuleBasedStateMachine):
     @rule(batch=batches.filter(bool), watermark=st.integers(0, 20))
     def publish_closing(self, batch: Batch, watermark: int) -> None:
         """A front-routed batch's watermark closes the streams of its accepted events' units
-        only: a stream counting time in another unit stays as it was."""
+        only: a stream counting time in another unit stays as it was, unless its clock group
+        holds a stream of a closed unit (the group then applies that stream's epochs, which
+        settles the group's other streams at those times too)."""
         before = {s: [self.gate.settled(t, s, None) for t in range(22)] for s in STREAMS}
         named = self._accept(batch, watermark, None)
         if not named:
             return  # none accepted: the watermark is every stream's, as a bare one is
+        units = {UNITS(other) for other in named}
+        closed = [other for other in STREAMS if UNITS(other) in units]
         for stream in STREAMS:
-            other_unit = UNITS(stream) not in {UNITS(other) for other in named}
-            if other_unit and not any(self.groups.same(stream, other) for other in named):
+            other_unit = UNITS(stream) not in units
+            if other_unit and not any(self.groups.same(stream, other) for other in closed):
                 after = [self.gate.settled(t, stream, None) for t in range(22)]
                 assert after == before[stream], f"{stream} was closed by another group's mark"
 
