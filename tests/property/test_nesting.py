@@ -110,6 +110,29 @@ def _automata(text):
         reject()
 
 
+def _subscribed(engine, texts):
+    """``engine`` with ``texts`` subscribed as ``q0``, ``q1``…, and all their automata."""
+    automata = []
+    for n, text in enumerate(texts):
+        mine = _automata(text)
+        engine.subscribe(f"q{n}", mine)
+        automata.extend(mine)
+    return engine, automata
+
+
+def _oracle(texts, streams) -> Counter:
+    """What ``texts`` publish by the oracles: the tree oracle, or the flat one for a pattern
+    that is flat after all."""
+    expected: Counter = Counter()
+    for text in texts:
+        compiled = compile_pattern(text, SCHEMAS, build=False)
+        if compiled.nested is None:
+            expected.update(evaluate(resolve(parse_pattern(text), SCHEMAS), streams))
+        else:
+            expected.update(evaluate_nested(compiled.nested, streams))
+    return expected
+
+
 @settings(max_examples=150, **SETTINGS)
 @given(text=nested_patterns(), streams=pattern_streams())
 def test_the_runtime_and_the_engine_give_the_tree_oracles_matches(text, streams):
@@ -155,15 +178,8 @@ def test_seq_and_and_nested_in_one_another_give_the_tree_oracles_matches(text, s
 def test_the_engine_gives_each_nested_subscription_its_matches(mode, texts, streams):
     texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
     events = [e for stream in streams.values() for e in stream]
-    engine = Engine(MODES[mode])
-    expected: Counter = Counter()
-    for n, text in enumerate(texts):
-        engine.subscribe(f"q{n}", _automata(text))
-        compiled = compile_pattern(text, SCHEMAS, build=False)
-        if compiled.nested is None:
-            expected.update(evaluate(resolve(parse_pattern(text), SCHEMAS), streams))
-        else:
-            expected.update(evaluate_nested(compiled.nested, streams))
+    engine, _ = _subscribed(Engine(MODES[mode]), texts)
+    expected = _oracle(texts, streams)
     assert Counter(engine.run(events)) == expected
     engine.check_valid()
 
@@ -234,17 +250,8 @@ def test_a_policy_on_a_nested_pattern_judges_its_alternatives_together(mode, tex
     oracle keeps under each subscription's policy, beside subscriptions without one."""
     texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
     events = [e for stream in streams.values() for e in stream]
-    engine = Engine(MODES[mode])
-    expected: Counter = Counter()
-    automata = []
-    for n, text in enumerate(texts):
-        automata.extend(_automata(text))
-        engine.subscribe(f"q{n}", _automata(text))
-        compiled = compile_pattern(text, SCHEMAS, build=False)
-        if compiled.nested is None:
-            expected.update(evaluate(resolve(parse_pattern(text), SCHEMAS), streams))
-        else:
-            expected.update(evaluate_nested(compiled.nested, streams))
+    engine, automata = _subscribed(Engine(MODES[mode]), texts)
+    expected = _oracle(texts, streams)
     assert Counter(engine.run(events)) + Counter(engine.finish()) == expected
     engine.check_valid()
     if mode == "full":
@@ -273,17 +280,10 @@ def test_a_restored_engine_runs_policies_and_returns_on_as_if_never_stopped(text
 def test_return_reads_which_alternative_matched_as_the_tree_oracle_says(mode, texts, streams):
     texts = [text.replace(" PUBLISH P", f" PUBLISH P{n}") for n, text in enumerate(texts)]
     events = [e for stream in streams.values() for e in stream]
-    engine = Engine(MODES[mode])
-    expected: Counter = Counter()
-    for n, text in enumerate(texts):
-        engine.subscribe(f"q{n}", _automata(text))
-        compiled = compile_pattern(text, SCHEMAS, build=False)
-        if compiled.nested is None:
-            expected.update(evaluate(resolve(parse_pattern(text), SCHEMAS), streams))
-        else:
-            expected.update(evaluate_nested(compiled.nested, streams))
+    engine, automata = _subscribed(Engine(MODES[mode]), texts)
+    expected = _oracle(texts, streams)
     assert Counter(engine.run(events)) == expected
     engine.check_valid()
     if mode == "full":
-        runner = Runner([a for text in texts for a in _automata(text)])
+        runner = Runner(automata)
         assert Counter(runner.run(events)) == expected
