@@ -44,7 +44,7 @@ from __future__ import annotations
 import enum
 import heapq
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,6 +127,20 @@ def checked(
 
 Key = tuple[Value, ...]
 """A partition: the values of the pattern's ``[attr]`` attributes (empty if it has none)."""
+
+
+def bound_of(skip: Skip, start: int, end: int, events_of: Callable[[str], Sequence[Event]]) -> int:
+    """The bound a published match sets (the next published one starts after it), given its
+    first event's arrival ``start``, its last event's ``end`` and ``events_of(v)``, the events
+    of its variable ``v``: the oracles' rule (the compiled automaton carries it as
+    :data:`BOUND`)."""
+    if skip.kind is SkipKind.PAST_LAST:
+        return end
+    if skip.kind is SkipKind.TO_NEXT:
+        return start
+    assert skip.var is not None
+    chosen = events_of(skip.var)
+    return (chosen[0] if skip.kind is SkipKind.TO_FIRST else chosen[-1]).t1 - 1
 
 
 def select(matches: Sequence[tuple[int, int, tuple[Value | None, ...], Event]]) -> list[Event]:

@@ -195,6 +195,15 @@ Pred = Cmp | And | Or | Not | Truth
 TRUE = Truth(True)
 FALSE = Truth(False)
 
+ZERO: dict[AttrType, Const] = {
+    AttrType.INT: Const(0, AttrType.INT),
+    AttrType.FLOAT: Const(0.0, AttrType.FLOAT),
+    AttrType.STRING: Const("", AttrType.STRING),
+    AttrType.BOOL: Const(False, AttrType.BOOL),
+}
+"""Each type's zero: what stands for a value that is not there, where a value must be (an
+attribute a union's stream lacks; a RETURN item of a variable an alternative does not bind)."""
+
 ARITH_OPS = ("+", "-", "*", "/", "%", "^")
 CMP_OPS = ("=", "!=", "<", "<=", ">", ">=")
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}

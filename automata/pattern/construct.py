@@ -32,6 +32,7 @@ from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (
     TRUE,
+    ZERO,
     Attr,
     Const,
     Scope,
@@ -177,7 +178,9 @@ def _union(p: Resolved, schemas: Mapping[str, StreamSchema], options: Options) -
         for attr, typ in columns.items():
             if attr != UNION_TYPE:
                 present = schema.type_of(attr) is not None
-                binding[attr] = (Attr(Scope.EVENT, attr) if present else _DEFAULTS[typ], typ)
+                # No compiled condition reads an absent attribute's zero (_check refuses those
+                # that would, and partition tests check the stream first).
+                binding[attr] = (Attr(Scope.EVENT, attr) if present else ZERO[typ], typ)
         drafts.append(Draft(EdgeKind.FORWARD, 0, 1, name, TRUE, binding))
     nodes = (Node(0, ()), Node(1, output.attributes))
     return Automaton(output, nodes, edges_of(drafts, options), 1, internal=True, shared=True)
@@ -193,16 +196,6 @@ def union_name(reads: Iterable[str], columns: Mapping[str, AttrType], unit: Time
     spec = repr((sorted(columns.items()), unit.name))
     digest = hashlib.blake2b(spec.encode(), digest_size=4).hexdigest()
     return f"#union({','.join(sorted(reads))})/{digest}"
-
-
-_DEFAULTS = {
-    AttrType.INT: Const(0, AttrType.INT),
-    AttrType.FLOAT: Const(0.0, AttrType.FLOAT),
-    AttrType.STRING: Const("", AttrType.STRING),
-    AttrType.BOOL: Const(False, AttrType.BOOL),
-}
-"""What a union event holds for an attribute its stream lacks; no compiled condition reads it
-(:func:`_check` refuses those that would, and partition tests check the stream first)."""
 
 
 def _check(p: Resolved) -> None:

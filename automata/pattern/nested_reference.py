@@ -50,7 +50,7 @@ from cesar.automata.pattern.nesting import Nested, Part, distributed
 from cesar.automata.pattern.reference import Judge, aggregate
 from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
 from cesar.automata.schema import Event, Value
-from cesar.automata.skipping import Skip, SkipKind, select
+from cesar.automata.skipping import bound_of, select
 from cesar.automata.terms import TRUE, Pred, Scope, Term, conjoin, conjuncts_of
 
 
@@ -168,19 +168,10 @@ class _Tree:
             if skip is None:
                 out.extend(events)
             else:
-                start, bound, key = match.arrival, self.bound(match, skip), self.key(match)
-                taken.extend((start, bound, key, e) for e in events)
+                chosen = dict(match.events).__getitem__
+                bound = bound_of(skip, match.arrival, match.end, chosen)
+                taken.extend((match.arrival, bound, self.key(match), e) for e in events)
         return out if skip is None else select(taken)
-
-    def bound(self, match: _Match, skip: Skip) -> int:
-        """The bound a published ``match`` sets: the next published match starts after it."""
-        if skip.kind is SkipKind.PAST_LAST:
-            return match.end
-        if skip.kind is SkipKind.TO_NEXT:
-            return match.arrival
-        assert skip.var is not None
-        chosen = dict(match.events)[skip.var]
-        return (chosen[0] if skip.kind is SkipKind.TO_FIRST else chosen[-1]).t1 - 1
 
     def key(self, match: _Match) -> tuple[Value | None, ...]:
         """The partition of ``match``: its first event's values of the equivalence tests (every

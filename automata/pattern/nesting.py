@@ -51,7 +51,7 @@ from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Group, Pattern, Ref, ReturnItem, Strategy
 from cesar.automata.pattern.resolve import Resolved, keys_of, numbering, resolve
 from cesar.automata.schema import AttrType, StreamSchema
-from cesar.automata.terms import Const, Leaf, Term, conjoin, conjuncts_of, map_pred, map_term
+from cesar.automata.terms import ZERO, Leaf, Term, conjoin, conjuncts_of, map_pred, map_term
 from cesar.automata.timeparts import TICKS_PARTS
 from cesar.automata.translate import common_zone
 
@@ -110,14 +110,14 @@ def resolve_nested(
     name = pattern.publish or default_name
     alts = list(alternatives(pattern, name))
     resolved = [resolve(alt.pattern, schemas, default_name, functions) for alt in alts]
-    if any(alt.missing for alt in alts):
+    if any(alt.missing for alt in alts):  # their zero: the values have no null
         columns = _returned(alts, resolved)
         for n, alt in enumerate(alts):
             if alt.missing:
                 assert alt.pattern.returns is not None and pattern.returns is not None
                 mine = iter(alt.pattern.returns)
                 items = tuple(
-                    ReturnItem(Const(*_ZERO[columns[i][1]]), columns[i][0], item.pos)
+                    ReturnItem(ZERO[columns[i][1]], columns[i][0], item.pos)
                     if i in alt.missing
                     else next(mine)
                     for i, item in enumerate(pattern.returns)
@@ -145,16 +145,6 @@ def resolve_nested(
     return Nested(
         pattern, tuple(alts), tuple(resolved), output, reads, first.window, tuple(windows)
     )
-
-
-_ZERO: dict[AttrType, tuple[int | float | str | bool, AttrType]] = {
-    AttrType.INT: (0, AttrType.INT),
-    AttrType.FLOAT: (0.0, AttrType.FLOAT),
-    AttrType.STRING: ("", AttrType.STRING),
-    AttrType.BOOL: (False, AttrType.BOOL),
-}
-"""What a RETURN item reading a variable an alternative does not bind gives in its matches
-(the wire has no null; ALTERNATIVE() says which alternative matched)."""
 
 
 def _returned(

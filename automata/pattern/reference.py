@@ -51,7 +51,7 @@ from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Index, Ref, Strategy
 from cesar.automata.pattern.resolve import BETWEEN_ENDS, Negation, Resolved, Step, keys_of
 from cesar.automata.schema import Event, Value, epochs
-from cesar.automata.skipping import SkipKind, select
+from cesar.automata.skipping import bound_of, select
 from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term
 
 Selection = tuple[tuple[Event, ...], ...]
@@ -271,18 +271,12 @@ class _Evaluator(Judge):
         bound the last kept one set (:mod:`cesar.automata.skipping`)."""
         skip = self.p.skip
         assert skip is not None
-        order = {step.var: n for n, step in enumerate(self.p.steps)}
+        variables = [step.var for step in self.p.steps]
         taken = []
         for selected, event in matches:
             start = selected[0][0].t1
-            if skip.kind is SkipKind.PAST_LAST:
-                bound = selected[-1][-1].t1
-            elif skip.kind is SkipKind.TO_NEXT:
-                bound = start
-            else:
-                assert skip.var is not None
-                events = selected[order[skip.var]]
-                bound = (events[0] if skip.kind is SkipKind.TO_FIRST else events[-1]).t1 - 1
+            events_of = dict(zip(variables, selected, strict=True)).__getitem__
+            bound = bound_of(skip, start, selected[-1][-1].t1, events_of)
             first = selected[0][0]
             key = tuple(first.value(a) for a in self.p.partition) if self.p.keyed else ()
             taken.append((start, bound, key, event))
