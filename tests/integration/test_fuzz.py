@@ -59,7 +59,7 @@ PATTERN_TOKENS = [
     "PLAN", "chain", "tree", "recompute", "eager", "auto", "chain(b, a)", "tree(a)",
     "ROUND(", "GREATEST(", "POW(", "UPPER(", "ABS(", "AFTER MATCH SKIP", "PAST LAST ROW",
     "TO NEXT ROW", "TO FIRST", "TO LAST", "SUM_OVER(b.Volume, 5 MIN, b.Name)", "HOUR(b.t1)",
-    "OR", "OR(", "SEQ(", "AND(", "!(Stock n)",
+    "OR", "OR(", "SEQ(", "AND(", "!(Stock n)", "ALTERNATIVE()", "ALTERNATIVE(",
 ]  # fmt: skip
 patterns = st.lists(st.sampled_from(PATTERN_TOKENS), max_size=30).map(
     lambda tokens: "PATTERN " + " ".join(tokens)
@@ -133,6 +133,16 @@ structures = st.one_of(  # deep and long: each near or past a budget
             "PATTERN AND(SEQ(Stock a, Stock b), SEQ(Stock c, !(Stock n), Stock d)) WITHIN 4",
             "PATTERN OR(SEQ(Stock a, Stock b), SEQ(Stock b, Stock a)) WHERE a.Price > b.Price"
             " WITHIN 2 RETURN a.Price AS p",
+            # policies, ALTERNATIVE() and variables one alternative binds, at their edges
+            "PATTERN SEQ(Stock a, OR(SEQ(Stock b, Stock c), Stock d)) WHERE [Name] WITHIN"
+            " 9223372036854775807 AFTER MATCH SKIP PAST LAST ROW RETURN ALTERNATIVE() AS w,"
+            " c.Price / 0 AS z, d.Volume",
+            "PATTERN OR(SEQ(Stock a, Stock b), AND(Stock c, Stock d)) WITHIN 3"
+            " AFTER MATCH SKIP TO LAST b",
+            "PATTERN OR(Stock a, Stock b) WITHIN 1 RETURN ALTERNATIVE(a.Price) AS n",
+            "PATTERN OR(SEQ(Stock a, Stock b), Stock c) WITHIN 2 PLAN chain(b, a)",
+            "PATTERN AND(SEQ(Stock a, Stock b), SEQ(Stock c, Stock d)) WHERE [Name] WITHIN 4"
+            " RETURN ALTERNATIVE() AS w",
         ]
     ),
 )
