@@ -361,15 +361,17 @@ class _Builder:
         return Automaton(output, nodes, tuple(edges), number[top.end], internal)
 
     def edge(self, draft: _Draft, number: Mapping[int, int]) -> Edge:
-        functions = self.context.options.functions
-        pred = canonical(draft.frame.pred, functions)
+        functions, opaque = self.context.options.functions, self.context.options.opaque
+        pred = canonical(draft.frame.pred, functions, opaque)
         conjuncts = tuple(
             SplitConjunct(*split(c, Scope.EVENT))
             for c in conjuncts_of(pred, self.context.options.dnf_limit)
         )
-        guards = tuple(dict.fromkeys(canonical_term(g, functions) for g in draft.frame.guards))
+        guards = tuple(
+            dict.fromkeys(canonical_term(g, functions, opaque) for g in draft.frame.guards)
+        )
         assigns = tuple(
-            Assign(name, canonical_term(term, functions), typ)
+            Assign(name, canonical_term(term, functions, opaque), typ)
             for name, (term, typ) in draft.frame.map.items()
         )
         return Edge(

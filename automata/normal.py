@@ -53,6 +53,23 @@ DEFAULT_DNF_LIMIT = 256
 _EMPTY_ENV = Env({}, 0)
 
 
+NO_OPAQUE: frozenset[Value] = frozenset()
+
+
+class OpaqueFolded(ValueError):
+    """A constant the caller declared opaque would have been folded with another.
+
+    The shape cache compiles a query with sentinels in its literals' places and
+    declares them opaque: a literal folded into a truth value or a new constant
+    leaves no trace of itself in the compiled form, so the form is no template.
+    """
+
+
+def _guard(opaque: frozenset[Value], *operands: Const) -> None:
+    if opaque and any(c.value in opaque for c in operands):
+        raise OpaqueFolded(f"the constant {operands[0].value!r} folds with another")
+
+
 class DnfLimitError(ValueError):
     """A predicate whose DNF would have more conjuncts than the configured limit."""
 
@@ -85,15 +102,20 @@ def const_of(value: Value) -> Const:
     return Const(value, AttrType.STRING)
 
 
-def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) -> Term:
+def canonical_term(
+    term: Term,
+    functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+    opaque: frozenset[Value] = NO_OPAQUE,
+) -> Term:
     """Fold constant sub-terms and order the operands of commutative operators.
 
     A constant sub-term whose evaluation faults is kept as it is, so the fault
-    still makes its atom false (and counted) at run time.
+    still makes its atom false (and counted) at run time.  Folding a value of
+    ``opaque`` (other than negating it) raises :class:`OpaqueFolded`.
     """
     match term:
         case Neg():
-            operand = canonical_term(term.operand, functions)
+            operand = canonical_term(term.operand, functions, opaque)
             if isinstance(operand, Const):
                 try:
                     return const_of(eval_term(Neg(operand), _EMPTY_ENV, functions))
@@ -101,9 +123,10 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
                     pass
             return Neg(operand)
         case Arith():
-            left = canonical_term(term.left, functions)
-            right = canonical_term(term.right, functions)
+            left = canonical_term(term.left, functions, opaque)
+            right = canonical_term(term.right, functions, opaque)
             if isinstance(left, Const) and isinstance(right, Const):
+                _guard(opaque, left, right)
                 try:
                     return const_of(arith(term.op, left.value, right.value))
                 except ArithmeticFault:
@@ -112,9 +135,10 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
                 left, right = right, left
             return Arith(term.op, left, right)
         case Call():
-            args = tuple(canonical_term(arg, functions) for arg in term.args)
+            args = tuple(canonical_term(arg, functions, opaque) for arg in term.args)
             function = functions.get(term.name)
             if function is not None and all(isinstance(arg, Const) for arg in args):
+                _guard(opaque, *(arg for arg in args if isinstance(arg, Const)))
                 try:
                     return const_of(eval_term(Call(function.name, args), _EMPTY_ENV, functions))
                 except ArithmeticFault:
@@ -136,11 +160,12 @@ def canonical_term(term: Term, functions: FunctionRegistry = DEFAULT_FUNCTIONS) 
             assert_never(term)
 
 
-def _canonical_atom(atom: Cmp, functions: FunctionRegistry) -> Pred:
-    left = canonical_term(atom.left, functions)
-    right = canonical_term(atom.right, functions)
+def _canonical_atom(atom: Cmp, functions: FunctionRegistry, opaque: frozenset[Value]) -> Pred:
+    left = canonical_term(atom.left, functions, opaque)
+    right = canonical_term(atom.right, functions, opaque)
     op = atom.op
     if isinstance(left, Const) and isinstance(right, Const):
+        _guard(opaque, left, right)
         return TRUE if compare(op, left.value, right.value) else FALSE
     if isinstance(left, Const) or (not isinstance(right, Const) and _key(left) > _key(right)):
         left, right, op = right, left, FLIPPED[op]
@@ -149,19 +174,27 @@ def _canonical_atom(atom: Cmp, functions: FunctionRegistry) -> Pred:
     return Cmp(op, left, right)
 
 
-def canonical(pred: Pred, functions: FunctionRegistry = DEFAULT_FUNCTIONS) -> Pred:
-    """The canonical form of ``pred`` (see the module docstring); positions are dropped."""
+def canonical(
+    pred: Pred,
+    functions: FunctionRegistry = DEFAULT_FUNCTIONS,
+    opaque: frozenset[Value] = NO_OPAQUE,
+) -> Pred:
+    """The canonical form of ``pred`` (see the module docstring); positions are dropped.
+
+    A comparison or arithmetic over a value of ``opaque`` raises :class:`OpaqueFolded`
+    where it would fold.
+    """
     if isinstance(pred, Not):
-        return canonical(negate(pred.item), functions)
+        return canonical(negate(pred.item), functions, opaque)
     if isinstance(pred, Cmp):
-        return _canonical_atom(pred, functions)
+        return _canonical_atom(pred, functions, opaque)
     if isinstance(pred, Truth):
         return TRUE if pred.value else FALSE
     is_and = isinstance(pred, And)
     unit, zero = (TRUE, FALSE) if is_and else (FALSE, TRUE)
     items: set[Pred] = set()
     for item in pred.items:
-        sub = canonical(item, functions)
+        sub = canonical(item, functions, opaque)
         if sub == zero:
             return zero
         if sub == unit:

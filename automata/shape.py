@@ -13,14 +13,16 @@ A query's :class:`Shape` is its token sequence with every literal (``INT``,
 and the PUBLISH name replaced by a *slot*; the slots' values are the query's
 constants.  The second time a shape is seen, :class:`QueryCache` derives a
 template: it compiles the query once more with every slot holding a sentinel
-(a value no query is likely to hold) and compares the two compiled forms
-field by field.  Where they differ the sentinel must stand alone at a leaf —
-a constant as it is or negated, or the name — and the original value at the
-same leaf; then the leaf is a slot.  Anything else (the compiler folded a
-constant with another, compared two constants, dropped one, or the structure
-changed) marks the shape as not parametric, and its queries are compiled in
-full.  A hit lexes the text and rebuilds only the paths from the root to the
-slots' leaves.
+(a value no query is likely to hold, which the compiler is told never to fold:
+a literal compared with another constant becomes TRUE or FALSE and leaves no
+trace, as ``b.LEN >= 2`` does where a Kleene closure's first event makes LEN 1)
+and compares the two compiled forms field by field.  Where they differ the
+sentinel must stand alone at a leaf — a constant as it is or negated, or the
+name — and the original value at the same leaf; then the leaf is a slot.
+Anything else (the compiler folded a constant with another, compared two
+constants, dropped one, or the structure changed) marks the shape as not
+parametric, and its queries are compiled in full.  A hit lexes the text and
+rebuilds only the paths from the root to the slots' leaves.
 
 What a hit may differ in from a full compile: the order of a conjunction's
 atoms where the canonical order (:mod:`cesar.automata.normal`) sorts by a
@@ -49,6 +51,7 @@ from typing import Any
 
 from cesar.automata.compiler import CompiledQuery, compile_query
 from cesar.automata.errors import CelError
+from cesar.automata.normal import OpaqueFolded
 from cesar.automata.parser import LITERALS, literal_value, scan
 from cesar.automata.pattern.parser import is_pattern, tokenize
 from cesar.automata.schema import AttrType, StreamSchema, Value
@@ -366,14 +369,19 @@ def derive(
     name = shape.publish or default_name
     if name is None:
         raise NotParametric("the query has no name")
-    try:
-        other = compile_query("".join(pieces), schemas, _SENTINEL_NAME, options)
-    except CelError as exc:
-        raise NotParametric(f"with sentinels the query does not compile: {exc}") from None
     values = shape.values()
     sentinels = [literal_value(k, _SENTINEL_TEXT[k](i)) for i, k in enumerate(shape.kinds)]
     if set(values) & set(sentinels) or len(set(sentinels)) != len(sentinels):
         raise NotParametric("a literal holds a sentinel")
+    opaque = frozenset(sentinels) | {-s for s in sentinels if not isinstance(s, str)}
+    try:
+        other = compile_query(
+            "".join(pieces), schemas, _SENTINEL_NAME, replace(options, opaque=opaque)
+        )
+    except CelError as exc:
+        raise NotParametric(f"with sentinels the query does not compile: {exc}") from None
+    except OpaqueFolded as exc:
+        raise NotParametric(f"a literal decides the compiled form: {exc}") from None
     differ = _Differ(shape.kinds, values, sentinels, name)
     whole = {
         f.name: plan

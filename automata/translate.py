@@ -32,9 +32,9 @@ from cesar.automata.ast import (
 )
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
-from cesar.automata.normal import DEFAULT_DNF_LIMIT, DnfLimitError, canonical, dnf
+from cesar.automata.normal import DEFAULT_DNF_LIMIT, NO_OPAQUE, DnfLimitError, canonical, dnf
 from cesar.automata.parser import DURATION_UNITS
-from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
+from cesar.automata.schema import AttrType, StreamSchema, TimeUnit, Value
 from cesar.automata.terms import (
     And,
     Arith,
@@ -67,10 +67,12 @@ DURATION_SECONDS = {
 
 @dataclass(frozen=True)
 class Options:
-    """Compiler settings: the function registry and the DNF conjunct limit."""
+    """Compiler settings: the function registry, the DNF conjunct limit, and the constants
+    never to fold (:class:`~cesar.automata.normal.OpaqueFolded`; the shape cache's sentinels)."""
 
     functions: FunctionRegistry = DEFAULT_FUNCTIONS
     dnf_limit: int = DEFAULT_DNF_LIMIT
+    opaque: frozenset[Value] = NO_OPAQUE
 
 
 DEFAULT_OPTIONS = Options()
@@ -240,7 +242,9 @@ class _Translator:
             left = alg.Rename(left, tuple(mapping.items()))
         scopes = {Scope.LEFT: left_names, Scope.RIGHT: dict(right.attributes)}
         pred = self.pred(node.pred, scopes, "NEXT") if node.pred is not None else Truth(True)
-        pred = canonical(_rename_scope(pred, Scope.LEFT, mapping), self.options.functions)
+        pred = canonical(
+            _rename_scope(pred, Scope.LEFT, mapping), self.options.functions, self.options.opaque
+        )
         return alg.Seq(left, right, pred)
 
     def fold(self, node: FoldExpr) -> alg.Expr:
@@ -393,7 +397,7 @@ class _Translator:
             dnf(resolved, self.options.dnf_limit, self.options.functions)
         except DnfLimitError as exc:
             raise CelSemanticError(str(exc), pred.pos) from None
-        return canonical(resolved, self.options.functions)
+        return canonical(resolved, self.options.functions, self.options.opaque)
 
     def _resolve_pred(self, pred: Pred) -> Pred:
         return map_pred(pred, self._resolve_leaf)

@@ -67,16 +67,16 @@ def _absorbed(conjuncts: Sequence[Conjunct]) -> list[Conjunct]:
 
 def edges_of(drafts: list[Draft], options: Options) -> tuple[Edge, ...]:
     """The drafts as canonical edges, in the order construct.py gives them: by source, kind."""
-    functions = options.functions
+    functions, opaque = options.functions, options.opaque
     edges = []
     for draft in drafts:
-        pred = canonical(draft.pred, functions)
+        pred = canonical(draft.pred, functions, opaque)
         conjuncts = tuple(
             SplitConjunct(*split(c, Scope.EVENT))
             for c in _absorbed(conjuncts_of(pred, options.dnf_limit))
         )
         assigns = tuple(
-            Assign(name, canonical_term(term, functions), typ)
+            Assign(name, canonical_term(term, functions, opaque), typ)
             for name, (term, typ) in draft.map.items()
         )
         edges.append(

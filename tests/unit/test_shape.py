@@ -66,6 +66,18 @@ def test_constants_compared_with_each_other_are_not_parametric():
     assert cache.counters["bound"] == 0
 
 
+def test_a_literal_folded_to_the_same_truth_as_its_sentinel_is_not_parametric():
+    # The first b of a Kleene closure has LEN 1: `b.LEN >= 2` folds to FALSE there, and so
+    # does the sentinel's `1 >= 987654321003`; a template bound with `b.LEN >= 0` would keep
+    # FALSE where the full compile has TRUE, and lose every match that starts with one b.
+    cache = QueryCache()
+    pattern = "PATTERN SEQ(Stock a, Stock+ b[]) WHERE a.Price < {} AND b.LEN >= {} PUBLISH P"
+    texts = [pattern.format(p, n) for p, n in [(1.5, 0), (1.5, 2), (2.5, 0)]]
+    got = compile_all(cache, texts)
+    assert got == [compile_query(t, STOCK, f"q{n}") for n, t in enumerate(texts)]
+    assert cache.counters == {"compiled": 3, "not_parametric": 1}
+
+
 def test_a_bound_literal_out_of_range_fails_as_the_full_compile_does():
     cache = QueryCache()
     compile_all(cache, ["FILTER{Volume > 1} Stock", "FILTER{Volume > 2} Stock"])
