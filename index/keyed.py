@@ -66,7 +66,7 @@ class KeyedItems(Generic[T]):
                 if not attrs:
                     del self._streams[stream]
 
-    def probe(self, stream: str, attrs: Mapping[str, Value]) -> Iterator[T]:
+    def probe(self, stream: str, attrs: Mapping[str, Value | None]) -> Iterator[T]:
         """The items holding the event's value of one of their attributes (an item keyed on
         several attributes may come once per attribute)."""
         for attr, values in self._streams.get(stream, {}).items():

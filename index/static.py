@@ -224,11 +224,17 @@ class StaticIndex:
             assert len(entry.residual) == len(entry.atoms) - len(entry.access)
 
 
+Boxed = tuple[object, ...]
+"""An atom as the object it is: compiled code copies a ``tuple[str, str, Value]`` into a
+struct and boxes a new tuple at each use, so the pool keeps and compares its atoms as
+objects."""
+
+
 @dataclass(slots=True)
 class _Pooled:
     """An atom of an :class:`AtomPool` and how many conjuncts hold it."""
 
-    atom: Atom
+    atom: Boxed
     holders: int = 0
 
 
@@ -250,7 +256,7 @@ class AtomPool:
     """
 
     def __init__(self) -> None:
-        self._atoms: dict[Atom, _Pooled] = {}
+        self._atoms: dict[Boxed, _Pooled] = {}
 
     def __len__(self) -> int:
         """The number of distinct atoms held."""
@@ -258,30 +264,36 @@ class AtomPool:
 
     def hold(self, atoms: Atoms) -> Atoms:
         """``atoms`` made of pooled atoms, each held once more."""
-        out = []
-        for atom in atoms:
-            pooled = self._atoms.get(atom)
+        out: list[Boxed] = []
+        items: Boxed = atoms
+        for atom in items:
+            key = cast(Boxed, atom)
+            pooled = self._atoms.get(key)
             if pooled is None:
-                pooled = self._atoms[atom] = _Pooled(atom)
+                pooled = self._atoms[key] = _Pooled(key)
             pooled.holders += 1
             out.append(pooled.atom)
-        return tuple(out)
+        return cast(Atoms, tuple(out))
 
     def release(self, atoms: Atoms) -> None:
         """Let go of pooled ``atoms`` (as :meth:`hold` returned them)."""
-        for atom in atoms:
-            pooled = self._atoms[atom]
+        items: Boxed = atoms
+        for atom in items:
+            key = cast(Boxed, atom)
+            pooled = self._atoms[key]
             pooled.holders -= 1
             if not pooled.holders:
-                del self._atoms[atom]
+                del self._atoms[key]
 
     def check_valid(self, held: Iterable[Atoms]) -> None:
         """Assert that the pool holds exactly the atoms of ``held``, the same objects."""
         counts: dict[int, int] = {}
         for atoms in held:
-            for atom in atoms:
-                assert self._atoms[atom].atom is atom, f"{atom!r} is not the pooled atom"
-                counts[id(atom)] = counts.get(id(atom), 0) + 1
+            items: Boxed = atoms
+            for atom in items:
+                key = cast(Boxed, atom)
+                assert self._atoms[key].atom is key, f"{key!r} is not the pooled atom"
+                counts[id(key)] = counts.get(id(key), 0) + 1
         assert len(counts) == len(self._atoms)
         for pooled in self._atoms.values():
             assert counts[id(pooled.atom)] == pooled.holders, f"{pooled} miscounted"

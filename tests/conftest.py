@@ -8,4 +8,7 @@ settings.register_profile(
 settings.register_profile(
     "long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+settings.register_profile(
+    "pure", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("ci")

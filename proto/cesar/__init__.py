@@ -12,3 +12,7 @@ The installed package maps the repository's folders under one name
 * ``cesar.v1`` (``proto/cesar/v1/``): the gRPC API, generated at build time;
 * ``cesar.examples`` (``examples/``): the bundled sample data and queries.
 """
+
+from cesar.build import install
+
+install()  # the compiled hot path, or every module from source (cesar.build)

@@ -18,6 +18,7 @@ from importlib.metadata import entry_points, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cesar import build
 from cesar.examples import STOCKS_SAMPLE
 from cesar.server.engine.modes import ENGINE_NAMES
 
@@ -353,7 +354,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cesar", description="Cayuga-style complex event subscriptions.")
-    parser.add_argument("--version", action="version", version=f"cesar {version('cesar')}")
+    parser.add_argument(
+        "--version", action="version", version=f"cesar {version('cesar')}, {build.describe()}"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="evaluate queries over an event file")

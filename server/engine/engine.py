@@ -181,7 +181,7 @@ class Engine:
         if (
             self.options.plans
             and pattern is not None
-            and not pattern.reads & program.rank.keys()
+            and pattern.reads.isdisjoint(program.rank)
             and plannable(pattern)
         ):
             streams = pattern.reads | {pattern.output.name}
@@ -360,7 +360,7 @@ class Engine:
         clock = state.clock
         streams = {event.stream for event in epoch}
         for stream in streams:
-            if t1 <= clock.get(stream, -math.inf):
+            if stream in clock and t1 <= clock[stream]:
                 raise ValueError(
                     f"an epoch of {stream} at t1 = {t1} is not after its last, t1 = {clock[stream]}"
                 )

@@ -247,7 +247,7 @@ class Probe:
         if now is not None:
             forks.extend((i, now, steps.rebind) for i in moving if now.event.t0 > i.t1)
         steps.history.clear()
-        steps.eager = t1
+        steps.eager = float(t1)
         for instance in ended:
             state.remove(instance)
         return moving

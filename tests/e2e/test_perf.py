@@ -191,3 +191,17 @@ def test_compositebench_smoke_every_form_equals_the_brute_force_count_and_shares
         assert many["dag_nodes_by_level"] == few["dag_nodes_by_level"], form  # merged
         assert many["internal_matches_per_event"] == few["internal_matches_per_event"], form
     assert summary["forms"]["or"]["8"]["split"]["alerts"] == summary["forms"]["or"]["8"]["alerts"]
+
+
+def test_hetero_smoke_the_compiled_and_the_pure_build_give_the_same_alerts(tmp_path):
+    report = smoke_json("cesar.perf.hetero", tmp_path / "hetero.json", 300, "--vs-pure")
+    assert report["compiled"].startswith("compiled (mypyc") and report["pure"].startswith("pure")
+    (run,) = report["runs"]
+    assert run["events"] == 1000 and len(run["rows"]) == 25  # all, and each of the 24 shapes
+    assert all(row["outputs_equal"] for row in run["rows"].values())
+    assert (
+        run["rows"]["all"]["alerts"]
+        == sum(row["alerts"] for name, row in run["rows"].items() if name != "all")
+        > 0
+    )
+    assert sum(row["queries"] for name, row in run["rows"].items() if name != "all") == 48

@@ -4,8 +4,8 @@ the CLI.
 The layers, lowest first; a module may import its own layer and those below,
 never one above (imports inside functions count too, except the ``cesar``
 command's entry point group, which is how commands above the server register).
-``cesar.v1`` (generated gRPC code) and ``cesar.examples`` (data) sit beside the
-compile side: anything may import them.
+``cesar.v1`` (generated gRPC code), ``cesar.examples`` (data) and ``cesar.build`` (which
+build runs) sit beside the compile side: anything may import them.
 """
 
 import ast
@@ -16,7 +16,7 @@ import pytest
 import cesar
 
 LAYERS = [
-    ("cesar.v1", "cesar.examples"),
+    ("cesar.v1", "cesar.examples", "cesar.build"),
     ("cesar.automata",),
     ("cesar.index",),
     ("cesar.server.engine",),
@@ -59,7 +59,7 @@ def modules() -> list[tuple[str, Path]]:
             parts = path.relative_to(ROOT / folder).with_suffix("").parts
             name = ".".join((package, *parts)).removesuffix(".__init__")
             out.append((name, path))
-    return out
+    return [*out, ("cesar.build", ROOT / "proto" / "cesar" / "build.py")]
 
 
 def cesar_imports(path: Path, name: str) -> list[tuple[int, str]]:

@@ -1,0 +1,73 @@
+"""Compile the hot path (``cesar.build.COMPILED``) with mypyc into the installed package.
+
+``make setup`` runs this after installing cesar: mypyc type-checks the modules
+with the project's mypy settings (``pyproject.toml``), generates C, and
+setuptools builds one extension per module and a shared library; they are
+copied into the installed package tree (the editable install's tree of links,
+or ``--into`` another), beside the sources, where Python finds them first.
+The C sources and objects stay under ``build/mypyc``.  ``cesar --version``
+says whether the compiled modules run (``cesar.build``).
+
+    python proto/build_compiled.py [--into SITE] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--into", type=Path, help="the folder holding the installed cesar")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="C compilers")
+    args = parser.parse_args(argv)
+
+    from mypyc.build import mypycify
+    from setuptools import Distribution
+
+    # The installed cesar, not proto/cesar (this script's folder is first on the path).
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
+    import cesar
+    from cesar.build import COMPILED, extension_of, source_of
+
+    root = args.into or Path(cesar.__file__).parent.parent
+    package = root / "cesar"
+    work = REPOSITORY / "build" / "mypyc"
+    work.mkdir(parents=True, exist_ok=True)
+    sources = [str(source_of(module, package)) for module in COMPILED]
+    tick = time.perf_counter()
+    here = Path.cwd()
+    os.chdir(work)  # mypyc writes its C under the working folder
+    try:
+        modules = mypycify(
+            ["--config-file", str(REPOSITORY / "pyproject.toml"), *sources],
+            opt_level="3",
+            multi_file=True,
+        )
+        distribution = Distribution({"name": "cesar-compiled", "ext_modules": modules})
+        command = distribution.get_command_obj("build_ext")
+        command.build_lib = str(work / "lib")
+        command.build_temp = str(work / "temp")
+        command.parallel = args.jobs
+        distribution.run_command("build_ext")
+    finally:
+        os.chdir(here)
+    built = work / "lib"
+    for module in COMPILED:
+        shutil.copy(extension_of(module, built / "cesar"), extension_of(module, package))
+    for shared in built.glob("*__mypyc*"):
+        shutil.copy(shared, root / shared.name)
+    seconds = time.perf_counter() - tick
+    print(f"compiled {len(COMPILED)} modules with mypyc in {seconds:.0f} s into {root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
