@@ -22,9 +22,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cesar.client.delivery import DeliveryError, Sink, sink_for
+if TYPE_CHECKING:
+    from cesar.client.delivery import Sink
 
 
 def after_seq(value: str) -> tuple[str | None, int]:
@@ -98,6 +99,8 @@ def _sink(args: argparse.Namespace) -> Sink:
         raise SystemExit("cesar: --rotate-bytes and --keep-files must be at least 1")
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     try:
+        from cesar.client.delivery import sink_for
+
         return sink_for(args.to, args.rotate_bytes, args.keep_files, headers, deadline)
     except ValueError as exc:
         raise SystemExit(f"cesar: --to {exc}") from None
@@ -117,6 +120,7 @@ def _after(args: argparse.Namespace, client: Any) -> dict[str, int] | None:
 def listen(conn: Any, args: argparse.Namespace) -> int:
     """Deliver alerts until ``--count`` or ``--timeout``, reconnecting as the module says."""
     from cesar.client import Client, Unavailable
+    from cesar.client.delivery import DeliveryError
 
     client = Client(connection=conn)
     sink = _sink(args)
