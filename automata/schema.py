@@ -314,7 +314,7 @@ def made_events(
     >>> made_events(["S"], 1, 2, (("a", 1),)) == [Event("S", 1, 2, (("a", 1),))]
     True
     """
-    new = object.__new__
+    new = Event.__new__
     set_stream, set_t0, set_t1, set_values = _SET_FIELDS
     made = []
     for stream in streams:

@@ -30,18 +30,22 @@ from types import ModuleType
 
 COMPILED: tuple[str, ...] = (
     "cesar.automata.evaluate",
+    "cesar.automata.schema",
     "cesar.index.ai",
     "cesar.index.keyed",
     "cesar.index.masks",
     "cesar.index.ranges",
     "cesar.index.static",
     "cesar.index.thresholds",
+    "cesar.server.engine.dag",
     "cesar.server.engine.engine",
     "cesar.server.engine.installing",
     "cesar.server.engine.matches",
     "cesar.server.engine.params",
     "cesar.server.engine.probing",
+    "cesar.server.engine.program",
     "cesar.server.engine.reaching",
+    "cesar.server.engine.rounds",
     "cesar.server.engine.state",
     "cesar.server.engine.stepping",
 )
