@@ -115,6 +115,10 @@ class StreamSchema:
     unit: TimeUnit = TimeUnit.TICK
     zone: str = "UTC"
 
+    def __reduce__(self) -> tuple[type[StreamSchema], tuple[object, ...]]:
+        """Pickled as its constructor's call (a compiled frozen class refuses field writes)."""
+        return StreamSchema, (self.name, self.attributes, self.unit, self.zone)
+
     def __post_init__(self) -> None:
         seen: set[str] = set()
         for attr, _ in self.attributes:
@@ -266,6 +270,10 @@ class Event:
     t0: int
     t1: int
     values: tuple[tuple[str, Value], ...]
+
+    def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
+        """Pickled as its constructor's call (a compiled frozen class refuses field writes)."""
+        return Event, (self.stream, self.t0, self.t1, self.values)
 
     @staticmethod
     def of(stream: str, t0: int, t1: int, values: Mapping[str, Value]) -> Event:

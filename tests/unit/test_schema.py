@@ -1,3 +1,5 @@
+import pickle
+
 import pytest
 
 from cesar.automata.schema import (
@@ -110,3 +112,11 @@ def test_invalid_events_name_stream_field_and_reason(raw, field, reason):
 def test_attr_type_numeric():
     assert AttrType.INT.numeric and AttrType.FLOAT.numeric
     assert not AttrType.STRING.numeric and not AttrType.BOOL.numeric
+
+
+def test_schemas_and_events_pickle_in_either_build():
+    # The front's compile processes send compiled queries back pickled; compiled, a frozen
+    # class refuses the field writes pickle's default state restore makes.
+    schema = parse_stream_spec("Stock(Name:string,Price:float)[min, America/New_York]")
+    event = Event("Stock", 1, 2, (("Name", "IBM"), ("Price", 1.5)))
+    assert pickle.loads(pickle.dumps((schema, event))) == (schema, event)
