@@ -37,7 +37,7 @@ setup: $(VENV)/.compiled
 demo: setup
 	$(BIN)/cesar demo
 
-lint: setup
+lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -56,7 +56,9 @@ JOBS ?= 3
 
 browser: /usr/bin/chromedriver
 
-test: lint browser
+# The checks and the compile of the hot path run side by side, one per core.
+test: browser
+	$(MAKE) --no-print-directory -j2 lint $(VENV)/.compiled
 	$(BIN)/pytest -n $(JOBS) --dist loadfile
 
 # docs/diagrams/*.dot are `cesar explain --dot` of the .cel files; the .svg need Graphviz.
