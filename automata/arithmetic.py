@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 
+from cesar.automata.faults import ArithmeticFault
 from cesar.automata.schema import INT_MAX, INT_MIN, Value
 
-
-class ArithmeticFault(ArithmeticError):
-    """Division by zero, 64-bit overflow, an undefined power or a function outside its domain."""
+__all__ = ["ArithmeticFault", "arith", "check_int", "neg"]
 
 
 def check_int(value: int) -> int:

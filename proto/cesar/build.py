@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 
 COMPILED: tuple[str, ...] = (
+    "cesar.automata.arithmetic",
     "cesar.automata.evaluate",
     "cesar.automata.schema",
     "cesar.index.ai",
@@ -37,6 +38,8 @@ COMPILED: tuple[str, ...] = (
     "cesar.index.ranges",
     "cesar.index.static",
     "cesar.index.thresholds",
+    "cesar.server.engine.clocks",
+    "cesar.server.engine.codegen",
     "cesar.server.engine.dag",
     "cesar.server.engine.engine",
     "cesar.server.engine.installing",
@@ -48,6 +51,7 @@ COMPILED: tuple[str, ...] = (
     "cesar.server.engine.rounds",
     "cesar.server.engine.state",
     "cesar.server.engine.stepping",
+    "cesar.server.engine.work",
 )
 """The modules ``make setup`` compiles, by their installed names."""
 
