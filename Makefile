@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml build/files.txt $(wildcard proto/cesar/v1/*.p
 	touch $@
 	@echo "set up: $(BIN)/cesar"
 
-# The hot path compiled by mypyc (cesar.build.COMPILED, proto/build_compiled.py): about 35 s on
+# The hot path compiled by mypyc (cesar.build.COMPILED, proto/build_compiled.py): about 45 s on
 # one core, again whenever one of the engine's or the indices' sources changes; until then (and
 # with CESAR_PURE=1) every module runs from its source.
 $(VENV)/.compiled: $(VENV)/.installed $(wildcard index/*.py server/engine/*.py) \
