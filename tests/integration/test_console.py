@@ -254,7 +254,10 @@ def test_slow_connections_without_a_token_leave_the_console_answering(console) -
     assert (status, error["code"]) == (400, "INVALID_ARGUMENT") and "surrogate" in error["message"]
     runaway = json.dumps({"query": "PATTERN AND(Stock a, Stock b, Stock c, Stock d) PUBLISH F"})
     status, error, _ = call(url + "/api/try", "tok-a", runaway.encode())
-    assert (status, error["code"]) == (429, "RESOURCE_EXHAUSTED") and "MiB" in error["message"]
+    # Memory (512 MiB) or time (20 s), whichever comes first on a busy machine; each budget
+    # alone: tests/unit/test_sample.py.
+    assert (status, error["code"]) == (429, "RESOURCE_EXHAUSTED")
+    assert "more than 512 MiB" in error["message"] or "more than 20 s" in error["message"]
     assert server.stop() == 0
     server.start()
     assert call(console_url(server) + "/api/whoami", "tok-a")[0] == 200
