@@ -48,13 +48,21 @@ def _c(rng: random.Random, price: float) -> float:
     return round(price * rng.uniform(0.97, 1.03), 2)
 
 
+def _above(rng: random.Random, ticker: str, price: float) -> str:
+    return f"FILTER{{Name = '{ticker}' AND Price > {_c(rng, price)}}} Stock"
+
+
+_RISE = "NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock"
+"""The next quote of the same stock, higher."""
+
+
 def _k(rng: random.Random) -> float:
     return round(1 - rng.uniform(0.001, 0.01), 4)
 
 
 SHAPES: dict[str, Draw] = {
     "ticker": lambda r, t, u, p: f"FILTER{{Name = '{t}'}} Stock",
-    "above": lambda r, t, u, p: f"FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock",
+    "above": lambda r, t, u, p: _above(r, t, p),
     "below": lambda r, t, u, p: f"FILTER{{Name = '{t}' AND Price < {_c(r, p)}}} Stock",
     "band": lambda r, t, u, p: (
         f"FILTER{{Name = '{t}' AND Price > {_c(r, p)} AND Price < {_c(r, p) + 3}}} Stock"
@@ -67,15 +75,11 @@ SHAPES: dict[str, Draw] = {
         f"SELECT Name, Price AS Quote FROM FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock"
     ),
     "either": lambda r, t, u, p: (
-        f"FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock "
-        f"UNION FILTER{{Name = '{u}' AND Price < {_c(r, p)}}} Stock"
+        f"{_above(r, t, p)} UNION FILTER{{Name = '{u}' AND Price < {_c(r, p)}}} Stock"
     ),
-    "rise": lambda r, t, u, p: (
-        f"FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock "
-        "NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock"
-    ),
+    "rise": lambda r, t, u, p: f"{_above(r, t, p)} {_RISE}",
     "rise_within": lambda r, t, u, p: (
-        f"FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock "
+        f"{_above(r, t, p)} "
         f"NEXT{{$1.Name = $2.Name AND $2.Price > $1.Price AND DUR <= {r.randint(2, 10)}}} Stock"
     ),
     "drop": lambda r, t, u, p: (
@@ -87,29 +91,25 @@ SHAPES: dict[str, Draw] = {
         "(SELECT Name, Price_1 AS Before, Price AS After FROM Stock NEXT{$1.Name = $2.Name} Stock)"
     ),
     "cross": lambda r, t, u, p: (
-        f"FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock "
+        f"{_above(r, t, p)} "
         f"NEXT{{$2.Name = '{u}' AND $2.Price > {round(r.uniform(95, 105), 2)}}} Stock"
     ),
     "cross_above": lambda r, t, u, p: (
-        f"FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock "
-        f"NEXT{{$2.Name = '{u}' AND $2.Price > $1.Price}} Stock"
+        f"{_above(r, t, p)} NEXT{{$2.Name = '{u}' AND $2.Price > $1.Price}} Stock"
     ),
     "cross_within": lambda r, t, u, p: (
         f"FILTER{{DUR <= {r.randint(2, 10)}}} (FILTER{{Name = '{t}' AND Price < {_c(r, p)}}} "
         f"Stock NEXT{{$2.Name = '{u}'}} Stock)"
     ),
     "rise_project": lambda r, t, u, p: (
-        "SELECT Name, Price_1 AS Before, Price AS After FROM "
-        f"(FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock "
-        "NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock)"
+        f"SELECT Name, Price_1 AS Before, Price AS After FROM ({_above(r, t, p)} {_RISE})"
     ),
     "rise_then_drop": lambda r, t, u, p: (
-        f"(SELECT Name, Price_1 AS First, Price AS Peak FROM (FILTER{{Name = '{t}' AND Price > "
-        f"{_c(r, p)}}} Stock NEXT{{$1.Name = $2.Name AND $2.Price > $1.Price}} Stock)) "
+        f"(SELECT Name, Price_1 AS First, Price AS Peak FROM ({_above(r, t, p)} {_RISE})) "
         f"NEXT{{$1.Name = $2.Name AND $2.Price < {_k(r)} * $1.Peak}} Stock"
     ),
     "run_all": lambda r, t, u, p: (
-        f"(FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock) "
+        f"({_above(r, t, p)}) "
         f"FOLD{{$2.Name = $.Name AND DUR <= {r.randint(2, 10)}, $2.Price > $1.Price, }} Stock"
     ),
     "run_count": lambda r, t, u, p: (
@@ -135,8 +135,7 @@ SHAPES: dict[str, Draw] = {
         f"NEXT{{$1.Name = $2.Name AND $2.Price > $1.Price + {round(r.uniform(0.1, 1), 2)}}} Stock"
     ),
     "either_rise": lambda r, t, u, p: (
-        f"FILTER{{Name = '{t}' AND Price > {_c(r, p)}}} Stock "
-        "NEXT{$1.Name = $2.Name AND $2.Price > $1.Price} Stock "
+        f"{_above(r, t, p)} {_RISE} "
         f"UNION FILTER{{Name = '{u}' AND Price > {_c(r, p)}}} Stock "
         "NEXT{$1.Name = $2.Name AND $2.Price < $1.Price} Stock"
     ),

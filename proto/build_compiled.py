@@ -8,7 +8,7 @@ or ``--into`` another), beside the sources, where Python finds them first.
 The C sources and objects stay under ``build/mypyc``.  ``cesar --version``
 says whether the compiled modules run (``cesar.build``).
 
-    python proto/build_compiled.py [--into SITE] [--jobs N]
+    python proto/build_compiled.py [--into SITE]
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--into", type=Path, help="the folder holding the installed cesar")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="C compilers")
     args = parser.parse_args(argv)
 
     from mypyc.build import mypycify
@@ -55,7 +54,6 @@ def main(argv: list[str] | None = None) -> int:
         command = distribution.get_command_obj("build_ext")
         command.build_lib = str(work / "lib")
         command.build_temp = str(work / "temp")
-        command.parallel = args.jobs
         distribution.run_command("build_ext")
     finally:
         os.chdir(here)

@@ -101,7 +101,6 @@ def describe() -> str:
     >>> describe().split(" ")[0] in ("compiled", "pure")
     True
     """
-    built = state()
     if not running_pure():
         return f"compiled (mypyc, {len(COMPILED)} modules)"
     if pure_requested():
@@ -111,7 +110,7 @@ def describe() -> str:
         "partial": "some modules not compiled: make setup builds them",
         "stale": "a compiled module is older than its source: make setup builds it again",
     }
-    return f"pure ({reasons[built]})"
+    return f"pure ({reasons[state()]})"
 
 
 class SourceFirst(importlib.abc.MetaPathFinder):

@@ -52,13 +52,13 @@ of the epoch (:mod:`~cesar.server.engine.work`), with a :class:`Notice`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from cesar.automata.automaton import Automaton
 from cesar.automata.evaluate import Faults
 from cesar.automata.pattern.plans import Plan, unplanned_pin
 from cesar.automata.pattern.resolve import Resolved
-from cesar.automata.schema import Event, Value, epoch_t1, run_epochs
+from cesar.automata.schema import Event, epoch_t1, run_epochs
 from cesar.server.engine.commons import Commons, private
 from cesar.server.engine.installing import Installer
 from cesar.server.engine.matches import Output, expand
@@ -78,8 +78,6 @@ from cesar.server.engine.windowing import Windows
 from cesar.server.engine.work import Work
 
 __all__ = ["Engine", "EngineCounters", "EngineOptions", "Notice", "Output"]
-
-_EMPTY: Mapping[str, Value] = {}
 
 
 class Engine:
