@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -71,8 +72,10 @@ def _run(query: str) -> dict[str, Any]:
         )
         with contextlib.suppress(ProcessLookupError):  # before it has imported much
             resource.prlimit(child.pid, resource.RLIMIT_DATA, (RUN_MEMORY_BYTES, RUN_MEMORY_BYTES))
-        timer = threading.Timer(RUN_SECONDS, child.kill)
+        expired = threading.Event()
+        timer = threading.Timer(RUN_SECONDS, lambda: (expired.set(), child.kill()))
         timer.start()
+        peak = 0
         try:
             assert child.stdout is not None and child.stderr is not None
             shown: list[dict[str, Any]] = []
@@ -82,16 +85,21 @@ def _run(query: str) -> dict[str, Any]:
                 if len(shown) < SHOWN:
                     shown.append(json.loads(line))
             error = child.stderr.read()
-            code = child.wait()
+            _, status, usage = os.wait4(child.pid, 0)
+            child.returncode = code = os.waitstatus_to_exitcode(status)
+            peak = usage.ru_maxrss << 10
         finally:
             timer.cancel()
-    if code < 0:
+    if expired.is_set():
         raise ResourceExhausted(
             f"the run on the sample took more than {RUN_SECONDS:g} s and was stopped"
         )
-    if code != 0 and error.rstrip().endswith("MemoryError"):
+    if code != 0 and (error.rstrip().endswith("MemoryError") or code < 0):
+        # An allocation refused at the limit is a MemoryError where Python can raise one, and
+        # a death by signal (abort, segmentation fault) where it cannot: either is the budget.
         raise ResourceExhausted(
             f"the run on the sample took more than {RUN_MEMORY_BYTES >> 20} MiB and was stopped"
+            f" (peak {peak >> 20} MiB)"
         )
     if code != 0:
         raise InvalidArgument(error.strip().removeprefix("cesar: "))
