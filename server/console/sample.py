@@ -73,7 +73,12 @@ def _run(query: str) -> dict[str, Any]:
         with contextlib.suppress(ProcessLookupError):  # before it has imported much
             resource.prlimit(child.pid, resource.RLIMIT_DATA, (RUN_MEMORY_BYTES, RUN_MEMORY_BYTES))
         expired = threading.Event()
-        timer = threading.Timer(RUN_SECONDS, lambda: (expired.set(), child.kill()))
+
+        def expire() -> None:
+            expired.set()
+            child.kill()
+
+        timer = threading.Timer(RUN_SECONDS, expire)
         timer.start()
         peak = 0
         try:
