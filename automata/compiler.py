@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from cesar.automata.algebra import Expr
+from cesar.automata.algebra import Expr, Project
 from cesar.automata.ast import Query, map_calls
 from cesar.automata.automaton import Automaton
 from cesar.automata.construct import build_automata
@@ -173,9 +173,8 @@ def compile_parsed(
             raise StreamExistsError(
                 f"stream {translation.output.name} already exists; PUBLISH under a new name"
             )
-        compiled = compile_expr(
-            translation.algebra, translation.output, translation.reads, wider, text, options
-        )
+        algebra, output = unpublished(translation.algebra, translation.output)
+        compiled = compile_expr(algebra, output, translation.reads, wider, text, options)
         first, *rest = compiled.automata
         pairs = read_by(wider, translation.reads, windows)
         automata = (replace(first, windows=pairs), *rest)
@@ -211,6 +210,20 @@ def _windows(query: Query, schemas: Mapping[str, StreamSchema]) -> tuple[Query, 
     rewritten = map_calls(query, calls)
     assert isinstance(rewritten, Query)
     return rewritten, found
+
+
+def unpublished(expr: Expr, output: StreamSchema) -> tuple[Expr, StreamSchema]:
+    """``expr`` and ``output`` without the derived attributes (``HOUR(t1)``,
+    ``AVG_OVER(Price, 30, Name)_1``): a query publishes the attributes of its streams and
+    those it names in SELECT (``AVG_OVER(Price, 30 MIN, Name) AS Avg``), as a pattern does.
+
+    A derived attribute's name is its call, and no declared name holds a parenthesis.
+    """
+    kept = tuple(name for name, _ in output.attributes if "(" not in name)
+    if len(kept) == len(output.attributes):
+        return expr, output
+    projected = Project(expr, kept)
+    return projected, replace(output, attributes=projected.attributes)
 
 
 class StreamExistsError(ValueError):

@@ -191,6 +191,20 @@ def check_name(name: str, what: str = "stream name") -> str:
     return name
 
 
+def excerpt(text: str, limit: int = 120) -> str:
+    """``text`` quoted, or its first words up to ``limit`` characters and an ellipsis: an error
+    shows what was given without cutting a name in two.
+
+    >>> excerpt("Quote(Name:string, Price:float)", 20)
+    "'Quote(Name:string, …' (31 characters)"
+    """
+    if len(text) <= limit:
+        return repr(text)
+    cut = max(text.rfind(sep, 0, limit) for sep in " ,(:")
+    head = text[: cut + 1 if cut > 0 else limit]
+    return f"{head + '…'!r} ({len(text)} characters)"
+
+
 def parse_stream_spec(text: str) -> StreamSchema:
     """Read ``Name(attr:type, ...)[unit]`` or ``…[unit, Zone/Name]``; the unit defaults to the
     abstract tick, the zone to UTC.
@@ -203,7 +217,7 @@ def parse_stream_spec(text: str) -> StreamSchema:
     match = _SPEC.match(text)
     if match is None:
         raise SchemaError(
-            f"bad stream specification {text[:80]!r}: expected Name(attr:type, ...) "
+            f"bad stream specification {excerpt(text)}: expected Name(attr:type, ...) "
             "optionally followed by [unit]"
         )
     check_name(match["name"])
@@ -215,7 +229,7 @@ def parse_stream_spec(text: str) -> StreamSchema:
     for part in parts:
         amatch = _ATTR.match(part)
         if amatch is None:
-            raise SchemaError(f"bad attribute {part.strip()[:40]!r}: expected name:type")
+            raise SchemaError(f"bad attribute {excerpt(part.strip(), 60)}: expected name:type")
         check_name(amatch["name"], "attribute name")
         try:
             typ = AttrType(amatch["type"].lower())
@@ -253,7 +267,7 @@ def check_zone(zone: str) -> str:
         zoneinfo.ZoneInfo(zone)
     except (ValueError, zoneinfo.ZoneInfoNotFoundError):
         raise SchemaError(
-            f"unknown time zone {zone[:60]!r}: give an IANA name such as America/New_York"
+            f"unknown time zone {excerpt(zone, 60)}: give an IANA name such as America/New_York"
         ) from None
     return zone
 

@@ -54,12 +54,18 @@ def _fail(message: str) -> int:
 
 
 def _query_sources(args: argparse.Namespace) -> list[tuple[str, str]]:
+    from cesar.automata.script import split_script
+
     sources: list[tuple[str, str]] = []
     for path in args.query or ():
         try:
-            sources.append((Path(path).stem, Path(path).read_text()))
+            texts = split_script(Path(path).read_text())
         except OSError as exc:
             raise SystemExit(_fail(f"--query {path}: {exc.strerror}")) from None
+        if not texts:
+            raise SystemExit(_fail(f"--query {path}: the file holds no query"))
+        stem = Path(path).stem
+        sources += [(stem if n == 1 else f"{stem}_{n}", t) for n, t in enumerate(texts, 1)]
     if args.queries and Path(args.queries).is_dir():
         folder = Path(args.queries)
         for path in sorted([*folder.glob("*.cel"), *folder.glob("*.sase")]):

@@ -341,13 +341,23 @@ SUBSCRIBE_CHUNK = 500
 
 
 def _subscribe(conn: Any, args: argparse.Namespace) -> int:
+    from cesar.automata.script import split_script
     from cesar.client import Client, Subscription
     from cesar.server.cli.progress import progress_bar
 
-    texts = [
-        Path(q).read_text() if "\n" not in q and len(q) < 4096 and Path(q).is_file() else q
-        for q in args.query
-    ]
+    texts, labels = [], []
+    for q in args.query:
+        if "\n" not in q and len(q) < 4096 and Path(q).is_file():
+            pieces = split_script(Path(q).read_text())
+            if not pieces:
+                raise SystemExit(f"cesar subscribe: {q}: the file holds no query")
+            texts += pieces
+            labels += [
+                q if len(pieces) == 1 else f"{q} (query {n})" for n in range(1, 1 + len(pieces))
+            ]
+        else:
+            texts.append(q)
+            labels.append(q)
     client = Client(connection=conn)
     if len(texts) == 1:
         print(client.subscribe(texts[0], args.name or "").id)
@@ -359,9 +369,7 @@ def _subscribe(conn: Any, args: argparse.Namespace) -> int:
         task = bar.add_task("subscribing", total=len(texts))
         for start in range(0, len(texts), SUBSCRIBE_CHUNK):
             chunk = texts[start : start + SUBSCRIBE_CHUNK]
-            for query, result in zip(
-                args.query[start:], client.subscribe_many(chunk), strict=False
-            ):
+            for query, result in zip(labels[start:], client.subscribe_many(chunk), strict=False):
                 if isinstance(result, Subscription):
                     print(result.id)
                 else:

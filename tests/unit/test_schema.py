@@ -39,6 +39,16 @@ def test_bad_specs_name_the_problem(spec, message):
         parse_stream_spec(spec)
 
 
+def test_a_long_bad_spec_is_shown_in_whole_words_with_its_length():
+    spec = "Regular(" + ",".join(f"Attribute{i}:int" for i in range(12)) + ",Bad(t1):int)[min]"
+    with pytest.raises(SchemaError) as bad:
+        parse_stream_spec(spec)
+    message = str(bad.value)
+    shown = message.split("'")[1]
+    assert shown.endswith(",…") and spec.startswith(shown[:-1])
+    assert f"({len(spec)} characters)" in message
+
+
 def test_valid_event_is_typed_and_sorted():
     event = validate_event(
         STOCK, {"t0": 1, "t1": 2, "Volume": 5, "Price": 3, "Name": "IBM", "Hot": False}
