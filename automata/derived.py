@@ -11,7 +11,7 @@ evaluators compute each from the whole stream (:func:`enrich_all`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.errors import CelSemanticError
@@ -66,6 +66,26 @@ def extended(
                 schema.name, schema.attributes + tuple(more), schema.unit, schema.zone
             )
     return out
+
+
+def check_inputs(pairs: Iterable[tuple[str, Derived]], inputs: Container[str]) -> None:
+    """Raise :class:`~cesar.automata.errors.CelSemanticError` at the first derived attribute
+    of ``pairs`` (a compiled query's ``windows``) over a stream not in ``inputs``: one a
+    query publishes.
+
+    The engine takes windows and time functions as an epoch's input events come in, before
+    any query of the epoch publishes, so a published stream has none; the error says what to
+    write instead.
+    """
+    for stream, derived in pairs:
+        if stream not in inputs:
+            raise CelSemanticError(
+                f"{derived.name} reads {stream}, a stream a query publishes: windows and time "
+                "functions read input streams only (the engine takes them as an epoch's input "
+                "events come in, before any query publishes); read the input stream it comes "
+                f"from, or have the query publishing {stream} SELECT the value AS a name",
+                derived.pos,
+            )
 
 
 def read_by(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from cesar.automata.compiler import CompiledQuery, compile_pattern, compile_query
-from cesar.automata.derived import enrich_all
+from cesar.automata.derived import check_inputs, enrich_all
 from cesar.automata.errors import CelError
 from cesar.automata.evaluate import Faults
 from cesar.automata.parser import parse_query
@@ -110,6 +110,7 @@ class Workload:
         ready = [i for i, count in enumerate(waiting_on) if count == 0]
         heapq.heapify(ready)
         schemas = workload.schemas
+        inputs_named = frozenset(schemas)
         while ready:
             i = heapq.heappop(ready)
             label, text, _, _ = parsed[i]
@@ -118,8 +119,9 @@ class Workload:
                     compiled = compile_query(text, schemas, label, options)
                 else:
                     compiled = compile_pattern(text, schemas, label, options, build=False)
+                check_inputs(compiled.windows, inputs_named)
             except CelError as exc:
-                raise WorkloadError(f"query {label}: {exc}") from None
+                raise WorkloadError(f"query {label}: {exc.with_source(text)}") from None
             workload.queries.append(compiled)
             if progress is not None:
                 progress(len(workload.queries), len(parsed))

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from cesar.automata.automaton import format_dot
 from cesar.automata.compiler import CompiledQuery, compile_query
+from cesar.automata.derived import check_inputs
 from cesar.automata.errors import CelError
 from cesar.automata.explain import explain, explain_data
 from cesar.automata.partition import partition_keys
@@ -190,6 +191,10 @@ def admit(
     ):
         counters["compiled_under_lock"] += 1
         query = compile_prepared(prepared, item.name or sub_id, registry.readable(client), cache)
+    try:
+        check_inputs(query.windows, registry.inputs)
+    except CelError as exc:
+        raise InvalidArgument(str(exc.with_source(item.text))) from None
     key, shard = place(query, registry)
     row = SubscriptionRow(
         id=sub_id,

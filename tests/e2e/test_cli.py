@@ -145,6 +145,21 @@ def test_bad_query_exits_2_with_position(cesar):
     assert "query q: line 1, column 15: unexpected '}'; expected a term" in result.stderr
 
 
+def test_a_window_over_a_published_stream_is_refused_at_the_call_without_a_traceback(cesar):
+    query = cesar.write(
+        "regabove.cel",
+        "FILTER{MINUTE_OF_DAY(t1) > 570} Stock PUBLISH Regular;\n"
+        "FILTER{Price > AVG_OVER(Price, 30 MIN, Name)} Regular PUBLISH RegAbove\n",
+    )
+    events = cesar.write("e.jsonl", "")
+    result = cesar.run("run", "--stream", STOCK + "[min]", "--query", query, events)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(
+        "cesar: query regabove_2: line 2, column 16: AVG_OVER(Price, 30, Name) reads Regular, a "
+        "stream a query publishes"
+    )
+
+
 def test_bad_stream_spec_exits_2(cesar):
     result = cesar.run("run", "--stream", "Stock(Name)", "--query", "x.cel", "e.jsonl")
     assert result.returncode == 2

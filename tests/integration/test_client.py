@@ -105,6 +105,20 @@ def test_queries_reading_derived_attributes_publish_what_cesar_run_publishes(
         assert lines(got) == want
 
 
+def test_a_window_over_a_published_stream_is_refused_and_publishing_goes_on(
+    server: Server,
+) -> None:
+    # Accepted once, it failed the shard on the next publish (UNAVAILABLE for every client).
+    events = sample_events()
+    with client_of(server) as client:
+        client.subscribe(MARKET_HOURS)
+        with pytest.raises(InvalidArgument) as bad:
+            client.subscribe("FILTER{HOUR(t1) > 15} Regular PUBLISH Late")
+        assert bad.value.reason.startswith("line 1, column 8: HOUR(t1) reads Regular, a stream")
+        assert client.publish("Stock", rows(events), batch=500).rejected == ()
+        assert [s.stream for s in client.subscriptions()] == ["Regular"]
+
+
 def test_datetimes_become_ticks_and_a_bad_event_is_rejected_with_field_and_reason(
     server: Server,
 ) -> None:
