@@ -431,7 +431,7 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
     from cesar.server.cli.ingest import Refusals, read_event_file, skipped_report
     from cesar.server.cli.progress import progress_bar
     from cesar.server.wire.client import list_streams, publish_requests
-    from cesar.server.wire.eventfile import EventInputError
+    from cesar.server.wire.eventfile import EventInputError, tick_time
 
     listing = list_streams(conn.stub, conn.metadata)
     inputs = {info.name: parse_stream_spec(info.spec) for info in listing if not info.subscription}
@@ -464,7 +464,11 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
             progress.update(task, advance=len(request.events))
     if rejected:
         print(rejected.report("rejected"), file=sys.stderr)
-    print(f"published {accepted} event(s), {len(rejected)} rejected", file=sys.stderr)
+    closed = requests[-1].watermark if requests and not args.keep_open else None
+    said = "its last epoch left open (--keep-open)"
+    if closed is not None:
+        said = f"time closed through t1 = {tick_time(closed, inputs[events[-1].stream].unit)}"
+    print(f"published {accepted} event(s), {len(rejected)} rejected; {said}", file=sys.stderr)
     return 0 if accepted and not rejected else EXIT_ERROR
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,16 @@ import grpc
 
 from cesar.automata.schema import StreamSchema
 from cesar.client.blocking import TIMEOUT
-from cesar.client.calls import PUBLISH_BATCH, publish_requests, stream_schema, subscribe_requests
+from cesar.client.calls import (
+    PUBLISH_BATCH,
+    publish_requests,
+    published,
+    stream_schema,
+    subscribe_requests,
+)
 from cesar.client.errors import CesarError, error, from_rpc
 from cesar.client.listening import Following
-from cesar.client.model import Alert, Published, Rejection, Stream, Subscription
+from cesar.client.model import Alert, Published, Stream, Subscription
 from cesar.client.resume import RETRY_EVERY, After, Positions, starts
 from cesar.server.wire.client import GRPC_OPTIONS, message_data
 from cesar.v1 import cesar_pb2 as pb
@@ -150,22 +155,12 @@ class AsyncClient:
         """See :meth:`Client.publish <cesar.client.Client.publish>`."""
         schema = await self.schema(stream)
         requests = publish_requests(schema, events, batch, close, idempotency_key)
-        accepted, duplicate, last, offset = 0, True, 0, 0
-        rejected: list[Rejection] = []
         try:
             call = self.stub.Publish(iter(requests), metadata=self.metadata, wait_for_ready=True)
-            answered = 0
-            async for answer in call:
-                one = Published.of(answer)
-                accepted += one.accepted
-                rejected.extend(replace(r, index=r.index + offset) for r in one.rejected)
-                duplicate = duplicate and one.duplicate
-                last = one.batch
-                offset += len(requests[answered].events)
-                answered += 1
+            answers = [answer async for answer in call]
         except grpc.RpcError as exc:
             raise from_rpc(exc) from None
-        return Published(accepted, tuple(rejected), duplicate and bool(requests), last)
+        return published(stream, requests, answers)
 
     async def listen(
         self,

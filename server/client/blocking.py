@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from cesar.automata.schema import StreamSchema
-from cesar.client.calls import PUBLISH_BATCH, publish_requests, stream_schema, subscribe_requests
+from cesar.client.calls import (
+    PUBLISH_BATCH,
+    publish_requests,
+    published,
+    stream_schema,
+    subscribe_requests,
+)
 from cesar.client.delivery import Sink
 from cesar.client.errors import CesarError, error, from_rpc
 from cesar.client.listening import Following
-from cesar.client.model import Alert, Published, Rejection, Stream, Subscription
+from cesar.client.model import Alert, Published, Stream, Subscription
 from cesar.client.resume import RETRY_EVERY, After, Positions, starts
 from cesar.server.wire.client import Connection, message_data
 from cesar.v1 import cesar_pb2 as pb
@@ -167,22 +172,13 @@ class Client:
         """
         schema = self.schema(stream)
         requests = publish_requests(schema, events, batch, close, idempotency_key)
-        accepted, duplicate, last, offset = 0, True, 0, 0
-        rejected: list[Rejection] = []
         try:
             answers = self.connection.stub.Publish(
                 iter(requests), metadata=self.connection.metadata, wait_for_ready=True
             )
-            for request, answer in zip(requests, answers, strict=False):
-                one = Published.of(answer)
-                accepted += one.accepted
-                rejected.extend(replace(r, index=r.index + offset) for r in one.rejected)
-                duplicate = duplicate and one.duplicate
-                last = one.batch
-                offset += len(request.events)
+            return published(stream, requests, answers)
         except grpc.RpcError as exc:
             raise from_rpc(exc) from None
-        return Published(accepted, tuple(rejected), duplicate and bool(requests), last)
 
     # ----------------------------------------------------------------- alerts
 

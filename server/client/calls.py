@@ -6,16 +6,21 @@ clients send it and turn the answer into :mod:`cesar.client.model` values.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from cesar.automata.schema import SchemaError, StreamSchema, parse_stream_spec
-from cesar.client.model import event_message
+from cesar.client.model import Published, Rejection, event_message
 from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
 from cesar.v1 import cesar_pb2 as pb
 
 PUBLISH_BATCH = 1_000
 """Events per Publish request, by default."""
+
+LOG = logging.getLogger("cesar.client")
+"""Where a publish call that had events refused says so (a warning), besides its result."""
 
 
 def subscribe_requests(
@@ -62,6 +67,37 @@ def publish_requests(
     if requests and close:
         requests[-1].watermark = max(message.t1 for message in messages)
     return requests
+
+
+def published(
+    stream: str, requests: Sequence[pb.PublishRequest], answers: Iterable[pb.PublishResponse]
+) -> Published:
+    """The sum of a publish call's ``answers``, one per request: rejections indexed from the
+    call's first event, and the ``t1`` the last request closed time through.  Refused events
+    are also logged, once per call (a warning on ``cesar.client``): a late one's reason says
+    which earlier close made it late."""
+    accepted, duplicate, last, offset = 0, True, 0, 0
+    rejected: list[Rejection] = []
+    for request, answer in zip(requests, answers, strict=False):
+        one = Published.of(answer)
+        accepted += one.accepted
+        rejected.extend(replace(r, index=r.index + offset) for r in one.rejected)
+        duplicate = duplicate and one.duplicate
+        last = one.batch
+        offset += len(request.events)
+    closed = requests[-1].watermark if requests and requests[-1].watermark else None
+    out = Published(accepted, tuple(rejected), duplicate and bool(requests), last, closed)
+    if rejected:
+        first = rejected[0]
+        LOG.warning(
+            "publish to %s: %s; the first, event %d: %s: %s",
+            stream,
+            out,
+            first.index,
+            first.field,
+            first.reason,
+        )
+    return out
 
 
 def stream_schema(spec: str) -> StreamSchema:

@@ -17,6 +17,7 @@ stream's unit (``int``) or, for a stream with a calendar unit, a ``datetime`` (n
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -188,12 +189,27 @@ class Rejection:
 @dataclass(frozen=True)
 class Published:
     """What a publish call did: events applied, events rejected (with reasons), whether its
-    idempotency key had been applied before, and the batch's place in the server's log."""
+    idempotency key had been applied before, the batch's place in the server's log, and the
+    ``t1`` it closed time through (None: it left the last epoch open).
+
+    >>> print(Published(998, (Rejection(3, "t1", "late: t1 = 7, …"),) * 2, False, 4, 9))
+    998 accepted, 2 rejected (2 t1: late), time closed through t1 = 9
+    """
 
     accepted: int
     rejected: tuple[Rejection, ...]
     duplicate: bool
     batch: int
+    closed: int | None = None
+
+    def __str__(self) -> str:
+        counts = Counter(f"{r.field}: {r.reason.split(':', 1)[0]}" for r in self.rejected)
+        why = ", ".join(f"{n} {what}" for what, n in counts.most_common())
+        text = f"{self.accepted} accepted, {len(self.rejected)} rejected"
+        text += f" ({why})" if why else ""
+        text += " (already applied)" if self.duplicate else ""
+        closed = "left open" if self.closed is None else f"closed through t1 = {self.closed}"
+        return f"{text}, time {closed}"
 
     @staticmethod
     def of(message: pb.PublishResponse) -> Published:

@@ -375,16 +375,23 @@ def _t1(one: Incoming) -> int:
 
 def late_reason(t1: int, settled: int, shard: int | None, unit: TimeUnit) -> str:
     """Why an event at ``t1`` is late: epochs up to ``settled`` are being processed; times in
-    ticks, and in ISO 8601 (UTC) for a stream with a calendar unit.
+    ticks, and in ISO 8601 (UTC) for a stream with a calendar unit.  At ``settled`` itself
+    the likely cause is a slice of an epoch after a publish that closed it, and it says so.
 
     >>> print(late_reason(26728651, 26728845, None, TimeUnit.MIN).replace(", ", ",\\n"))
     late: t1 = 26728651 (2020-10-26T13:31Z),
     but events up to t1 = 26728845 (2020-10-26T16:45Z) are already being processed
     """
     where = "" if shard is None else f" on shard {shard}"
+    why = (
+        " (an earlier publish closed its epoch: publish the slices of one epoch with close=False,"
+        " or `cesar publish --keep-open`, and close with the last)"
+        if t1 == settled
+        else ""
+    )
     return (
         f"late: t1 = {tick_time(t1, unit)}, but events up to t1 = {tick_time(settled, unit)} "
-        f"are already being processed{where}"
+        f"are already being processed{where}{why}"
     )
 
 

@@ -119,6 +119,40 @@ def test_a_window_over_a_published_stream_is_refused_and_publishing_goes_on(
         assert [s.stream for s in client.subscriptions()] == ["Regular"]
 
 
+def test_slices_of_one_epoch_published_open_lose_nothing_and_closed_say_why(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = sample_events()
+    cut = next(i for i in range(1000, len(events)) if events[i - 1].t1 == events[i].t1)
+    want = expected(DROPS, events)
+    with client_of(server) as client:
+        client.subscribe(DROPS)
+        first = client.publish("Stock", rows(events[:cut]), close=False)
+        assert first.closed is None and str(first).endswith("time left open")
+        rest = client.publish("Stock", rows(events[cut:]))
+        assert rest.rejected == () and rest.closed == events[-1].t1
+        with client.listen(after=0, timeout=60) as listener:
+            got = []
+            for alert in listener:
+                got.append(alert)
+                if len(got) == sum(want.values()):
+                    break
+        assert lines(got) == want
+        # The same slices into another stream, the first closing its last epoch (the default):
+        # the second's events of that epoch are late, and the call says so.
+        # (in another unit: a close promises it for every stream counting time in its unit)
+        client.define_stream("Quote(Name:string,Price:float,Volume:int)[ms]")
+        quotes = [{**row, "t0": row["t1"]} for row in rows(events)]
+        assert client.publish("Quote", quotes[:cut]).closed == events[cut - 1].t1
+        late = sum(1 for e in events[cut:] if e.t1 == events[cut - 1].t1)
+        with caplog.at_level("WARNING", logger="cesar.client"):
+            refused = client.publish("Quote", quotes[cut:])
+        assert len(refused.rejected) == late and refused.accepted == len(events) - cut - late
+        assert all("an earlier publish closed its epoch" in r.reason for r in refused.rejected)
+        assert f"{late} rejected ({late} t1: late)" in str(refused)
+        assert f"publish to Quote: {refused.accepted} accepted, {late} rejected" in caplog.text
+
+
 def test_datetimes_become_ticks_and_a_bad_event_is_rejected_with_field_and_reason(
     server: Server,
 ) -> None:
