@@ -1,7 +1,9 @@
 """Tumbling time-window aggregates: ``AVG_TUMBLING(Price, 5 MIN, Name)`` and its kin.
 
 Flink's TUMBLE, Siddhi's ``#window.timeBatch`` and Esper's ``win:time_batch`` cut time into
-buckets of ``w``: ``[n·w, (n+1)·w)`` ticks from tick 0.  For an event ``e``,
+buckets of ``w``: ``[n·w, (n+1)·w)`` ticks from tick 0, read on the clock of the stream's
+zone and shifted by the window's offset (:meth:`~cesar.automata.windows.Window.bucket_of`;
+``COUNT_TUMBLING(1 DAY, 570 MIN, Name)`` counts from 9:30).  For an event ``e``,
 ``AVG_TUMBLING(Price, w, Name)`` is the average ``Price`` of the events of ``e``'s stream
 with ``e``'s ``Name`` in ``e``'s bucket up to ``e`` (``t1`` from the bucket's start to
 ``e.t1``, ``e``'s own epoch and ``e`` included): the bucket so far, which is the bucket's
@@ -11,7 +13,9 @@ attribute of the event, named as its call; its literal value is
 :func:`~cesar.automata.windows.literal`.
 
 :class:`TumblingState` is the engine's: per key one running aggregate of the current bucket,
-O(1) per event, every key cleared when a bucket ends.  ``limit`` bounds the keys held; beyond
+O(1) per event, every key cleared when a bucket ends; a bucket the zone's clock goes back
+into (the repeated hour when summer time ends) starts again, as
+:func:`~cesar.automata.windows.literal` defines it.  ``limit`` bounds the keys held; beyond
 it the least recently updated goes (its next event starts it again) and ``dropped`` counts.
 
 >>> from cesar.automata.windows import Window
@@ -51,7 +55,7 @@ class TumblingState:
     window: Window
     limit: int | None = None
     bucket: int | None = None
-    """The current bucket's number (``t1 // ticks``)."""
+    """The current bucket's number (:meth:`Window.bucket_of`)."""
     partitions: OrderedDict[Key, _Running] = field(default_factory=OrderedDict)
     added: int = 0
     dropped: int = 0
@@ -60,7 +64,7 @@ class TumblingState:
         """Add ``epoch`` (one ``t1``, after the last) and return its events with the bucket's
         value so far for each.  O(events)."""
         window = self.window
-        bucket = epoch[0].t1 // window.ticks
+        bucket = window.bucket_of(epoch[0].t1)
         if bucket != self.bucket:
             self.partitions.clear()
             self.bucket = bucket

@@ -8,8 +8,8 @@ of ``S`` with ``e``'s ``Name`` that arrived in the last ``w`` ticks — ``t1`` i
 w, e.t1]``, so ``e``'s own epoch, ``e`` included.  ``SUM_OVER``, ``MIN_OVER``,
 ``MAX_OVER`` and ``COUNT_OVER(w, keys…)`` read the same window; with no key
 attributes the window holds the whole stream.  ``AVG_TUMBLING`` and its kin read a
-tumbling window instead: ``e``'s bucket ``[n·w, (n+1)·w)`` of ticks up to ``e``
-(:mod:`cesar.automata.tumbling`).
+tumbling window instead: ``e``'s bucket ``[n·w, (n+1)·w)`` of ticks up to ``e``, counted on
+the stream zone's clock and shifted by an optional offset (:mod:`cesar.automata.tumbling`).
 
 A query names a window as a call whose attribute arguments are one event's
 (``AVG_OVER(b.Price, 30 MIN, b.Name)`` in a pattern, ``AVG_OVER($2.Price, 30 MIN,
@@ -34,10 +34,12 @@ sum beyond 64 bits stops at the limit.
 
 from __future__ import annotations
 
+import datetime
 import math
+import zoneinfo
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -56,16 +58,23 @@ FUNCTIONS = SLIDING + TUMBLING
 Key = tuple[Value | None, ...]
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """One window aggregate: its function, attribute (None for COUNT_OVER), length in ticks
-    (at least 1) and key attributes."""
+    (at least 1) and key attributes; a tumbling one also its offset in ticks (``0 <= offset <
+    ticks``) and, bound to a stream (:meth:`bind`), the seconds of its tick and its zone."""
 
     function: str
     attr: str | None
     ticks: int
     key: tuple[str, ...]
     pos: Pos = position()
+    offset: int = 0
+    seconds: Fraction | None = None
+    zone: str = "UTC"
 
     @property
     def aggregate(self) -> str:
@@ -80,8 +89,29 @@ class Window:
     @property
     def name(self) -> str:
         """The derived attribute's name, CEL that reads back as this window."""
-        args = [a for a in (self.attr, str(self.ticks), *self.key) if a is not None]
+        offset = str(self.offset) if self.offset else None
+        args = [a for a in (self.attr, str(self.ticks), offset, *self.key) if a is not None]
         return f"{self.function}({', '.join(args)})"
+
+    def bucket_of(self, t1: int) -> int:
+        """The number of the tumbling bucket holding ``t1``: ``t1`` read on the zone's clock
+        (its offset from UTC at ``t1``, in ticks), less the window's offset, over its length.
+
+        >>> day = Window("COUNT_TUMBLING", None, 1440, ()).bind(
+        ...     StreamSchema("S", (), TimeUnit.MIN, "America/New_York"))
+        >>> [day.bucket_of(t) for t in (26729279, 26729280, 26729519, 26729520)]  # 0:00 UTC, NY
+        [18561, 18561, 18561, 18562]
+        """
+        shift: Fraction | int = -self.offset
+        if self.seconds is not None and self.zone != "UTC":
+            try:
+                moment = _EPOCH + datetime.timedelta(seconds=float(t1 * self.seconds))
+                local = moment.astimezone(zoneinfo.ZoneInfo(self.zone)).utcoffset()
+            except (OverflowError, ValueError):
+                local = None
+            if local is not None:
+                shift += Fraction(int(local.total_seconds())) / self.seconds
+        return int((t1 + shift) // self.ticks)
 
     def type_in(self, schema: StreamSchema) -> AttrType | None:
         """The aggregate's type over ``schema``'s events; None if the stream lacks an attribute
@@ -100,21 +130,37 @@ class Window:
         return tuple(event.value(k) for k in self.key)
 
     def bind(self, schema: StreamSchema) -> Window:
-        """This window over ``schema``'s stream (it needs nothing of the schema)."""
-        return self
+        """This window over ``schema``'s stream: a tumbling one takes its tick and zone."""
+        if not self.tumbling:
+            return self
+        return replace(self, seconds=schema.unit.seconds, zone=schema.zone)
 
 
 def window_call(call: Call, unit: TimeUnit, attr_of: Callable[[Term], Any]) -> tuple[Window, Any]:
     """The window ``call`` names, and the event whose attribute it becomes (see
     :func:`~cesar.automata.derived.derived_call`)."""
     counting = call.name.startswith("COUNT_")
-    form = f"{call.name}({'' if counting else 'attribute, '}window, key attributes…)"
+    tumbling = call.name.endswith("_TUMBLING")
+    form = (
+        f"{call.name}({'' if counting else 'attribute, '}window, "
+        f"{'[offset, ]' if tumbling else ''}key attributes…)"
+    )
     example = f"{call.name}({'' if counting else 'Price, '}30 MIN, Name)"
     args = list(call.args)
     if len(args) < 2:
         raise CelSemanticError(f"expected {form}, e.g. {example}", call.pos)
     first = [] if counting else [args.pop(0)]
     length = _ticks(args.pop(0), unit, form, call)
+    offset = 0
+    if args and attr_of(args[0]) is None and isinstance(args[0], DurLit | Const):
+        if not tumbling:
+            raise CelSemanticError(f"{form}: an offset is for tumbling windows", call.pos)
+        offset = _ticks(args.pop(0), unit, form, call, least=0)
+        if offset >= length:
+            raise CelSemanticError(
+                f"{form}: the offset ({offset} ticks) is less than the window ({length})",
+                call.pos,
+            )
     read = [attr_of(term) for term in (*first, *args)]
     if any(r is None for r in read):
         raise CelSemanticError(f"{form}: the attributes must be plain attributes", call.pos)
@@ -122,15 +168,17 @@ def window_call(call: Call, unit: TimeUnit, attr_of: Callable[[Term], Any]) -> t
         raise CelSemanticError(f"{form}: the attributes must be one event's", call.pos)
     names = [attr for _, attr in read]
     attr = None if counting else names.pop(0)
-    return Window(call.name, attr, length, tuple(names), call.pos), read[0][0]
+    window = Window(call.name, attr, length, tuple(names), call.pos, offset)
+    return window, read[0][0]
 
 
-def _ticks(term: Term, unit: TimeUnit, form: str, call: Call) -> int:
+def _ticks(term: Term, unit: TimeUnit, form: str, call: Call, least: int = 1) -> int:
     if isinstance(term, DurLit):
         term = duration_ticks(term, unit)
-    if not isinstance(term, Const) or not isinstance(term.value, int) or term.value < 1:
+    if not isinstance(term, Const) or not isinstance(term.value, int) or term.value < least:
+        what = "the window" if least else "the offset"
         raise CelSemanticError(
-            f"{form}: the window is a duration (30 MIN) or a whole number of ticks, at least 1",
+            f"{form}: {what} is a duration (30 MIN) or a whole number of ticks, at least {least}",
             call.pos,
         )
     return term.value
@@ -140,11 +188,14 @@ def literal(window: Window, event: Event, stream: Sequence[Event]) -> Value:
     """The window's value at ``event`` from the whole ``stream``, by its definition."""
     key = window.key_of(event)
     ticks = window.ticks
-    if window.tumbling:  # the event's bucket up to it
+    if window.tumbling:  # the event's bucket up to it, since the stream's last other bucket
+        bucket = window.bucket_of(event.t1)
+        before = [e.t1 for e in stream if e.t1 <= event.t1 and window.bucket_of(e.t1) != bucket]
+        start = max(before, default=None)
         inside = [
             e
             for e in stream
-            if e.t1 // ticks == event.t1 // ticks and e.t1 <= event.t1 and window.key_of(e) == key
+            if (start is None or e.t1 > start) and e.t1 <= event.t1 and window.key_of(e) == key
         ]
     else:
         inside = [

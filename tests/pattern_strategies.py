@@ -320,8 +320,17 @@ def window_terms(draw: st.DrawFn, event: str, attr: str = "v", key: str = "k") -
     keys = f", {event}{key}" if draw(st.booleans()) else ""
     if draw(st.integers(0, 4)) == 0:
         count = draw(st.sampled_from(["COUNT_OVER", "COUNT_TUMBLING"]))
-        return f"{count}({ticks}{keys})" if keys else f"{count}({ticks}, {event}{key})"
-    return f"{draw(st.sampled_from(WINDOW_FUNCTIONS))}({event}{attr}, {ticks}{keys})"
+        length = f"{ticks}{_offset(draw, count, ticks)}"
+        return f"{count}({length}{keys})" if keys else f"{count}({length}, {event}{key})"
+    function = draw(st.sampled_from(WINDOW_FUNCTIONS))
+    return f"{function}({event}{attr}, {ticks}{_offset(draw, function, ticks)}{keys})"
+
+
+def _offset(draw: st.DrawFn, function: str, ticks: int) -> str:
+    """A tumbling window's offset argument, maybe (``, 2``): buckets start there."""
+    if not function.endswith("_TUMBLING") or not draw(st.booleans()):
+        return ""
+    return f", {draw(st.integers(0, ticks - 1))}"
 
 
 @st.composite

@@ -167,6 +167,14 @@ def time_queries(draw: st.DrawFn) -> str:
     which = draw(st.sampled_from(["t0", "t1"]))
     value = "'2020-11-01'" if function == "DATE" else str(draw(st.integers(0, 70)))
     op = draw(st.sampled_from(["=", "<", ">="]))
+    if draw(st.integers(0, 3)) == 0:  # buckets on New York's clock, the hour from 01:00 twice
+        length = draw(st.sampled_from([30, 45, 60, 90, 1440]))
+        offset = draw(st.integers(0, length - 1))
+        count = draw(st.integers(1, 3))
+        return (
+            f"SELECT *, COUNT_TUMBLING({length}, {offset}, k) AS n, SUM_TUMBLING(v, {length}) "
+            f"AS s FROM FILTER{{COUNT_TUMBLING({length}, {offset}, k) {op} {count}}} Z PUBLISH W"
+        )
     if draw(st.booleans()):
         side = draw(st.sampled_from(["$1.", "$2."]))
         return (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -131,5 +132,53 @@ def test_a_time_outside_the_years_1_to_9999_reads_as_minus_one_on_every_path():
     workload = Workload.build([NEW_YORK], [("f", text)])
     expected = workload.run(events)
     assert [e.attrs() for e in expected] == [{"h": -1, "d": "", "y": -1}] * 2
+    for mode in ("automaton", "engine"):
+        assert workload.run(events, engine=mode) == expected
+
+
+def test_tumbling_days_start_at_the_streams_midnight_or_at_an_offset_on_every_path():
+    """A day's first quote in New York (not at 20:00, UTC midnight); with 570 MIN, its first
+    quote of the session from 9:30 on."""
+    text = (
+        "SELECT Name, HOUR(t1) AS h, MINUTE(t1) AS m FROM FILTER{COUNT_TUMBLING(1 DAY, Name) = 1"
+        " OR COUNT_TUMBLING(1 DAY, 570 MIN, Name) = 1} Stock PUBLISH First"
+    )
+    start = minute("2020-11-02T19:00:00+00:00")  # 14:00 New York, a Monday
+    events = [
+        Event.of("Stock", start + i, start + i, {"Name": "X", "Price": 1.0})
+        for i in range(0, 2 * 1440, 30)
+    ]
+    workload = Workload.build([NEW_YORK], [("f", text)])
+    expected = workload.run(events)
+    assert [(e.value("h"), e.value("m")) for e in expected] == [
+        *((14, 0), (0, 0), (9, 30), (0, 0), (9, 30))
+    ]
+    for mode in ("automaton", "engine", "naive"):
+        assert workload.run(events, engine=mode) == expected
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ("COUNT_OVER(1 DAY, 9 HOURS, Name)", "an offset is for tumbling windows"),
+        ("COUNT_TUMBLING(1 HOUR, 60 MIN, Name)", "the offset (60 ticks) is less than the window"),
+    ],
+)
+def test_a_bad_offset_is_refused_at_its_call(call, message):
+    with pytest.raises(CelSemanticError, match=re.escape(message)):
+        compile_query(f"FILTER{{{call} = 1}} Stock", {"Stock": NEW_YORK})
+
+
+def test_a_bucket_the_clock_goes_back_into_starts_again_on_every_path():
+    """01:00-02:00 comes twice on 2020-11-01 in New York: 45-minute buckets on its clock put
+    01:10 EDT and 01:10 EST in one bucket, with 01:40 EDT (the next bucket) between them. As
+    the engine keeps one bucket at a time, the bucket starts again at its second coming."""
+    text = "SELECT k, COUNT_TUMBLING(45, 0, k) AS n FROM Z PUBLISH N"
+    zoned = parse_stream_spec("Z(k:string)[min, America/New_York]")
+    times = ["2020-11-01T05:10:00+00:00", "2020-11-01T05:40:00+00:00", "2020-11-01T06:10:00+00:00"]
+    events = [Event.of("Z", minute(t), minute(t), {"k": "a"}) for t in times]
+    workload = Workload.build([zoned], [("n", text)])
+    expected = workload.run(events)
+    assert [e.value("n") for e in expected] == [1, 1, 1]
     for mode in ("automaton", "engine"):
         assert workload.run(events, engine=mode) == expected

@@ -169,7 +169,7 @@ def test_a_tumbling_window_starts_again_at_each_bucket_per_stock():
         ("X", 1.0, 1, 1.0),
     ]
     engine.check_valid()
-    with pytest.raises(CelSemanticError, match=r"expected COUNT_TUMBLING.window, key"):
+    with pytest.raises(CelSemanticError, match=r"expected COUNT_TUMBLING.window, \[offset, \]key"):
         compile_query("FILTER{COUNT_TUMBLING() > 1} Stock", S)
 
 
