@@ -9,7 +9,8 @@ do (no cookies, so another site cannot act for a logged-in browser); without
 * ``GET /`` and ``GET /static/<file>``: the page and its files (vendored, no CDN);
 * ``GET /api/whoami``, ``/api/subscriptions``, ``/api/subscriptions/<id>``,
   ``/api/streams``, ``/api/shards``; ``POST /api/explain``, ``POST /api/subscribe`` and
-  ``POST /api/try`` (a run on the bundled sample, :mod:`cesar.server.console.sample`) with
+  ``POST /api/try`` (a run on the bundled sample, or with ``"on": "recent"`` on the latest
+  events of the server's own input streams, :mod:`cesar.server.console.sample`) with
   ``{"query": text}`` (:mod:`cesar.server.console.views`);
 * ``GET /api/alerts?subscription=ID&after=ID:SEQ`` (each repeatable): the caller's alerts
   as Server-Sent Events (``id: ID:SEQ``, ``data:`` the alert as ``cesar listen`` prints
@@ -296,7 +297,8 @@ class _Handler(BaseHTTPRequestHandler):
         if route == ("POST", "api", "subscribe"):
             return views.subscribed(front, client, _query(body))
         if route == ("POST", "api", "try"):
-            return self.server.samples.run(_query(body))
+            recent = (body or {}).get("on") == "recent"
+            return views.tried(front, client, self.server.samples, _query(body), recent)
         raise ConsoleError("NOT_FOUND", f"no {method} {path}")
 
     def _alerts(self, client: Client, query: dict[str, list[str]]) -> None:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from cesar.automata.schema import StreamSchema, parse_stream_spec
+from cesar.server.console.sample import SampleRuns, recent_events
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
-from cesar.server.front.errors import NotFound
+from cesar.server.front.errors import InvalidArgument, NotFound
 from cesar.server.front.front import Front, Listening
 from cesar.server.wire.client import message_data
 from cesar.server.wire.convert import trusted_event
@@ -120,6 +121,28 @@ def shards(front: Front, client: Client) -> dict[str, Any]:
 def subscribed(front: Front, client: Client, query: str) -> dict[str, Any]:
     """Subscribe ``query`` for the caller, as ``cesar subscribe`` does; its row."""
     return _row(front.subscribe(client, query), {})
+
+
+def tried(
+    front: Front, client: Client, runs: SampleRuns, query: str, recent: bool
+) -> dict[str, Any]:
+    """A run of ``query`` (:mod:`cesar.server.console.sample`) on the bundled sample, or,
+    with ``recent``, on the latest events of the input streams it reads, those the caller
+    may read; InvalidArgument for a query that reads a stream a subscription publishes."""
+    if not recent:
+        return runs.run(query)
+    reads = front.explain_data(client, query)["reads"]
+    assert isinstance(reads, list)
+    rows = {row["name"]: row for row in streams(front, client)}
+    for name in reads:
+        if rows[name]["subscription"]:
+            raise InvalidArgument(
+                f"the query reads {name}, which subscription {rows[name]['subscription']} "
+                "publishes: a run on recent events reads the server's input streams only; "
+                "run it on the sample, or subscribe it"
+            )
+    schemas = [parse_stream_spec(rows[name]["spec"]) for name in reads]
+    return runs.run(query, (schemas, recent_events(front.catalog.path, frozenset(reads))))
 
 
 def explained(front: Front, client: Client, query: str) -> dict[str, Any]:

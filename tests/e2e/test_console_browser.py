@@ -121,6 +121,12 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     assert result.text.startswith(f"{amazon} alerts on the bundled day")
     assert len(browser.find_elements(By.CSS_SELECTOR, "tr.sample-alert")) == min(amazon, 100)
     browser.save_screenshot(str(SHOTS / "try-sample.png"))
+    browser.find_element(By.ID, "run-recent").click()  # the quotes alice published above
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_element(By.ID, "sample-result").text.startswith(
+            f"{amazon} alerts on the server's latest 2340 events"
+        )
+    )
 
     browser.get(url + "#/shards")
     cells = wait_for(browser, "main table td")
@@ -244,3 +250,68 @@ def test_the_pages_work_from_the_keyboard(served, browser) -> None:  # type: ign
     assert wait_for(browser, "textarea#query")
     link = browser.find_element(By.CSS_SELECTOR, 'nav a[href="#/try"]')
     assert link.get_attribute("aria-current") == "page"
+
+
+NESTED = (
+    "PATTERN SEQ(Stock a, OR(SEQ(Stock b, Stock c), Stock d)) WHERE [Name] AND b.Price > a.Price"
+    " AND c.Price < b.Price AND d.Volume > 400000 WITHIN 10 MIN PUBLISH Either"
+)
+UNION = "FILTER{Price > 3000} Stock UNION FILTER{Volume > 400000} Stock PUBLISH Big"
+
+
+def drawn(browser: WebDriver, drawing: str) -> list[dict[str, object]]:
+    """Each drawing of a kind on the page: its node ids, its edges' paths and label places."""
+    return browser.execute_script(  # type: ignore[no-any-return]
+        """return [...document.querySelectorAll(arguments[0])].map((svg) => ({
+          nodes: [...svg.querySelectorAll("circle[data-node]")].map((c) => c.dataset.node),
+          paths: [...svg.querySelectorAll("path[data-edge]")].map((p) => p.getAttribute("d")),
+          labels: [...svg.querySelectorAll("text[data-label]")].map(
+            (t) => [t.getAttribute("x"), t.getAttribute("y"), t.textContent]),
+        }));""",
+        f"svg.{drawing}",
+    )
+
+
+def test_a_patterns_page_shows_its_plan_and_form_and_draws_every_edge_apart(
+    served, browser
+) -> None:  # type: ignore[no-untyped-def]
+    server, url = served
+    with Client(server.address, token="tok-a") as alice:
+        plan = alice.explain(NESTED)
+        pattern = alice.subscribe(NESTED)
+        union = alice.subscribe(UNION)
+    log_in(browser, url, "tok-a")
+    browser.get(url + f"#/subscription/{pattern.id}")
+    wait_for(browser, "svg.place circle[data-node]")
+    text = browser.find_element(By.ID, "main").text
+    assert "undefined" not in text and "not a planned pattern" not in text
+    explained = json.loads(subprocess.run(
+        [str(CESAR), "explain", "--json", "--stream", STOCK, NESTED],
+        capture_output=True, text=True, check=True,
+    ).stdout)  # fmt: skip
+    assert browser.find_element(By.ID, "plan").text == explained["plan"]
+    assert browser.find_element(By.ID, "pattern").text == explained["pattern"]
+    assert not browser.find_elements(By.ID, "algebra") and "plan: eager" in plan
+    for automaton in drawn(browser, "automaton"):  # loops of one node nest: no label on another
+        places = [(x, y) for x, y, _ in automaton["labels"]]
+        assert len(set(places)) == len(places)
+        kinds = ("forward", "filter", "stay", "rebind")
+        assert all(text.startswith(kinds) for *_, text in automaton["labels"])
+    table = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-sharers]")
+    ids = set()
+    for row in table:
+        source, target = row.find_elements(By.TAG_NAME, "td")[3].text.split(" → ")
+        ids |= {source, target}
+    assert {n for d in drawn(browser, "place") for n in d["nodes"]} == ids
+    browser.save_screenshot(str(SHOTS / "pattern.png"))
+    browser.find_element(By.CSS_SELECTOR, "svg.place").screenshot(str(SHOTS / "pattern-place.png"))
+    automaton_drawing = browser.find_element(By.CSS_SELECTOR, "svg.automaton")
+    automaton_drawing.screenshot(str(SHOTS / "pattern-automaton.png"))
+
+    browser.get(url + f"#/subscription/{union.id}")
+    wait_for(browser, "svg.place circle[data-node]")
+    (automaton,) = drawn(browser, "automaton")
+    assert len(automaton["paths"]) == 2 and len(set(automaton["paths"])) == 2
+    conditions = sorted(label for *_, label in automaton["labels"])
+    assert conditions == ["forward StockPrice > 3000", "forward StockVolume > 400000"]
+    assert browser.find_element(By.ID, "algebra").text.startswith("∪")

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cesar.automata.schema import parse_stream_spec
 from cesar.client import Client
 from cesar.perf.serverproc import (
     CESAR,
@@ -29,6 +31,8 @@ from cesar.perf.serverproc import (
     normalized,
     sample_events,
 )
+from cesar.server.engine.workload import Workload
+from cesar.server.wire.eventfile import event_json
 
 DROPS = QUERIES[1].read_text()
 
@@ -176,6 +180,37 @@ def test_a_query_runs_on_the_bundled_sample_as_cesar_run_runs_it(console) -> Non
     bad = json.dumps({"query": "FILTER{Price > 0}(Quote)"}).encode()
     status, error, _ = call(url + "/api/try", "tok-a", bad)
     assert (status, error["code"]) == (400, "INVALID_ARGUMENT") and "Quote" in error["message"]
+
+
+def test_a_query_runs_on_the_servers_recent_events_of_its_own_streams(console) -> None:  # type: ignore[no-untyped-def]
+    """A stream the caller defined, quotes published to it: "Run on recent events" gives what
+    cesar run gives on them (the issue's query over Quote, which the sample cannot run)."""
+    server, url = console
+    quote = "Quote(Name:string,Price:float,Volume:int)[min]"
+    query = DROPS.replace("Stock", "Quote")
+    events = [replace(e, stream="Quote") for e in sample_events()]
+    with Client(server.address, token="tok-a") as alice:
+        alice.define_stream(quote)
+        rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in events]
+        assert alice.publish("Quote", rows, batch=700).rejected == ()
+        alice.subscribe(query)
+    program = Workload.build([parse_stream_spec(quote)], [("drops", query)])
+    schemas = {q.name: q.output for q in program.queries}
+    want = Counter(event_json(e, schemas[e.stream]) for e in program.run(events, engine="engine"))
+    body = json.dumps({"query": query.replace("PUBLISH Drops", "PUBLISH Tried"), "on": "recent"})
+    status, ran, _ = call(url + "/api/try", "tok-a", body.encode())
+    assert status == 200, ran
+    assert (ran["source"], ran["quotes"], ran["alerts"]) == ("recent", 2340, sum(want.values()))
+    shown = Counter(json.dumps({**a, "stream": "Drops"}) for a in ran["shown"])
+    assert normalized(shown) == normalized(want)
+    on_drops = json.dumps({"query": "FILTER{After < 100} Drops", "on": "recent"}).encode()
+    status, error, _ = call(url + "/api/try", "tok-a", on_drops)
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT")
+    assert error["message"].startswith("the query reads Drops, which subscription s1 publishes")
+    status, error, _ = call(url + "/api/try", "tok-b", on_drops)  # Drops is alice's
+    assert (status, error["code"]) == (400, "INVALID_ARGUMENT") and "unknown stream Drops" in error[
+        "message"
+    ]
 
 
 def test_hostile_requests_are_refused_and_the_server_serves_on(console) -> None:  # type: ignore[no-untyped-def]

@@ -49,62 +49,141 @@ function svg(tag, attrs = {}, text) {
   return node;
 }
 
-// Nodes in columns by their distance from the start node along FORWARD edges; loops
-// (REBIND, FILTER, STAY) drawn as arcs above their node.
-function drawAutomaton(automaton) {
-  const depth = new Map([[automaton.nodes[0].id, 0]]);
+// A graph drawn in layers: nodes in columns by their distance from the first node along
+// edges between two nodes, in rows within a column; edges between the same two nodes bend
+// apart; the loops of one node nest, each higher than the last. Each edge is labelled with
+// its kind and stream, and under that its condition (cut at LABEL characters; the whole in
+// its tooltip). graph: {name, nodes: [{id, label, final}], edges: [{source, target, kind,
+// stream, condition}]}; node ids are drawn as the labels say, so a page can use its own.
+const LABEL = 44;
+const LOOP = 40;  // how much higher each further loop of a node rises: room for its label
+const CHAR = 7;  // the width of a label's character, about, in pixels
+
+function cut(text) { return text.length > LABEL ? text.slice(0, LABEL - 1) + "…" : text; }
+
+function drawGraph(graph, kindOfDrawing) {
+  const first = graph.nodes[0].id;
+  const depth = new Map([[first, 0]]);
   let grew = true;
   while (grew) {
     grew = false;
-    for (const edge of automaton.edges) {
+    for (const edge of graph.edges) {
       if (edge.source !== edge.target && depth.has(edge.source) && !depth.has(edge.target)) {
         depth.set(edge.target, depth.get(edge.source) + 1);
         grew = true;
       }
     }
   }
+  const loops = new Map();
+  const pairs = new Map();
+  for (const edge of graph.edges) {
+    if (edge.source === edge.target) loops.set(edge.source, (loops.get(edge.source) || 0) + 1);
+    else {
+      const pair = [edge.source, edge.target].sort().join(" ");
+      pairs.set(pair, (pairs.get(pair) || 0) + 1);
+    }
+  }
+  const bent = 34 * Math.ceil((Math.max(1, ...pairs.values()) - 1) / 2);  // the most bent edge
+  const above = 50 + Math.max(LOOP * Math.max(0, ...loops.values()), bent + 20);  // labels fit
+  const columns = Math.max(0, ...depth.values()) + 1;
+  const widest = Math.max(0, ...graph.edges.map((e) =>
+    Math.max(`${e.kind} ${e.stream || ""}`.length, cut(e.condition).length)));
+  const spacing = Math.max(220, widest * CHAR + 60);  // a label fits between two columns
   const rows = new Map();
   const place = new Map();
-  for (const node of automaton.nodes) {
-    const column = depth.has(node.id) ? depth.get(node.id) : depth.size;
+  for (const node of graph.nodes) {
+    const column = depth.has(node.id) ? depth.get(node.id) : columns;
     const row = rows.get(column) || 0;
     rows.set(column, row + 1);
-    place.set(node.id, { x: 70 + column * 190, y: 90 + row * 110 });
+    place.set(node.id, { x: 40 + spacing / 2 + column * spacing, y: above + row * (above + 90) });
   }
-  const width = 140 + Math.max(...[...place.values()].map((p) => p.x));
-  const height = 60 + Math.max(...[...place.values()].map((p) => p.y));
+  const width = 40 + spacing / 2 + Math.max(...[...place.values()].map((p) => p.x));
+  const height = 70 + Math.max(...[...place.values()].map((p) => p.y));
   const drawing = svg("svg", {
-    class: "automaton", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
-    "aria-label": `automaton ${automaton.name}: ${automaton.nodes.length} nodes, ${automaton.edges.length} edges`,
+    class: kindOfDrawing, viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+    "aria-label": `${graph.name}: ${graph.nodes.length} nodes, ${graph.edges.length} edges`,
   });
-  drawing.append(svg("defs", {}), svg("title", {}, `automaton ${automaton.name}`));
-  const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
+  const markerId = `arrow-${kindOfDrawing}-${graph.name}`.replace(/[^A-Za-z0-9_-]/g, "_");
+  drawing.append(svg("defs", {}), svg("title", {}, graph.name));
+  const marker = svg("marker", { id: markerId, viewBox: "0 0 10 10", refX: 10, refY: 5,
     markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
   marker.append(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#444" }));
   drawing.firstChild.append(marker);
-  automaton.edges.forEach((edge, index) => {
+  const seenLoops = new Map();
+  const seenPairs = new Map();
+  graph.edges.forEach((edge, index) => {
     const a = place.get(edge.source);
     const b = place.get(edge.target);
-    const label = `${edge.kind} ${edge.stream || ""}`.trim();
     let d;
     let at;
     if (edge.source === edge.target) {
-      d = `M ${a.x - 12} ${a.y - 20} C ${a.x - 40} ${a.y - 75}, ${a.x + 40} ${a.y - 75}, ${a.x + 12} ${a.y - 20}`;
-      at = { x: a.x, y: a.y - 62 - (index % 2) * 12 };
+      const k = seenLoops.get(edge.source) || 0;
+      seenLoops.set(edge.source, k + 1);
+      const rise = 34 + LOOP * k;  // the arc's top, above the node's centre
+      const spread = 22 + 12 * k;
+      d = `M ${a.x - 12} ${a.y - 18} C ${a.x - spread} ${a.y - rise * 4 / 3}, ` +
+        `${a.x + spread} ${a.y - rise * 4 / 3}, ${a.x + 12} ${a.y - 18}`;
+      at = { x: a.x + spread + 8, y: a.y - rise - 4, anchor: "start" };  // right of its top
     } else {
-      d = `M ${a.x + 22} ${a.y} L ${b.x - 22} ${b.y}`;
-      at = { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 8 };
+      const pair = [edge.source, edge.target].sort().join(" ");
+      const k = seenPairs.get(pair) || 0;
+      seenPairs.set(pair, k + 1);
+      const bend = (k % 2 ? -1 : 1) * Math.ceil(k / 2) * 34;  // 0, +34, -34, +68, …
+      const mid = { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 };
+      const length = Math.hypot(b.x - a.x, b.y - a.y) || 1;
+      const normal = { x: -(b.y - a.y) / length, y: (b.x - a.x) / length };
+      const control = { x: mid.x + normal.x * bend * 2, y: mid.y + normal.y * bend * 2 };
+      const from = { x: a.x + (b.x - a.x) * 22 / length, y: a.y + (b.y - a.y) * 22 / length };
+      const to = { x: b.x - (b.x - a.x) * 22 / length, y: b.y - (b.y - a.y) * 22 / length };
+      d = `M ${from.x} ${from.y} Q ${control.x} ${control.y}, ${to.x} ${to.y}`;
+      const up = normal.y * bend < 0;  // a curve bent up is labelled above it, others below
+      at = { x: mid.x + normal.x * bend, y: mid.y + normal.y * bend + (up ? -20 : 16) };
     }
-    drawing.append(svg("path", { d, class: edge.kind, "marker-end": "url(#arrow)", "data-edge": index }));
-    drawing.append(svg("text", { x: at.x, y: at.y, "text-anchor": "middle" }, label));
+    const kind = edge.kind.toLowerCase();
+    const path = svg("path", { d, class: kind, "marker-end": `url(#${markerId})`, "data-edge": index });
+    const label = svg("text", { x: at.x, y: at.y, "text-anchor": at.anchor || "middle", "data-label": index });
+    label.append(svg("tspan", { x: at.x, class: "kind" }, `${kind} ${edge.stream || ""}`.trim()));
+    label.append(svg("tspan", { x: at.x, dy: 14, class: "condition" }, cut(edge.condition)));
+    const group = svg("g", { class: "edge" });  // its tooltip: the whole condition
+    group.append(svg("title", {}, `${kind} ${edge.stream || ""}: ${edge.condition}`), path, label);
+    drawing.append(group);
   });
-  for (const node of automaton.nodes) {
+  for (const node of graph.nodes) {
     const p = place.get(node.id);
-    const final = node.id === automaton.final;
-    drawing.append(svg("circle", { cx: p.x, cy: p.y, r: 20, class: final ? "final" : "", "data-node": node.id }));
-    drawing.append(svg("text", { x: p.x, y: p.y + 4, "text-anchor": "middle" }, node.id));
+    drawing.append(svg("circle", { cx: p.x, cy: p.y, r: 20, class: node.final ? "final" : "", "data-node": node.id }));
+    drawing.append(svg("text", { x: p.x, y: p.y + 4, "text-anchor": "middle", class: "node" }, node.label));
   }
   return drawing;
+}
+
+// An edge's condition as `cesar explain` prints it: its conjuncts (static AND dynamic), OR'd.
+function condition(edge) {
+  const parts = (edge.conjuncts || []).map((c) =>
+    [c.static, c.dynamic].filter((p) => p && p !== "TRUE").join(" AND ") || "TRUE");
+  return parts.length ? parts.join(" OR ") : "TRUE";
+}
+
+// A compiled automaton; its states are q0, q1, … (numbered within the automaton: the
+// merged DAG numbers its own nodes, drawn apart under "Its place in the merged DAG").
+function drawAutomaton(automaton) {
+  return drawGraph({
+    name: `automaton ${automaton.name}`,
+    nodes: automaton.nodes.map((n) => ({ id: n.id, label: `q${n.id}`, final: n.id === automaton.final })),
+    edges: automaton.edges.map((e) => ({ ...e, condition: condition(e) })),
+  }, "automaton");
+}
+
+// A subscription's edges on one lane of one shard's DAG, its nodes numbered as the DAG
+// numbers them (the table beside it): the template conditions, constants as ?0, ?1, ….
+function drawPlace(edges, name) {
+  const ids = [...new Set(edges.flatMap((e) => [e.source, e.target]))].sort((x, y) => x - y);
+  const targets = new Set(edges.filter((e) => e.source !== e.target).map((e) => e.target));
+  const sources = new Set(edges.map((e) => e.source));
+  return drawGraph({
+    name,
+    nodes: ids.map((id) => ({ id, label: String(id), final: targets.has(id) && !sources.has(id) })),
+    edges: edges.map((e) => ({ ...e, condition: e.template || "TRUE" })),
+  }, "place");
 }
 
 function compiledView(compiled) {
@@ -114,7 +193,8 @@ function compiledView(compiled) {
     parts.push(el("h3", {}, `Automaton ${automaton.name}${automaton.internal ? " (internal)" : ""}`));
     parts.push(drawAutomaton(automaton));
   }
-  parts.push(el("h3", {}, "Algebra"), el("pre", {}, compiled.algebra));
+  if (compiled.pattern) parts.push(el("h3", {}, "Pattern"), el("pre", { id: "pattern" }, compiled.pattern));
+  if (compiled.algebra) parts.push(el("h3", {}, "Algebra"), el("pre", { id: "algebra" }, compiled.algebra));
   return parts;
 }
 
@@ -146,22 +226,36 @@ async function subscriptionsView() {
     table(["stream", "from", "owner", "shared with"], streamRows)];
 }
 
+// What runs a subscription: the plan a shard chose for a planned pattern, else what
+// `cesar explain` says of it (a pattern's planner), else a CEL query's automata.
+function planOf(s) {
+  if (s.plan) return s.plan;
+  if (s.compiled && s.compiled.plan) return s.compiled.plan;
+  return "its automata on the shared DAG (a CEL query is not planned)";
+}
+
 async function subscriptionView(id) {
   const s = await api(`/api/subscriptions/${encodeURIComponent(id)}`);
   const parts = [el("h2", {}, `Subscription ${s.id}`),
     table(["owner", "stream", "output", "placement", "last seq"], [el("tr", {},
       el("td", {}, s.owner), el("td", {}, s.stream), el("td", {}, s.output),
       el("td", {}, s.placement), el("td", {}, s.last_seq))]),
-    el("h3", {}, "Plan"), el("p", {}, s.plan || "one automaton (not a planned pattern)"),
+    el("h3", {}, "Plan"), el("p", { id: "plan" }, planOf(s)),
     el("h3", {}, "Query"), el("pre", {}, s.query || "(an algebra subscription)")];
   parts.push(el("h3", {}, "Its place in the merged DAG"),
-    el("p", {}, "The template edges its automata use on each shard, and how many subscriptions share each (the constants of each are its own)."),
+    el("p", {}, "The template edges its automata use on each shard, and how many subscriptions share each (the constants of each are its own); the DAG's nodes as the DAG numbers them."),
     table(["shard", "lane", "edge", "from → to", "kind", "stream", "template", "shared by"],
       s.dag.map((e) => el("tr", { "data-edge": e.edge, "data-sharers": e.sharers },
         el("td", {}, e.shard), el("td", {}, e.lane), el("td", {}, e.edge),
         el("td", {}, `${e.source} → ${e.target}`), el("td", {}, e.kind.toLowerCase()),
         el("td", {}, e.stream), el("td", { class: "query" }, e.template),
         el("td", {}, `${e.sharers} subscription${e.sharers === 1 ? "" : "s"}`)))));
+  const lanes = new Map();
+  for (const e of s.dag) {
+    const name = `shard ${e.shard}, lane ${e.lane}`;
+    lanes.set(name, [...(lanes.get(name) || []), e]);
+  }
+  for (const [name, edges] of lanes) parts.push(drawPlace(edges, name));
   if (s.compiled) parts.push(...compiledView(s.compiled));
   parts.push(el("h3", {}, `Latest alerts and notices (${s.recent.length})`),
     table(["seq", "time", "event"], s.recent.map((a) => el("tr", { "data-seq": a.seq },
@@ -248,9 +342,10 @@ function tryView() {
   const button = el("button", { type: "submit" }, "Explain");
   const subscribe = el("button", { type: "button", id: "subscribe" }, "Subscribe");
   const sample = el("button", { type: "button", id: "run-sample" }, "Run on the sample");
+  const recent = el("button", { type: "button", id: "run-recent" }, "Run on recent events");
   const out = el("div", { id: "explained" });
   const form = el("form", {}, el("label", { for: "query" }, "CEL query or pattern"), text,
-    button, " ", sample, " ", subscribe);
+    button, " ", sample, " ", recent, " ", subscribe);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     out.replaceChildren();
@@ -260,12 +355,15 @@ function tryView() {
       out.append(failure(error));
     }
   });
-  sample.addEventListener("click", async () => {
-    out.replaceChildren(el("p", { class: "muted" }, "running on the bundled day of quotes…"));
+  const run = async (on) => {
+    out.replaceChildren(el("p", { class: "muted" }, on === "recent"
+      ? "running on the server's recent events…" : "running on the bundled day of quotes…"));
     try {
-      const ran = await api("/api/try", { query: text.value });
-      out.replaceChildren(el("p", { id: "sample-result" },
-        `${ran.alerts} alerts on the bundled day (${ran.quotes} one-minute quotes of six stocks, stream Stock)`,
+      const ran = await api("/api/try", { query: text.value, on });
+      const source = ran.source === "recent"
+        ? `the server's latest ${ran.quotes} events of the streams it reads`
+        : `the bundled day (${ran.quotes} one-minute quotes of six stocks, stream Stock)`;
+      out.replaceChildren(el("p", { id: "sample-result" }, `${ran.alerts} alerts on ${source}`,
         ran.alerts > ran.shown.length ? `; the first ${ran.shown.length}:` : ":"),
         table(["stream", "time", "event"], ran.shown.map((a) => el("tr", { class: "sample-alert" },
           el("td", {}, a.stream), el("td", {}, a.time || `${a.t0}/${a.t1}`),
@@ -273,7 +371,9 @@ function tryView() {
     } catch (error) {
       out.replaceChildren(failure(error));
     }
-  });
+  };
+  sample.addEventListener("click", () => run("sample"));
+  recent.addEventListener("click", () => run("recent"));
   subscribe.addEventListener("click", async () => {
     out.replaceChildren();
     try {
