@@ -9,6 +9,6 @@ settings.register_profile(
     "long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
-    "pure", max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "pure", max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci")

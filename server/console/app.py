@@ -7,7 +7,8 @@ do (no cookies, so another site cannot act for a logged-in browser); without
 ``--tokens`` everyone is ``anonymous``.
 
 * ``GET /`` and ``GET /static/<file>``: the page and its files (vendored, no CDN);
-* ``GET /api/whoami``, ``/api/subscriptions``, ``/api/subscriptions/<id>``,
+* ``GET /api/whoami``, ``/api/subscriptions``, ``/api/subscriptions/<id>`` (and
+  ``…/<id>/runtime``, what it does now),
   ``/api/streams``, ``/api/shards``; ``POST /api/explain``, ``POST /api/subscribe`` and
   ``POST /api/try`` (a run on the bundled sample, or with ``"on": "recent"`` on the latest
   events of the server's own input streams, :mod:`cesar.server.console.sample`) with
@@ -288,6 +289,12 @@ class _Handler(BaseHTTPRequestHandler):
             return views.subscriptions(front, client)
         if len(route) == 4 and route[:3] == ("GET", "api", "subscriptions"):
             return views.subscription(front, client, route[3])
+        if (
+            len(route) == 5
+            and route[:3] == ("GET", "api", "subscriptions")
+            and route[4] == "runtime"
+        ):
+            return views.runtime(front, client, route[3])
         if route == ("GET", "api", "streams"):
             return views.streams(front, client)
         if route == ("GET", "api", "shards"):

@@ -8,6 +8,7 @@ client is :class:`~cesar.server.front.errors.NotFound`, as if it did not exist.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
@@ -19,8 +20,9 @@ from cesar.server.front.errors import InvalidArgument, NotFound
 from cesar.server.front.front import Front, Listening
 from cesar.server.wire.client import message_data
 from cesar.server.wire.convert import trusted_event
-from cesar.server.wire.eventfile import event_record
+from cesar.server.wire.eventfile import event_record, iso_time
 from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
 
 
 def whoami(client: Client) -> dict[str, Any]:
@@ -67,8 +69,9 @@ def _visible(front: Front, client: Client) -> list[SubscriptionRow]:
 def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     """One subscription: its row, its plan, its compiled form (``cesar explain --json``, the
     automata the page draws), its place in each shard's merged DAG (the template edges it
-    uses and how many subscriptions share each: counts, never their ids) and its latest
-    alerts and notices, newest first; NotFound unless the caller may see it."""
+    uses and how many subscriptions share each: counts, never their ids), what it does now
+    (:func:`runtime`) and its latest alerts and notices, newest first; NotFound unless the
+    caller may see it."""
     found = [row for row in _visible(front, client) if row.id == sub_id]
     if not found:
         raise NotFound(f"no subscription {sub_id!r} of yours")
@@ -76,6 +79,7 @@ def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     data = _row(row, _plans(front, client))
     if row.query:  # an admin reads every stream, so it compiles as its owner's did
         data["compiled"] = front.explain_data(client, row.query, own=row.stream)
+    placed = front.place(row.id)
     data["dag"] = [
         {
             "shard": shard,
@@ -88,9 +92,10 @@ def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
             "template": edge.template,
             "sharers": edge.sharers,
         }
-        for shard, edges in front.place(row.id)
-        for edge in edges
+        for shard, answer in placed
+        for edge in answer.edges
     ]
+    data["runtime"] = _runtime(placed)
     schema = parse_stream_spec(row.output_spec)
     data["recent"] = [
         _record(pb.Alert.FromString(payload), schema)
@@ -99,18 +104,53 @@ def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     return data
 
 
-def streams(front: Front, client: Client) -> list[dict[str, Any]]:
-    """The streams the caller may use, by name."""
+def runtime(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
+    """What a subscription is doing now, cheap enough to poll: its last seq and, per shard
+    running it, the partial matches it holds and the steps charged to it in the latest epoch,
+    each beside its budget (0: none); NotFound unless the caller may see it."""
+    found = [row for row in _visible(front, client) if row.id == sub_id]
+    if not found:
+        raise NotFound(f"no subscription {sub_id!r} of yours")
+    return {"id": sub_id, "last_seq": found[0].last_seq, "runtime": _runtime(front.place(sub_id))}
+
+
+def _runtime(placed: list[tuple[int, shard_pb2.PlaceResponse]]) -> list[dict[str, Any]]:
     return [
         {
+            "shard": shard,
+            "held": round(answer.held, 1),
+            "instance_limit": answer.instance_limit,
+            "steps": answer.steps,
+            "step_limit": answer.step_limit,
+        }
+        for shard, answer in placed
+    ]
+
+
+def streams(front: Front, client: Client, now: float | None = None) -> list[dict[str, Any]]:
+    """The streams the caller may use, by name; an input stream with its newest event's time
+    (``newest``: ticks, and ISO 8601 in its zone) and how far that is behind the wall clock
+    (``lag_seconds``, for a stream with a calendar unit)."""
+    newest = front.newest()
+    clock = time.time() if now is None else now
+    out = []
+    for row, readers in front.stream_rows(client):
+        item: dict[str, Any] = {
             "name": row.name,
             "spec": row.spec,
             "owner": row.owner,
             "subscription": row.subscription,
             "shared_with": readers,
         }
-        for row, readers in front.stream_rows(client)
-    ]
+        t1 = newest.get(row.name)
+        if not row.subscription and t1 is not None:
+            schema = parse_stream_spec(row.spec)
+            seconds = schema.unit.seconds
+            item["newest_t1"] = t1
+            item["newest"] = iso_time(t1, schema.unit, schema.zone)
+            item["lag_seconds"] = None if seconds is None else round(clock - float(t1 * seconds))
+        out.append(item)
+    return out
 
 
 def shards(front: Front, client: Client) -> dict[str, Any]:

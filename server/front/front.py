@@ -173,6 +173,11 @@ class Front:
         with self.lock:
             return streams.listed(client, after, self.registry)
 
+    def newest(self) -> dict[str, int]:
+        """Each input stream's newest accepted ``t1`` (streams without an event yet absent)."""
+        with self.lock:
+            return dict(self.admission.newest)
+
     def delete_stream(self, client: Client, name: str) -> None:
         """Remove an input stream ``client`` defined, once no subscription reads it."""
         with self.lock:
@@ -327,9 +332,10 @@ class Front:
             raise NotFound(f"no subscription {sub_id}")
         return live
 
-    def place(self, sub_id: str) -> list[tuple[int, list[shard_pb2.PlacedEdge]]]:
-        """Per shard running ``sub_id``, the template edges of its merged DAG it uses (the
-        caller has checked that the client may see it); NotFound if it is gone."""
+    def place(self, sub_id: str) -> list[tuple[int, shard_pb2.PlaceResponse]]:
+        """Per shard running ``sub_id``, where it sits: the template edges of its merged DAG
+        it uses, what it holds, the steps charged to it (the caller has checked that the
+        client may see it); NotFound if it is gone."""
         with self.lock:
             live = self.registry.live.get(sub_id)
             if live is None:

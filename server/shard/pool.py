@@ -299,13 +299,14 @@ class ShardPool:
             shard.shard = index  # a shard on its own does not know its place
         return stats
 
-    def place(self, subscription: str, shards: Sequence[int]) -> list[list[shard_pb2.PlacedEdge]]:
-        """Per shard of ``shards``, the template edges ``subscription`` uses there."""
+    def place(self, subscription: str, shards: Sequence[int]) -> list[shard_pb2.PlaceResponse]:
+        """Per shard of ``shards``, where ``subscription`` sits there: the template edges it
+        uses, what it holds, the steps charged to it."""
         self._settle(shards)
         request = shard_pb2.PlaceRequest(subscription=subscription)
         calls = [(i, self._send(i, "Place", request)) for i in shards]
         answers: list[shard_pb2.PlaceResponse] = self._all(calls)
-        return [list(answer.edges) for answer in answers]
+        return answers
 
     def snapshot(self, position: int, keep: Sequence[int]) -> list[shard_pb2.SnapshotResponse]:
         """Every shard saves its run state as the snapshot at ``position``, keeping ``keep``."""

@@ -379,6 +379,19 @@ class ShardState:
                 out[subscription] = described
         return out
 
+    def place_of(self, subscription: str) -> shard_pb2.PlaceResponse:
+        """Where ``subscription`` sits here: its template edges (:meth:`edges_of`), the
+        partial matches it holds, the steps charged to it in the latest epoch, its budgets."""
+        engines = [lane.engine for lane in self.lanes.values()]
+        mine = [e for e in engines if subscription in e.program]
+        return shard_pb2.PlaceResponse(
+            edges=self.edges_of(subscription),
+            held=sum(e.held(subscription) for e in mine),
+            steps=sum(e.work.spent[subscription] for e in mine),
+            instance_limit=self.options.max_instances_per_subscription or 0,
+            step_limit=self.options.max_steps or 0,
+        )
+
     def edges_of(self, subscription: str) -> list[shard_pb2.PlacedEdge]:
         """The template edges ``subscription`` uses in each lane, with their sharers."""
         return [
@@ -509,7 +522,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.PlaceRequest, context: grpc.ServicerContext
     ) -> shard_pb2.PlaceResponse:
         with self.lock:
-            return shard_pb2.PlaceResponse(edges=self.state.edges_of(request.subscription))
+            return self.state.place_of(request.subscription)
 
 
 class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]

@@ -83,6 +83,10 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     assert "Drops" in row.text and "key:Name" in row.text
     streams = [r.get_attribute("data-stream") for r in wait_for(browser, "tr[data-stream]")]
     assert streams == ["Drops", "Stock"]
+    stock = browser.find_element(By.CSS_SELECTOR, 'tr[data-stream="Stock"]')
+    newest = stock.find_element(By.CSS_SELECTOR, "td[data-newest]")
+    assert (newest.get_attribute("data-newest"), newest.text) == ("26729040", "2020-10-26T20:00Z")
+    assert stock.find_element(By.CSS_SELECTOR, "td[data-lag]").text.endswith(" days")
     browser.save_screenshot(str(SHOTS / "subscriptions.png"))
 
     row.find_element(By.TAG_NAME, "a").click()
@@ -93,6 +97,9 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     )  # fmt: skip
     automata = json.loads(explained.stdout)["automata"]
     assert len(circles) == sum(len(a["nodes"]) for a in automata)
+    held = browser.find_elements(By.CSS_SELECTOR, "#runtime td[data-held]")
+    assert len(held) == 2 and all(cell.text.endswith(" of 50,000") for cell in held)
+    assert browser.find_element(By.ID, "alert-rate").text.startswith("48 alerts")
     placed = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-sharers]")
     assert placed and all(r.get_attribute("data-sharers") == "1" for r in placed)
     latest = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-seq]")
@@ -141,14 +148,20 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     more = [{"t1": last + k, "Name": "IBM", "Price": 1.0, "Volume": 1} for k in range(1, 301)]
     with Client(server.address, token="tok-a") as alice:
         alice.publish("Stock", more, batch=30)
-    WebDriverWait(browser, 30).until(  # the next samples see the quotes arrive
-        lambda d: (
-            d.find_element(By.CSS_SELECTOR, 'figure[data-chart="events"] figcaption').text
-            != "events/s accepted: 0.0"
-            and d.find_element(By.CSS_SELECTOR, 'figure[data-chart="latency"] figcaption').text
-            != "batch latency, ms (mean): 0.0"
+    WebDriverWait(browser, 30).until(  # the next samples see the quotes arrive, and keep them
+        lambda d: all(
+            "peak 0.00 "
+            not in d.find_element(By.CSS_SELECTOR, f'figure[data-chart="{c}"] figcaption').text
+            for c in ("events", "latency")
         )
     )
+    events = browser.find_element(By.CSS_SELECTOR, 'figure[data-chart="events"]')
+    ticks = [t.text for t in events.find_elements(By.CSS_SELECTOR, "text.tick")]
+    assert ticks[0] == "0" and ticks[-3:] == ["−2 min", "−1 min", "now"]
+    assert events.find_element(By.CSS_SELECTOR, "text.unit").text == "events/s"
+    memory = browser.find_element(By.CSS_SELECTOR, 'tr[data-counter="rss_bytes"]')
+    group, name, value = (td.text for td in memory.find_elements(By.TAG_NAME, "td"))
+    assert (group, name) == ("Memory, log and checkpoints", "rss, MB") and float(value) > 10
     browser.save_screenshot(str(SHOTS / "shards.png"))
 
 
@@ -201,11 +214,31 @@ def test_live_alerts_appear_as_they_are_made_and_pause(served, browser) -> None:
         for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr")
     ]
     assert seqs == list(range(total, 0, -1))  # newest first
+    headings = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "main thead th")]
+    assert headings == ["subscription", "seq", "time", "Name", "Before", "After"]  # Drops'
+    newest = browser.find_elements(By.CSS_SELECTOR, "#alerts tr")[0]
+    assert newest.find_element(By.CSS_SELECTOR, 'td[data-attribute="Name"]').text in {
+        e.attrs()["Name"] for e in events
+    }
     SHOTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SHOTS / "alerts.png"))
     browser.find_element(By.ID, "alert-filter").send_keys("s9")
     assert not [r for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr") if r.is_displayed()]
     assert sub.id == "s1"
+    browser.get(url + "#/subscriptions")  # a new view: the backlog from seq 11 of s1
+    browser.get(url + "#/alerts")
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "alert-status").text == "live")
+    browser.find_element(By.ID, "alert-filter").send_keys("s1")
+    browser.find_element(By.ID, "alert-from").send_keys("11")
+    browser.find_element(By.ID, "alert-back").click()
+    WebDriverWait(browser, 30).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == total - 10
+    )
+    shown = [
+        int(r.get_attribute("data-seq"))
+        for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr")
+    ]
+    assert shown == list(range(total, 10, -1))
 
 
 def test_a_query_subscribed_from_try_a_query_shows_its_alerts_live(served, browser) -> None:  # type: ignore[no-untyped-def]

@@ -213,6 +213,26 @@ def test_a_query_runs_on_the_servers_recent_events_of_its_own_streams(console) -
     ]
 
 
+def test_a_subscriptions_runtime_shows_what_it_holds_against_its_budgets(console) -> None:  # type: ignore[no-untyped-def]
+    """Half the day published: the rising runs alive are partial matches it holds on the
+    shards (its key spreads it over both), against the server's default budgets."""
+    server, url = console
+    rising = QUERIES[0].read_text()
+    events = sample_events()
+    with Client(server.address, token="tok-a") as alice:
+        sub = alice.subscribe(rising)
+        rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in events[: len(events) // 2]]
+        alice.publish("Stock", rows)
+        last_seq = alice.subscriptions()[0].last_seq
+    status, now, _ = call(url + f"/api/subscriptions/{sub.id}/runtime", "tok-a")
+    assert status == 200 and now["last_seq"] == last_seq > 0
+    assert [r["shard"] for r in now["runtime"]] == [0, 1]
+    assert sum(r["held"] for r in now["runtime"]) > 0
+    assert {(r["instance_limit"], r["step_limit"]) for r in now["runtime"]} == {(50_000, 50_000)}
+    status, _, _ = call(url + f"/api/subscriptions/{sub.id}/runtime", "tok-b")
+    assert status == 404  # bob's page of alice's subscription is no page at all
+
+
 def test_hostile_requests_are_refused_and_the_server_serves_on(console) -> None:  # type: ignore[no-untyped-def]
     server, url = console
     huge = json.dumps({"query": "x" * 200_000}).encode()

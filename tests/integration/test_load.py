@@ -1,4 +1,4 @@
-"""Load smoke: 10K subscriptions from 50 concurrent clients, 12K events, alerts = ``cesar run``.
+"""Load smoke: 10K subscriptions from 50 concurrent clients, 6K events, alerts = ``cesar run``.
 
 The workload is :mod:`perf.serverbench`'s: selections pinned to one stock, drops
 of one stock joined on Name (both key-partitioned) and a few global sequences.
@@ -26,10 +26,10 @@ from cesar.v1 import cesar_pb2 as pb
 
 CLIENTS = 50
 QUERIES = 10_000
-EVENTS = 12_000
+EVENTS = 6_000
 
 
-def test_10k_subscriptions_50_clients_12k_events(tmp_path: Path) -> None:
+def test_10k_subscriptions_50_clients_6k_events(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     clients = "".join(f"token-{c} client-{c}\n" for c in range(CLIENTS))
     tokens.write_text(clients + "token-root root scope=admin\n")

@@ -200,6 +200,13 @@ function compiledView(compiled) {
 
 // ---------------------------------------------------------------- views
 
+// Seconds for people: 42 s, 5 min, 3 h, 2 days (negative: ahead of the clock).
+function duration(seconds) {
+  const size = Math.abs(seconds);
+  const [unit, per] = size < 120 ? ["s", 1] : size < 7200 ? ["min", 60] : size < 172800 ? ["h", 3600] : ["days", 86400];
+  return `${seconds < 0 ? "ahead " : ""}${Math.round(size / per)} ${unit}`;
+}
+
 async function subscriptionsView() {
   const rows = await api("/api/subscriptions");
   const search = el("input", { id: "search", type: "search", placeholder: "id, stream, owner or query" });
@@ -219,11 +226,13 @@ async function subscriptionsView() {
   const streams = await api("/api/streams");
   const streamRows = streams.map((s) => el("tr", { "data-stream": s.name },
     el("td", {}, s.spec), el("td", {}, s.subscription ? `published by ${s.subscription}` : "input"),
-    el("td", {}, s.owner), el("td", {}, (s.shared_with || []).join(", ") || "—")));
+    el("td", {}, s.owner), el("td", {}, (s.shared_with || []).join(", ") || "—"),
+    el("td", { "data-newest": s.newest_t1 ?? "" }, s.newest_t1 === undefined ? "—" : s.newest || String(s.newest_t1)),
+    el("td", { "data-lag": s.lag_seconds ?? "" }, s.lag_seconds == null ? "—" : duration(s.lag_seconds))));
   return [el("h2", {}, `Subscriptions (${rows.length})`), el("label", { for: "search" }, "Search "), search,
     table(["id", "owner", "stream", "placement", "plan", "last seq", "query"], tbody),
     el("h2", {}, `Streams (${streams.length})`),
-    table(["stream", "from", "owner", "shared with"], streamRows)];
+    table(["stream", "from", "owner", "shared with", "newest event", "behind the clock"], streamRows)];
 }
 
 // What runs a subscription: the plan a shard chose for a planned pattern, else what
@@ -234,12 +243,46 @@ function planOf(s) {
   return "its automata on the shared DAG (a CEL query is not planned)";
 }
 
+// What a subscription does now, polled every EVERY seconds while its page is open: its
+// alerts (and their rate), and per shard the partial matches it holds and the steps charged
+// to it in the latest epoch, each against its budget.
+function runtimeView(s) {
+  const of = (n, limit) => limit ? `${figure(n)} of ${Number(limit).toLocaleString("en")}` : `${figure(n)} (no budget)`;
+  const body = el("tbody", { id: "runtime" });
+  const alerts = el("p", { id: "alert-rate" }, `${s.last_seq} alerts`);
+  let previous = { seq: s.last_seq, at: performance.now() };
+  const draw = (data) => {
+    const now = performance.now();
+    const rate = Math.max(0, data.last_seq - previous.seq) / ((now - previous.at) / 1000 || 1);
+    previous = { seq: data.last_seq, at: now };
+    alerts.textContent = `${data.last_seq} alerts, ${figure(rate)} alerts/s now`;
+    body.replaceChildren(...data.runtime.map((r) => el("tr", { "data-shard": r.shard },
+      el("td", {}, r.shard), el("td", { "data-held": r.held }, of(r.held, r.instance_limit)),
+      el("td", { "data-steps": r.steps }, of(r.steps, r.step_limit)))));
+  };
+  draw({ last_seq: s.last_seq, runtime: s.runtime || [] });
+  const controller = new AbortController();
+  watching = controller;
+  const timer = setInterval(async () => {
+    try {
+      draw(await api(`/api/subscriptions/${encodeURIComponent(s.id)}/runtime`));
+    } catch (error) {
+      alerts.replaceChildren(failure(error));
+    }
+  }, EVERY * 1000);
+  controller.signal.addEventListener("abort", () => clearInterval(timer));
+  const headings = ["shard", "partial matches held (of its budget)", "steps in the latest epoch (of its budget)"];
+  return el("div", {}, alerts, el("table", {},
+    el("thead", {}, el("tr", {}, ...headings.map((h) => el("th", { scope: "col" }, h)))), body));
+}
+
 async function subscriptionView(id) {
   const s = await api(`/api/subscriptions/${encodeURIComponent(id)}`);
   const parts = [el("h2", {}, `Subscription ${s.id}`),
     table(["owner", "stream", "output", "placement", "last seq"], [el("tr", {},
       el("td", {}, s.owner), el("td", {}, s.stream), el("td", {}, s.output),
       el("td", {}, s.placement), el("td", {}, s.last_seq))]),
+    el("h3", {}, "Now"), runtimeView(s),
     el("h3", {}, "Plan"), el("p", { id: "plan" }, planOf(s)),
     el("h3", {}, "Query"), el("pre", {}, s.query || "(an algebra subscription)")];
   parts.push(el("h3", {}, "Its place in the merged DAG"),
@@ -269,27 +312,80 @@ async function subscriptionView(id) {
 // A client's token sees its own counters only (its alerts); an admin's, the server's.
 const shardSum = (s, name) => s.shards.reduce((n, x) => n + Number((x.counters || {})[name] || 0), 0);
 const CHARTS = [
-  { id: "events", title: "events/s accepted", of: (s) => s.front.events_accepted, rate: true },
-  { id: "alerts", title: "alerts/s", of: (s) => s.front.alerts, rate: true },
-  { id: "latency", title: "batch latency, ms (mean)", mean: ["batch_latency_us_total", "batches_timed"],
+  { id: "events", title: "events accepted", unit: "events/s", of: (s) => s.front.events_accepted, rate: true },
+  { id: "alerts", title: "alerts", unit: "alerts/s", of: (s) => s.front.alerts, rate: true },
+  { id: "latency", title: "batch latency (mean)", unit: "ms", mean: ["batch_latency_us_total", "batches_timed"],
     of: (s) => s.front.batches_timed === undefined ? undefined : Number(s.front.batch_latency_us_total) / 1000 },
-  { id: "instances", title: "instances (all shards)", of: (s) => s.front.rss_bytes === undefined ? undefined : shardSum(s, "instances") },
-  { id: "memory", title: "memory, MB (front and shards)", of: (s) => s.front.rss_bytes === undefined ? undefined : (Number(s.front.rss_bytes) + shardSum(s, "rss_bytes")) / 1e6 },
-  { id: "open", title: "events waiting for their epoch", of: (s) => s.front.open_epoch_events },
-  { id: "checkpoints", title: "checkpoint, MB", of: (s) => s.front.checkpoint_bytes === undefined ? undefined : Number(s.front.checkpoint_bytes) / 1e6 },
+  { id: "instances", title: "instances (all shards)", unit: "instances", of: (s) => s.front.rss_bytes === undefined ? undefined : shardSum(s, "instances") },
+  { id: "memory", title: "memory (front and shards)", unit: "MB", of: (s) => s.front.rss_bytes === undefined ? undefined : (Number(s.front.rss_bytes) + shardSum(s, "rss_bytes")) / 1e6 },
+  { id: "open", title: "events waiting for their epoch", unit: "events", of: (s) => s.front.open_epoch_events },
+  { id: "checkpoints", title: "checkpoint size", unit: "MB", of: (s) => s.front.checkpoint_bytes === undefined ? undefined : Number(s.front.checkpoint_bytes) / 1e6 },
+];
+const SAMPLES = 60;  // kept per chart: 2 minutes at one sample per 2 s
+const EVERY = 2;  // seconds between samples
+
+// The smallest of 1, 2, 5 times a power of ten at or above v: an axis's top.
+function nice(v) {
+  if (v <= 0) return 1;
+  const power = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 5, 10].map((m) => m * power).find((m) => m >= v);
+}
+
+function figure(v) {
+  return v >= 100 ? Math.round(v).toLocaleString("en") : v.toFixed(v >= 10 ? 1 : 2);
+}
+
+// A chart with axes: the value (its unit, 0 to a round top, a line at half) against time
+// (the last two minutes, now at the right); the samples so far end at now.
+function chart(values, unit) {
+  const width = 380, height = 160, left = 56, bottom = 24, top = 24, right = 10;
+  const plotW = width - left - right, plotH = height - top - bottom;
+  const max = nice(Math.max(0, ...values));
+  const x = (i) => left + plotW - (values.length - 1 - i) * (plotW / (SAMPLES - 1));
+  const y = (v) => top + plotH - (v / max) * plotH;
+  const drawing = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+    "aria-label": `${unit}: last ${values.length} samples, 0 to ${figure(max)}` });
+  for (const [v, label] of [[0, "0"], [max / 2, figure(max / 2)], [max, figure(max)]]) {
+    drawing.append(svg("line", { x1: left, x2: left + plotW, y1: y(v), y2: y(v), class: "grid" }));
+    drawing.append(svg("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end", class: "tick" }, label));
+  }
+  for (const [seconds, label] of [[SAMPLES * EVERY - EVERY, "−2 min"], [60, "−1 min"], [0, "now"]]) {
+    const at = left + plotW - (seconds / EVERY) * (plotW / (SAMPLES - 1));
+    drawing.append(svg("text", { x: at, y: height - 6, "text-anchor": "middle", class: "tick" }, label));
+  }
+  drawing.append(svg("text", { x: 4, y: 12, class: "unit" }, unit));  // above the axis
+  drawing.append(svg("line", { x1: left, x2: left, y1: top, y2: top + plotH, class: "axis" }));
+  drawing.append(svg("line", { x1: left, x2: left + plotW, y1: top + plotH, y2: top + plotH, class: "axis" }));
+  if (values.length) {
+    const points = values.length === 1 ? [`${x(0) - 4},${y(values[0])}`, `${x(0)},${y(values[0])}`]
+      : values.map((v, i) => `${x(i)},${y(v)}`);
+    drawing.append(svg("polyline", { points: points.join(" "), class: "series" }));
+  }
+  return drawing;
+}
+
+// Counters named for people, in groups; bytes in MB, microseconds in ms.
+const GROUPS = [
+  ["Events", /^(events|epoch|open_epoch|late|batch|publish|duplicate|pieces|arrow)/],
+  ["Alerts and listeners", /(alert|listen|notice)/],
+  ["Subscriptions and streams", /(subscri|stream|compile|shape|template|bound)/],
+  ["Work and state", /(instance|node|edge|work|step|run|plan|window|probe|predicate)/],
+  ["Memory, log and checkpoints", /(bytes|rss|checkpoint|snapshot|compact|log)/],
 ];
 
-function sparkline(values) {
-  const width = 320, height = 70;
-  const top = Math.max(1, ...values);
-  const span = Math.max(values.length - 1, 1);  // the samples so far fill the width
-  const y = (v) => height - 4 - (v / top) * (height - 8);
-  const points = values.length === 1 ? [`0,${y(values[0])}`, `${width},${y(values[0])}`]
-    : values.map((v, i) => `${(i / span) * width},${y(v)}`);
-  const drawing = svg("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
-    "aria-label": `last ${values.length} samples, up to ${top.toFixed(1)}` });
-  drawing.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: "#0645ad", "stroke-width": 2 }));
-  return drawing;
+function counterRows(counters) {
+  const rows = Object.entries(counters || {}).map(([key, raw]) => {
+    const group = (GROUPS.find(([, pattern]) => pattern.test(key)) || ["Other"])[0];
+    let name = key.replaceAll("_", " ");
+    let value = Number(raw);
+    if (key.endsWith("_bytes")) { name = name.replace(/ bytes$/, ", MB"); value /= 1e6; }
+    else if (key.endsWith("_us_total")) { name = name.replace(/ us total$/, ", ms in all"); value /= 1000; }
+    return { group, name, key, value: Number.isFinite(value) ? figure(value) : String(raw) };
+  });
+  const order = [...GROUPS.map(([g]) => g), "Other"];
+  rows.sort((a, b) => order.indexOf(a.group) - order.indexOf(b.group) || a.name.localeCompare(b.name));
+  return rows.map((r) => el("tr", { "data-counter": r.key },
+    el("td", {}, r.group), el("td", {}, r.name), el("td", { class: "number" }, r.value)));
 }
 
 function shardsView() {
@@ -312,19 +408,21 @@ function shardsView() {
           if (previous) values.push(done > 0 ? (Number(stats.front[total]) - Number(previous.stats.front[total])) / done / 1000 : 0);
         } else if (!chart.rate) values.push(level);
         else if (previous) values.push(Math.max(0, level - Number(chart.of(previous.stats) || 0)) / ((now - previous.at) / 1000));
-        if (values.length > 60) values.shift();
+        if (values.length > SAMPLES) values.shift();
       }
       previous = { stats, at: now };
-      charts.replaceChildren(...CHARTS.filter((chart) => chart.of(stats) !== undefined).map((chart) => {
-        const values = history.get(chart.id);
+      charts.replaceChildren(...CHARTS.filter((c) => c.of(stats) !== undefined).map((c) => {
+        const values = history.get(c.id);
         const last = values.length ? values[values.length - 1] : 0;
-        return el("figure", { "data-chart": chart.id }, el("figcaption", {}, `${chart.title}: ${last.toFixed(1)}`), sparkline(values));
+        const peak = Math.max(0, ...values);
+        return el("figure", { "data-chart": c.id },
+          el("figcaption", {}, `${c.title}: now ${figure(last)} ${c.unit}, peak ${figure(peak)} over 2 min`),
+          chart(values, c.unit));
       }));
-      const front = Object.entries(stats.front).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)));
-      const parts = [el("h2", {}, "Front"), table(["counter", "value"], front)];
+      const parts = [el("h2", {}, "Front"), table(["group", "counter", "value"], counterRows(stats.front))];
       for (const shard of stats.shards) {
-        const counters = Object.entries(shard.counters || {}).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)));
-        parts.push(el("h2", {}, `Shard ${shard.shard || 0}`), table(["counter", "value"], counters));
+        parts.push(el("h2", {}, `Shard ${shard.shard || 0}`),
+          table(["group", "counter", "value"], counterRows(shard.counters)));
       }
       tables.replaceChildren(...parts);
     } catch (error) {
@@ -394,16 +492,32 @@ function alertsView() {
   const seen = new Map();  // subscription -> last seq shown
   let paused = false;
   let held = [];
+  let connection = null;  // the open alert stream: "Show from" closes it to ask again
   const filter = el("input", { id: "alert-filter", type: "search", placeholder: "subscription id, e.g. s1" });
+  const from = el("input", { id: "alert-from", type: "number", min: "1", placeholder: "seq", "aria-label": "from seq" });
+  const back = el("button", { type: "button", id: "alert-back" }, "Show from");
   const pause = el("button", { type: "button", id: "pause", "aria-pressed": "false" }, "Pause");
   const status = el("span", { id: "alert-status", class: "muted", "aria-live": "polite" }, "connecting…");
+  const columns = [];  // the attributes seen so far, a column each, in the order they came
+  const headings = el("tr", {}, ...["subscription", "seq", "time"].map((h) => el("th", { scope: "col" }, h)));
   const list = el("tbody", { id: "alerts" });
+  const cells = (record) => columns.map((name) => el("td", { "data-attribute": name },
+    record.attrs && name in record.attrs ? String(record.attrs[name]) : ""));
   const show = (record) => {
+    const fresh = Object.keys(record.attrs || {}).filter((name) => !columns.includes(name));
+    for (const name of fresh) {
+      columns.push(name);
+      headings.append(el("th", { scope: "col" }, name));
+      for (const row of list.children) if (!row.dataset.notice) row.append(el("td", { "data-attribute": name }, ""));
+    }
     const wanted = filter.value.trim();
     const row = el("tr", { "data-subscription": record.subscription, "data-seq": record.seq },
       el("td", {}, record.subscription), el("td", {}, record.seq),
-      el("td", {}, record.notice ? "notice" : record.time || `${record.t0}/${record.t1}`),
-      el("td", { class: "query" }, record.notice || JSON.stringify(record.attrs)));
+      el("td", {}, record.notice ? "notice" : record.time || `${record.t0}/${record.t1}`));
+    if (record.notice) {
+      row.dataset.notice = "1";
+      row.append(el("td", { colspan: Math.max(1, columns.length), class: "query" }, record.notice));
+    } else row.append(...cells(record));
     row.hidden = wanted !== "" && record.subscription !== wanted;
     list.prepend(row);
     while (list.children.length > 500) list.lastChild.remove();
@@ -411,6 +525,17 @@ function alertsView() {
   filter.addEventListener("input", () => {
     const wanted = filter.value.trim();
     for (const row of list.children) row.hidden = wanted !== "" && row.dataset.subscription !== wanted;
+  });
+  back.addEventListener("click", () => {  // the backlog: one subscription's alerts from a seq on
+    const sub = filter.value.trim();
+    const seq = Number(from.value);
+    if (!sub || !Number.isInteger(seq) || seq < 1) {
+      status.textContent = "give a subscription and a seq from 1";
+      return;
+    }
+    for (const row of [...list.children]) if (row.dataset.subscription === sub) row.remove();
+    seen.set(sub, seq - 1);
+    if (connection) connection.abort();
   });
   pause.addEventListener("click", () => {
     paused = !paused;
@@ -421,12 +546,14 @@ function alertsView() {
   });
   const controller = new AbortController();
   watching = controller;
+  controller.signal.addEventListener("abort", () => { if (connection) connection.abort(); });
   (async () => {
     while (!controller.signal.aborted) {
       const after = [...seen].map(([sub, seq]) => `after=${encodeURIComponent(`${sub}:${seq}`)}`);
+      connection = new AbortController();
       try {
         const headers = token() ? { "Authorization": "Bearer " + token() } : {};
-        const response = await fetch(`/api/alerts?${after.join("&")}`, { headers, signal: controller.signal });
+        const response = await fetch(`/api/alerts?${after.join("&")}`, { headers, signal: connection.signal });
         if (!response.ok) {
           const error = await response.json();
           status.replaceChildren(failure(error));
@@ -454,15 +581,16 @@ function alertsView() {
         }
       } catch (error) {
         if (controller.signal.aborted) return;
+        if (connection.signal.aborted) continue;  // "Show from": ask again at once
       }
       status.textContent = "reconnecting…";
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   })();
   return [el("h2", {}, "Live alerts"),
-    el("p", {}, el("label", { for: "alert-filter" }, "Subscription "), filter, " ", pause, " ", status),
-    el("table", {}, el("thead", {}, el("tr", {},
-      ...["subscription", "seq", "time", "event"].map((h) => el("th", { scope: "col" }, h)))), list)];
+    el("p", {}, el("label", { for: "alert-filter" }, "Subscription "), filter, " ",
+      el("label", { for: "alert-from" }, "from seq "), from, " ", back, " ", pause, " ", status),
+    el("table", {}, el("thead", {}, headings), list)];
 }
 
 let routed = 0;  // the latest route asked for: a slower earlier one must not draw over it
