@@ -14,18 +14,20 @@ $(shell mkdir -p build && git ls-files -co --exclude-standard -- automata index 
     examples proto | sort > build/files.new && \
     (cmp -s build/files.new build/files.txt || mv build/files.new build/files.txt))
 
+# --no-compile: Python compiles a dependency's module to bytecode when it is first imported, not
+# every module of pyspark and the others at install (39 s -> 25 s).
 $(VENV)/.installed: pyproject.toml build/files.txt $(wildcard proto/cesar/v1/*.proto)
 	@echo "setting up $(VENV): cesar and its pinned dependencies (pyspark, grpcio, ...);" \
 	    "the first time downloads ~400 MB and takes a few minutes"
 	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' \
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -e '.[dev]' \
 	    --config-settings editable_mode=strict
 	touch $@
 	@echo "set up: $(BIN)/cesar"
 
-# The hot path compiled by mypyc (cesar.build.COMPILED, proto/build_compiled.py): about 45 s on
-# one core, again whenever one of the engine's or the indices' sources changes; until then (and
-# with CESAR_PURE=1) every module runs from its source.
+# The hot path compiled by mypyc (cesar.build.COMPILED, proto/build_compiled.py): about 30 s on
+# 2 cores (its C files compiled one per core), again whenever one of the engine's or the
+# indices' sources changes; until then (and with CESAR_PURE=1) every module runs from its source.
 $(VENV)/.compiled: $(VENV)/.installed $(wildcard index/*.py server/engine/*.py) \
     automata/arithmetic.py automata/evaluate.py automata/schema.py proto/cesar/build.py proto/build_compiled.py
 	$(BIN)/python proto/build_compiled.py > build/mypyc.log 2>&1 || (cat build/mypyc.log; exit 1)
