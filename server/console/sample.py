@@ -106,7 +106,7 @@ def recent_events(
     finally:
         db.close()
     events = [e for batch in reversed(found) for e in batch]
-    return sorted(events, key=lambda e: e.t1)[-limit:] if events else []
+    return sorted(events, key=lambda e: e.t1)[-limit:]
 
 
 def _run(query: str, specs: list[str], events: Path) -> dict[str, Any]:

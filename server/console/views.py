@@ -66,16 +66,21 @@ def _visible(front: Front, client: Client) -> list[SubscriptionRow]:
     return front.subscriptions(None if client.may("admin") else client)
 
 
+def _visible_row(front: Front, client: Client, sub_id: str) -> SubscriptionRow:
+    """Subscription ``sub_id`` if the caller may see it; NotFound, as if it did not exist."""
+    for row in _visible(front, client):
+        if row.id == sub_id:
+            return row
+    raise NotFound(f"no subscription {sub_id!r} of yours")
+
+
 def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     """One subscription: its row, its plan, its compiled form (``cesar explain --json``, the
     automata the page draws), its place in each shard's merged DAG (the template edges it
     uses and how many subscriptions share each: counts, never their ids), what it does now
     (:func:`runtime`) and its latest alerts and notices, newest first; NotFound unless the
     caller may see it."""
-    found = [row for row in _visible(front, client) if row.id == sub_id]
-    if not found:
-        raise NotFound(f"no subscription {sub_id!r} of yours")
-    row = found[0]
+    row = _visible_row(front, client, sub_id)
     data = _row(row, _plans(front, client))
     if row.query:  # an admin reads every stream, so it compiles as its owner's did
         data["compiled"] = front.explain_data(client, row.query, own=row.stream)
@@ -108,10 +113,8 @@ def runtime(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
     """What a subscription is doing now, cheap enough to poll: its last seq and, per shard
     running it, the partial matches it holds and the steps charged to it in the latest epoch,
     each beside its budget (0: none); NotFound unless the caller may see it."""
-    found = [row for row in _visible(front, client) if row.id == sub_id]
-    if not found:
-        raise NotFound(f"no subscription {sub_id!r} of yours")
-    return {"id": sub_id, "last_seq": found[0].last_seq, "runtime": _runtime(front.place(sub_id))}
+    row = _visible_row(front, client, sub_id)
+    return {"id": sub_id, "last_seq": row.last_seq, "runtime": _runtime(front.place(sub_id))}
 
 
 def _runtime(placed: list[tuple[int, shard_pb2.PlaceResponse]]) -> list[dict[str, Any]]:
