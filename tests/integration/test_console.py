@@ -373,11 +373,16 @@ def query_body(query: str) -> bytes:
     post=st.booleans(),
     path=st.lists(
         st.sampled_from(["api", "subscriptions", "s1", "explain", "try", "subscribe", "alerts",
-                         "static", "..", "%00", "whoami", "shards", "streams", "x" * 300]),
+                         "static", "..", "%00", "whoami", "shards", "streams", "runtime",
+                         "x" * 300]),
         max_size=4,
     ).map("/".join),
     query=st.text(max_size=30),
-    body=st.binary(max_size=200) | st.text(max_size=80).map(query_body),
+    body=st.binary(max_size=200)
+    | st.text(max_size=80).map(query_body)
+    | st.tuples(st.text(max_size=80), st.sampled_from(["recent", "sample", "x", ""])).map(
+        lambda pair: json.dumps({"query": pair[0], "on": pair[1]}).encode()
+    ),
 )  # fmt: skip
 def test_random_requests_never_fail_the_server(console, post, path, query, body) -> None:  # type: ignore[no-untyped-def]
     """Whatever a token's holder sends: an answer with a meaningful status, never a 500 or a
