@@ -79,13 +79,18 @@ def check_inputs(pairs: Iterable[tuple[str, Derived]], inputs: Container[str]) -
     """
     for stream, derived in pairs:
         if stream not in inputs:
-            raise CelSemanticError(
-                f"{derived.name} reads {stream}, a stream a query publishes: windows and time "
-                "functions read input streams only (the engine takes them as an epoch's input "
-                "events come in, before any query publishes); read the input stream it comes "
-                f"from, or have the query publishing {stream} SELECT the value AS a name",
-                derived.pos,
-            )
+            raise CelSemanticError(not_an_input(derived, stream), derived.pos)
+
+
+def not_an_input(derived: Derived, stream: str) -> str:
+    """Why ``derived`` cannot read ``stream``, a stream a query publishes (the one reason the
+    compile side and the engine give)."""
+    return (
+        f"{derived.name} reads {stream}, a stream a query publishes: windows and time "
+        "functions read input streams only (the engine takes them as an epoch's input "
+        "events come in, before any query publishes); read the input stream it comes "
+        f"from, or have the query publishing {stream} SELECT the value AS a name"
+    )
 
 
 def read_by(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
-from cesar.automata.schema import StreamSchema, parse_stream_spec
+from cesar.automata.schema import StreamSchema, TimeUnit, parse_stream_spec
 from cesar.server.console.sample import SampleRuns, recent_events
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
@@ -101,6 +101,7 @@ def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
         for edge in answer.edges
     ]
     data["runtime"] = _runtime(placed)
+    data.update(_activity(front, row.id))
     schema = parse_stream_spec(row.output_spec)
     data["recent"] = [
         _record(pb.Alert.FromString(payload), schema)
@@ -110,11 +111,33 @@ def subscription(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
 
 
 def runtime(front: Front, client: Client, sub_id: str) -> dict[str, Any]:
-    """What a subscription is doing now, cheap enough to poll: its last seq and, per shard
-    running it, the partial matches it holds and the steps charged to it in the latest epoch,
-    each beside its budget (0: none); NotFound unless the caller may see it."""
+    """What a subscription is doing now, cheap enough to poll: its last seq, its events in
+    and alert latency (:func:`_activity`) and, per shard running it, the partial matches it
+    holds and the steps charged to it in the latest epoch, each beside its budget (0: none);
+    NotFound unless the caller may see it."""
     row = _visible_row(front, client, sub_id)
-    return {"id": sub_id, "last_seq": row.last_seq, "runtime": _runtime(front.place(sub_id))}
+    return {
+        "id": sub_id,
+        "last_seq": row.last_seq,
+        "runtime": _runtime(front.place(sub_id)),
+        **_activity(front, sub_id),
+    }
+
+
+def _activity(front: Front, sub_id: str) -> dict[str, Any]:
+    """``events_in``: events accepted on the input streams it reads since the server
+    started; ``latency_ms``: over the batches that gave it alerts, from the publish request
+    to its alerts logged, the last, the mean and the peak (absent before its first alert)."""
+    events, latency = front.activity(sub_id)
+    data: dict[str, Any] = {"events_in": events}
+    if latency is not None:
+        data["latency_ms"] = {
+            "last": round(latency.last * 1000, 1),
+            "mean": round(latency.total / latency.batches * 1000, 1),
+            "peak": round(latency.peak * 1000, 1),
+            "batches": latency.batches,
+        }
+    return data
 
 
 def _runtime(placed: list[tuple[int, shard_pb2.PlaceResponse]]) -> list[dict[str, Any]]:
@@ -131,10 +154,17 @@ def _runtime(placed: list[tuple[int, shard_pb2.PlaceResponse]]) -> list[dict[str
 
 
 def streams(front: Front, client: Client, now: float | None = None) -> list[dict[str, Any]]:
-    """The streams the caller may use, by name; an input stream with its newest event's time
+    """The streams the caller may use, by name; an input stream with, since the server
+    started, its events ``accepted`` and ``rejected`` by reason (``late``, ``ahead``, or
+    ``invalid`` and the field), and once it has an event, its newest event's time
     (``newest``: ticks, and ISO 8601 in its zone) and how far that is behind the wall clock
     (``lag_seconds``, for a stream with a calendar unit)."""
-    newest = front.newest()
+    inflow = front.inflow()
+    rejected: dict[str, dict[str, int]] = {}
+    for (stream, field, kind), count in sorted(inflow.rejected.items()):
+        reason = f"invalid {field}" if kind == "invalid" else kind
+        rejected.setdefault(stream, {})[reason] = count
+    newest = inflow.newest
     clock = time.time() if now is None else now
     out = []
     for row, readers in front.stream_rows(client):
@@ -145,6 +175,9 @@ def streams(front: Front, client: Client, now: float | None = None) -> list[dict
             "subscription": row.subscription,
             "shared_with": readers,
         }
+        if not row.subscription:
+            item["accepted"] = inflow.accepted[row.name]
+            item["rejected"] = rejected.get(row.name, {})
         t1 = newest.get(row.name)
         if not row.subscription and t1 is not None:
             schema = parse_stream_spec(row.spec)
@@ -157,8 +190,23 @@ def streams(front: Front, client: Client, now: float | None = None) -> list[dict
 
 
 def shards(front: Front, client: Client) -> dict[str, Any]:
-    """The counters the caller may see: the front's and each shard's (Stats)."""
-    return message_data(front.stats(client))
+    """The counters the caller may see: the front's and each shard's (Stats; an admin's
+    include each shard's backlog, ``events_waiting`` and ``applies_in_flight``), and for an
+    admin the front's latest checkpoints, newest first (``checkpoints``: when, at which log
+    position, bytes, milliseconds, and the log position compacted to)."""
+    data = message_data(front.stats(client))
+    if client.may("admin"):
+        data["checkpoints"] = [
+            {
+                "at": iso_time(round(taken.at), TimeUnit.SEC, "UTC"),
+                "position": taken.position,
+                "bytes": taken.bytes,
+                "ms": round(taken.seconds * 1000),
+                "compacted_to": taken.compacted_to,
+            }
+            for taken in front.checkpoint_history()
+        ]
+    return data
 
 
 def subscribed(front: Front, client: Client, query: str) -> dict[str, Any]:

@@ -9,7 +9,8 @@ any automaton sees the event (so indices and shared nodes treat it as an attribu
 A window first read after events have come counts only the events since then.
 
 Windows read input streams: one over a stream a query publishes is refused
-(:meth:`Windows.check`), since such a stream's events may come out of time order.
+(:meth:`Windows.check`): the engine takes windows as an epoch's input events come in,
+before any query of the epoch publishes.
 ``limit`` (EngineOptions ``max_window_events``) bounds the events one window holds;
 beyond it the oldest are dropped and its readers get one notice.  ``share=False``
 (EngineOptions ``share_windows``, the benchmark's baseline) keeps one window per
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cesar.automata.automaton import Automaton
-from cesar.automata.derived import Derived, DerivedState, state_of
+from cesar.automata.derived import Derived, DerivedState, not_an_input, state_of
 from cesar.automata.schema import Event
 from cesar.automata.windows import Window
 
@@ -49,14 +50,13 @@ class Windows:
 
     @staticmethod
     def check(automata: Sequence[Automaton], is_published: Callable[[str], bool]) -> None:
-        """Raise ValueError for a window over a stream that a query publishes
-        (``is_published``).  O(the automata's windows)."""
-        taken = {s for a in automata for s, _ in a.windows if is_published(s)}
-        if taken:
-            raise ValueError(
-                f"a time-window aggregate reads {sorted(taken)[0]}, which a query publishes; "
-                "windows read input streams, whose events come in time order"
-            )
+        """Raise ValueError for a window or time function over a stream that a query
+        publishes (``is_published``), with the reason the compile side gives
+        (:func:`~cesar.automata.derived.check_inputs`).  O(the automata's windows)."""
+        for automaton in automata:
+            for stream, derived in automaton.windows:
+                if is_published(stream):
+                    raise ValueError(not_an_input(derived, stream))
 
     def add(self, subscription: str, automata: Sequence[Automaton]) -> None:
         """Let ``subscription`` read its automata's windows (a new one starts empty)."""

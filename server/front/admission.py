@@ -52,8 +52,9 @@ from cesar.server.wire.convert import from_event, rejection
 from cesar.server.wire.eventfile import tick_time
 from cesar.v1 import cesar_pb2 as pb
 
-Refused = Counter[tuple[str, str]]
-"""Rejections by field and kind (late, ahead, invalid)."""
+Refused = Counter[tuple[str, str, str]]
+"""Rejections by stream, field and kind (late, ahead, invalid); the stream is ``""`` for an
+event naming no input stream (labels stay a closed set, whatever a client names)."""
 Incoming = tuple[int, Event | EventError, int | None]
 """A request's event: its index in the request, the event validated (or its error), and its
 arrival at the feed (None: its index orders it)."""
@@ -159,7 +160,8 @@ class Admission:
         for index, item, arrival in incoming:
             if isinstance(item, EventError):
                 response.rejected.append(rejection(index, item))
-                refused[_label(response.rejected[-1].field), "invalid"] += 1
+                stream = self._stream_label(item.stream)
+                refused[stream, _label(response.rejected[-1].field), "invalid"] += 1
             else:
                 valid.append((item.t1, index if arrival is None else arrival, index, item))
         valid.sort(key=lambda item: (item[0], item[1]))
@@ -176,14 +178,14 @@ class Admission:
         for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
             if ahead is not None:
                 response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
-                refused["t1", "ahead"] += 1
+                refused[event.stream, "t1", "ahead"] += 1
                 continue
             settled = self.gate.settled(t1, event.stream, shard)
             if settled is not None:
                 unit = self.registry.inputs[event.stream].unit
                 reason = late_reason(t1, settled, shard, unit)
                 response.rejected.append(pb.Rejection(index=index, field="t1", reason=reason))
-                refused["t1", "late"] += 1
+                refused[event.stream, "t1", "late"] += 1
                 continue
             accepted.append(event)
             self.saw(event.stream, event.t1)
@@ -200,8 +202,9 @@ class Admission:
         """
         response = pb.PublishResponse()
         refused: Refused = Counter()
-        failed: list[tuple[int, pb.Rejection, str]] = [
-            (index, rejection(index, error), "invalid") for index, error in checked.errors
+        failed: list[tuple[int, pb.Rejection, str, str]] = [
+            (index, rejection(index, error), self._stream_label(error.stream), "invalid")
+            for index, error in checked.errors
         ]
         table = checked.table
         table = table.take(pc.sort_indices(table, [("t1", "ascending"), ("arrival", "ascending")]))
@@ -218,7 +221,9 @@ class Admission:
             ahead = mine & (t1s > limit)
             for i in np.flatnonzero(ahead).tolist():
                 reason = self.ahead_reason(int(t1s[i]), limit)
-                failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "ahead"))
+                failed.append(
+                    (int(index[i]), pb.Rejection(field="t1", reason=reason), name, "ahead")
+                )
             ok = mine & ~ahead
             if ok.any():
                 fine[name] = int(t1s[ok].max())
@@ -233,16 +238,22 @@ class Admission:
                 behind = ok & (t1s <= bound)
                 for i in np.flatnonzero(behind).tolist():
                     reason = late_reason(int(t1s[i]), bound, shard, self.registry.inputs[name].unit)
-                    failed.append((int(index[i]), pb.Rejection(field="t1", reason=reason), "late"))
+                    failed.append(
+                        (int(index[i]), pb.Rejection(field="t1", reason=reason), name, "late")
+                    )
             keep &= ~behind
             accepted = ok & ~behind
             if accepted.any():
                 self.saw(name, int(t1s[accepted].max()))
-        for i, message, kind in sorted(failed, key=lambda item: item[0]):
+        for i, message, stream, kind in sorted(failed, key=lambda item: item[0]):
             message.index = i
             response.rejected.append(message)
-            refused[_label(message.field), kind] += 1
+            refused[stream, _label(message.field), kind] += 1
         return response, table.filter(pa.array(keep)), refused
+
+    def _stream_label(self, stream: str | None) -> str:
+        """The stream a rejection is counted under: an input stream's name, else ``""``."""
+        return stream if stream is not None and stream in self.registry.inputs else ""
 
     def check_watermark(self, watermark: int, fine: Mapping[str, int], now: float) -> None:
         """InvalidArgument if ``watermark`` is beyond every stream's time bound.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,22 @@ class SnapshotPolicy:
         return self.batches > 0 or self.seconds > 0
 
 
+@dataclass(frozen=True)
+class Taken:
+    """One checkpoint this front took: when (Unix seconds), at which log position, how many
+    bytes the shards' snapshots hold, how long it took, and where the log was compacted to."""
+
+    at: float
+    position: int
+    bytes: int
+    seconds: float
+    compacted_to: int
+
+
+HISTORY = 20
+"""Checkpoints a front remembers (:attr:`Checkpoints.history`), newest last."""
+
+
 class Checkpoints:
     """The front's checkpoints: :meth:`due`, :meth:`take`, :meth:`choose`."""
 
@@ -63,6 +80,8 @@ class Checkpoints:
         self.taken = 0
         self.seconds = 0.0
         self.bytes = 0
+        self.history: deque[Taken] = deque(maxlen=HISTORY)
+        """The latest checkpoints taken since the front started, newest last."""
 
     def due(self, position: int) -> bool:
         """Whether a checkpoint is due after batch ``position`` committed."""
@@ -91,6 +110,7 @@ class Checkpoints:
         self.taken += 1
         self.seconds = self.last_time - started
         self.bytes = sum(r.bytes for r in written)
+        self.history.append(Taken(time.time(), position, self.bytes, self.seconds, compacted))
         log.info(
             "checkpoint",
             extra={

@@ -19,6 +19,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 
+from cesar.server.front.admission import Refused
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.catalog import Catalog
 from cesar.server.front.registry import Registry
@@ -39,18 +40,19 @@ class Ticket:
         self,
         number: int,
         key: str,
-        accepted: int,
+        arrived: Counter[str],
         payload: bytes,
         shard: int | None,
         response: pb.PublishResponse,
-        refused: Counter[tuple[str, str]] | None = None,
+        refused: Refused | None = None,
     ) -> None:
         self.number = number
         self.refused = refused or Counter()
-        """Its rejections by field and kind (late, ahead, invalid)."""
+        """Its rejections by stream, field and kind (late, ahead, invalid)."""
         self.key = key
-        self.accepted = accepted
-        """How many of its events were accepted."""
+        self.arrived = arrived
+        """Its accepted events, by stream."""
+        self.accepted = arrived.total()
         self.payload = payload
         self.shard = shard
         self.response = response
@@ -62,7 +64,7 @@ class Ticket:
     @classmethod
     def done(cls, response: pb.PublishResponse) -> Ticket:
         """A ticket finished already (a duplicate batch)."""
-        ticket = cls(response.batch, "", 0, b"", None, response)
+        ticket = cls(response.batch, "", Counter(), b"", None, response)
         ticket.finish()
         return ticket
 
@@ -164,8 +166,10 @@ class Commits:
         """The number of the last batch logged."""
         self.inflight: set[str] = set()
         """The idempotency keys of batches begun and not logged yet."""
-        self.rejections: Counter[tuple[str, str]] = Counter()
-        """Events rejected, by field and kind."""
+        self.rejections: Refused = Counter()
+        """Events rejected, by stream, field and kind."""
+        self.arrived: Counter[str] = Counter()
+        """Events accepted, by stream."""
         self.batch_seconds = Histogram()
         """Per batch, from its request to its acknowledgement (validated, applied, logged)."""
         self._queue: queue.SimpleQueue[Ticket] = queue.SimpleQueue()
@@ -207,7 +211,8 @@ class Commits:
         """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
         ticket; ShardFailure if it cannot be logged."""
         try:
-            rows, touched = self.registry().sequence(alerts)
+            registry = self.registry()
+            rows, touched = registry.sequence(alerts)
             self.catalog.commit_batch(
                 ticket.number, ticket.key, ticket.accepted, ticket.payload, rows, touched
             )
@@ -221,7 +226,10 @@ class Commits:
         self.counters["events_accepted"] += ticket.accepted
         self.counters["events_rejected"] += len(ticket.response.rejected)
         self.rejections.update(ticket.refused)
-        self.batch_seconds.observe(time.monotonic() - ticket.began)
+        self.arrived.update(ticket.arrived)
+        seconds = time.monotonic() - ticket.began
+        self.batch_seconds.observe(seconds)
+        registry.timed(touched, seconds)
         self.counters["alerts"] += len(rows)
         self.counters["batches"] += 1
         if ticket.shard is not None:

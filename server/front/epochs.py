@@ -108,7 +108,11 @@ class EpochGate:
 
     def pending_events(self) -> int:
         """The number of (event, shard) pairs waiting."""
-        return sum(len(group) for pending in self.pending for group in pending.values())
+        return sum(self.waiting(shard) for shard in range(len(self.pending)))
+
+    def waiting(self, shard: int) -> int:
+        """The number of events waiting for ``shard`` in open epochs."""
+        return sum(len(group) for group in self.pending[shard].values())
 
     def settled(self, t1: int, stream: str, shard: int | None) -> int | None:
         """None if an event of ``stream`` at ``t1`` may still join its epoch; else how far.

@@ -10,7 +10,8 @@ scraped through its front; no value is kept twice.  Families:
 * ``cesar_shard_<counter>_total{shard}`` (the engines' work: events, matches,
   instances touched, ...) and ``cesar_shard_<gauge>{shard}`` (live instances,
   DAG nodes, subscriptions, RSS);
-* ``cesar_front_rejections_total{field, kind}`` (kind: late, ahead, invalid);
+* ``cesar_front_rejections_total{stream, field, kind}`` (kind: late, ahead, invalid; the
+  stream is empty for an event that names no input stream);
 * ``cesar_front_batch_seconds`` (histogram: a published batch from its
   request to its acknowledgement);
 * ``cesar_front_listen_lag_alerts`` and ``cesar_front_listen_lag_seconds``:
@@ -56,13 +57,13 @@ def collect(front: Front) -> list[Metric]:
     out += families("cesar_shard", rows, names - SHARD_GAUGES)
     rejected = CounterMetricFamily(
         "cesar_front_rejections",
-        "events rejected, by field and kind (late, ahead, invalid)",
-        labels=["field", "kind"],
+        "events rejected, by stream, field and kind (late, ahead, invalid)",
+        labels=["stream", "field", "kind"],
     )
     with front.lock:
         counted = sorted(front.commits.rejections.items())
-    for (field, kind), count in counted:
-        rejected.add_metric([field, kind], count)
+    for (stream, field, kind), count in counted:
+        rejected.add_metric([stream, field, kind], count)
     out.append(rejected)
     out.append(
         front.commits.batch_seconds.family(

@@ -11,6 +11,7 @@ SQLite on the request path:
   *interest*, probed per event and sent to the feed);
 * the tallies placement and limits read: subscriptions per client, per key
   lane and, for global ones, per shard;
+* each subscription's alert latency (:class:`Latency`), for the console;
 * the clock groups (:class:`~cesar.server.engine.clocks.StreamGroups`): the
   front joins them when a subscription is stored, and on start from the catalog.
 
@@ -39,6 +40,24 @@ from cesar.v1 import shard_pb2
 
 AlertRow = tuple[str, int, str, bytes]
 """An alert as the catalog logs it: subscription, seq, owner, serialized Alert."""
+
+
+@dataclass(slots=True)
+class Latency:
+    """A subscription's alert latency since the server started: for the batches that gave it
+    alerts, each from its publish request to its alerts logged (seconds)."""
+
+    last: float = 0.0
+    total: float = 0.0
+    peak: float = 0.0
+    batches: int = 0
+
+    def observe(self, seconds: float) -> None:
+        """One more batch that gave alerts, ``seconds`` from request to log."""
+        self.last = seconds
+        self.total += seconds
+        self.peak = max(self.peak, seconds)
+        self.batches += 1
 
 
 @dataclass(frozen=True)
@@ -146,6 +165,7 @@ class Registry:
         self.inputs: dict[str, StreamSchema] = {}
         self.live: dict[str, Live] = {}
         self.last_seq: dict[str, int] = {}
+        self.latency: dict[str, Latency] = {}
         self.readers: dict[str, set[str]] = {}
         self.owned: Counter[str] = Counter()
         self.keys: dict[tuple[str, str], str] = {}
@@ -209,6 +229,12 @@ class Registry:
             rows.append((sub, seq, live.row.owner, message.SerializeToString()))
         return rows, touched
 
+    def timed(self, touched: Collection[str], seconds: float) -> None:
+        """The subscriptions ``touched`` got alerts from a batch ``seconds`` after its
+        request: their :class:`Latency`.  O(len(touched))."""
+        for sub in touched:
+            self.latency.setdefault(sub, Latency()).observe(seconds)
+
     def may_read(self, client: Client, row: StreamRow) -> bool:
         """Whether ``client`` may use the stream (:func:`may_read`)."""
         return may_read(client, row, self.shares)
@@ -264,6 +290,7 @@ class Registry:
             del self.keys[live.row.owner, live.row.idempotency_key]
         del self.live[sub_id]
         del self.last_seq[sub_id]
+        self.latency.pop(sub_id, None)
         del self.streams[live.row.stream]
         del self.schemas[live.row.stream]
         self.shares.pop(live.row.stream, None)
@@ -333,7 +360,7 @@ class Registry:
 
     def check_valid(self) -> None:
         """Assert that the tallies, readers, streams and interest agree with the live set."""
-        assert set(self.live) == set(self.last_seq)
+        assert set(self.live) == set(self.last_seq) >= set(self.latency)
         owned: Counter[str] = Counter(live.row.owner for live in self.live.values())
         assert +self.owned == owned
         lanes: Counter[str | None] = Counter(live.key for live in self.live.values())

@@ -9,7 +9,8 @@ clients' subscription ids.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import Counter
+from typing import TYPE_CHECKING, NamedTuple
 
 from cesar.server.front.auth import Client
 from cesar.server.host.rss import rss_bytes
@@ -17,6 +18,17 @@ from cesar.v1 import cesar_pb2 as pb
 
 if TYPE_CHECKING:
     from cesar.server.front.front import Front
+
+
+class Inflow(NamedTuple):
+    """Per input stream since the front started (:meth:`Front.inflow`)."""
+
+    newest: dict[str, int]
+    """Its newest accepted ``t1``; a stream without an event yet is absent."""
+    accepted: Counter[str]
+    """Its events accepted."""
+    rejected: Counter[tuple[str, str, str]]
+    """Its events rejected, by (stream, field, kind); stream ``""``: naming no input stream."""
 
 
 FRONT_COUNTERS = (
@@ -81,5 +93,11 @@ def everything(front: Front) -> pb.StatsResponse:
             batches_timed=front.commits.batch_seconds.count,
             batch_latency_us_total=round(front.commits.batch_seconds.sum * 1e6),
         )
+        # read before the Stats calls, which queue behind the Apply calls in flight
+        waiting = [front.gate.waiting(shard) for shard in range(front.shards.count)]
+        in_flight = list(front.shards.in_flight)
         shards = front.shards.stats()
+    for shard in shards:
+        shard.counters["events_waiting"] = waiting[shard.shard]
+        shard.counters["applies_in_flight"] = in_flight[shard.shard]
     return pb.StatsResponse(front=counters, shards=shards)

@@ -20,9 +20,20 @@ from prometheus_client.core import Metric
 from cesar.server.host.metrics import Histogram, families
 
 SHARD_GAUGES = frozenset(
-    {"lanes", "instances", "nodes", "rss_bytes", "subscriptions", "active_nodes_sum"}
+    {
+        "lanes",
+        "instances",
+        "nodes",
+        "rss_bytes",
+        "subscriptions",
+        "active_nodes_sum",
+        "events_waiting",
+        "applies_in_flight",
+    }
 )
-"""A shard's values that go up and down; the others only count up (from its last start)."""
+"""A shard's values that go up and down; the others only count up (from its last start).
+The last two are the front's view of the shard, in the front's export only: events waiting
+for it in open epochs, and Apply calls sent to it and not answered (its backlog)."""
 
 
 def collect(

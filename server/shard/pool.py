@@ -25,10 +25,12 @@ take the next batch while the shards apply this one.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -117,6 +119,9 @@ class ShardPool:
         ]
         self.failed: str | None = None
         """The first failed call since the shards were (re)loaded: their state is unknown."""
+        self.in_flight = [0] * self.count
+        """Per shard, Apply calls sent and not answered yet: its backlog."""
+        self._flight = threading.Lock()
         try:
             if remote is None:  # all start at once, then each is reached
                 for index in range(self.count):
@@ -287,7 +292,17 @@ class ShardPool:
         for i in targets:
             self.pending[i] = []
         calls = [(i, self._send(i, "Apply", request)) for i in targets for request in requests[i]]
+        with self._flight:
+            for i, _ in calls:
+                self.in_flight[i] += 1
+        for i, future in calls:  # a call done already runs its callback here, at once
+            future.add_done_callback(functools.partial(self._landed, i))
         return Applying(self, installs, calls)
+
+    def _landed(self, shard: int, _: Future[Any]) -> None:
+        """An Apply call to ``shard`` was answered (or failed)."""
+        with self._flight:
+            self.in_flight[shard] -= 1
 
     def stats(self) -> list[cesar_pb2.ShardStats]:
         """Every shard's counters."""

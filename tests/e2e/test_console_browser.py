@@ -45,7 +45,10 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
 def served(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     tokens = tmp_path / "tokens"
     tokens.write_text("tok-a alice\ntok-b bob\ntok-root root scope=admin\n")
-    server = Server(tmp_path / "data", "--tokens", str(tokens), "--console-port", "0").start()
+    server = Server(
+        tmp_path / "data",
+        *("--tokens", str(tokens), "--console-port", "0", "--snapshot-every-batches", "5"),
+    ).start()
     assert server.process is not None and server.process.stdout is not None
     url = server.process.stdout.readline().split()[1]
     try:
@@ -87,6 +90,8 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     newest = stock.find_element(By.CSS_SELECTOR, "td[data-newest]")
     assert (newest.get_attribute("data-newest"), newest.text) == ("26729040", "2020-10-26T20:00Z")
     assert stock.find_element(By.CSS_SELECTOR, "td[data-lag]").text.endswith(" days")
+    assert stock.find_element(By.CSS_SELECTOR, "td[data-accepted]").text == "2,340"
+    assert stock.find_element(By.CSS_SELECTOR, "td[data-rejected]").text == "none"
     browser.save_screenshot(str(SHOTS / "subscriptions.png"))
 
     row.find_element(By.TAG_NAME, "a").click()
@@ -100,6 +105,8 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     held = browser.find_elements(By.CSS_SELECTOR, "#runtime td[data-held]")
     assert len(held) == 2 and all(cell.text.endswith(" of 50,000") for cell in held)
     assert browser.find_element(By.ID, "alert-rate").text.startswith("48 alerts")
+    assert browser.find_element(By.ID, "events-in").text.startswith("2,340 events in")
+    assert browser.find_element(By.ID, "latency").text.startswith("alert latency (publish")
     placed = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-sharers]")
     assert placed and all(r.get_attribute("data-sharers") == "1" for r in placed)
     latest = browser.find_elements(By.CSS_SELECTOR, "main table tr[data-seq]")
@@ -142,8 +149,10 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     assert [c.get_attribute("data-chart") for c in charts] == ["alerts"]  # alice's own only
     log_in(browser, url + "#/shards", "tok-root")
     WebDriverWait(browser, 30).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 7
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 8
     )
+    backlog = wait_for(browser, "tr[data-backlog]")
+    assert [r.get_attribute("data-backlog") for r in backlog] == ["0", "1"]
     last = max(e.t1 for e in sample_events())
     more = [{"t1": last + k, "Name": "IBM", "Price": 1.0, "Volume": 1} for k in range(1, 301)]
     with Client(server.address, token="tok-a") as alice:
@@ -159,6 +168,16 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     ticks = [t.text for t in events.find_elements(By.CSS_SELECTOR, "text.tick")]
     assert ticks[0] == "0" and ticks[-3:] == ["−2 min", "−1 min", "now"]
     assert events.find_element(By.CSS_SELECTOR, "text.unit").text == "events/s"
+    checkpoints = "tr[data-checkpoint]"  # 3 batches of the day and 10 of 30: at 5 and 10
+    WebDriverWait(browser, 30).until(
+        lambda d: (
+            [
+                r.get_attribute("data-checkpoint")
+                for r in d.find_elements(By.CSS_SELECTOR, checkpoints)
+            ]
+            == ["10", "5"]
+        )
+    )
     memory = browser.find_element(By.CSS_SELECTOR, 'tr[data-counter="rss_bytes"]')
     group, name, value = (td.text for td in memory.find_elements(By.TAG_NAME, "td"))
     assert (group, name) == ("Memory, log and checkpoints", "rss, MB") and float(value) > 10

@@ -512,16 +512,19 @@ def test_metric_labels_come_from_a_closed_set(tmp_path: Path) -> None:
         assert server.process is not None and server.process.stdout is not None
         line = server.process.stdout.readline().split()
         conn = server.connect()
-        for round_ in range(3):  # rejected events naming thousands of made-up attributes
+        for round_ in range(4):  # rejected events naming made-up attributes, or streams
             made_up = {f"x{round_}_{i}_{'y' * 200}": pb.Value(int_value=i) for i in range(2_000)}
-            event = pb.Event(stream="Stock", t0=1, t1=1, attributes=made_up)
+            stream = "Stock" if round_ < 3 else "Made_up_" + "z" * 200
+            event = pb.Event(stream=stream, t0=1, t1=1, attributes=made_up)
             reply = conn.stub.PublishBatch(
                 pb.PublishRequest(events=[event]), metadata=conn.metadata
             )
             assert reply.rejected
         page = urllib.request.urlopen(line[1], timeout=30).read().decode()
         assert len(page) < 200_000
-        labels = set(re.findall(r'cesar_front_rejections_total\{field="([^"]*)"', page))
+        found = re.findall(r'cesar_front_rejections_total\{stream="([^"]*)",field="([^"]*)"', page)
+        assert {stream for stream, _ in found} == {"Stock", ""}
+        labels = {field for _, field in found}
         assert labels and labels <= {"stream", "t0", "t1", "attributes"}
     finally:
         server.stop()

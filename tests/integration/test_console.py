@@ -33,6 +33,7 @@ from cesar.perf.serverproc import (
 )
 from cesar.server.engine.workload import Workload
 from cesar.server.wire.eventfile import event_json
+from cesar.v1 import cesar_pb2 as pb
 
 DROPS = QUERIES[1].read_text()
 
@@ -394,3 +395,63 @@ def test_random_requests_never_fail_the_server(console, post, path, query, body)
     status = call(target, "tok-a", body if post else None)[0]
     assert status in (200, 400, 401, 404, 409, 413, 429), (path, status)
     assert call(url + "/api/whoami", "tok-a")[0] == 200
+
+
+def test_an_operator_sees_inflow_latency_backlog_and_checkpoints(tmp_path: Path) -> None:
+    """The day published in batches of 500 with a checkpoint every 3, then a late event and
+    one with a bad Price: the stream's events accepted and rejected by reason, the
+    subscription's events in and alert latency, each shard's backlog and the checkpoints
+    (the last two an admin's only)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tok-a alice\ntok-root root scope=admin\n")
+    server = Server(
+        tmp_path / "data",
+        "--tokens",
+        str(tokens),
+        "--console-port",
+        "0",
+        "--snapshot-every-batches",
+        "3",
+    ).start()
+    try:
+        url = console_url(server)
+        events = sample_events()
+        with Client(server.address, token="tok-a") as alice:
+            sub = alice.subscribe(DROPS)
+            rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in events]
+            assert alice.publish("Stock", rows, batch=500).rejected == ()
+            last_seq = alice.subscriptions()[0].last_seq
+        conn = server.connect("tok-a")
+        late = pb.Event(stream="Stock", t0=events[0].t0, t1=events[0].t1)
+        late.attributes["Name"].string_value = "IBM"
+        late.attributes["Price"].float_value = 1.0
+        late.attributes["Volume"].int_value = 1
+        bad = pb.Event()
+        bad.CopyFrom(late)
+        bad.attributes["Price"].string_value = "high"
+        reply = conn.stub.PublishBatch(
+            pb.PublishRequest(events=[late, bad]), metadata=conn.metadata
+        )
+        assert [r.field for r in reply.rejected] == ["t1", "attributes.Price"]
+        stock = {s["name"]: s for s in call(url + "/api/streams", "tok-a")[1]}["Stock"]
+        assert stock["accepted"] == len(events)
+        assert stock["rejected"] == {"invalid attributes": 1, "late": 1}
+        status, now, _ = call(url + f"/api/subscriptions/{sub.id}/runtime", "tok-a")
+        assert status == 200 and now["events_in"] == len(events) and last_seq > 0
+        latency = now["latency_ms"]
+        assert 1 <= latency["batches"] <= 5 and 0 < latency["mean"] <= latency["peak"]
+        assert latency["last"] <= latency["peak"]
+        assert call(url + f"/api/subscriptions/{sub.id}", "tok-a")[1]["events_in"] == len(events)
+        mine = call(url + "/api/shards", "tok-a")[1]
+        assert "checkpoints" not in mine
+        assert all("applies_in_flight" not in s.get("counters", {}) for s in mine["shards"])
+        stats = call(url + "/api/shards", "tok-root")[1]
+        positions = [c["position"] for c in stats["checkpoints"]]
+        assert positions == sorted(positions, reverse=True) and positions[-1] == 3
+        assert all(p % 3 == 0 for p in positions) and stats["checkpoints"][0]["bytes"] > 0
+        assert stats["checkpoints"][0]["at"].endswith("Z")
+        for shard in stats["shards"]:  # quiet now: nothing waits, nothing is in flight
+            assert shard["counters"]["events_waiting"] == 0
+            assert shard["counters"]["applies_in_flight"] == 0
+    finally:
+        server.stop()

@@ -228,11 +228,21 @@ async function subscriptionsView() {
     el("td", {}, s.spec), el("td", {}, s.subscription ? `published by ${s.subscription}` : "input"),
     el("td", {}, s.owner), el("td", {}, (s.shared_with || []).join(", ") || "—"),
     el("td", { "data-newest": s.newest_t1 ?? "" }, s.newest_t1 === undefined ? "—" : s.newest || String(s.newest_t1)),
-    el("td", { "data-lag": s.lag_seconds ?? "" }, s.lag_seconds == null ? "—" : duration(s.lag_seconds))));
+    el("td", { "data-lag": s.lag_seconds ?? "" }, s.lag_seconds == null ? "—" : duration(s.lag_seconds)),
+    el("td", { class: "number", "data-accepted": s.accepted ?? "" }, s.accepted === undefined ? "—" : figure(s.accepted)),
+    el("td", { "data-rejected": JSON.stringify(s.rejected || {}) }, rejections(s.rejected))));
   return [el("h2", {}, `Subscriptions (${rows.length})`), el("label", { for: "search" }, "Search "), search,
     table(["id", "owner", "stream", "placement", "plan", "last seq", "query"], tbody),
     el("h2", {}, `Streams (${streams.length})`),
-    table(["stream", "from", "owner", "shared with", "newest event", "behind the clock"], streamRows)];
+    table(["stream", "from", "owner", "shared with", "newest event", "behind the clock",
+      "events accepted", "events rejected, by reason"], streamRows)];
+}
+
+// An input stream's rejections since the server started, by reason: "late 5, invalid Price 2".
+function rejections(rejected) {
+  if (rejected === undefined) return "—";
+  const reasons = Object.entries(rejected);
+  return reasons.length ? reasons.map(([reason, n]) => `${reason} ${figure(n)}`).join(", ") : "none";
 }
 
 // What runs a subscription: the plan a shard chose for a planned pattern, else what
@@ -250,17 +260,25 @@ function runtimeView(s) {
   const of = (n, limit) => limit ? `${figure(n)} of ${Number(limit).toLocaleString("en")}` : `${figure(n)} (no budget)`;
   const body = el("tbody", { id: "runtime" });
   const alerts = el("p", { id: "alert-rate" }, `${s.last_seq} alerts`);
-  let previous = { seq: s.last_seq, at: performance.now() };
+  const inflow = el("p", { id: "events-in" });
+  const latency = el("p", { id: "latency" });
+  let previous = { seq: s.last_seq, events: s.events_in, at: performance.now() };
   const draw = (data) => {
     const now = performance.now();
-    const rate = Math.max(0, data.last_seq - previous.seq) / ((now - previous.at) / 1000 || 1);
-    previous = { seq: data.last_seq, at: now };
+    const seconds = (now - previous.at) / 1000 || 1;
+    const rate = Math.max(0, data.last_seq - previous.seq) / seconds;
+    const events = Math.max(0, data.events_in - previous.events) / seconds;
+    previous = { seq: data.last_seq, events: data.events_in, at: now };
     alerts.textContent = `${data.last_seq} alerts, ${figure(rate)} alerts/s now`;
+    inflow.textContent = `${figure(data.events_in)} events in (on the input streams it reads, since the server started), ${figure(events)} events/s now`;
+    const l = data.latency_ms;
+    latency.textContent = l ? `alert latency (publish request to alerts logged): last ${figure(l.last)} ms, mean ${figure(l.mean)} ms, peak ${figure(l.peak)} ms over ${l.batches} batches`
+      : "alert latency: no alert yet";
     body.replaceChildren(...data.runtime.map((r) => el("tr", { "data-shard": r.shard },
       el("td", {}, r.shard), el("td", { "data-held": r.held }, of(r.held, r.instance_limit)),
       el("td", { "data-steps": r.steps }, of(r.steps, r.step_limit)))));
   };
-  draw({ last_seq: s.last_seq, runtime: s.runtime || [] });
+  draw({ last_seq: s.last_seq, events_in: s.events_in, latency_ms: s.latency_ms, runtime: s.runtime || [] });
   const controller = new AbortController();
   watching = controller;
   const timer = setInterval(async () => {
@@ -272,7 +290,7 @@ function runtimeView(s) {
   }, EVERY * 1000);
   controller.signal.addEventListener("abort", () => clearInterval(timer));
   const headings = ["shard", "partial matches held (of its budget)", "steps in the latest epoch (of its budget)"];
-  return el("div", {}, alerts, el("table", {},
+  return el("div", {}, alerts, inflow, latency, el("table", {},
     el("thead", {}, el("tr", {}, ...headings.map((h) => el("th", { scope: "col" }, h)))), body));
 }
 
@@ -320,6 +338,7 @@ const CHARTS = [
   { id: "memory", title: "memory (front and shards)", unit: "MB", of: (s) => s.front.rss_bytes === undefined ? undefined : (Number(s.front.rss_bytes) + shardSum(s, "rss_bytes")) / 1e6 },
   { id: "open", title: "events waiting for their epoch", unit: "events", of: (s) => s.front.open_epoch_events },
   { id: "checkpoints", title: "checkpoint size", unit: "MB", of: (s) => s.front.checkpoint_bytes === undefined ? undefined : Number(s.front.checkpoint_bytes) / 1e6 },
+  { id: "backlog", title: "Apply calls in flight (all shards)", unit: "calls", of: (s) => s.checkpoints === undefined ? undefined : shardSum(s, "applies_in_flight") },
 ];
 const SAMPLES = 60;  // kept per chart: 2 minutes at one sample per 2 s
 const EVERY = 2;  // seconds between samples
@@ -419,7 +438,9 @@ function shardsView() {
           el("figcaption", {}, `${c.title}: now ${figure(last)} ${c.unit}, peak ${figure(peak)} over 2 min`),
           chart(values, c.unit));
       }));
-      const parts = [el("h2", {}, "Front"), table(["group", "counter", "value"], counterRows(stats.front))];
+      const parts = [];
+      if (stats.checkpoints) parts.push(...operatorTables(stats));
+      parts.push(el("h2", {}, "Front"), table(["group", "counter", "value"], counterRows(stats.front)));
       for (const shard of stats.shards) {
         parts.push(el("h2", {}, `Shard ${shard.shard || 0}`),
           table(["group", "counter", "value"], counterRows(shard.counters)));
@@ -433,6 +454,26 @@ function shardsView() {
   controller.signal.addEventListener("abort", () => clearInterval(timer));
   sample();
   return [el("h2", {}, "Shards, live"), charts, tables];
+}
+
+// An admin's view of the shards' backlog (events waiting for each in open epochs, Apply
+// calls sent and unanswered: a count that stays up is a shard behind) and the checkpoints.
+function operatorTables(stats) {
+  const count = (shard, name) => Number((shard.counters || {})[name] || 0);
+  return [el("h2", {}, "Backpressure"),
+    table(["shard", "events waiting in open epochs", "Apply calls in flight", "live partial matches"],
+      stats.shards.map((shard) => el("tr", { "data-backlog": shard.shard || 0 },
+        el("td", {}, shard.shard || 0),
+        el("td", { class: "number", "data-waiting": count(shard, "events_waiting") }, figure(count(shard, "events_waiting"))),
+        el("td", { class: "number", "data-in-flight": count(shard, "applies_in_flight") }, figure(count(shard, "applies_in_flight"))),
+        el("td", { class: "number" }, figure(count(shard, "instances")))))),
+    el("h2", {}, `Checkpoints (the latest ${stats.checkpoints.length} since the server started)`),
+    stats.checkpoints.length ? table(["taken at", "log position (batches)", "size, MB", "took, ms", "log compacted to"],
+      stats.checkpoints.map((c) => el("tr", { "data-checkpoint": c.position },
+        el("td", {}, c.at), el("td", { class: "number" }, figure(c.position)),
+        el("td", { class: "number" }, figure(c.bytes / 1e6)), el("td", { class: "number" }, figure(c.ms)),
+        el("td", { class: "number" }, figure(c.compacted_to)))))
+      : el("p", {}, "none yet: one is taken every --snapshot-every-batches batches or --snapshot-every-seconds seconds")];
 }
 
 function tryView() {
