@@ -159,7 +159,7 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
         alice.publish("Stock", more, batch=30)
     WebDriverWait(browser, 30).until(  # the next samples see the quotes arrive, and keep them
         lambda d: all(
-            "peak 0.00 "
+            "peak 0 "
             not in d.find_element(By.CSS_SELECTOR, f'figure[data-chart="{c}"] figcaption').text
             for c in ("events", "latency")
         )

@@ -225,7 +225,7 @@ async function subscriptionsView() {
   });
   const streams = await api("/api/streams");
   const streamRows = streams.map((s) => el("tr", { "data-stream": s.name },
-    el("td", {}, s.spec), el("td", {}, s.subscription ? `published by ${s.subscription}` : "input"),
+    el("td", { class: "query" }, s.spec), el("td", {}, s.subscription ? `published by ${s.subscription}` : "input"),
     el("td", {}, s.owner), el("td", {}, (s.shared_with || []).join(", ") || "—"),
     el("td", { "data-newest": s.newest_t1 ?? "" }, s.newest_t1 === undefined ? "—" : s.newest || String(s.newest_t1)),
     el("td", { "data-lag": s.lag_seconds ?? "" }, s.lag_seconds == null ? "—" : duration(s.lag_seconds)),
@@ -350,8 +350,10 @@ function nice(v) {
   return [1, 2, 5, 10].map((m) => m * power).find((m) => m >= v);
 }
 
+// A number for people: whole numbers as they are, others to three figures or so.
 function figure(v) {
-  return v >= 100 ? Math.round(v).toLocaleString("en") : v.toFixed(v >= 10 ? 1 : 2);
+  if (Number.isInteger(v) || v >= 100) return Math.round(v).toLocaleString("en");
+  return v.toFixed(v >= 10 ? 1 : 2);
 }
 
 // A chart with axes: the value (its unit, 0 to a round top, a line at half) against time

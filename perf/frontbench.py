@@ -1,0 +1,162 @@
+"""The front's own cost: CPU per published event and per alert delivered, by wire form.
+
+A server with one shard and one light subscription (``FILTER{Name = 'N1' AND Volume > 9000}
+Stock``, a few alerts); E events of the serverbench walk published through the streaming
+Publish RPC in requests of 1,000, once as protobuf events and once as Arrow pieces
+(``arrow_events``, the columns ``stream``, ``t0``, ``t1``, ``Stock/Name``...), each on a fresh
+server.  Measured from /proc: the front process's CPU over the publish (its threads, not the
+shard's, which runs in a process of its own) and the shard's.  Then, on the protobuf server,
+a subscription alerting on every event, the events again and one Listen reading every alert:
+the front's CPU per alert delivered.
+
+    python -m cesar.perf.frontbench                  # 100K events
+    python -m cesar.perf.frontbench --smoke          # 5K events (CI)
+    python -m cesar.perf.frontbench --events E --json out.json
+
+Deterministic counters beside the times: events accepted, alerts, the shard's engine events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from cesar.automata.schema import Event
+from cesar.perf.report import print_report, stamped
+from cesar.perf.serverbench import stock_events
+from cesar.perf.serverproc import Server
+from cesar.server.wire.arrowevents import encode
+from cesar.server.wire.client import Connection, publish_requests
+from cesar.v1 import cesar_pb2 as pb
+
+LIGHT = "FILTER{Name = 'N1' AND Volume > 9000} Stock PUBLISH Light"
+EVERY = "FILTER{Price > 0} Stock PUBLISH Every"
+BATCH = 1_000
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def arrow_requests(events: Sequence[Event], batch: int = BATCH) -> list[pb.PublishRequest]:
+    """``events`` (of Stock, sorted by t1) as requests of ``batch`` Arrow rows, the last
+    closing its epoch, as :func:`~cesar.server.wire.client.publish_requests` does."""
+    out = []
+    for start in range(0, len(events), batch):
+        part = events[start : start + batch]
+        values = [dict(e.values) for e in part]
+        table = pa.table(
+            {
+                "stream": pa.array([e.stream for e in part], pa.string()),
+                "t0": pa.array([e.t0 for e in part], pa.int64()),
+                "t1": pa.array([e.t1 for e in part], pa.int64()),
+                "Stock/Name": pa.array([v["Name"] for v in values], pa.string()),
+                "Stock/Price": pa.array([v["Price"] for v in values], pa.float64()),
+                "Stock/Volume": pa.array([v["Volume"] for v in values], pa.int64()),
+            }
+        )
+        out.append(pb.PublishRequest(arrow_events=encode(table)))
+    if out:
+        out[-1].watermark = events[-1].t1
+    return out
+
+
+def _publish(server: Server, requests: list[pb.PublishRequest], events: int) -> dict[str, Any]:
+    """Publish ``requests`` on one stream; the front's and the shard's CPU and the wall."""
+    (shard,) = server.shard_pids()
+    assert server.process is not None
+    conn = Connection.open(server.address)
+    front_before, shard_before = cpu_seconds(server.process.pid), cpu_seconds(shard)
+    started = time.perf_counter()
+    acks = list(conn.stub.Publish(iter(requests)))
+    wall = time.perf_counter() - started
+    front = cpu_seconds(server.process.pid) - front_before
+    shard_cpu = cpu_seconds(shard) - shard_before
+    stats = conn.stub.Stats(pb.StatsRequest())
+    conn.close()
+    accepted = sum(a.accepted for a in acks)
+    assert accepted == events, (accepted, events)
+    return {
+        "events": events,
+        "accepted": accepted,
+        "wall_s": round(wall, 3),
+        "events_per_s": round(events / wall, 1),
+        "front_cpu_s": round(front, 3),
+        "front_us_per_event": round(front / events * 1e6, 2),
+        "shard_cpu_s": round(shard_cpu, 3),
+        "shard_us_per_event": round(shard_cpu / events * 1e6, 2),
+        "alerts": stats.front["alerts"],
+        "shard_events": stats.shards[0].counters["events"],
+    }
+
+
+def _deliver(server: Server, events: list[Event]) -> dict[str, Any]:
+    """Every event an alert of one subscription, read by one Listen: the front's CPU per
+    alert, over the publish and the delivery."""
+    assert server.process is not None
+    conn = Connection.open(server.address)
+    sub = conn.stub.Subscribe(pb.SubscribeRequest(query=EVERY)).id
+    late = [Event.of(e.stream, e.t0 + 10**6, e.t1 + 10**6, dict(e.values)) for e in events]
+    front_before = cpu_seconds(server.process.pid)
+    started = time.perf_counter()
+    list(conn.stub.Publish(iter(publish_requests(late, BATCH))))
+    got = 0
+    for batch in conn.stub.Listen(pb.ListenRequest(after_seq={sub: 0})):
+        got += len(batch.alerts)
+        if got >= len(late):
+            break
+    wall = time.perf_counter() - started
+    front = cpu_seconds(server.process.pid) - front_before
+    conn.close()
+    return {
+        "alerts": got,
+        "wall_s": round(wall, 3),
+        "front_cpu_s": round(front, 3),
+        "front_us_per_event_and_alert": round(front / len(late) * 1e6, 2),
+    }
+
+
+def run(events: list[Event]) -> dict[str, Any]:
+    """Both wire forms, each on a fresh server, then the alerts; the figures."""
+    out: dict[str, Any] = {}
+    forms = {"protobuf": publish_requests(events, BATCH), "arrow": arrow_requests(events)}
+    for form, requests in forms.items():
+        with tempfile.TemporaryDirectory() as data:
+            server = Server(Path(data) / "server", shards=1).start()
+            try:
+                conn = Connection.open(server.address)
+                conn.stub.Subscribe(pb.SubscribeRequest(query=LIGHT))
+                conn.close()
+                out[form] = _publish(server, requests, len(events))
+                if form == "protobuf":
+                    out["alerts"] = _deliver(server, events)
+            finally:
+                server.stop()
+    out["arrow_vs_protobuf_front_cpu"] = round(
+        out["arrow"]["front_cpu_s"] / out["protobuf"]["front_cpu_s"], 3
+    )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.frontbench", description=__doc__)
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--smoke", action="store_true", help="5K events")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args(argv)
+    events = stock_events(5_000 if args.smoke else args.events)
+    print_report(stamped([run(events)]), args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
