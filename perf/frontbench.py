@@ -26,14 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
-from cesar.automata.schema import Event
+from cesar.automata.schema import Event, parse_stream_spec
 from cesar.perf.report import print_report, stamped
 from cesar.perf.serverbench import stock_events
-from cesar.perf.serverproc import Server
-from cesar.server.wire.arrowevents import encode
-from cesar.server.wire.client import Connection, publish_requests
+from cesar.perf.serverproc import STOCK, Server
+from cesar.server.wire.client import Connection, arrow_requests, publish_requests
 from cesar.v1 import cesar_pb2 as pb
 
 LIGHT = "FILTER{Name = 'N1' AND Volume > 9000} Stock PUBLISH Light"
@@ -45,29 +42,6 @@ def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds of process ``pid`` so far (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def arrow_requests(events: Sequence[Event], batch: int = BATCH) -> list[pb.PublishRequest]:
-    """``events`` (of Stock, sorted by t1) as requests of ``batch`` Arrow rows, the last
-    closing its epoch, as :func:`~cesar.server.wire.client.publish_requests` does."""
-    out = []
-    for start in range(0, len(events), batch):
-        part = events[start : start + batch]
-        values = [dict(e.values) for e in part]
-        table = pa.table(
-            {
-                "stream": pa.array([e.stream for e in part], pa.string()),
-                "t0": pa.array([e.t0 for e in part], pa.int64()),
-                "t1": pa.array([e.t1 for e in part], pa.int64()),
-                "Stock/Name": pa.array([v["Name"] for v in values], pa.string()),
-                "Stock/Price": pa.array([v["Price"] for v in values], pa.float64()),
-                "Stock/Volume": pa.array([v["Volume"] for v in values], pa.int64()),
-            }
-        )
-        out.append(pb.PublishRequest(arrow_events=encode(table)))
-    if out:
-        out[-1].watermark = events[-1].t1
-    return out
 
 
 def _publish(server: Server, requests: list[pb.PublishRequest], events: int) -> dict[str, Any]:
@@ -128,7 +102,11 @@ def _deliver(server: Server, events: list[Event]) -> dict[str, Any]:
 def run(events: list[Event]) -> dict[str, Any]:
     """Both wire forms, each on a fresh server, then the alerts; the figures."""
     out: dict[str, Any] = {}
-    forms = {"protobuf": publish_requests(events, BATCH), "arrow": arrow_requests(events)}
+    schemas = {"Stock": parse_stream_spec(STOCK)}
+    forms = {
+        "protobuf": publish_requests(events, BATCH),
+        "arrow": arrow_requests(events, schemas, BATCH),
+    }
     for form, requests in forms.items():
         with tempfile.TemporaryDirectory() as data:
             server = Server(Path(data) / "server", shards=1).start()

@@ -2,7 +2,8 @@
 
 For each shard count, in one run: start ``cesar serve`` on loopback, subscribe
 the workload's queries from C concurrent clients, publish the events through
-the streaming Publish RPC in batches of 1,000, and have every client Listen
+the streaming Publish RPC in batches of 1,000 (as Arrow columns, as the clients
+send them), and have every client Listen
 until it holds all its alerts.  Reported per shard count: subscriptions/s and
 subscribe latency p50/p99, publish throughput (events acknowledged per
 second), time until the last alert is received, alerts, and the shards'
@@ -38,7 +39,7 @@ from pathlib import Path
 from cesar.automata.schema import Event, Value, parse_stream_spec
 from cesar.perf.serverproc import STOCK, Server
 from cesar.server.engine.workload import Workload
-from cesar.server.wire.client import Connection, publish_requests
+from cesar.server.wire.client import Connection, arrow_requests
 from cesar.v1 import cesar_pb2 as pb
 
 NAMES = 200
@@ -152,7 +153,7 @@ def _drive(
     subscribe_s = time.perf_counter() - started
 
     conn = Connection.open(address)
-    requests = publish_requests(events)
+    requests = arrow_requests(events, {"Stock": parse_stream_spec(STOCK)})
     started = time.perf_counter()
     acks = list(conn.stub.Publish(iter(requests)))
     publish_s = time.perf_counter() - started

@@ -430,7 +430,7 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
     from cesar.automata.schema import parse_stream_spec
     from cesar.server.cli.ingest import Refusals, read_event_file, skipped_report
     from cesar.server.cli.progress import progress_bar
-    from cesar.server.wire.client import list_streams, publish_requests
+    from cesar.server.wire.client import arrow_requests, list_streams
     from cesar.server.wire.eventfile import EventInputError, tick_time
 
     listing = list_streams(conn.stub, conn.metadata)
@@ -446,22 +446,19 @@ def _publish(conn: Any, args: argparse.Namespace) -> int:
     if result.skipped:
         print(skipped_report(result.skipped).report("skipped"), file=sys.stderr)
     events = result.events
-    requests = publish_requests(events, args.batch, close=not args.keep_open)
+    requests = arrow_requests(events, inputs, args.batch, close=not args.keep_open)
 
     accepted = 0
     rejected = Refusals()
     with progress_bar(args.quiet) as progress:
         task = progress.add_task("publishing", total=len(events))
-        offset = 0
-        for request, ack in zip(
-            requests, conn.stub.Publish(iter(requests), metadata=conn.metadata), strict=False
-        ):
+        answers = conn.stub.Publish(iter(requests), metadata=conn.metadata)
+        for number, ack in enumerate(answers):
             accepted += ack.accepted
             for rejection in ack.rejected:
-                where = f"event {offset + rejection.index + 1}"
+                where = f"event {number * args.batch + rejection.index + 1}"
                 rejected.add(where, rejection.field, rejection.reason)
-            offset += len(request.events)
-            progress.update(task, advance=len(request.events))
+            progress.update(task, advance=min(args.batch, len(events) - number * args.batch))
     if rejected:
         print(rejected.report("rejected"), file=sys.stderr)
     closed = requests[-1].watermark if requests and not args.keep_open else None

@@ -160,7 +160,7 @@ class AsyncClient:
             answers = [answer async for answer in call]
         except grpc.RpcError as exc:
             raise from_rpc(exc) from None
-        return published(stream, requests, answers)
+        return published(stream, requests, answers, batch)
 
     async def listen(
         self,

@@ -176,7 +176,7 @@ class Client:
             answers = self.connection.stub.Publish(
                 iter(requests), metadata=self.connection.metadata, wait_for_ready=True
             )
-            return published(stream, requests, answers)
+            return published(stream, requests, answers, batch)
         except grpc.RpcError as exc:
             raise from_rpc(exc) from None
 

@@ -14,6 +14,7 @@ from typing import Any
 from cesar.automata.schema import SchemaError, StreamSchema, parse_stream_spec
 from cesar.client.model import Published, Rejection, event_message
 from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
+from cesar.server.wire.eventcolumns import StreamColumns, arrow_bytes
 from cesar.v1 import cesar_pb2 as pb
 
 PUBLISH_BATCH = 1_000
@@ -53,38 +54,51 @@ def publish_requests(
     keyed ``<idempotency_key>/<k>`` when a key is given, the last closing its epoch with a
     watermark at the greatest ``t1`` when ``close``.  Every event is converted before any
     request is sent, so a malformed one (ValueError, TypeError) sends nothing.
+
+    A request goes as Arrow columns (``arrow_events``, which the server takes without a
+    Python object per event) when each of its events has exactly its schema's attributes
+    and types; otherwise as protobuf events, so that the server names each one it refuses,
+    and why, at its index.
     """
     if batch < 1:
         raise ValueError(f"batch is at least 1, not {batch}")
     messages = [event_message(schema, row) for row in events]
-    requests = [
-        pb.PublishRequest(
-            events=messages[start : start + batch],
-            idempotency_key=f"{idempotency_key}/{start // batch + 1}" if idempotency_key else "",
+    requests = []
+    for start in range(0, len(messages), batch):
+        chunk = messages[start : start + batch]
+        request = pb.PublishRequest(
+            idempotency_key=f"{idempotency_key}/{start // batch + 1}" if idempotency_key else ""
         )
-        for start in range(0, len(messages), batch)
-    ]
+        columns = StreamColumns(schema)
+        if all(columns.take(i, message) for i, message in enumerate(chunk)):
+            request.arrow_events = arrow_bytes([columns.table()])
+        else:
+            request.events.extend(chunk)
+        requests.append(request)
     if requests and close:
         requests[-1].watermark = max(message.t1 for message in messages)
     return requests
 
 
 def published(
-    stream: str, requests: Sequence[pb.PublishRequest], answers: Iterable[pb.PublishResponse]
+    stream: str,
+    requests: Sequence[pb.PublishRequest],
+    answers: Iterable[pb.PublishResponse],
+    batch: int,
 ) -> Published:
-    """The sum of a publish call's ``answers``, one per request: rejections indexed from the
-    call's first event, and the ``t1`` the last request closed time through.  Refused events
+    """The sum of a publish call's ``answers``, one per request of ``batch`` events (the last
+    may hold fewer): rejections indexed from the call's first event, and the ``t1`` the last
+    request closed time through.  Refused events
     are also logged, once per call (a warning on ``cesar.client``): a late one's reason says
     which earlier close made it late."""
-    accepted, duplicate, last, offset = 0, True, 0, 0
+    accepted, duplicate, last = 0, True, 0
     rejected: list[Rejection] = []
-    for request, answer in zip(requests, answers, strict=False):
+    for number, answer in enumerate(answers):
         one = Published.of(answer)
         accepted += one.accepted
-        rejected.extend(replace(r, index=r.index + offset) for r in one.rejected)
+        rejected.extend(replace(r, index=r.index + number * batch) for r in one.rejected)
         duplicate = duplicate and one.duplicate
         last = one.batch
-        offset += len(request.events)
     closed = requests[-1].watermark if requests and requests[-1].watermark else None
     out = Published(accepted, tuple(rejected), duplicate and bool(requests), last, closed)
     if rejected:

@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cesar.automata.schema import Event, EventError, StreamSchema, TimeUnit
+from cesar.automata.schema import TimeUnit
 from cesar.server.front import limits
 from cesar.server.front.auth import Client
-from cesar.server.front.catalog import StreamRow
 from cesar.server.front.epochs import EpochGate
 from cesar.server.front.errors import (
     FailedPrecondition,
@@ -45,19 +44,13 @@ from cesar.server.front.errors import (
 )
 from cesar.server.front.registry import Registry
 from cesar.server.wire.arrowevents import Checked
-from cesar.server.wire.arrowevents import check as check_arrow
-from cesar.server.wire.arrowevents import decode as decode_arrow
-from cesar.server.wire.arrowevents import read as read_arrow
-from cesar.server.wire.convert import from_event, rejection
+from cesar.server.wire.convert import rejection
 from cesar.server.wire.eventfile import tick_time
 from cesar.v1 import cesar_pb2 as pb
 
 Refused = Counter[tuple[str, str, str]]
 """Rejections by stream, field and kind (late, ahead, invalid); the stream is ``""`` for an
 event naming no input stream (labels stay a closed set, whatever a client names)."""
-Incoming = tuple[int, Event | EventError, int | None]
-"""A request's event: its index in the request, the event validated (or its error), and its
-arrival at the feed (None: its index orders it)."""
 
 
 class Admission:
@@ -90,113 +83,13 @@ class Admission:
         """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
         self.newest[stream] = max(self.newest.get(stream, t1), t1)
 
-    @staticmethod
-    def incoming(
-        request: pb.PublishRequest,
-        inputs: Mapping[str, StreamSchema],
-        streams: Mapping[str, StreamRow],
-    ) -> list[Incoming]:
-        """:meth:`decoded`, numbered by index in the request."""
-        decoded = Admission.decoded(request, inputs, streams)
-        return [(index, item, arrival) for index, (item, arrival) in enumerate(decoded)]
-
-    @staticmethod
-    def decoded(
-        request: pb.PublishRequest,
-        inputs: Mapping[str, StreamSchema],
-        streams: Mapping[str, StreamRow],
-    ) -> Iterator[tuple[Event | EventError, int | None]]:
-        """The request's events (then its Arrow rows), each validated or its error, with arrival.
-
-        ``inputs`` are the input streams' schemas, ``streams`` every stream by name: one a
-        subscription publishes is written by it alone.  Runs without the lock.
-        """
-        for message in request.events:
-            row = streams.get(message.stream)
-            producer = None if row is None else row.subscription
-            if producer:
-                error = EventError(
-                    None,
-                    "stream",
-                    f"{message.stream} is published by subscription {producer}; "
-                    "only it writes there",
-                )
-                yield error, None
-                continue
-            try:
-                yield from_event(message, inputs), None
-            except EventError as exc:
-                yield exc, None
-        if request.arrow_events:
-            room = limits.MAX_PUBLISH_EVENTS - len(request.events)
-            try:
-                yield from decode_arrow(
-                    request.arrow_events, inputs, room, limits.MAX_REQUEST_BYTES
-                )
-            except EventError as exc:
-                raise InvalidArgument(f"arrow_events: {exc.reason}") from None
-
-    @staticmethod
-    def check_piece(request: pb.PublishRequest, inputs: Mapping[str, StreamSchema]) -> Checked:
-        """A routed piece's rows checked at once (:func:`~cesar.server.wire.arrowevents.check`);
-        runs without the lock."""
-        try:
-            table = read_arrow(
-                request.arrow_events, limits.MAX_PUBLISH_EVENTS, limits.MAX_REQUEST_BYTES
-            )
-            return check_arrow(table, inputs)
-        except EventError as exc:
-            raise InvalidArgument(f"arrow_events: {exc.reason}") from None
-
     def accept(
-        self, watermark: int, incoming: list[Incoming], shard: int | None
-    ) -> tuple[pb.PublishResponse, list[Event], Refused]:
-        """Sort and check a batch's decoded events (and its ``watermark``, 0: none); the
-        response (rejections), the accepted events in (t1, arrival) order, and the rejections
-        by field and kind."""
-        response = pb.PublishResponse()
-        refused: Refused = Counter()
-        valid: list[tuple[int, int, int, Event]] = []
-        for index, item, arrival in incoming:
-            if isinstance(item, EventError):
-                response.rejected.append(rejection(index, item))
-                stream = self._stream_label(item.stream)
-                refused[stream, _label(response.rejected[-1].field), "invalid"] += 1
-            else:
-                valid.append((item.t1, index if arrival is None else arrival, index, item))
-        valid.sort(key=lambda item: (item[0], item[1]))
-        accepted: list[Event] = []
-        now = time.time()
-        bounds: dict[str, int] = {}
-        aheads = [self._too_far_ahead(event, now, bounds) for *_, event in valid]
-        if watermark:
-            fine: dict[str, int] = {}
-            for (t1, *_, event), ahead in zip(valid, aheads, strict=True):
-                if ahead is None:
-                    fine[event.stream] = max(fine.get(event.stream, t1), t1)
-            self.check_watermark(watermark, fine, now)
-        for (t1, _order, index, event), ahead in zip(valid, aheads, strict=True):
-            if ahead is not None:
-                response.rejected.append(pb.Rejection(index=index, field="t1", reason=ahead))
-                refused[event.stream, "t1", "ahead"] += 1
-                continue
-            settled = self.gate.settled(t1, event.stream, shard)
-            if settled is not None:
-                unit = self.registry.inputs[event.stream].unit
-                reason = late_reason(t1, settled, shard, unit)
-                response.rejected.append(pb.Rejection(index=index, field="t1", reason=reason))
-                refused[event.stream, "t1", "late"] += 1
-                continue
-            accepted.append(event)
-            self.saw(event.stream, event.t1)
-        response.rejected.sort(key=lambda r: r.index)
-        return response, accepted, refused
-
-    def accept_piece(
-        self, request: pb.PublishRequest, checked: Checked, shard: int
+        self, request: pb.PublishRequest, checked: Checked, shard: int | None
     ) -> tuple[pb.PublishResponse, pa.Table, Refused]:
-        """:meth:`accept` for a routed piece, in Arrow: the response, the accepted rows in
-        (t1, arrival) order, and the rejections by field and kind.
+        """Admit a batch's checked rows (its watermark is ``request``'s): the response
+        (rejections), the accepted rows in (t1, arrival) order, and the rejections by stream,
+        field and kind.  ``shard`` is the shard the feed routed the batch to (None: the
+        front routes it), which decides when a row is late (:meth:`_late_bounds`).
 
         Python runs once per stream and once per rejected row, never per accepted row.
         """
@@ -232,15 +125,21 @@ class Admission:
         if request.watermark:
             self.check_watermark(request.watermark, fine, now)
         for name, ok in late:
-            bound = self.gate.routed_bound(name, shard)
+            settled, horizon = self._late_bounds(name, shard)
             behind = np.zeros_like(ok)
-            if bound is not None:
-                behind = ok & (t1s <= bound)
-                for i in np.flatnonzero(behind).tolist():
-                    reason = late_reason(int(t1s[i]), bound, shard, self.registry.inputs[name].unit)
-                    failed.append(
-                        (int(index[i]), pb.Rejection(field="t1", reason=reason), name, "late")
-                    )
+            if settled is not None:
+                behind |= ok & (t1s <= settled)
+            if horizon is not None:
+                behind |= ok & (t1s < horizon)
+            unit = self.registry.inputs[name].unit
+            for i in np.flatnonzero(behind).tolist():
+                t1 = int(t1s[i])
+                marks = [settled if settled is not None and t1 <= settled else None]
+                marks.append(horizon if horizon is not None and t1 < horizon else None)
+                mark = max(m for m in marks if m is not None)
+                reason = late_reason(t1, mark, shard, unit)
+                rejected = pb.Rejection(field="t1", reason=reason)
+                failed.append((int(index[i]), rejected, name, "late"))
             keep &= ~behind
             accepted = ok & ~behind
             if accepted.any():
@@ -250,6 +149,17 @@ class Admission:
             response.rejected.append(message)
             refused[stream, _label(message.field), kind] += 1
         return response, table.filter(pa.array(keep)), refused
+
+    def _late_bounds(self, stream: str, shard: int | None) -> tuple[int | None, int | None]:
+        """(settled, horizon): a row of ``stream`` is late when its ``t1`` is at or before
+        ``settled`` or before ``horizon`` (None: no bound).  For the front's own routing
+        (``shard`` None) every shard counts, and the newest ``t1`` of the stream's clock
+        group (a later epoch is open); a routed batch's row is late on its shard only once a
+        watermark closed its epoch or a later epoch of its group was applied there
+        (:meth:`~cesar.server.front.epochs.EpochGate.settled`, for every ``t1`` at once)."""
+        if shard is None:
+            return self.gate.front_bounds(stream)
+        return self.gate.routed_bound(stream, shard), None
 
     def _stream_label(self, stream: str | None) -> str:
         """The stream a rejection is counted under: an input stream's name, else ``""``."""
@@ -304,17 +214,6 @@ class Admission:
             marks.append(max(same, default=0) + self._bound(stream))
         return max(marks)
 
-    def _too_far_ahead(self, event: Event, now: float, bounds: dict[str, int]) -> str | None:
-        """Why ``event`` is refused as too far in the future (:meth:`time_limit`), or None."""
-        stream = event.stream
-        if stream in bounds:
-            limit = bounds[stream]
-        else:
-            limit = bounds[stream] = self.time_limit(stream, now)
-        if event.t1 <= limit:
-            return None
-        return self.ahead_reason(event.t1, limit)
-
     def ahead_reason(self, t1: int, limit: int) -> str:
         return (
             f"t1 = {t1} is more than {limits.MAX_CLOCK_SKEW_SECONDS} s ahead of the clock (a "
@@ -353,35 +252,6 @@ def check_request(
         )
     key = request.idempotency_key
     return (f"{len(client.name)}:{client.name}:{key}" if key else ""), shard
-
-
-def turns(incoming: list[Incoming], size: int) -> list[list[Incoming]]:
-    """A request's events in (t1, arrival) order, cut between epochs into parts of about
-    ``size`` events (the errors go with the first): each part is taken under the front's
-    lock on its own, so a huge request does not hold a small one for its whole length.
-
-    >>> from cesar.automata.schema import Event
-    >>> events = [(i, Event.of("S", t, t, {}), None) for i, t in enumerate([3, 1, 1, 2])]
-    >>> [[index for index, *_ in part] for part in turns(events, 2)]
-    [[1, 2], [3, 0]]
-    """
-    errors = [one for one in incoming if isinstance(one[1], EventError)]
-    valid = sorted(
-        (one for one in incoming if not isinstance(one[1], EventError)),
-        key=lambda one: (_t1(one), one[0] if one[2] is None else one[2]),
-    )
-    parts: list[list[Incoming]] = [errors]
-    for one in valid:
-        if len(parts[-1]) >= size and _t1(parts[-1][-1]) != _t1(one):
-            parts.append([])
-        parts[-1].append(one)
-    return parts
-
-
-def _t1(one: Incoming) -> int:
-    item = one[1]
-    assert isinstance(item, Event)
-    return item.t1
 
 
 def late_reason(t1: int, settled: int, shard: int | None, unit: TimeUnit) -> str:

@@ -135,6 +135,16 @@ class EpochGate:
                 mark = horizon
         return mark
 
+    def front_bounds(self, stream: str) -> tuple[int | None, int | None]:
+        """For the front's own routing, (settled, horizon): an event of ``stream`` is late
+        when its ``t1`` is at or before ``settled`` (the latest settled on any shard) or
+        before ``horizon`` (its group's newest ``t1``) (:meth:`settled` for every ``t1`` at
+        once).  O(shards)."""
+        group = self._group(stream)
+        marks = [self._settled_on(k, group, stream) for k in range(self.shards)]
+        found = [m for m in marks if m is not None]
+        return (max(found) if found else None), self.horizon.get(group)
+
     def routed_bound(self, stream: str, shard: int) -> int | None:
         """The latest ``t1`` settled for ``stream`` on ``shard``: a routed batch's events at
         or before it are late (:meth:`settled` for every ``t1`` at once)."""
@@ -182,7 +192,7 @@ class EpochGate:
             for k in shards:
                 self.closed[k] = max(self.closed[k] or watermark, watermark)
         elif watermark:
-            for unit in {self.unit_of(event_of(e).stream) for e, _ in arrivals} - {None}:
+            for unit in {self.unit_of(e.stream) for e, _ in arrivals} - {None}:
                 assert unit is not None
                 self.unit_closed[unit] = max(self.unit_closed.get(unit, watermark), watermark)
         released: list[list[Pending]] = [[] for _ in range(self.shards)]

@@ -35,11 +35,12 @@ import pyarrow as pa
 from cesar.automata.schema import Event
 from cesar.automata.shape import QueryCache
 from cesar.server.front import limits, streams
-from cesar.server.front.admission import Admission, Incoming, check_request, turns
+from cesar.server.front.admission import Admission, check_request
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy, Taken
+from cesar.server.front.columns import in_turns, request_table
 from cesar.server.front.commits import Commits, Ticket, Tickets, Turnstile
 from cesar.server.front.compiling import Compiler
 from cesar.server.front.epochs import Arrival, EpochGate, apply_requests
@@ -53,7 +54,7 @@ from cesar.server.front.errors import (
     Unavailable,
 )
 from cesar.server.front.pieces import destinations as piece_destinations
-from cesar.server.front.pieces import rows_of
+from cesar.server.front.pieces import front_destinations, rows_of
 from cesar.server.front.registry import Latency, Live, Registry
 from cesar.server.front.startup import load
 from cesar.server.front.stats import Inflow, everything, seen_by
@@ -67,7 +68,6 @@ from cesar.server.front.subscribing import (
 from cesar.server.shard.pool import Applying, ShardPool
 from cesar.server.wire.arrowevents import Checked
 from cesar.server.wire.arrowevents import encode as encode_arrow
-from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
 
@@ -396,7 +396,7 @@ class Front:
         and Arrow rows; they are decoded and validated before the lock is taken,
         so a large batch does not hold up other clients while it is read.  Its
         events are then taken in turns of about ``EVENTS_PER_TURN``, cut between
-        epochs (:func:`~cesar.server.front.admission.turns`), each logged as a
+        epochs (:func:`~cesar.server.front.columns.in_turns`), each logged as a
         batch of its own (its idempotency key numbered), so other clients' batches
         go between them; a retried request skips the turns already logged.
         """
@@ -404,14 +404,13 @@ class Front:
         with self.lock:
             self._check_open()
             inputs = dict(self.registry.inputs)
-        if shard is not None and request.arrow_events and not request.events:
-            checked = Admission.check_piece(request, inputs)
-            return self._turn(key, request, shard, checked)
         # the registry's streams are read a key at a time, not copied: one per subscription
-        incoming = Admission.incoming(request, inputs, self.registry.streams)
-        parts = turns(incoming, limits.EVENTS_PER_TURN)
+        checked = request_table(request, inputs, self.registry.streams)
+        if shard is not None and request.arrow_events and not request.events:
+            return self._turn(key, request, shard, checked)  # a routed piece is taken whole
+        parts = in_turns(checked, limits.EVENTS_PER_TURN)
         if len(parts) == 1:
-            return self._turn(key, request, shard, incoming)
+            return self._turn(key, request, shard, parts[0])
         last = len(parts) - 1
         return Tickets(
             [
@@ -431,11 +430,11 @@ class Front:
         key: str,
         request: pb.PublishRequest,
         shard: int | None,
-        checked: Checked | list[Incoming],
+        checked: Checked,
         shards: int = 0,
     ) -> Ticket:
-        """Take one batch under the lock: its events (or a routed piece's ``checked`` rows)
-        admitted, numbered, sent to the shards and handed to the committer; its watermark
+        """Take one batch under the lock: its ``checked`` rows admitted, numbered, sent to the
+        shards and handed to the committer; its watermark
         is ``request``'s.  Batches enter in the order they arrive (:class:`Turnstile`), and
         at most ``BATCHES_IN_FLIGHT`` are sent to the shards and not yet logged: a batch waits
         for the shards' backlog of those, not of every turn a huge request has begun."""
@@ -452,17 +451,9 @@ class Front:
                     return Ticket.done(
                         pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
-            if isinstance(checked, Checked):
-                assert shard is not None
-                response, table, refused = self.admission.accept_piece(request, checked, shard)
-                arrivals = self.piece_arrivals(table, shard)
-                logged = pb.PublishRequest(arrow_events=encode_arrow(table.drop_columns("index")))
-            else:
-                response, accepted, refused = self.admission.accept(
-                    request.watermark, checked, shard
-                )
-                arrivals = self.arrivals(accepted, shard)
-                logged = pb.PublishRequest(events=[to_event(e) for e in accepted])
+            response, table, refused = self.admission.accept(request, checked, shard)
+            arrivals = self.table_arrivals(table, shard)
+            logged = pb.PublishRequest(arrow_events=encode_arrow(table.drop_columns("index")))
             logged.watermark = request.watermark
             if shard is not None:
                 logged.shard, logged.shards = shard, request.shards or shards
@@ -508,9 +499,14 @@ class Front:
         """The accepted events with the (shard, lane) pairs each goes to."""
         return [(event, self.registry.destinations(event, shard)) for event in accepted]
 
-    def piece_arrivals(self, table: pa.Table, shard: int) -> list[Arrival]:
-        """A routed piece's accepted rows with the lanes of ``shard`` each goes to."""
-        lanes = piece_destinations(table, self.registry.routing, shard)
+    def table_arrivals(self, table: pa.Table, shard: int | None) -> list[Arrival]:
+        """A batch's accepted rows with the (shard, lane) pairs each goes to: the front's own
+        routing (``shard`` None), or the lanes of the shard the feed routed them to."""
+        if shard is None:
+            registry = self.registry
+            lanes = front_destinations(table, registry.routing, registry.interested)
+        else:
+            lanes = piece_destinations(table, self.registry.routing, shard)
         return list(zip(rows_of(table), lanes, strict=True))
 
     def advance(

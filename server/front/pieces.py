@@ -1,14 +1,17 @@
-"""The feed's routed pieces in the front: rows kept in Arrow from the request to the shard.
+"""Batches in the front as rows kept in Arrow from the request to the shard.
 
-A routed piece is an Arrow table of events the feed sent one shard
-(:mod:`cesar.server.wire.arrowevents`).  The front checks it at once
-(:func:`~cesar.server.wire.arrowevents.check`), logs its accepted rows as
-one Arrow table, and passes the epoch gate a :class:`Row` per accepted row —
-its stream, ``t1`` and place in the table, never its values.  When the gate
-releases rows, :func:`lane_table` takes each lane's rows out of their tables
-in the gate's order, and the shard receives them as Arrow
-(``LaneEvents.arrow``).  So an event of the feed is never decoded into Python
-values, nor encoded as a protobuf message, in the front.
+Every batch reaches the front's admission as an Arrow table
+(:mod:`cesar.server.front.columns`): a client's events, or a piece the feed
+routed to one shard (:mod:`cesar.server.wire.arrowevents`).  The front logs
+its accepted rows as one Arrow table, and passes the epoch gate a :class:`Row`
+per accepted row — its stream, ``t1`` and place in the table, never its
+values — with the (shard, lane) pairs it goes to: :func:`destinations` for a
+routed piece, :func:`front_destinations` for the front's own routing.  When
+the gate releases rows, :func:`lane_table` takes each lane's rows out of their
+tables in the gate's order, and the shard receives them as Arrow
+(``LaneEvents.arrow``).  So an event is never encoded as a protobuf message
+in the front, and only the events a global subscription's static interest is
+probed for are read into Python values.
 
 >>> import pyarrow as pa
 >>> table = pa.table({"stream": ["S", "S"], "t0": [1, 2], "t1": [1, 2], "S/k": ["a", "b"]})
@@ -21,14 +24,14 @@ values, nor encoded as a protobuf message, in the front.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cesar.automata.schema import Event
+from cesar.automata.schema import Event, Value
 from cesar.server.wire.arrowevents import column, events_of
 from cesar.server.wire.arrowroute import key_shards
 from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
@@ -96,6 +99,42 @@ def destinations(table: pa.Table, routing: RoutingTable, shard: int) -> list[lis
             pair = (shard, GLOBAL)
             for i in where.tolist():
                 out[i].append(pair)
+    return out
+
+
+def front_destinations(
+    table: pa.Table,
+    routing: RoutingTable,
+    interested: Callable[[str, dict[str, Value]], list[int]],
+) -> list[list[tuple[int, str]]]:
+    """For each row of ``table`` (in the normal form), the (shard, lane) pairs the front
+    routes it to, as :meth:`~cesar.server.front.registry.Registry.destinations` does one event.
+
+    A key lane takes each row on the shard of its key (:func:`key_shards`: one Arrow pass
+    per stream and key); a global lane on each shard ``interested`` names (the static
+    interest of its global subscriptions, probed with the row's values, read into Python
+    for the streams global subscriptions read only).
+    """
+    out: list[list[tuple[int, str]]] = [[] for _ in range(table.num_rows)]
+    stream = table.column("stream")
+    for name in pc.unique(stream).to_pylist():
+        route = routing.streams.get(name)
+        if route is None:
+            continue
+        mine = pc.equal(stream, name)
+        where = pc.indices_nonzero(mine).to_numpy().tolist()
+        rows = table.filter(mine)
+        for key in route.keys:
+            owners = key_shards(rows.column(column(name, key)), routing.shards).to_pylist()
+            lane = key_lane(key)
+            for i, owner in zip(where, owners, strict=True):
+                out[i].append((owner, lane))
+        if route.global_shards:
+            prefix = f"{name}/"
+            attributes = [c for c in rows.column_names if c.startswith(prefix)]
+            values = rows.select(attributes).rename_columns([c[len(prefix) :] for c in attributes])
+            for i, row in zip(where, values.to_pylist(), strict=True):
+                out[i].extend((k, GLOBAL) for k in interested(name, row))
     return out
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from cesar.automata.compiler import CompiledQuery
 from cesar.automata.normal import Conjunct, static_atoms
 from cesar.automata.partition import static_interest
-from cesar.automata.schema import Event, StreamSchema, parse_stream_spec
+from cesar.automata.schema import Event, StreamSchema, Value, parse_stream_spec
 from cesar.index.static import ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.front.auth import Client
@@ -323,13 +323,16 @@ class Registry:
         """The (shard, lane) pairs ``event`` goes to (only ``shard``'s when given)."""
         values = dict(event.values)
         destinations = self.routing.key_destinations(event.stream, values)
-        interested = self._interest.probe(event.stream, values)
-        destinations.extend(
-            (k, GLOBAL) for k in sorted({self.live[s].row.shard for s, _ in interested})
-        )
+        destinations.extend((k, GLOBAL) for k in self.interested(event.stream, values))
         if shard is None:
             return destinations
         return [(k, lane) for k, lane in destinations if k == shard]
+
+    def interested(self, stream: str, values: Mapping[str, Value]) -> list[int]:
+        """The shards, in order, whose global subscriptions' static interest admits an event
+        of ``stream`` with ``values`` (its global lane takes it)."""
+        interested = self._interest.probe(stream, values)
+        return sorted({self.live[s].row.shard for s, _ in interested})
 
     def routing_table(self) -> pb.RoutingTable:
         """The routing table as GetRouting gives it: per stream, key attributes and each

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow.compute as pc
+
 from cesar.automata.schema import StreamSchema, parse_stream_spec
 from cesar.server.front.catalog import Catalog
 from cesar.server.host import snapshots
 from cesar.server.host.snapshots import SnapshotError
+from cesar.server.wire.arrowevents import encode as encode_arrow
+from cesar.server.wire.arrowevents import read as read_arrow
 from cesar.v1 import cesar_pb2 as pb
 
 
@@ -74,10 +78,21 @@ def drop_events(catalog: Catalog, stream: str, after: int) -> Repair:
     for number, payload in catalog.batches():
         batch = pb.PublishRequest.FromString(payload)
         keep = [e for e in batch.events if not (e.stream == stream and e.t1 > after)]
-        if len(keep) < len(batch.events):
-            dropped += len(batch.events) - len(keep)
+        gone = len(batch.events) - len(keep)
+        if gone:
             del batch.events[:]
             batch.events.extend(keep)
+        if batch.arrow_events:  # the rows a front logs (its own batches, the feed's pieces)
+            table = read_arrow(batch.arrow_events)
+            drop = pc.and_(
+                pc.equal(table.column("stream"), stream), pc.greater(table.column("t1"), after)
+            )
+            rows = pc.sum(drop).as_py() or 0
+            if rows:
+                gone += rows
+                batch.arrow_events = encode_arrow(table.filter(pc.invert(drop)))
+        if gone:
+            dropped += gone
             rewritten.append((number, batch.SerializeToString()))
     catalog.rewrite_batches(rewritten)
     return Repair(len(rewritten), dropped)

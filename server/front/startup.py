@@ -183,10 +183,9 @@ def replay(front: Front, number: int, payload: bytes) -> None:
             f"the event log holds batches the feed routed for {batch.shards} shards; "
             f"start the server with --shards {batch.shards}"
         )
-    if batch.arrow_events:  # a routed piece, logged as accepted
-        assert shard is not None
-        arrivals = front.piece_arrivals(read_arrow(batch.arrow_events), shard)
-    else:
+    if batch.arrow_events:  # logged as accepted, in (t1, arrival) order
+        arrivals = front.table_arrivals(read_arrow(batch.arrow_events), shard)
+    else:  # a batch a front before columns logged as protobuf events
         arrivals = front.arrivals([trusted_event(e) for e in batch.events], shard)
     for item, _ in arrivals:
         front.admission.saw(item.stream, item.t1)

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,9 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-from cesar.automata.schema import Event
+from cesar.automata.schema import Event, StreamSchema
 from cesar.server.wire.convert import to_event
+from cesar.server.wire.eventcolumns import StreamColumns, arrow_bytes
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
 
@@ -96,6 +97,36 @@ def publish_requests(
         pb.PublishRequest(events=[to_event(e) for e in events[i : i + batch]])
         for i in range(0, len(events), batch)
     ]
+    if out and close:
+        out[-1].watermark = events[-1].t1
+    return out
+
+
+def arrow_requests(
+    events: Sequence[Event],
+    schemas: Mapping[str, StreamSchema],
+    batch: int = 1000,
+    close: bool = True,
+) -> list[pb.PublishRequest]:
+    """:func:`publish_requests` with each request's events as Arrow columns
+    (``arrow_events``): validated ``events`` (sorted by t1) of the streams in ``schemas``.
+
+    >>> from cesar.automata.schema import parse_stream_spec
+    >>> schemas = {"S": parse_stream_spec("S(x:int)")}
+    >>> reqs = arrow_requests([Event.of("S", t, t, {"x": t}) for t in range(5)], schemas, 2)
+    >>> [(len(r.events), bool(r.arrow_events), r.watermark) for r in reqs]
+    [(0, True, 0), (0, True, 0), (0, True, 4)]
+    """
+    out = []
+    for start in range(0, len(events), batch):
+        columns: dict[str, StreamColumns] = {}
+        for index, event in enumerate(events[start : start + batch]):
+            found = columns.get(event.stream)
+            if found is None:
+                found = columns[event.stream] = StreamColumns(schemas[event.stream])
+            found.add(index, event)
+        tables = [found.table() for found in columns.values()]
+        out.append(pb.PublishRequest(arrow_events=arrow_bytes(tables)))
     if out and close:
         out[-1].watermark = events[-1].t1
     return out

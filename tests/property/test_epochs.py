@@ -73,6 +73,24 @@ class EpochGateMachine(RuleBasedStateMachine):
                 self.got[k][(item.t1, n)] += 1
         return {event.stream for event, _ in arrivals}
 
+    @invariant()
+    def the_bounds_say_what_settled_says_of_every_t1(self) -> None:
+        """front_bounds and routed_bound, the admission's bounds for a whole batch at once,
+        refuse exactly the t1s settled refuses, with the same mark."""
+        for stream in STREAMS:
+            settled, horizon = self.gate.front_bounds(stream)
+            for t1 in range(22):
+                marks = []
+                if settled is not None and t1 <= settled:
+                    marks.append(settled)
+                if horizon is not None and t1 < horizon:
+                    marks.append(horizon)
+                assert self.gate.settled(t1, stream, None) == max(marks, default=None)
+                for k in range(SHARDS):
+                    bound = self.gate.routed_bound(stream, k)
+                    want = bound if bound is not None and t1 <= bound else None
+                    assert self.gate.settled(t1, stream, k) == want
+
     @rule(batch=batches)
     def publish(self, batch: Batch) -> None:
         self._accept(batch, None, None)
