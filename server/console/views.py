@@ -158,7 +158,8 @@ def streams(front: Front, client: Client, now: float | None = None) -> list[dict
     started, its events ``accepted`` and ``rejected`` by reason (``late``, ``ahead``, or
     ``invalid`` and the field), and once it has an event, its newest event's time
     (``newest``: ticks, and ISO 8601 in its zone) and how far that is behind the wall clock
-    (``lag_seconds``, for a stream with a calendar unit)."""
+    (``lag_seconds``, for a stream with a calendar unit), and its watermark (``settled``:
+    the time through which its epochs are settled; an event at or before it is late)."""
     inflow = front.inflow()
     rejected: dict[str, dict[str, int]] = {}
     for (stream, field, kind), count in sorted(inflow.rejected.items()):
@@ -185,6 +186,11 @@ def streams(front: Front, client: Client, now: float | None = None) -> list[dict
             item["newest_t1"] = t1
             item["newest"] = iso_time(t1, schema.unit, schema.zone)
             item["lag_seconds"] = None if seconds is None else round(clock - float(t1 * seconds))
+        settled = inflow.settled.get(row.name)
+        if not row.subscription and settled is not None:
+            zone = parse_stream_spec(row.spec)
+            item["settled_t1"] = settled
+            item["settled"] = iso_time(settled, zone.unit, zone.zone)
         out.append(item)
     return out
 

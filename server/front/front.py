@@ -175,10 +175,13 @@ class Front:
 
     def inflow(self) -> Inflow:
         """Per input stream since the front started: the newest accepted ``t1`` (streams
-        without an event yet absent), the events accepted and the rejections (a copy)."""
+        without an event yet absent), its watermark, the events accepted and the rejections
+        (a copy).  O(input streams × shards)."""
         with self.lock:
+            bounds = {name: self.gate.front_bounds(name)[0] for name in self.registry.inputs}
             return Inflow(
                 dict(self.admission.newest),
+                {name: t1 for name, t1 in bounds.items() if t1 is not None},
                 Counter(self.commits.arrived),
                 Counter(self.commits.rejections),
             )

@@ -25,6 +25,10 @@ class Inflow(NamedTuple):
 
     newest: dict[str, int]
     """Its newest accepted ``t1``; a stream without an event yet is absent."""
+    settled: dict[str, int]
+    """Its watermark: the ``t1`` through which its epochs are settled (closed by a
+    watermark, or applied on a shard): a later event at or before it is late; a stream
+    with none settled yet is absent."""
     accepted: Counter[str]
     """Its events accepted."""
     rejected: Counter[tuple[str, str, str]]

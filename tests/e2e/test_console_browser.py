@@ -88,8 +88,11 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     assert streams == ["Drops", "Stock"]
     stock = browser.find_element(By.CSS_SELECTOR, 'tr[data-stream="Stock"]')
     newest = stock.find_element(By.CSS_SELECTOR, "td[data-newest]")
-    assert (newest.get_attribute("data-newest"), newest.text) == ("26729040", "2020-10-26T20:00Z")
+    newest_pair = ("26729040", "2020-10-26T20:00Z")
+    assert (newest.get_attribute("data-newest"), newest.text) == newest_pair
     assert stock.find_element(By.CSS_SELECTOR, "td[data-lag]").text.endswith(" days")
+    settled = stock.find_element(By.CSS_SELECTOR, "td[data-settled]")  # the publish closed it
+    assert (settled.get_attribute("data-settled"), settled.text) == newest_pair
     assert stock.find_element(By.CSS_SELECTOR, "td[data-accepted]").text == "2,340"
     assert stock.find_element(By.CSS_SELECTOR, "td[data-rejected]").text == "none"
     browser.save_screenshot(str(SHOTS / "subscriptions.png"))

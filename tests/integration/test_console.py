@@ -435,6 +435,7 @@ def test_an_operator_sees_inflow_latency_backlog_and_checkpoints(tmp_path: Path)
         assert [r.field for r in reply.rejected] == ["t1", "attributes.Price"]
         stock = {s["name"]: s for s in call(url + "/api/streams", "tok-a")[1]}["Stock"]
         assert stock["accepted"] == len(events)
+        assert stock["settled_t1"] == events[-1].t1 == stock["newest_t1"]  # closed: the last
         assert stock["rejected"] == {"invalid attributes": 1, "late": 1}
         status, now, _ = call(url + f"/api/subscriptions/{sub.id}/runtime", "tok-a")
         assert status == 200 and now["events_in"] == len(events) and last_seq > 0

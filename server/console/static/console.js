@@ -229,13 +229,14 @@ async function subscriptionsView() {
     el("td", {}, s.owner), el("td", {}, (s.shared_with || []).join(", ") || "—"),
     el("td", { "data-newest": s.newest_t1 ?? "" }, s.newest_t1 === undefined ? "—" : s.newest || String(s.newest_t1)),
     el("td", { "data-lag": s.lag_seconds ?? "" }, s.lag_seconds == null ? "—" : duration(s.lag_seconds)),
+    el("td", { "data-settled": s.settled_t1 ?? "" }, s.settled_t1 === undefined ? "—" : s.settled || String(s.settled_t1)),
     el("td", { class: "number", "data-accepted": s.accepted ?? "" }, s.accepted === undefined ? "—" : figure(s.accepted)),
     el("td", { "data-rejected": JSON.stringify(s.rejected || {}) }, rejections(s.rejected))));
   return [el("h2", {}, `Subscriptions (${rows.length})`), el("label", { for: "search" }, "Search "), search,
     table(["id", "owner", "stream", "placement", "plan", "last seq", "query"], tbody),
     el("h2", {}, `Streams (${streams.length})`),
     table(["stream", "from", "owner", "shared with", "newest event", "behind the clock",
-      "events accepted", "events rejected, by reason"], streamRows)];
+      "watermark (settled through)", "events accepted", "events rejected, by reason"], streamRows)];
 }
 
 // An input stream's rejections since the server started, by reason: "late 5, invalid Price 2".
