@@ -27,6 +27,7 @@ from cesar.perf.serverproc import Server
 from cesar.server.wire.arrowevents import encode
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
+from tests.integration.arrowfaults import FAULTS, WRONG_TYPE, arrow_request
 
 ALLOWED = {
     grpc.StatusCode.OK,
@@ -235,6 +236,12 @@ SEEDS: dict[str, list[bytes]] = {
         pb.PublishRequest(
             arrow_events=arrow_rows(2, "lz4", 500), shard=1, shards=2
         ).SerializeToString(),
+        *(  # a row failing each of the front's vectorized checks, unrouted and routed
+            arrow_request(bad, shard).SerializeToString()
+            for bad, _, _ in FAULTS.values()
+            for shard in (None, 0)
+        ),
+        WRONG_TYPE.SerializeToString(),
     ],
 }
 mutations = st.lists(

@@ -39,6 +39,7 @@ from cesar.server.wire.convert import to_event
 from cesar.server.wire.eventfile import iso_time
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2, shard_pb2_grpc
+from tests.integration.arrowfaults import FAULTS, WRONG_TYPE, arrow_request
 
 CESAR = Path(sys.executable).with_name("cesar")
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -378,6 +379,23 @@ def test_oversized_publish_requests_are_refused_whole(server: Server) -> None:
         metadata=conn.metadata,
     )
     assert code is INVALID and "more than 100000 rows" in details
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_vectorized_check_refuses_its_row_with_its_field_and_reason(
+    server: Server, fault: str
+) -> None:
+    """A client's Arrow request and a routed piece alike: the bad row alone is refused, at
+    its index, with the field and reason the protobuf path gives."""
+    conn = server.connect()
+    bad, field, reason = FAULTS[fault]
+    for shard in (None, 1):
+        reply = conn.stub.PublishBatch(arrow_request(bad, shard), metadata=conn.metadata)
+        rejected = [r for r in reply.rejected if r.index == 1]
+        assert len(rejected) == 1, (fault, shard, reply)
+        assert rejected[0].field == field and rejected[0].reason.startswith(reason), reply
+    code, details = status_of(conn.stub.PublishBatch, WRONG_TYPE, metadata=conn.metadata)
+    assert code is INVALID and "column 'Stock/Price' holds string; expected float" in details
 
 
 def test_one_far_future_timestamp_cannot_block_intake(tmp_path: Path) -> None:
