@@ -180,14 +180,27 @@ class EpochGate:
         routed = shard is not None
         shards = range(self.shards) if shard is None else [shard]
         self._sync()
+        groups: dict[str, str] = {}  # by stream, for this call
+        newest: dict[str, int] = {}  # by group: the newest t1 of the front's own events
+        tick = self.ticks
         for event, destinations in arrivals:
-            self.ticks += 1
-            group = self.groups.find(event.stream)
+            tick += 1
+            stream, t1 = event.stream, event.t1
+            group = groups.get(stream)
+            if group is None:
+                group = groups[stream] = self.groups.find(stream)
             for k, lane in destinations:
                 waiting = self.pending[k].setdefault(group, [])
-                bisect.insort(waiting, Pending(event.t1, self.ticks, routed, lane, event))
-            if not routed:
-                self.horizon[group] = max(self.horizon.get(group, event.t1), event.t1)
+                item = Pending(t1, tick, routed, lane, event)
+                if not waiting or waiting[-1].t1 <= t1:  # the usual case: in time order
+                    waiting.append(item)
+                else:
+                    bisect.insort(waiting, item)
+            if not routed and newest.get(group, t1) <= t1:
+                newest[group] = t1
+        self.ticks = tick
+        for group, t1 in newest.items():
+            self.horizon[group] = max(self.horizon.get(group, t1), t1)
         if watermark and (routed or not arrivals):
             for k in shards:
                 self.closed[k] = max(self.closed[k] or watermark, watermark)
@@ -250,8 +263,13 @@ class EpochGate:
         """How many of one group's pending events (sorted) on ``shard`` may leave: whole
         epochs, in order."""
         split = 0
+        closes: dict[str, int | None] = {}  # by stream, for this call
         for item in waiting:
-            closed = self._closed_on(shard, item.event.stream)
+            stream = item.event.stream
+            if stream in closes:
+                closed = closes[stream]
+            else:
+                closed = closes[stream] = self._closed_on(shard, stream)
             if (closed is not None and item.t1 <= closed) or (
                 not item.routed and horizon is not None and item.t1 < horizon
             ):

@@ -22,8 +22,9 @@ stream), logged as they are, and reach the shard's lanes as Arrow, where
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,11 +204,18 @@ class Reasons:
         self.field = pa.nulls(rows, pa.string())
         self.reason = pa.nulls(rows, pa.string())
 
-    def fail(self, mask: pa.Array, field: str, reason: pa.Array | str) -> None:
-        """Record ``field``/``reason`` where ``mask`` holds and no earlier check failed."""
-        hit = pc.and_(pc.fill_null(mask, False), pc.is_null(self.reason))
+    def fail(
+        self, mask: pa.Array, field: str, reason: pa.Array | str | Callable[[], pa.Array]
+    ) -> None:
+        """Record ``field``/``reason`` where ``mask`` holds and no earlier check failed (two
+        Arrow calls when it holds nowhere, the common case; a ``reason`` given as a function
+        of no arguments is computed only then)."""
+        mask = pc.fill_null(mask, False)
+        if not pc.any(mask).as_py():
+            return
+        hit = pc.and_(mask, pc.is_null(self.reason))
         self.field = pc.if_else(hit, pa.scalar(field), self.field)
-        self.reason = pc.if_else(hit, reason, self.reason)
+        self.reason = pc.if_else(hit, reason() if callable(reason) else reason, self.reason)
 
     @property
     def ok(self) -> pa.Array:
@@ -264,7 +272,7 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
     reasons.fail(
         pc.invert(known),
         "stream",
-        pc.binary_join_element_wise("unknown stream '", stream, "'", ""),
+        lambda: pc.binary_join_element_wise("unknown stream '", stream, "'", ""),
     )
     reasons.fail(pc.and_(pc.is_null(t0), pc.is_null(t1)), "t0", "missing")
     reasons.fail(pc.is_null(t1), "t1", "missing")
@@ -272,7 +280,7 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
     reasons.fail(
         pc.greater(t0, t1),
         "t0",
-        pc.binary_join_element_wise(
+        lambda: pc.binary_join_element_wise(
             "t0 = ", pc.cast(t0, pa.string()), " is after t1 = ", pc.cast(t1, pa.string()), ""
         ),
     )
@@ -292,15 +300,7 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
                 reasons.fail(
                     pc.and_(mine, pc.invert(pc.is_finite(values))),
                     attribute,
-                    pc.if_else(
-                        pc.is_nan(values),
-                        "float nan is not finite",
-                        pc.if_else(
-                            pc.greater(values, 0),
-                            "float inf is not finite",
-                            "float -inf is not finite",
-                        ),
-                    ),
+                    functools.partial(_not_finite, values),
                 )
         names = set(schema.names)
         extras = sorted(
@@ -331,6 +331,15 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
     ordered = base + sorted(key for key in out if key not in base)
     valid = pa.table({key: out[key] for key in ordered}).filter(ok)
     return Checked(valid, errors)
+
+
+def _not_finite(values: pa.Array) -> pa.Array:
+    """Why each float of ``values`` is refused (where it is not finite)."""
+    return pc.if_else(
+        pc.is_nan(values),
+        "float nan is not finite",
+        pc.if_else(pc.greater(values, 0), "float inf is not finite", "float -inf is not finite"),
+    )
 
 
 def _with_times(table: pa.Table) -> list[str]:
