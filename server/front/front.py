@@ -64,6 +64,7 @@ from cesar.server.front.subscribing import (
     check_batch,
     check_deadline,
     install_batches,
+    named_streams,
 )
 from cesar.server.shard.pool import Applying, ShardPool
 from cesar.server.wire.arrowevents import Checked
@@ -228,13 +229,13 @@ class Front:
         (:func:`~cesar.server.front.subscribing.explained`)."""
         with self.lock:
             schemas = self.registry.readable(client)
-        return self.compiler.explained(client, text, schemas, dot)
+        return self.compiler.explained(client, text, schemas.named(named_streams([text])), dot)
 
     def explain_data(self, client: Client, text: str, own: str = "") -> dict[str, object]:
         """``cesar explain --json`` of a query of ``client``'s; ``own`` names the stream the
         query already publishes (a live subscription's), left out of the streams it reads."""
         with self.lock:
-            schemas = dict(self.registry.readable(client))
+            schemas = self.registry.readable(client).named(named_streams([text]))
         schemas.pop(own, None)
         return self.compiler.explained_data(client, text, schemas)
 
@@ -274,7 +275,8 @@ class Front:
         with self.lock:
             schemas = self.registry.readable(client)
             first = self.catalog.next_subscription_number()
-        prepared = self.compiler.prepare_all(client, items, schemas, first, deadline)
+        named = schemas.named(named_streams(items))  # not every stream the client owns
+        prepared = self.compiler.prepare_all(client, items, named, first, deadline)
         with self.lock:
             self._check_open()
             registry = self.registry

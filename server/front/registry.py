@@ -21,7 +21,7 @@ It holds no lock and does no I/O: the front calls it under its lock.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.compiler import CompiledQuery
@@ -114,11 +114,23 @@ class Readable(Mapping[str, StreamSchema]):
         streams: dict[str, StreamRow],
         schemas: dict[str, StreamSchema],
         shares: dict[str, frozenset[str]],
+        inputs: dict[str, StreamSchema],
     ) -> None:
         self._client = client
         self._streams = streams
         self._schemas = schemas
         self._shares = shares
+        self._inputs = inputs
+
+    def named(self, names: Iterable[str]) -> dict[str, StreamSchema]:
+        """The input streams, and those of ``names`` the client may read: all that a query
+        naming no other stream can read, without the published streams it does not name
+        (a client may own thousands).  O(input streams + names)."""
+        out = dict(self._inputs)
+        for name in names:
+            if name not in out and self._readable(name):
+                out[name] = self._schemas[name]
+        return out
 
     def _readable(self, name: str) -> bool:
         row = self._streams.get(name)
@@ -253,7 +265,9 @@ class Registry:
         """The schemas of the streams ``client`` may read now, by name: a snapshot that later
         changes to the registry do not touch.  O(streams), copied in C; a lookup is O(1)."""
         shares = {name: frozenset(clients) for name, clients in self.shares.items()}
-        return Readable(client, self.streams.copy(), self.schemas.copy(), shares)
+        return Readable(
+            client, self.streams.copy(), self.schemas.copy(), shares, self.inputs.copy()
+        )
 
     def register(self, live: Live, query: CompiledQuery) -> None:
         """Enter a subscription: routes, interest, tallies, its published stream.

@@ -22,10 +22,13 @@ these stages in order:
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+from google.protobuf.message import Message
 
 from cesar.automata.automaton import format_dot
 from cesar.automata.compiler import CompiledQuery, compile_query
@@ -91,6 +94,36 @@ class Admitted:
     live: Live
     query: CompiledQuery
     install: shard_pb2.InstallRequest
+
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+"""A word of a query's text that may name a stream (a pattern's event type may hold ``-``,
+and reads the stream with ``_`` for it)."""
+
+
+def named_streams(items: Iterable[SubscribeItem | str]) -> set[str]:
+    """Every stream name the queries of ``items`` (or texts) can read: each word of a text,
+    with ``-`` read as ``_`` too; each StreamRef of an algebra.  O(the queries' size)."""
+    names: set[str] = set()
+    for item in items:
+        text = item if isinstance(item, str) else item.text
+        for word in NAME.findall(text):
+            names.update((word, word.replace("-", "_")))
+        if not isinstance(item, str) and item.algebra is not None:
+            names.update(_stream_refs(item.algebra))
+    return names
+
+
+def _stream_refs(message: Message) -> Iterator[str]:
+    """The names of the StreamRef messages anywhere in ``message``."""
+    if isinstance(message, pb.StreamRef):
+        yield message.name
+        return
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        for one in value if field.is_repeated else [value]:
+            yield from _stream_refs(one)
 
 
 def check_batch(items: Sequence[SubscribeItem]) -> None:

@@ -9,6 +9,8 @@ from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.front.errors import FailedPrecondition
 from cesar.server.front.placement import place
 from cesar.server.front.registry import Live, Registry
+from cesar.server.front.subscribing import SubscribeItem, named_streams
+from cesar.v1 import cesar_pb2 as pb
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
 KEYED = "FILTER{Price > 10} Stock NEXT{$1.Name = $2.Name} Stock"
@@ -82,3 +84,22 @@ def test_readable_is_a_snapshot_of_what_a_client_may_read(registry):
     register(registry, "s2", GLOBAL + " PUBLISH Later")
     assert "Pairs" not in seen and "Later" not in seen and len(seen) == 1  # taken before
     assert sorted(registry.readable(bob)) == ["Pairs", "Stock"]
+
+
+def test_a_query_is_compiled_against_the_inputs_and_the_streams_it_names(registry):
+    """What a Subscribe sends its compile process: every input stream, and those of the
+    client's streams its text names (a pattern's SHELF-READING reads SHELF_READING; an
+    algebra's StreamRefs), not every stream the client owns (it was all of them, pickled
+    for each Subscribe: 10,000 subscriptions of 50 clients went at 31 a second)."""
+    alice = Client("alice", Limits(10, 10_000, 2, 10))
+    for n in range(30):
+        register(registry, f"s{n}", f"FILTER{{Price > {n}}} Stock PUBLISH Mine_{n}")
+    register(registry, "s99", "FILTER{Price > 1} Stock PUBLISH SHELF_READING")
+    seen = registry.readable(alice)
+    texts = ["FILTER{Price_1 > 2} Mine_7 NEXT{TRUE} Nowhere", "EVENT SEQ(SHELF-READING x)"]
+    assert sorted(seen.named(named_streams(texts))) == ["Mine_7", "SHELF_READING", "Stock"]
+    algebra = pb.Algebra(select=pb.SelectOp(input=pb.Algebra(stream=pb.StreamRef(name="Mine_3"))))
+    item = SubscribeItem("", "", algebra)
+    assert sorted(seen.named(named_streams([item]))) == ["Mine_3", "Stock"]
+    bob = Client("bob", Limits(10, 10_000, 2, 10))
+    assert sorted(registry.readable(bob).named(named_streams(texts))) == ["Stock"]
