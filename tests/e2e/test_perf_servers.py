@@ -175,7 +175,8 @@ def test_consolebench_smoke_every_server_makes_the_same_alerts(tmp_path):
 def test_frontbench_smoke_gives_one_outcome_in_either_wire_form(tmp_path):
     (run,) = smoke_json("cesar.perf.frontbench", tmp_path / "front.json", 300)["records"]
     protobuf, arrow = run["protobuf"], run["arrow"]
-    assert protobuf["accepted"] == arrow["accepted"] == protobuf["shard_events"] == 5_000
-    assert protobuf["alerts"] == arrow["alerts"] > 0 and arrow["shard_events"] == 5_000
+    assert protobuf["accepted"] == arrow["accepted"] == 4_000  # the first 1,000 warm up
+    assert protobuf["shard_events"] == arrow["shard_events"] == 5_000
+    assert protobuf["alerts"] == arrow["alerts"] > 0
     assert protobuf["front_us_per_event"] > 0 and arrow["front_us_per_event"] > 0
     assert run["alerts"]["alerts"] == 5_000
