@@ -26,7 +26,6 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, fields
@@ -101,13 +100,22 @@ class Responses:
         self.messages = [shard_pb2.ApplyResponse()]
         self._size = 0
 
-    def add(self, alert: shard_pb2.ShardAlert, size: int | None = None) -> None:
-        """Append ``alert`` (``size``: its bytes when the caller measured them already)."""
-        size = alert.ByteSize() if size is None else size
+    def add(self, alert: shard_pb2.ShardAlert) -> None:
+        """Append ``alert`` (a notice)."""
+        self._room(alert.ByteSize())
+        self.messages[-1].alerts.append(alert)
+
+    def add_event(self, subscription: str, event: cesar_pb2.Event, size: int) -> None:
+        """Append an alert of ``subscription`` publishing ``event`` (``size``: its bytes),
+        copying the event once, into the response."""
+        self._room(size)
+        self.messages[-1].alerts.add(subscription=subscription, event=event)
+
+    def _room(self, size: int) -> None:
+        """Start a new response if ``size`` more bytes would pass RESPONSE_BYTES."""
         if self._size and self._size + size > RESPONSE_BYTES:
             self.messages.append(shard_pb2.ApplyResponse())
             self._size = 0
-        self.messages[-1].alerts.append(alert)
         self._size += size
 
 
@@ -221,9 +229,9 @@ class ShardState:
         subscriptions is converted once and copied per subscription."""
         count_limit = self.max_alerts_per_epoch
         byte_limit = self.max_alert_bytes_per_epoch
-        made: Counter[str] = Counter()
-        sizes: Counter[str] = Counter()
-        dropped: Counter[str] = Counter()
+        made: dict[str, int] = {}
+        sizes: dict[str, int] = {}
+        dropped: dict[str, int] = {}
         for item in outputs:
             if isinstance(item, Match):
                 streams, event = item.streams(), Event("", item.t0, item.t1, item.values)
@@ -232,27 +240,25 @@ class ShardState:
             shared: cesar_pb2.Event | None = None  # converted once, when first sent
             for stream in streams:
                 subscription = lane.streams[stream]
-                made[subscription] += 1
-                if dropped[subscription]:
+                count = made[subscription] = made.get(subscription, 0) + 1
+                if subscription in dropped:
                     dropped[subscription] += 1
                     continue
                 if shared is None:
-                    shared = message = to_event(event)
-                else:
-                    message = cesar_pb2.Event()
-                    message.CopyFrom(shared)
-                message.stream = stream
-                size = message.ByteSize()
-                if (count_limit is not None and made[subscription] > count_limit) or (
-                    byte_limit is not None and sizes[subscription] + size > byte_limit
+                    shared = to_event(event)
+                shared.stream = stream
+                size = shared.ByteSize()
+                total = sizes.get(subscription, 0) + size
+                if (count_limit is not None and count > count_limit) or (
+                    byte_limit is not None and total > byte_limit
                 ):
-                    dropped[subscription] += 1
+                    dropped[subscription] = 1
                     continue
-                sizes[subscription] += size
-                out.add(shard_pb2.ShardAlert(subscription=subscription, event=message), size)
+                sizes[subscription] = total
+                out.add_event(subscription, shared, size)
         for subscription in made:
-            self.alerts_dropped += dropped[subscription]
-            if lane.settle(subscription, dropped[subscription] > 0):
+            self.alerts_dropped += dropped.get(subscription, 0)
+            if lane.settle(subscription, subscription in dropped):
                 out.add(
                     shard_pb2.ShardAlert(
                         subscription=subscription,
