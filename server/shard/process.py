@@ -28,15 +28,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 
 import grpc
 
 from cesar.automata.schema import Event, StreamSchema, epochs, parse_stream_spec
 from cesar.automata.shape import QueryCache
-from cesar.server.engine.engine import Engine, EngineOptions, Output
-from cesar.server.engine.matches import Match
+from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.planned import PlanCosts
 from cesar.server.engine.sharing import placed
 from cesar.server.engine.snapshot import RunSnapshot, capture, prepare, restore
@@ -48,75 +47,16 @@ from cesar.server.host.metrics import Histogram, serve_metrics
 from cesar.server.host.rss import rss_bytes
 from cesar.server.host.snapshots import SnapshotError
 from cesar.server.host.tls import server_credentials
+from cesar.server.shard.lanes import Lane, Responses, emit
 from cesar.server.shard.metrics import collect
 from cesar.server.shard.options import add_shard_arguments
 from cesar.server.wire.arrowevents import lane_table_events
 from cesar.server.wire.client import GRPC_OPTIONS
-from cesar.server.wire.convert import to_event, trusted_event
+from cesar.server.wire.convert import trusted_event
 from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
 log = logging.getLogger("cesar.shard")
-
-
-CALM_EPOCHS = 64
-"""Epochs of a capped subscription's alerts within the limits that end its episode."""
-RESPONSE_BYTES = 16 << 20
-"""About the most alert bytes one Apply response message carries."""
-
-
-@dataclass
-class Lane:
-    """One engine and the subscriptions it runs; ``streams`` maps output stream → subscription.
-
-    ``capped`` holds the subscriptions over an alert limit since their notice, each with
-    the epochs of alerts since then that stayed within the limits.
-    """
-
-    engine: Engine
-    streams: dict[str, str] = field(default_factory=dict)
-    capped: dict[str, int] = field(default_factory=dict)
-
-    def settle(self, subscription: str, over: bool) -> bool:
-        """Note an epoch in which ``subscription`` made alerts, ``over`` a limit or not;
-        whether it starts an episode (the one notice).  An episode ends after
-        :data:`CALM_EPOCHS` epochs within the limits, so a subscription hovering at a limit
-        is told once, not at every crossing."""
-        if over:
-            starts = subscription not in self.capped
-            self.capped[subscription] = 0
-            return starts
-        if subscription in self.capped:
-            self.capped[subscription] += 1
-            if self.capped[subscription] >= CALM_EPOCHS:
-                del self.capped[subscription]
-        return False
-
-
-class Responses:
-    """Apply's answer: alerts in order, in messages of about :data:`RESPONSE_BYTES` at most."""
-
-    def __init__(self) -> None:
-        self.messages = [shard_pb2.ApplyResponse()]
-        self._size = 0
-
-    def add(self, alert: shard_pb2.ShardAlert) -> None:
-        """Append ``alert`` (a notice)."""
-        self._room(alert.ByteSize())
-        self.messages[-1].alerts.append(alert)
-
-    def add_event(self, subscription: str, event: cesar_pb2.Event, size: int) -> None:
-        """Append an alert of ``subscription`` publishing ``event`` (``size``: its bytes),
-        copying the event once, into the response."""
-        self._room(size)
-        self.messages[-1].alerts.add(subscription=subscription, event=event)
-
-    def _room(self, size: int) -> None:
-        """Start a new response if ``size`` more bytes would pass RESPONSE_BYTES."""
-        if self._size and self._size + size > RESPONSE_BYTES:
-            self.messages.append(shard_pb2.ApplyResponse())
-            self._size = 0
-        self._size += size
 
 
 class ShardState:
@@ -195,8 +135,9 @@ class ShardState:
 
     def apply(self, request: shard_pb2.ApplyRequest) -> list[shard_pb2.ApplyResponse]:
         """Process each lane's epochs in order; the alerts made, in order, in messages of at
-        most about :data:`RESPONSE_BYTES` each.  A lane's last epoch marked ``continued`` is
-        held until the message with its last part, then processed whole."""
+        most about :data:`~cesar.server.shard.lanes.RESPONSE_BYTES` each.  A lane's last
+        epoch marked ``continued`` is held until the message with its last part, then
+        processed whole."""
         out = Responses()
         for lane_events in request.lanes:
             lane = self.lanes.get(lane_events.lane)
@@ -214,60 +155,19 @@ class ShardState:
                     last -= 1
                 events, self.held[lane_events.lane] = events[:last], events[last:]
             for epoch in epochs(events):
-                self._emit(lane, engine.process_matches(epoch), out)
+                self.alerts_dropped += emit(
+                    lane,
+                    engine.process_matches(epoch),
+                    out,
+                    self.max_alerts_per_epoch,
+                    self.max_alert_bytes_per_epoch,
+                )
                 for notice in engine.notices:
                     out.add(
                         shard_pb2.ShardAlert(subscription=notice.subscription, notice=notice.reason)
                     )
                 engine.notices.clear()
         return out.messages
-
-    def _emit(self, lane: Lane, outputs: Output, out: Responses) -> None:
-        """The epoch's alerts, within each subscription's budget on this shard: at most
-        ``max_alerts_per_epoch`` alerts and ``max_alert_bytes_per_epoch`` bytes; the rest are
-        dropped, with one notice per episode (:meth:`Lane.settle`).  A match shared by many
-        subscriptions is converted once and copied per subscription."""
-        count_limit = self.max_alerts_per_epoch
-        byte_limit = self.max_alert_bytes_per_epoch
-        made: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        dropped: dict[str, int] = {}
-        for item in outputs:
-            if isinstance(item, Match):
-                streams, event = item.streams(), Event("", item.t0, item.t1, item.values)
-            else:
-                streams, event = [item.stream], item
-            shared: cesar_pb2.Event | None = None  # converted once, when first sent
-            for stream in streams:
-                subscription = lane.streams[stream]
-                count = made[subscription] = made.get(subscription, 0) + 1
-                if subscription in dropped:
-                    dropped[subscription] += 1
-                    continue
-                if shared is None:
-                    shared = to_event(event)
-                shared.stream = stream
-                size = shared.ByteSize()
-                total = sizes.get(subscription, 0) + size
-                if (count_limit is not None and count > count_limit) or (
-                    byte_limit is not None and total > byte_limit
-                ):
-                    dropped[subscription] = 1
-                    continue
-                sizes[subscription] = total
-                out.add_event(subscription, shared, size)
-        for subscription in made:
-            self.alerts_dropped += dropped.get(subscription, 0)
-            if lane.settle(subscription, subscription in dropped):
-                out.add(
-                    shard_pb2.ShardAlert(
-                        subscription=subscription,
-                        notice=f"{made[subscription]} alerts in one epoch; only the first "
-                        f"{count_limit} of each epoch, within {byte_limit} bytes, are sent "
-                        f"(one notice until {CALM_EPOCHS} epochs of its alerts pass within "
-                        "the limits)",
-                    )
-                )
 
     def snapshot(self, position: int, keep: set[int]) -> int:
         """Save every lane's run state as the snapshot at ``position``; its size in bytes.
