@@ -121,7 +121,9 @@ class EpochGate:
         epoch of the stream's group is open (the horizon is past ``t1``), a
         watermark closed ``t1``'s, or the group applied ``t1`` somewhere.  A
         routed batch's event is late on its shard only once a watermark closed
-        its epoch or a later epoch of its group was applied there.
+        its epoch or a later epoch of its group was applied there.  The per-event
+        definition of lateness: admission asks :meth:`front_bounds` and
+        :meth:`routed_bound`, its bounds for every ``t1`` at once, tested against it.
         """
         group = self._group(stream)
         mark: int | None = None

@@ -160,7 +160,8 @@ def decode(
     max_rows: int | None = None,
     max_bytes: int | None = None,
 ) -> Iterator[tuple[Event | EventError, int | None]]:
-    """Each row of an Arrow IPC stream as a validated event (or its error), with its arrival.
+    """Each row of an Arrow IPC stream as a validated event (or its error), with its arrival:
+    the row-by-row definition that :func:`check`, the server's path, is tested against.
 
     The optional ``arrival`` column (int64) orders simultaneous events as they
     arrived at the feed; without it the row order does.
