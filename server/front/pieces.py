@@ -24,7 +24,7 @@ probed for are read into Python values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from cesar.automata.schema import Event, Value
 from cesar.server.wire.arrowevents import column, events_of
 from cesar.server.wire.arrowroute import key_shards
-from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
+from cesar.server.wire.routing import GLOBAL, RoutingTable, StreamRoute, key_lane
 
 WIRE_COLUMNS = ("stream", "t0", "t1")
 """The columns every lane table starts with; attribute columns follow."""
@@ -81,14 +81,7 @@ def destinations(table: pa.Table, routing: RoutingTable, shard: int) -> list[lis
     pass per stream and key; Python appends one pair per row and lane.
     """
     out: list[list[tuple[int, str]]] = [[] for _ in range(table.num_rows)]
-    stream = table.column("stream")
-    for name in pc.unique(stream).to_pylist():
-        route = routing.streams.get(name)
-        if route is None:
-            continue
-        mine = pc.equal(stream, name)
-        where = pc.indices_nonzero(mine).to_numpy()
-        rows = table.filter(mine)
+    for name, route, where, rows in _routed_streams(table, routing):
         for key in route.keys:
             owners = key_shards(rows.column(column(name, key)), routing.shards)
             hit = np.asarray(pc.equal(owners, shard).to_numpy(zero_copy_only=False), bool)
@@ -116,26 +109,34 @@ def front_destinations(
     for the streams global subscriptions read only).
     """
     out: list[list[tuple[int, str]]] = [[] for _ in range(table.num_rows)]
+    for name, route, where, rows in _routed_streams(table, routing):
+        positions = where.tolist()
+        for key in route.keys:
+            owners = key_shards(rows.column(column(name, key)), routing.shards).to_pylist()
+            lane = key_lane(key)
+            for i, owner in zip(positions, owners, strict=True):
+                out[i].append((owner, lane))
+        if route.global_shards:
+            prefix = f"{name}/"
+            attributes = [c for c in rows.column_names if c.startswith(prefix)]
+            values = rows.select(attributes).rename_columns([c[len(prefix) :] for c in attributes])
+            for i, row in zip(positions, values.to_pylist(), strict=True):
+                out[i].extend((k, GLOBAL) for k in interested(name, row))
+    return out
+
+
+def _routed_streams(
+    table: pa.Table, routing: RoutingTable
+) -> Iterator[tuple[str, StreamRoute, np.ndarray, pa.Table]]:
+    """Per stream of ``table`` that the routing table routes: its name, its route, the
+    positions of its rows in ``table`` and those rows.  One Arrow pass per stream."""
     stream = table.column("stream")
     for name in pc.unique(stream).to_pylist():
         route = routing.streams.get(name)
         if route is None:
             continue
         mine = pc.equal(stream, name)
-        where = pc.indices_nonzero(mine).to_numpy().tolist()
-        rows = table.filter(mine)
-        for key in route.keys:
-            owners = key_shards(rows.column(column(name, key)), routing.shards).to_pylist()
-            lane = key_lane(key)
-            for i, owner in zip(where, owners, strict=True):
-                out[i].append((owner, lane))
-        if route.global_shards:
-            prefix = f"{name}/"
-            attributes = [c for c in rows.column_names if c.startswith(prefix)]
-            values = rows.select(attributes).rename_columns([c[len(prefix) :] for c in attributes])
-            for i, row in zip(where, values.to_pylist(), strict=True):
-                out[i].extend((k, GLOBAL) for k in interested(name, row))
-    return out
+        yield name, route, pc.indices_nonzero(mine).to_numpy(), table.filter(mine)
 
 
 def lane_table(rows: Sequence[Row]) -> pa.Table:
