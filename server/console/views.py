@@ -18,6 +18,8 @@ from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
 from cesar.server.front.errors import InvalidArgument, NotFound
 from cesar.server.front.front import Front, Listening
+from cesar.server.front.stats import activity, checkpoint_history
+from cesar.server.front.stats import inflow as stream_inflow
 from cesar.server.wire.client import message_data
 from cesar.server.wire.convert import trusted_event
 from cesar.server.wire.eventfile import event_record, iso_time
@@ -128,7 +130,7 @@ def _activity(front: Front, sub_id: str) -> dict[str, Any]:
     """``events_in``: events accepted on the input streams it reads since the server
     started; ``latency_ms``: over the batches that gave it alerts, from the publish request
     to its alerts logged, the last, the mean and the peak (absent before its first alert)."""
-    events, latency = front.activity(sub_id)
+    events, latency = activity(front, sub_id)
     data: dict[str, Any] = {"events_in": events}
     if latency is not None:
         data["latency_ms"] = {
@@ -160,7 +162,7 @@ def streams(front: Front, client: Client, now: float | None = None) -> list[dict
     (``newest``: ticks, and ISO 8601 in its zone) and how far that is behind the wall clock
     (``lag_seconds``, for a stream with a calendar unit), and its watermark (``settled``:
     the time through which its epochs are settled; an event at or before it is late)."""
-    inflow = front.inflow()
+    inflow = stream_inflow(front)
     rejected: dict[str, dict[str, int]] = {}
     for (stream, field, kind), count in sorted(inflow.rejected.items()):
         reason = f"invalid {field}" if kind == "invalid" else kind
@@ -210,7 +212,7 @@ def shards(front: Front, client: Client) -> dict[str, Any]:
                 "ms": round(taken.seconds * 1000),
                 "compacted_to": taken.compacted_to,
             }
-            for taken in front.checkpoint_history()
+            for taken in checkpoint_history(front)
         ]
     return data
 

@@ -39,7 +39,7 @@ from cesar.server.front.admission import Admission, check_request
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
-from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy, Taken
+from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
 from cesar.server.front.columns import in_turns, request_table
 from cesar.server.front.commits import Commits, Ticket, Tickets, Turnstile
 from cesar.server.front.compiling import Compiler
@@ -55,9 +55,9 @@ from cesar.server.front.errors import (
 )
 from cesar.server.front.pieces import destinations as piece_destinations
 from cesar.server.front.pieces import front_destinations, rows_of
-from cesar.server.front.registry import Latency, Live, Registry
+from cesar.server.front.registry import Live, Registry
 from cesar.server.front.startup import load
-from cesar.server.front.stats import Inflow, everything, seen_by
+from cesar.server.front.stats import everything, seen_by
 from cesar.server.front.subscribing import (
     SubscribeItem,
     admit_all,
@@ -173,36 +173,6 @@ class Front:
         """The streams ``client`` may use named after ``after``, by name, with their readers."""
         with self.lock:
             return streams.listed(client, after, self.registry)
-
-    def inflow(self) -> Inflow:
-        """Per input stream since the front started: the newest accepted ``t1`` (streams
-        without an event yet absent), its watermark, the events accepted and the rejections
-        (a copy).  O(input streams × shards)."""
-        with self.lock:
-            bounds = {name: self.gate.front_bounds(name)[0] for name in self.registry.inputs}
-            return Inflow(
-                dict(self.admission.newest),
-                {name: t1 for name, t1 in bounds.items() if t1 is not None},
-                Counter(self.commits.arrived),
-                Counter(self.commits.rejections),
-            )
-
-    def checkpoint_history(self) -> list[Taken]:
-        """The latest checkpoints this front took, newest first."""
-        with self.lock:
-            return list(reversed(self.checkpoints.history))
-
-    def activity(self, sub_id: str) -> tuple[int, Latency | None]:
-        """Subscription ``sub_id``'s events in (accepted on the input streams it reads since
-        the front started) and its alert latency so far (None: no alert yet); NotFound if it
-        is gone.  O(streams it reads)."""
-        with self.lock:
-            live = self.registry.live.get(sub_id)
-            if live is None:
-                raise NotFound(f"no subscription {sub_id}")
-            latency = self.registry.latency.get(sub_id)
-            events = sum(self.commits.arrived[stream] for stream in live.reads)
-            return events, None if latency is None else replace(latency)
 
     def delete_stream(self, client: Client, name: str) -> None:
         """Remove an input stream ``client`` defined, once no subscription reads it."""

@@ -1,4 +1,5 @@
-"""Stats: what a client may see of the counters, and everything for an admin and the metrics.
+"""Stats: what a client may see of the counters, and everything for an admin and the metrics;
+the console's operator figures (:func:`inflow`, :func:`activity`, :func:`checkpoint_history`).
 
 An admin's Stats (and the Prometheus endpoint, :mod:`cesar.server.front.metrics`)
 shows the front's counters and every shard's.  Any other client sees what is
@@ -10,9 +11,13 @@ clients' subscription ids.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from cesar.server.front.auth import Client
+from cesar.server.front.checkpoints import Taken
+from cesar.server.front.errors import NotFound
+from cesar.server.front.registry import Latency
 from cesar.server.host.rss import rss_bytes
 from cesar.v1 import cesar_pb2 as pb
 
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class Inflow(NamedTuple):
-    """Per input stream since the front started (:meth:`Front.inflow`)."""
+    """Per input stream since the front started (:func:`inflow`)."""
 
     newest: dict[str, int]
     """Its newest accepted ``t1``; a stream without an event yet is absent."""
@@ -105,3 +110,36 @@ def everything(front: Front) -> pb.StatsResponse:
         shard.counters["events_waiting"] = waiting[shard.shard]
         shard.counters["applies_in_flight"] = in_flight[shard.shard]
     return pb.StatsResponse(front=counters, shards=shards)
+
+
+def inflow(front: Front) -> Inflow:
+    """Per input stream since the front started: the newest accepted ``t1`` (streams without
+    an event yet absent), its watermark, the events accepted and the rejections (a copy).
+    O(input streams × shards)."""
+    with front.lock:
+        bounds = {name: front.gate.front_bounds(name)[0] for name in front.registry.inputs}
+        return Inflow(
+            dict(front.admission.newest),
+            {name: t1 for name, t1 in bounds.items() if t1 is not None},
+            Counter(front.commits.arrived),
+            Counter(front.commits.rejections),
+        )
+
+
+def checkpoint_history(front: Front) -> list[Taken]:
+    """The latest checkpoints the front took, newest first."""
+    with front.lock:
+        return list(reversed(front.checkpoints.history))
+
+
+def activity(front: Front, sub_id: str) -> tuple[int, Latency | None]:
+    """Subscription ``sub_id``'s events in (accepted on the input streams it reads since the
+    front started) and its alert latency so far (None: no alert yet); NotFound if it is gone.
+    O(streams it reads)."""
+    with front.lock:
+        live = front.registry.live.get(sub_id)
+        if live is None:
+            raise NotFound(f"no subscription {sub_id}")
+        latency = front.registry.latency.get(sub_id)
+        events = sum(front.commits.arrived[stream] for stream in live.reads)
+        return events, None if latency is None else replace(latency)
