@@ -178,22 +178,23 @@ def streams(front: Front, client: Client, now: float | None = None) -> list[dict
             "subscription": row.subscription,
             "shared_with": readers,
         }
-        if not row.subscription:
-            item["accepted"] = inflow.accepted[row.name]
-            item["rejected"] = rejected.get(row.name, {})
-        t1 = newest.get(row.name)
-        if not row.subscription and t1 is not None:
-            schema = parse_stream_spec(row.spec)
+        out.append(item)
+        if row.subscription:
+            continue
+        item["accepted"] = inflow.accepted[row.name]
+        item["rejected"] = rejected.get(row.name, {})
+        t1, settled = newest.get(row.name), inflow.settled.get(row.name)
+        if t1 is None and settled is None:
+            continue
+        schema = parse_stream_spec(row.spec)
+        if t1 is not None:
             seconds = schema.unit.seconds
             item["newest_t1"] = t1
             item["newest"] = iso_time(t1, schema.unit, schema.zone)
             item["lag_seconds"] = None if seconds is None else round(clock - float(t1 * seconds))
-        settled = inflow.settled.get(row.name)
-        if not row.subscription and settled is not None:
-            zone = parse_stream_spec(row.spec)
+        if settled is not None:
             item["settled_t1"] = settled
-            item["settled"] = iso_time(settled, zone.unit, zone.zone)
-        out.append(item)
+            item["settled"] = iso_time(settled, schema.unit, schema.zone)
     return out
 
 
