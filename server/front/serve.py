@@ -51,6 +51,7 @@ from cesar.server.host.logs import configure_logging
 from cesar.server.host.metrics import serve_metrics
 from cesar.server.host.tls import TlsError, server_credentials
 from cesar.server.shard.pool import RemoteShards, ShardFailure, ShardPool
+from cesar.server.wire.arrowevents import warm_up
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.eventfile import Ingest, tick_time
 from cesar.v1 import cesar_pb2
@@ -160,6 +161,8 @@ def serve(config: ServeConfig) -> int:
     if config.ready_file is not None:  # a killed server's file would say "ready" at once
         config.ready_file.unlink(missing_ok=True)
     tune_collector()
+    # while the shards start: the first Arrow array's one-time cost, off the first publish
+    threading.Thread(target=warm_up, name="arrow-warm-up", daemon=True).start()
     defaults = Limits(
         config.max_subscriptions,
         config.max_query_bytes,
