@@ -26,8 +26,9 @@ from cesar.automata.pattern.drafts import Binding, Draft, edges_of
 from cesar.automata.pattern.join import MAX_COMPONENTS, JoinBuilder
 from cesar.automata.pattern.lookback import UNION_TYPE, looking_back
 from cesar.automata.pattern.nesting import Alternative, Nested, show
+from cesar.automata.pattern.placing import Negation
 from cesar.automata.pattern.poset import Order, Unordered, order_of
-from cesar.automata.pattern.resolve import Negation, Resolved
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (

@@ -44,8 +44,9 @@ from cesar.automata.automaton import Automaton, EdgeKind
 from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.drafts import Binding, Draft, any_of
 from cesar.automata.pattern.lookback import TICKS, join_guard
+from cesar.automata.pattern.placing import keys_of, rewrite
 from cesar.automata.pattern.poset import Order, unordered
-from cesar.automata.pattern.resolve import Resolved, keys_of, rewrite
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.pattern.sequence import SeqBuilder
 from cesar.automata.pattern.views import View
 from cesar.automata.schema import AttrType, StreamSchema
@@ -124,11 +125,11 @@ class JoinBuilder(SeqBuilder):
                     for m in sorted(self.order.follows[n])
                 ]
                 pred = conjoin(
-                    *(rewrite(self.absent_true(c, step.var), view) for c in decided),
+                    *(rewrite(self.conditions.absent_true(c, step.var), view) for c in decided),
                     *self.same_key(bound),
                     *after,
                 )
-                pred = self.of_types(step.types, pred)
+                pred = self.conditions.of_types(step.types, pred)
                 made: Binding
                 if target == full:
                     made = self.output(view, binding)
@@ -184,7 +185,14 @@ class JoinBuilder(SeqBuilder):
             negation = negations[gap.var]
             for stream in negation.types:
                 unless = join_guard(
-                    self.p, self.absent_true, negation, stream, pred, view, completing, where
+                    self.p,
+                    self.conditions.absent_true,
+                    negation,
+                    stream,
+                    pred,
+                    view,
+                    completing,
+                    where,
                 )
                 self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream, unless, {}))
 

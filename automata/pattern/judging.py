@@ -17,9 +17,10 @@ from cesar.automata.evaluate import Faults
 from cesar.automata.functions import FunctionRegistry
 from cesar.automata.normal import canonical
 from cesar.automata.pattern.ast import Index, Ref
+from cesar.automata.pattern.placing import keys_of
 from cesar.automata.pattern.plans import conjuncts
 from cesar.automata.pattern.reference import Judge, Selection
-from cesar.automata.pattern.resolve import Resolved, keys_of
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value
 from cesar.automata.terms import TRUE, Attr, Cmp, Leaf, Pred, Term, conjoin, conjuncts_of, map_pred
 

@@ -41,9 +41,10 @@ from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.buffers import Buffer, BufferPool, Key, key_of
 from cesar.automata.pattern.judging import EMPTY, Compiler, FastJudge, Fits
 from cesar.automata.pattern.partials import Between, LazyCounters, Partial
+from cesar.automata.pattern.placing import keys_of
 from cesar.automata.pattern.plans import Plan, PlanKind, conjuncts, refusal
 from cesar.automata.pattern.reference import Judge, Selection
-from cesar.automata.pattern.resolve import Resolved, keys_of
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event
 from cesar.automata.terms import Pred
 

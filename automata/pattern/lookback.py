@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from cesar.automata.pattern.ast import Index, Ref
-from cesar.automata.pattern.resolve import BETWEEN_ENDS, Negation, Resolved, keys_of, rewrite
+from cesar.automata.pattern.placing import BETWEEN_ENDS, Negation, keys_of, rewrite
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import AttrType
 from cesar.automata.terms import (
     Arith,

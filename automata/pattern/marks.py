@@ -14,7 +14,8 @@ from __future__ import annotations
 from cesar.automata.pattern.ast import Index, Ref
 from cesar.automata.pattern.drafts import Binding
 from cesar.automata.pattern.lookback import ARRIVAL, DEPARTURE
-from cesar.automata.pattern.resolve import Resolved, rewrite_term
+from cesar.automata.pattern.placing import rewrite_term
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.pattern.views import View
 from cesar.automata.schema import AttrType
 from cesar.automata.skipping import BOUND, KEY, START, SkipKind

@@ -47,8 +47,9 @@ from cesar.automata.evaluate import Env, Faults, eval_term, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Group, Index, Ref
 from cesar.automata.pattern.nesting import Nested, Part, distributed
+from cesar.automata.pattern.placing import Negation, keys_of
 from cesar.automata.pattern.reference import Judge, aggregate
-from cesar.automata.pattern.resolve import Negation, Resolved, keys_of
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value
 from cesar.automata.skipping import bound_of, select
 from cesar.automata.terms import TRUE, Pred, Scope, Term, conjoin, conjuncts_of

@@ -49,7 +49,8 @@ from cesar.automata.derived import Derived, extended, read_by
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Group, Pattern, Ref, ReturnItem, Strategy
-from cesar.automata.pattern.resolve import Resolved, keys_of, numbering, resolve
+from cesar.automata.pattern.placing import keys_of
+from cesar.automata.pattern.resolve import Resolved, numbering, resolve
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import ZERO, Leaf, Term, conjoin, conjuncts_of, map_pred, map_term
 from cesar.automata.timeparts import TICKS_PARTS

@@ -36,7 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cesar.automata.pattern.ast import Strategy
-from cesar.automata.pattern.resolve import Resolved, keys_of
+from cesar.automata.pattern.placing import keys_of
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.terms import Pred, Truth, conjuncts_of
 
 MAX_ORDERS = 5

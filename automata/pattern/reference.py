@@ -49,7 +49,8 @@ from cesar.automata.derived import enrich_all
 from cesar.automata.evaluate import Env, Faults, eval_term, holds, negate, store
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Index, Ref, Strategy
-from cesar.automata.pattern.resolve import BETWEEN_ENDS, Negation, Resolved, Step, keys_of
+from cesar.automata.pattern.placing import BETWEEN_ENDS, Negation, Step, keys_of
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.schema import Event, Value, epochs
 from cesar.automata.skipping import bound_of, select
 from cesar.automata.terms import TRUE, And, Cmp, Not, Or, Pred, Scope, Term

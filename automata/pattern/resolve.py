@@ -1,20 +1,17 @@
-"""A parsed pattern against the stream schemas: types, predicate placement and output (SASE+ §3.2).
+"""A parsed pattern against the stream schemas: names, types and windows (SASE+ §3.2).
 
 :func:`resolve` checks every name and type and turns a :class:`Pattern` into
 the :class:`Resolved` form both the literal evaluator and the compiler read:
 
-* the positive components become :class:`Step` s; each WHERE conjunct (after
-  the equivalence tests ``[attr]`` are written out as equalities with the
-  first component) is placed by its *last identifier*, as SASE+'s Step 2 does:
-  on a singleton's or a Kleene closure's first event (``begin``), on a Kleene
-  closure's later events (``take``: ``a[i]``, ``a[i-1]``, ``agg(a[..i-1].x)``),
-  or on the closed closure (``close``: ``a[a.LEN]``, ``a.LEN``, ``agg(a[].x)``),
-  checked when the run proceeds past it;
-* each negated component becomes a :class:`Negation` with the conjuncts that
-  name it (SASE's P-), between the positive steps around it;
-* the window is compiled into ticks; the output schema comes from RETURN, or
-  by default every attribute of every positive variable (``a_price``; a
-  Kleene variable gives ``a_len``, ``a_first_x`` and ``a_last_x``).
+* each component's streams must exist and share a time unit, each variable is
+  declared once, and every reference is typed against its variable (a Kleene
+  variable is read as ``a[1]``, ``a[i]``, ``a[a.LEN]`` or an aggregate);
+* the equivalence tests ``[attr]`` are written out as equalities with the
+  first component; time-window aggregates become attributes of their streams
+  (:mod:`cesar.automata.derived`), durations become ticks;
+* each WHERE conjunct is then placed on a step or a negation
+  (:mod:`cesar.automata.pattern.placing`), and the output schema comes from
+  RETURN or the default attributes (:mod:`cesar.automata.pattern.output`).
 
 Errors are :class:`~cesar.automata.errors.CelSemanticError` at the offending
 name or term.
@@ -29,7 +26,16 @@ from cesar.automata.derived import DERIVING, Derived, derived_call, extended, re
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.pattern.ast import Component, Index, Pattern, Ref, Strategy
-from cesar.automata.schema import AttrType, StreamSchema, TimeUnit, check_name
+from cesar.automata.pattern.output import returns as output_of
+from cesar.automata.pattern.placing import (
+    BETWEEN_ENDS,
+    Negation,
+    Step,
+    keys_of,
+    place,
+    variable,
+)
+from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.skipping import Skip, checked
 from cesar.automata.terms import (
     TRUE,
@@ -43,10 +49,8 @@ from cesar.automata.terms import (
     Pred,
     Scope,
     Term,
-    Truth,
     conjoin,
     conjuncts_of,
-    map_leaves,
     map_pred,
     map_term,
     to_cel,
@@ -55,53 +59,8 @@ from cesar.automata.timeparts import TICKS_PARTS
 from cesar.automata.translate import _some, common_zone, duration_ticks
 from cesar.automata.typecheck import check_pred, infer_type
 
-BEGIN, TAKE, CLOSE = 0, 1, 2
-"""Stages of a positive step, in the order a run reaches them."""
 _WHOLE = (Index.LEN, Index.ALL, Index.UPTO_PREVIOUS)
 """Indices that read no single event, so no window of one."""
-
-_STAGE = {
-    Index.ONLY: BEGIN,
-    Index.FIRST: BEGIN,
-    Index.CURRENT: TAKE,
-    Index.PREVIOUS: TAKE,
-    Index.UPTO_PREVIOUS: TAKE,
-    Index.LAST: CLOSE,
-    Index.ALL: CLOSE,
-    Index.LEN: CLOSE,
-}
-
-
-@dataclass(frozen=True)
-class Step:
-    """A positive component: its variable, streams, and the predicates placed on it."""
-
-    var: str
-    types: tuple[str, ...]
-    kleene: bool
-    begin: Pred
-    take: Pred
-    close: Pred
-
-
-BETWEEN_ENDS = -2
-"""A negation's ``after`` in an AND: between the match's first and last events."""
-
-
-@dataclass(frozen=True)
-class Negation:
-    """A negated component between positive steps ``after`` and ``after + 1``.
-
-    ``after`` is -1 for a negation before the first step, ``len(steps) - 1``
-    for one after the last, and :data:`BETWEEN_ENDS` in an AND (between the match's first
-    and last events, by arrival); ``pred`` is every conjunct that names ``var``.
-    """
-
-    var: str
-    types: tuple[str, ...]
-    after: int
-    pred: Pred
-
 
 ALTERNATIVE = "ALTERNATIVE"
 """The call reading which alternative of an OR a match is of (docs/patterns.md)."""
@@ -182,7 +141,6 @@ class _Resolver:
         """The streams as declared: the default output has their attributes, not windows'."""
         self.functions = functions
         self.components: dict[str, Component] = {}
-        self.order: dict[str, int] = {}
         self.refs: dict[str, Ref] = dict(pattern.refs)
         self.types: dict[str, AttrType] = {}
         self.named = tuple(
@@ -203,7 +161,7 @@ class _Resolver:
         where = conjoin(*self._equalities(positive), pattern.where or TRUE)
         self._type(where)
         window = self._window(unit)
-        steps, negations = self._place(where, positive)
+        steps, negations = place(where, positive, self.named, self.refs, pattern.operator)
         if negations and window is None and any(n.after in (-1, len(steps) - 1) for n in negations):
             raise CelSemanticError(
                 "a negation before the first or after the last component needs WITHIN: "
@@ -217,7 +175,7 @@ class _Resolver:
         name = pattern.publish or default_name
         if name is None:
             raise CelSemanticError("the pattern needs PUBLISH name", pattern.pos)
-        returns = self._returns(positive)
+        returns = output_of(self, positive)
         output = StreamSchema(
             name,
             tuple((n, infer_type(t, self.ref_type, self.functions)) for n, t in returns),
@@ -283,7 +241,7 @@ class _Resolver:
                 return None
             window, (var, index) = derived_call(call, unit, attr_of)
             found.append(window)
-            return self._leaf(Ref(var, index, window.name), call.pos)
+            return self.leaf(Ref(var, index, window.name), call.pos)
 
         def ticks(leaf: Leaf) -> Term:
             return duration_ticks(leaf, unit) if isinstance(leaf, DurLit) else leaf
@@ -308,7 +266,7 @@ class _Resolver:
     def _components(self) -> TimeUnit:
         unit: TimeUnit | None = None
         first: str | None = None
-        for number, component in enumerate(self.named):
+        for component in self.named:
             for name in component.types:
                 schema = self.schemas.get(name)
                 if schema is None:
@@ -329,7 +287,6 @@ class _Resolver:
             if component.var in self.components:
                 raise CelSemanticError(f"variable {component.var} is declared twice", component.pos)
             self.components[component.var] = component
-            self.order[component.var] = number
         assert unit is not None
         return unit
 
@@ -378,8 +335,8 @@ class _Resolver:
         anchor = positive[0]
         for test in self.pattern.equivalences:
             pos = test.pos
-            first = self._leaf(
-                Ref(_var(anchor), Index.FIRST if anchor.kleene else Index.ONLY, test.attr), pos
+            first = self.leaf(
+                Ref(variable(anchor), Index.FIRST if anchor.kleene else Index.ONLY, test.attr), pos
             )
             self.ref_type(first)  # a match's partition reads it, even with no other component
             if test.value is not None:
@@ -389,11 +346,12 @@ class _Resolver:
                 if component is anchor:
                     indices = indices[1:]
                 for index in indices:
-                    ref = self._leaf(Ref(_var(component), index, test.attr), pos)
+                    ref = self.leaf(Ref(variable(component), index, test.attr), pos)
                     out.append(Cmp("=", ref, first, pos))
         return out
 
-    def _leaf(self, ref: Ref, pos: Pos) -> Attr:
+    def leaf(self, ref: Ref, pos: Pos) -> Attr:
+        """The leaf reading ``ref``, registering it."""
         self.refs.setdefault(ref.key, ref)
         return Attr(Scope.EVENT, ref.key, pos)
 
@@ -455,209 +413,6 @@ class _Resolver:
                 self.pattern.window.pos if self.pattern.window is not None else None,
             )
         return window.value
-
-    # ------------------------------------------------------------- placement
-
-    def _stage(self, ref: Ref) -> tuple[int, int]:
-        return self.order[ref.var], _STAGE[ref.index]
-
-    def _place(
-        self, where: Pred, positive: list[Component]
-    ) -> tuple[tuple[Step, ...], tuple[Negation, ...]]:
-        begin: dict[str, list[Pred]] = {_var(c): [] for c in positive}
-        take: dict[str, list[Pred]] = {_var(c): [] for c in positive}
-        close: dict[str, list[Pred]] = {_var(c): [] for c in positive}
-        negated: dict[str, list[Pred]] = {}
-        conjuncts = conjuncts_of(where)
-        first = positive[0].var or ""
-        for conjunct in conjuncts:
-            if isinstance(conjunct, Truth) and conjunct.value:
-                continue
-            refs = [self.refs[key] for key in keys_of(conjunct)]
-            negs = {r.var for r in refs if self.components[r.var].negated}
-            if len(negs) > 1:
-                raise CelSemanticError(
-                    f"a condition names two negated components ({', '.join(sorted(negs))}); "
-                    "split it",
-                    _pos(conjunct),
-                )
-            if negs:
-                var = negs.pop()
-                for ref in refs:
-                    if _STAGE[ref.index] == TAKE:
-                        raise CelSemanticError(
-                            f"{ref.key} changes as {ref.var} grows; a negation can read "
-                            f"{ref.var}[1], {ref.var}[{ref.var}.LEN] or aggregates of {ref.var}[]",
-                            _pos(conjunct),
-                        )
-                negated.setdefault(var, []).append(conjunct)
-                continue
-            if not refs:
-                begin[first].append(conjunct)
-                continue
-            last = max(refs, key=self._stage)
-            stage = self._stage(last)
-            for ref in refs:
-                if _STAGE[ref.index] == TAKE and self._stage(ref) != stage:
-                    later = next(r for r in refs if self._stage(r) == stage)
-                    raise CelSemanticError(
-                        f"{ref.key} is the event {ref.var} is taking, and {later.key} is not "
-                        f"known then; compare {ref.var}[i] with {ref.var}[i-1], {ref.var}[1], "
-                        "aggregates of the events before it and earlier components",
-                        _pos(conjunct),
-                    )
-            {BEGIN: begin, TAKE: take, CLOSE: close}[stage[1]][last.var].append(conjunct)
-        steps = tuple(
-            Step(
-                _var(c),
-                c.types,
-                c.kleene,
-                conjoin(*begin[_var(c)]),
-                conjoin(*take[_var(c)]),
-                conjoin(*close[_var(c)]),
-            )
-            for c in positive
-        )
-        negations = []
-        seen = -1
-        for component in self.named:
-            if not component.negated:
-                seen += 1
-                continue
-            pred = conjoin(*negated.get(_var(component), []))
-            after = BETWEEN_ENDS if self.pattern.operator == "AND" else seen
-            negations.append(Negation(_var(component), component.types, after, pred))
-        return steps, tuple(negations)
-
-    # ---------------------------------------------------------------- output
-
-    def _returns(self, positive: list[Component]) -> tuple[tuple[str, Term], ...]:
-        items = self.pattern.returns
-        out: list[tuple[str, Term, Pos]] = []
-        if items is None:
-            returned = self.pattern.returned
-            for component in positive:
-                var = _var(component)
-                if returned is not None and var not in returned:
-                    continue
-                names = _common_attributes(component, self.base)
-                if component.kleene:
-                    out.append((f"{var}_len", self._leaf(Ref(var, Index.LEN, None), None), None))
-                    for attr in names:
-                        first = Ref(var, Index.FIRST, attr)
-                        last = Ref(var, Index.LAST, attr)
-                        out.append((f"{var}_first_{attr}", self._leaf(first, None), None))
-                        out.append((f"{var}_last_{attr}", self._leaf(last, None), None))
-                else:
-                    for attr in names:
-                        out.append(
-                            (f"{var}_{attr}", self._leaf(Ref(var, Index.ONLY, attr), None), None)
-                        )
-        else:
-            for item in items:
-                term = item.term
-                infer_type(term, self.ref_type, self.functions)
-                for key in keys_of(term):
-                    ref = self.refs[key]
-                    component = self.components[ref.var]
-                    if component.negated or _STAGE[ref.index] == TAKE:
-                        raise CelSemanticError(
-                            f"RETURN reads the match: {ref.key} is not part of it", item.pos
-                        )
-                    lacking = [
-                        t
-                        for t in component.types
-                        if ref.attr and self.schemas[t].type_of(ref.attr) is None
-                    ]
-                    if lacking:
-                        raise CelSemanticError(
-                            f"RETURN {ref.key}: {', '.join(lacking)} has no {ref.attr}, so a "
-                            "match may have no value for it",
-                            item.pos,
-                        )
-                name = item.alias or _default_name(term, self.refs)
-                if name is None:
-                    raise CelSemanticError("this RETURN item needs a name: add AS name", item.pos)
-                out.append((name, term, item.pos))
-        seen: set[str] = set()
-        for name, _, pos in out:
-            try:
-                check_name(name, "attribute")
-            except ValueError as exc:
-                raise CelSemanticError(str(exc), pos or self.pattern.pos) from None
-            if name in seen:
-                raise CelSemanticError(
-                    f"two output attributes are named {name}; name them in RETURN … AS",
-                    pos or self.pattern.pos,
-                )
-            seen.add(name)
-        return tuple((name, term) for name, term, _ in out)
-
-
-def keys_of(node: Term | Pred) -> list[str]:
-    """The reference keys a term or predicate reads, in order, once each."""
-    found: dict[str, None] = {}
-
-    def visit(leaf: Leaf) -> Term:
-        if isinstance(leaf, Attr):
-            found[leaf.name] = None
-        return leaf
-
-    map_leaves(node, visit)
-    return list(found)
-
-
-def _var(component: Component) -> str:
-    """A named component's variable."""
-    assert component.var is not None
-    return component.var
-
-
-def _pos(pred: Pred) -> Pos:
-    if isinstance(pred, Cmp):
-        return pred.pos or pred.left.pos
-    return pred.pos
-
-
-def _common_attributes(component: Component, schemas: Mapping[str, StreamSchema]) -> list[str]:
-    """The attributes every stream of ``component`` has, in the first stream's order."""
-    first = schemas[component.types[0]]
-    return [
-        name
-        for name in first.names
-        if all(name in schemas[other].names for other in component.types[1:])
-    ]
-
-
-def _default_name(term: Term, refs: Mapping[str, Ref]) -> str | None:
-    if not isinstance(term, Attr):
-        return None
-    ref = refs[term.name]
-    if ref.index is Index.LEN:
-        return f"{ref.var}_len"
-    prefix = {Index.ONLY: "", Index.FIRST: "first_", Index.LAST: "last_"}.get(ref.index)
-    if ref.aggregate is not None:
-        return f"{ref.aggregate.lower()}_{ref.var}_{ref.attr}"
-    return None if prefix is None else f"{ref.var}_{prefix}{ref.attr}"
-
-
-def rewrite(pred: Pred, values: Mapping[str, Term]) -> Pred:
-    """``pred`` with each reference leaf replaced by ``values[key]`` (others kept)."""
-    return map_pred(pred, _swapper(values))
-
-
-def rewrite_term(term: Term, values: Mapping[str, Term]) -> Term:
-    """``term`` with each reference leaf replaced by ``values[key]`` (others kept)."""
-    return map_term(term, _swapper(values))
-
-
-def _swapper(values: Mapping[str, Term]) -> Callable[[Leaf], Term]:
-    def swap(leaf: Leaf) -> Term:
-        if isinstance(leaf, Attr) and leaf.scope is Scope.EVENT and leaf.name in values:
-            return values[leaf.name]
-        return leaf
-
-    return swap
 
 
 def format_resolved(pattern: Resolved) -> str:

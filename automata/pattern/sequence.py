@@ -61,21 +61,21 @@ patterns on it, and both write their edges as drafts
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from cesar.automata.automaton import Automaton, EdgeKind, Node
-from cesar.automata.evaluate import negate
 from cesar.automata.pattern.ast import AGGREGATES, Index, Ref, Strategy
+from cesar.automata.pattern.conditions import Conditions
 from cesar.automata.pattern.drafts import Binding, Draft, any_of, edges_of
 from cesar.automata.pattern.lookback import ARRIVAL, DEPARTURE, UNION_TYPE, looking_back, unless
 from cesar.automata.pattern.marks import Marks
-from cesar.automata.pattern.resolve import Negation, Resolved, keys_of, rewrite, rewrite_term
+from cesar.automata.pattern.placing import Negation, rewrite_term
+from cesar.automata.pattern.resolve import Resolved
 from cesar.automata.pattern.views import DIVISOR, View, Views, counted, divisor
 from cesar.automata.schema import AttrType, StreamSchema
 from cesar.automata.terms import (
     FALSE,
     TRUE,
-    And,
     Arith,
     Attr,
     Cmp,
@@ -117,14 +117,13 @@ class SeqBuilder:
         )
         self.deferred = looking_back(pattern)
         """The negations judged against remembered events when a run completes."""
-        self.components = {step.var: step.types for step in pattern.steps}
-        self.components.update({g.var: g.types for g in pattern.negations})
         self.needed: dict[str, set[tuple[Index, str | None, str | None]]] = {}
         for ref in pattern.refs.values():
             self.needed.setdefault(ref.var, set()).add((ref.index, ref.attr, ref.aggregate))
         self._stored: dict[int, list[tuple[Ref, AttrType]]] = {}
         self._carried: dict[int, Binding] = {}
         self.views = Views(pattern.refs)
+        self.conditions = Conditions(pattern, schemas, union, self.views)
         self.marks = Marks(pattern)
 
     # ------------------------------------------------------------ bindings
@@ -169,12 +168,12 @@ class SeqBuilder:
             out += [(Ref(var, Index.ALL, a, extreme), typ(a)) for a in attrs(*runs, of=(extreme,))]
         # Over ANY, an event may lack an attribute: which stream the first and last came from,
         # and per aggregated attribute how many events had it (and that count, at least 1).
-        if any(self.lacking(var, a) for a in attrs(Index.FIRST)):
+        if any(self.conditions.lacking(var, a) for a in attrs(Index.FIRST)):
             out.append((Ref(var, Index.FIRST, UNION_TYPE), AttrType.STRING))
-        if any(self.lacking(var, a) for a in attrs(Index.LAST, Index.PREVIOUS)):
+        if any(self.conditions.lacking(var, a) for a in attrs(Index.LAST, Index.PREVIOUS)):
             out.append((Ref(var, Index.LAST, UNION_TYPE), AttrType.STRING))
         for a in attrs(*runs, of=AGGREGATES):
-            if self.lacking(var, a):
+            if self.conditions.lacking(var, a):
                 out += [(counted(var, a), AttrType.INT), (divisor(var, a), AttrType.INT)]
         if n < len(self.p.steps) - 1 and self.after(n):
             out.append((_spoiled(var), AttrType.BOOL))
@@ -192,10 +191,6 @@ class SeqBuilder:
                 out.append(DEPARTURE if self.p.steps[n].kleene else ARRIVAL)
         out += [anchor for step, anchor in self.marks.anchors() if step == n]
         return sorted(set(out))
-
-    def lacking(self, var: str, attr: str | None) -> list[str]:
-        """The streams of ``var``'s component without ``attr`` (an ANY of streams that differ)."""
-        return [t for t in self.components[var] if attr and self.schemas[t].type_of(attr) is None]
 
     def carried(self, upto: int) -> Binding:
         """Steps ``0 .. upto - 1``'s stored references, copied from the instance."""
@@ -232,7 +227,7 @@ class SeqBuilder:
         for ref, typ in self.stored(n):
             if ref.aggregate != "COUNT":
                 continue
-            lacks = self.of_stream(self.lacking(var, ref.attr))
+            lacks = self.conditions.of_stream(self.conditions.lacking(var, ref.attr))
             variants = [
                 (conjoin(pred, extra), {**binding, ref.key: (Const(count, AttrType.INT), typ)})
                 for pred, binding in variants
@@ -256,7 +251,7 @@ class SeqBuilder:
                 continue  # set with its count
             if ref.aggregate == "COUNT":
                 assert ref.attr is not None
-                lacks = self.of_stream(self.lacking(var, ref.attr))
+                lacks = self.conditions.of_stream(self.conditions.lacking(var, ref.attr))
                 more = Arith("+", left, Const(1, AttrType.INT))
                 shares = divisor(var, ref.attr).key
                 variants = [
@@ -284,9 +279,9 @@ class SeqBuilder:
                 assert ref.attr is not None
                 event = Attr(Scope.EVENT, ref.attr)
                 beats: Pred = Cmp("<" if ref.aggregate == "MIN" else ">", event, left)
-                lacking = self.lacking(var, ref.attr)
+                lacking = self.conditions.lacking(var, ref.attr)
                 if lacking:  # the event must have it; the first that has it wins
-                    lacks = self.of_stream(lacking)
+                    lacks = self.conditions.of_stream(lacking)
                     none = Cmp("=", Attr(Scope.LEFT, counted(var, ref.attr).key), _ZERO)
                     beats = conjoin(Not(lacks), Or((none, beats)))
                 options = [(beats, event), (Not(beats), left)]
@@ -349,14 +344,14 @@ class SeqBuilder:
             if n in waiting:
                 sources.append((waiting[n], TRUE))
             if n - 1 in inside:
-                closed = self.closes(n - 1, self.views.of(self.carried(n)))
+                closed = self.conditions.closes(n - 1, self.views.of(self.carried(n)))
                 if self.after(n - 1):  # no negated event since the closure's last take
                     fresh = Attr(Scope.LEFT, _spoiled(steps[n - 1].var).key)
                     closed = conjoin(closed, Cmp("=", fresh, Const(False, AttrType.BOOL)))
                 sources.append((inside[n - 1], closed))
             for source, closed in sources:
                 view = self.views.of(self.carried(n), step.var)
-                begin = conjoin(closed, self.begins(n, self.carried(n)))
+                begin = conjoin(closed, self.conditions.begins(n, self.carried(n)))
                 opened = {**self.carried(n), **self.opened(n)}
                 if step.kleene:
                     for variant, state in self.openings(n):
@@ -365,7 +360,7 @@ class SeqBuilder:
                         self.add(EdgeKind.FORWARD, source, inside[n], stream, starts, opening)
                         if n == last:
                             after = self.views.of(opening)
-                            done = conjoin(starts, self.closes(n, after))
+                            done = conjoin(starts, self.conditions.closes(n, after))
                             self.complete(source, done_at, stream, done, opening, after, True)
                 elif n == last:
                     self.complete(source, done_at, stream, begin, opened, view, True)
@@ -374,18 +369,18 @@ class SeqBuilder:
         for n, node in inside.items():
             step = steps[n]
             stream = self.stream_of(step.types)
-            take = self.takes(n, self.carried(n + 1))
+            take = self.conditions.takes(n, self.carried(n + 1))
             for variant, state in self.grown(n):
                 grown = {**self.carried(n), **state}
                 self.add(EdgeKind.REBIND, node, node, stream, conjoin(take, variant), grown)
                 if n == last:
                     after = self.views.of(grown)
-                    done = conjoin(take, variant, self.closes(n, after))
+                    done = conjoin(take, variant, self.conditions.closes(n, after))
                     self.complete(node, done_at, stream, done, grown, after, False)
             if n < last and self.after(n):
                 binding = self.carried(n + 1)
-                negated = [self.negated(g, binding) for g in self.after(n)]
-                seen = conjoin(self.ignore(n, binding, kleene=True), any_of(negated))
+                negated = [self.conditions.negated(g, binding) for g in self.after(n)]
+                seen = conjoin(self.conditions.ignore(n, binding, kleene=True), any_of(negated))
                 mark = _spoiled(step.var).key
                 spoilt = {**binding, mark: (Const(True, AttrType.BOOL), AttrType.BOOL)}
                 # A run that may not skip what it takes has no spoiled copy that did not.
@@ -429,7 +424,7 @@ class SeqBuilder:
         for negation in self.deferred:
             for stream_type in negation.types:
                 guard = unless(
-                    self.p, self.absent_true, negation, stream_type, pred, view, arriving
+                    self.p, self.conditions.absent_true, negation, stream_type, pred, view, arriving
                 )
                 self.drafts.append(Draft(EdgeKind.UNLESS, source, target, stream_type, guard, {}))
         if self.after(len(self.p.steps) - 1):
@@ -446,7 +441,7 @@ class SeqBuilder:
         binding = self.carried(len(self.p.steps))
         types = {g.types for g in trailing}
         stream = self.union or next(iter(types))[0]
-        kills = [self.negated(g, binding) for g in trailing]
+        kills = [self.conditions.negated(g, binding) for g in trailing]
         watch = conjoin(kills[0] if len(kills) == 1 else Or(tuple(kills)), self.bound)
         self.add(EdgeKind.FILTER, node, node, stream, watch)
         self.drafts.append(
@@ -465,17 +460,6 @@ class SeqBuilder:
         mark a run when their event comes (the others look back: :func:`looking_back`)."""
         return [g for g in self.p.negations if g.after == n and g not in self.deferred]
 
-    def ignore(self, n: int, binding: Binding, kleene: bool) -> Pred:
-        """What a run at step ``n`` (waiting for it, or inside its closure) may skip."""
-        strategy = self.p.strategy
-        if strategy is Strategy.ANY:
-            return TRUE
-        if strategy is Strategy.STRICT:
-            return FALSE
-        if strategy is Strategy.PARTITION:
-            return Not(self.same_partition(binding))
-        return Not(self.takes(n, binding) if kleene else self.begins(n, binding))
-
     def loops(self, n: int, node: int, kleene: bool) -> None:
         """The node's FILTER (what kills or moves a run) and STAY (what it may ignore).
 
@@ -489,9 +473,9 @@ class SeqBuilder:
         last = len(self.p.steps) - 1
         inside = self.after(n) if n < last else []
         negations = inside if kleene else self.after(n - 1)
-        ignore = self.ignore(n, binding, kleene)
+        ignore = self.conditions.ignore(n, binding, kleene)
         for negation in negations:
-            ignore = conjoin(ignore, Not(self.negated(negation, binding)))
+            ignore = conjoin(ignore, Not(self.conditions.negated(negation, binding)))
         moves = [d.pred for d in self.drafts if d.source == node and d.kind in _MOVES]
         watch: Pred = Or((Not(ignore), *moves))
         stream = self.stream_of(step.types)
@@ -504,100 +488,6 @@ class SeqBuilder:
     def stream_of(self, types: tuple[str, ...]) -> str:
         """The stream an edge for events of ``types`` reads: theirs, or the union."""
         return self.union or types[0]
-
-    def of_types(self, types: tuple[str, ...], pred: Pred) -> Pred:
-        """``pred`` on an event of one of ``types``: on the union stream, its type is tested."""
-        if self.union is None:
-            return pred
-        tests = [Cmp("=", Attr(Scope.EVENT, UNION_TYPE), Const(t, AttrType.STRING)) for t in types]
-        return conjoin(tests[0] if len(tests) == 1 else Or(tuple(tests)), pred)
-
-    def of_stream(self, types: Sequence[str]) -> Pred:
-        """The union event comes from one of ``types`` (FALSE for none)."""
-        tests = [Cmp("=", Attr(Scope.EVENT, UNION_TYPE), Const(t, AttrType.STRING)) for t in types]
-        return FALSE if not tests else tests[0] if len(tests) == 1 else Or(tuple(tests))
-
-    def begins(self, n: int, binding: Binding) -> Pred:
-        """Step ``n``'s begin condition on the event, for an instance holding ``binding``."""
-        step = self.p.steps[n]
-        begin = self.absent_true(step.begin, step.var)
-        return self.of_types(step.types, rewrite(begin, self.views.of(binding, step.var)))
-
-    def closes(self, n: int, view: View) -> Pred:
-        """Kleene step ``n``'s close condition, read through ``view``."""
-        return rewrite(self.absent_true(self.p.steps[n].close, None), view)
-
-    def absent_true(self, pred: Pred, event_var: str | None, taking: bool = False) -> Pred:
-        """``pred`` with each atom made true for events whose stream lacks an attribute it reads.
-
-        SASE: a condition on an attribute the event does not have holds.  An
-        ANY component's event may come from a stream without the attribute;
-        its stream is ``__type`` of the union event (``event_var``'s, the one
-        being taken when ``taking``) or kept in the binding: an earlier
-        component's, a closure's first or last event's.  An aggregate over a
-        closure none of whose events had the attribute is absent too.
-        """
-
-        def absent(ref: Ref) -> list[Pred]:
-            lacking = self.lacking(ref.var, ref.attr)
-            if not lacking or ref.aggregate == "COUNT":
-                return []
-            assert ref.attr is not None
-            if ref.aggregate is not None:
-                return [Cmp("=", Attr(Scope.EVENT, counted(ref.var, ref.attr).key), _ZERO)]
-            mine = ref.var == event_var
-            if ref.index is Index.CURRENT or (mine and ref.index is Index.ONLY):
-                stream: Term = Attr(Scope.EVENT, UNION_TYPE)
-            elif ref.index is Index.FIRST:
-                first = Ref(ref.var, Index.FIRST, UNION_TYPE).key
-                stream = Attr(Scope.EVENT, UNION_TYPE if mine and not taking else first)
-            elif ref.index in (Index.LAST, Index.PREVIOUS):
-                stream = Attr(Scope.EVENT, Ref(ref.var, Index.LAST, UNION_TYPE).key)
-            else:
-                stream = Attr(Scope.LEFT, Ref(ref.var, Index.ONLY, UNION_TYPE).key)
-            return [Cmp("=", stream, Const(t, AttrType.STRING)) for t in lacking]
-
-        def fix(node: Pred) -> Pred:
-            if isinstance(node, Not):
-                return fix(negate(node.item))
-            if isinstance(node, And | Or):
-                return type(node)(tuple(fix(item) for item in node.items))
-            if not isinstance(node, Cmp):
-                return node
-            tests: list[Pred] = [node]
-            for key in keys_of(node):
-                tests += absent(self.p.refs[key])
-            return node if len(tests) == 1 else Or(tuple(tests))
-
-        return fix(pred)
-
-    def takes(self, n: int, binding: Binding) -> Pred:
-        """Kleene step ``n``'s take condition on the event (its ``a[i]``)."""
-        step = self.p.steps[n]
-        view = self.views.of(binding, step.var, taking=True)
-        take = self.absent_true(step.take, step.var, taking=True)
-        return self.of_types(step.types, rewrite(take, view))
-
-    def negated(self, negation: Negation, binding: Binding) -> Pred:
-        """The negation's condition on an event of its stream, for an instance with ``binding``."""
-        view = self.views.of(binding)
-        for key, ref in self.p.refs.items():
-            if ref.var == negation.var:
-                assert ref.attr is not None
-                view[key] = Attr(Scope.EVENT, ref.attr)
-        pred = self.absent_true(negation.pred, negation.var)
-        return self.of_types(negation.types, rewrite(pred, view))
-
-    def same_partition(self, binding: Binding) -> Pred:
-        """The event is in the run's partition: its equivalence attributes equal the first's."""
-        first = self.p.steps[0]
-        index = Index.FIRST if first.kleene else Index.ONLY
-        return conjoin(
-            *(
-                Cmp("=", Attr(Scope.EVENT, attr), binding[Ref(first.var, index, attr).key][0])
-                for attr in self.p.partition
-            )
-        )
 
     def assemble(self, final: int) -> Automaton:
         self.attributes[final] = self.p.output.attributes + self.marks.attributes()
