@@ -62,10 +62,11 @@ from cesar.automata.schema import Event, epoch_t1, run_epochs
 from cesar.server.engine.commons import Commons, private
 from cesar.server.engine.installing import Installer
 from cesar.server.engine.matches import Output, expand
+from cesar.server.engine.options import EngineOptions
 from cesar.server.engine.planned import Enter, Retire, Steps, plannable
 from cesar.server.engine.plans import Planner
 from cesar.server.engine.probing import Probe
-from cesar.server.engine.program import Change, EngineOptions, QueryProgram
+from cesar.server.engine.program import Change, QueryProgram
 from cesar.server.engine.rounds import Rounds
 from cesar.server.engine.skipping import Skipping
 from cesar.server.engine.state import (

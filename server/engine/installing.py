@@ -18,8 +18,10 @@ from typing import Protocol
 
 from cesar.index.ai import InstanceAccess
 from cesar.index.masks import slots_of
+from cesar.server.engine.edges import CompiledEdge
+from cesar.server.engine.options import EngineOptions
 from cesar.server.engine.params import Group
-from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
+from cesar.server.engine.program import QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Notice
 from cesar.server.engine.stepping import Steppers
 

@@ -20,8 +20,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from cesar.automata.schema import Event, Value
 from cesar.index.thresholds import Thresholds
 from cesar.server.engine.codegen import ThresholdOf
+from cesar.server.engine.edges import CompiledEdge
+from cesar.server.engine.options import EngineOptions
 from cesar.server.engine.params import Group
-from cesar.server.engine.program import CompiledEdge, EngineOptions, QueryProgram
+from cesar.server.engine.program import QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState, Waiting
 from cesar.server.engine.stepping import GroupSteps, Step
 from cesar.server.engine.work import Work

@@ -44,87 +44,19 @@ from dataclasses import dataclass, field
 from cesar.automata.automaton import (
     LOOPS,
     Automaton,
-    Edge,
     EdgeKind,
     dur_bound,
     own_bound,
     reads_dur_only,
 )
 from cesar.automata.evaluate import Faults
-from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
-from cesar.automata.normal import Conjunct
-from cesar.automata.terms import FLIPPED, Attr, Scope
-from cesar.index.ai import InstanceAccess
 from cesar.index.static import AtomPool, Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
-from cesar.server.engine.codegen import Build, Codegen
+from cesar.server.engine.codegen import Codegen
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
-from cesar.server.engine.params import SMALL, EdgeParams, Group
-from cesar.server.engine.planned import PlanCosts
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How the engine runs: optimisations on or off, and instance limits (None: unlimited)."""
-
-    merge: bool = True
-    indices: bool = True
-    max_instances_per_subscription: int | None = None
-    """Live instances one subscription may hold, a shared one counted whole for each
-    (:meth:`~cesar.server.engine.installing.Installer.hold`)."""
-    max_instances: int | None = None
-    functions: FunctionRegistry = DEFAULT_FUNCTIONS
-    small_group: int = SMALL
-    """Groups of at most this many slots compare their constants one by one."""
-    few_leaving: int = 8
-    """A node with at most this many leaving ∃-edges finds their groups by key, without FR."""
-    plans: bool = False
-    """Pattern subscriptions a lazy plan can run are planned (:mod:`cesar.server.engine.plans`)."""
-    steps: bool = True
-    """A FOLD's runs take the step events their group shares lazily, once per group
-    (:mod:`cesar.server.engine.stepping`); off, each run moves at every step (with indices only)."""
-    waiting: bool = True
-    """Instances wait by threshold where a filter conjunct allows (:mod:`cesar.index.thresholds`);
-    off, they stay filed by group (the benchmark's baseline)."""
-    plan_costs: PlanCosts = PlanCosts()
-    """The planner's thresholds: when an eager subscription is watched, what a lazy plan's
-    look at an event costs (:class:`~cesar.server.engine.plans.PlanCosts`)."""
-    max_steps: int | None = None
-    """The work budget: steps one subscription may cause in one epoch (None: no bound).  On
-    the DAG, instances tested and made and matches (:mod:`cesar.server.engine.work`): past
-    it the subscription is cut for the rest of the epoch; for a planned subscription, the
-    candidates and matches its recomputing searches look at: past it the search stops.  One
-    notice per episode."""
-    max_engine_steps: int | None = None
-    """The work budget of the whole engine (a lane) in one epoch, each shared step counted
-    once: past it each subscription that took its share (the budget over the subscriptions
-    charged in the epoch, at most a hundredth of it) is cut for the rest of the epoch
-    (:mod:`cesar.server.engine.work`)."""
-    max_window_events: int | None = 1_000_000
-    """Events one time-window aggregate holds (:mod:`cesar.server.engine.windowing`); past it
-    the oldest are dropped, with one notice to its readers."""
-    share_windows: bool = True
-    """Subscriptions reading one time-window aggregate share its running window; off, each
-    keeps its own (the benchmark's baseline)."""
-
-
-@dataclass
-class CompiledEdge:
-    """A template edge as code: its slots' constants and groups, its map, its AI accesses."""
-
-    edge: Edge
-    source: int
-    target: int
-    params: EdgeParams
-    build: Build | None = None
-    accesses: tuple[InstanceAccess | None, ...] = ()
-    recall: InstanceAccess | None = None
-    """An UNLESS edge's :func:`recall_key`, found once when it is compiled."""
-    dur_only: bool = False
-    """:func:`~cesar.automata.automaton.reads_dur_only`: of an instance it reads only DUR."""
-    wait_keys: tuple[InstanceAccess | None, ...] = ()
-    """Per conjunct of a FILTER edge, the equality under which its instances wait by threshold
-    (its AI access is then None: they are filed by group, then wait per key value)."""
+from cesar.server.engine.edges import CompiledEdge, access_atom, recall_key
+from cesar.server.engine.options import EngineOptions
+from cesar.server.engine.params import EdgeParams, Group
 
 
 @dataclass
@@ -192,36 +124,6 @@ class _Subscription:
     footprints: list[Footprint] = field(default_factory=list)
     slots: list[int] = field(default_factory=list)
     reads: list[frozenset[str]] = field(default_factory=list)
-
-
-def access_atom(dynamic: Conjunct) -> InstanceAccess | None:
-    """The conjunct's best atom comparing an instance attribute with an event attribute.
-
-    An equality if there is one, else an ordering (``!=`` selects too little to help).
-    """
-    found = []
-    for atom in dynamic.atoms:
-        left, right = atom.left, atom.right
-        if not (isinstance(left, Attr) and isinstance(right, Attr)) or atom.op == "!=":
-            continue
-        if left.scope is Scope.LEFT and right.scope is Scope.EVENT:
-            found.append(InstanceAccess(atom.op, left.name, right.name))
-        elif left.scope is Scope.EVENT and right.scope is Scope.LEFT:
-            found.append(InstanceAccess(FLIPPED[atom.op], right.name, left.name))
-    equal = [a for a in found if a.op == "="]
-    best = equal or found
-    return best[0] if best else None
-
-
-def recall_key(edge: Edge) -> InstanceAccess | None:
-    """The equality of a binding attribute and an event attribute every conjunct of an
-    UNLESS edge holds, if there is one: the remembered events to try are those with the
-    binding's value."""
-    accesses = {access_atom(c.dynamic) for c in edge.conjuncts}
-    if len(accesses) != 1:
-        return None
-    (access,) = accesses
-    return access if access is not None and access.op == "=" else None
 
 
 UNINDEXED = frozenset({EdgeKind.FILTER, EdgeKind.STAY, EdgeKind.TIMEOUT, EdgeKind.UNLESS})

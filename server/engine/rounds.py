@@ -29,11 +29,12 @@ from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
 from cesar.automata.schema import Event, Value, made_events
 from cesar.index.masks import slots_of
+from cesar.server.engine.edges import CompiledEdge
 from cesar.server.engine.installing import Installer
 from cesar.server.engine.matches import Match, Output
 from cesar.server.engine.params import Group
 from cesar.server.engine.probing import Probe, joined_dur
-from cesar.server.engine.program import CompiledEdge, QueryProgram
+from cesar.server.engine.program import QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState
 from cesar.server.engine.work import Work
 

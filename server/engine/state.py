@@ -55,7 +55,7 @@ from cesar.server.engine.params import Group, Tuple
 from cesar.server.engine.stepping import GroupSteps
 
 if TYPE_CHECKING:
-    from cesar.server.engine.program import CompiledEdge
+    from cesar.server.engine.edges import CompiledEdge
 
 
 @dataclass

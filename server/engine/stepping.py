@@ -36,8 +36,9 @@ from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
 from cesar.automata.schema import Event, Value
 from cesar.automata.terms import Attr, Const, Param, Scope, Term, subterms
+from cesar.server.engine.edges import CompiledEdge
 from cesar.server.engine.params import Group
-from cesar.server.engine.program import CompiledEdge, QueryProgram
+from cesar.server.engine.program import QueryProgram
 
 if TYPE_CHECKING:
     from cesar.index.ai import InstanceIndex

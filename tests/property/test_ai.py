@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from cesar.automata.normal import Conjunct
 from cesar.automata.terms import Attr, Cmp, Scope
 from cesar.index.ai import InstanceIndex
-from cesar.server.engine.program import access_atom
+from cesar.server.engine.edges import access_atom
 
 PY = {
     "=": lambda a, b: a == b,
