@@ -1,4 +1,4 @@
-"""``cesar loadtest``'s command line, apart from the load test so that ``cesar`` starts fast.
+"""``cesar loadtest``'s command line and settings, apart from the load test so ``cesar`` starts fast.
 
 The ``cesar`` command registers this module's :func:`add_loadtest_command`
 through its entry point group (``pyproject.toml``); the load test itself
@@ -9,6 +9,7 @@ only when the command runs.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 TEMPLATES = (
     "stock",
@@ -89,3 +90,47 @@ def _command(args: argparse.Namespace) -> int:
     from cesar.perf.loadtest import command
 
     return command(args)
+
+
+@dataclass
+class Settings:
+    """The run's parameters (the command line's options)."""
+
+    serve: int
+    server: str
+    tokens: str
+    subscribers: int
+    per_subscriber: int
+    publishers: int
+    rate: float
+    duration: float
+    max_events: int
+    epoch_size: int
+    churn: float
+    churn_life: float
+    template: str
+    query_file: str
+    prefix: str
+    seed: int
+    batch: int
+    check: bool
+    drain_timeout: float
+    out: str
+    in_flight: int = 1
+
+
+SMOKE = {"serve": 2, "subscribers": 4, "per_subscriber": 250, "publishers": 2, "rate": 500.0,
+         "duration": 12.0, "epoch_size": 50, "churn": 5.0, "churn_life": 3.0,
+         "batch": 100, "in_flight": 2}  # fmt: skip
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Settings from parsed options (``--smoke`` overrides the sizes)."""
+    values = {k: v for k, v in vars(args).items() if k in Settings.__dataclass_fields__}
+    if args.smoke:
+        values.update(SMOKE, server="")
+    if not values["server"] and not values["serve"]:
+        values["serve"] = 2
+    if values["in_flight"] < 1:
+        raise SystemExit("cesar loadtest: --in-flight must be at least 1")
+    return Settings(**values)

@@ -49,13 +49,9 @@ there were errors or the check failed.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
-import secrets
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -70,50 +66,18 @@ from typing import Any
 import grpc
 from rich.progress import Progress
 
-from cesar.automata.compiler import CompiledQuery
 from cesar.automata.schema import Event
-from cesar.automata.shape import QueryCache
-from cesar.perf.loadcli import add_arguments
-from cesar.perf.loadwork import Query, Workload, input_schema
+from cesar.perf.loadcli import Settings, add_arguments, settings_from
+from cesar.perf.loadserver import define, loopback, running_tokens, serve
+from cesar.perf.loadwork import AlertKey, Query, Workload, expected_alerts
 from cesar.perf.plot import loadtest_figure, unavailable
 from cesar.perf.report import machine, now
 from cesar.server.cli.progress import progress_bar
-from cesar.server.engine.workload import Workload as Queries
 from cesar.server.wire.client import Connection, alerts
 from cesar.server.wire.convert import to_event, trusted_event
-from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import cesar_pb2 as pb
 
-CESAR = Path(sys.executable).with_name("cesar")
-AlertKey = tuple[int, int, tuple[tuple[str, Any], ...]]
 CHURN_WORKERS = 8
-
-
-@dataclass
-class Settings:
-    """The run's parameters (the command line's options)."""
-
-    serve: int
-    server: str
-    tokens: str
-    subscribers: int
-    per_subscriber: int
-    publishers: int
-    rate: float
-    duration: float
-    max_events: int
-    epoch_size: int
-    churn: float
-    churn_life: float
-    template: str
-    query_file: str
-    prefix: str
-    seed: int
-    batch: int
-    check: bool
-    drain_timeout: float
-    out: str
-    in_flight: int = 1
 
 
 def percentiles(values: Sequence[float], scale: float = 1000.0) -> dict[str, float]:
@@ -387,7 +351,7 @@ class Run:
         """Run every phase; the results."""
         s = self.s
         conn = Connection.open(self.address, token=self.tokens[-1])
-        _define(conn, self.work.stream_spec)
+        define(conn, self.work.stream_spec)
         tick = time.perf_counter()
         threads = [_Worker(self._subscribe_client, c) for c in range(s.subscribers)]
         owned = [t.join() for t in threads]
@@ -505,20 +469,7 @@ class Run:
     def _check(self) -> dict[str, Any]:
         """The stable subscriptions' alerts against ``cesar run``'s engine over the same events."""
         tick = time.perf_counter()
-        schema = input_schema(self.work)
-        schemas = {schema.name: schema}
-        compiled: list[CompiledQuery] = []
-        by_stream: dict[str, str] = {}
-        cache = QueryCache()
-        for sub_id, query in self.stable.items():
-            text = "" if query.algebra is not None else query.text
-            parsed = parse_source(Source(text, query.algebra))
-            compiled.append(compile_source(parsed, schemas, query.name, cache))
-            by_stream[compiled[-1].name] = sub_id
-        expected: dict[str, Counter[AlertKey]] = {}
-        for event in Queries(schemas, compiled).run(self.events, engine="engine"):
-            key = (event.t0, event.t1, event.values)
-            expected.setdefault(by_stream[event.stream], Counter())[key] += 1
+        expected = expected_alerts(self.work, self.stable, self.events)
         lost = extra = 0
         for sub_id in self.stable:
             want = expected.get(sub_id, Counter())
@@ -559,52 +510,6 @@ class _Worker(threading.Thread):
         return self.result
 
 
-def loopback(address: str) -> str:
-    """``address`` (HOST:PORT) if HOST is a loopback address; else SystemExit with the reason.
-
-    A load test floods its target: it only drives servers on this machine.
-
-    >>> loopback("127.0.0.1:50051"), loopback("[::1]:7")
-    ('127.0.0.1:50051', '[::1]:7')
-    """
-    host = address.rpartition(":")[0].strip("[]")
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except socket.gaierror as exc:
-        raise SystemExit(f"cesar loadtest: cannot resolve {host}: {exc}") from None
-    if not infos or not all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos):
-        raise SystemExit(
-            f"cesar loadtest: {address} is not a loopback address; it drives local servers only"
-        )
-    return address
-
-
-def _define(conn: Connection, spec: str) -> None:
-    try:
-        conn.stub.DefineStream(pb.DefineStreamRequest(spec=spec), metadata=conn.metadata)
-    except grpc.RpcError as exc:
-        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
-            raise
-
-
-def _serve(settings: Settings, data: Path) -> tuple[subprocess.Popen[str], str, list[str]]:
-    """Start ``cesar serve`` with one token per subscriber and one for the publishers."""
-    tokens = [secrets.token_hex(8) for _ in range(settings.subscribers + 1)]
-    names = [f"sub{i}" for i in range(settings.subscribers)] + ["publisher scope=client,admin"]
-    (data / "tokens").write_text("".join(f"{t} {n}\n" for t, n in zip(tokens, names, strict=True)))
-    process = subprocess.Popen(
-        [str(CESAR), "serve", "--data-dir", str(data / "server"), "--port", "0",
-         "--shards", str(settings.serve), "--tokens", str(data / "tokens"),
-         "--max-subscriptions", str(settings.per_subscriber * 2 + 10_000),
-         "--log-level", "WARNING"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    address = process.stdout.readline().split()[1]
-    return process, address, tokens
-
-
 def run(settings: Settings) -> dict[str, Any]:
     """One load test; the results (also written to ``settings.out``)."""
     out = Path(settings.out)
@@ -614,17 +519,11 @@ def run(settings: Settings) -> dict[str, Any]:
         print(f"cesar loadtest: {missing}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as scratch:
         if settings.serve:
-            process, address, tokens = _serve(settings, Path(scratch))
+            process, address, tokens = serve(settings, Path(scratch))
         else:
             process = None
             address = loopback(settings.server)
-            tokens = [line.split()[0] for line in Path(settings.tokens).read_text().splitlines()
-                      if line.strip() and not line.startswith("#")]  # fmt: skip
-            if len(tokens) < settings.subscribers + 1:
-                raise SystemExit(
-                    f"cesar loadtest: {settings.tokens} needs {settings.subscribers + 1} tokens"
-                )
-            tokens = [*tokens[: settings.subscribers], tokens[-1]]
+            tokens = running_tokens(settings)
         try:
             result = Run(settings, address, tokens).execute()
         finally:
@@ -635,23 +534,6 @@ def run(settings: Settings) -> dict[str, Any]:
     if missing is None:
         loadtest_figure(result, out / "loadtest.png")
     return result
-
-
-SMOKE = {"serve": 2, "subscribers": 4, "per_subscriber": 250, "publishers": 2, "rate": 500.0,
-         "duration": 12.0, "epoch_size": 50, "churn": 5.0, "churn_life": 3.0,
-         "batch": 100, "in_flight": 2}  # fmt: skip
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Settings from parsed options (``--smoke`` overrides the sizes)."""
-    values = {k: v for k, v in vars(args).items() if k in Settings.__dataclass_fields__}
-    if args.smoke:
-        values.update(SMOKE, server="")
-    if not values["server"] and not values["serve"]:
-        values["serve"] = 2
-    if values["in_flight"] < 1:
-        raise SystemExit("cesar loadtest: --in-flight must be at least 1")
-    return Settings(**values)
 
 
 def command(args: argparse.Namespace) -> int:

@@ -25,16 +25,25 @@ an alert's stream names the query that made it.
 from __future__ import annotations
 
 import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from cesar.automata.compiler import CompiledQuery
 from cesar.automata.schema import Event, StreamSchema, Value, parse_stream_spec
+from cesar.automata.shape import QueryCache
 from cesar.perf import techbench
+from cesar.server.engine.workload import Workload as Queries
 from cesar.server.wire.algebra_proto import to_algebra
+from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import cesar_pb2 as pb
 
 STOCK = "Stock(Name:string,Price:float,Volume:int)[min]"
 TECH = "S(d1:int,d2:int,d3:int,d4:int,c1:float,c2:float,c3:float,c4:float)"
+AlertKey = tuple[int, int, tuple[tuple[str, Any], ...]]
+"""An alert as the load test compares them: its t0, t1 and values."""
 TEMPLATES = ("stock", *techbench.TEMPLATES)
 # Table 2's domain is 100; with epochs of a few hundred events its 3-step queries almost never
 # match, and a load test should make alerts. A domain of 10 makes the equalities 10x likelier.
@@ -147,3 +156,25 @@ class Workload:
 def input_schema(work: Workload) -> StreamSchema:
     """The parsed input stream of ``work``."""
     return parse_stream_spec(work.stream_spec)
+
+
+def expected_alerts(
+    work: Workload, stable: Mapping[str, Query], events: Sequence[Event]
+) -> dict[str, Counter[AlertKey]]:
+    """Per subscription id of ``stable``, the alerts ``cesar run``'s engine makes of its query
+    over ``events``, as (t0, t1, values) keys counted: what the server must have sent."""
+    schema = input_schema(work)
+    schemas = {schema.name: schema}
+    compiled: list[CompiledQuery] = []
+    by_stream: dict[str, str] = {}
+    cache = QueryCache()
+    for sub_id, query in stable.items():
+        text = "" if query.algebra is not None else query.text
+        parsed = parse_source(Source(text, query.algebra))
+        compiled.append(compile_source(parsed, schemas, query.name, cache))
+        by_stream[compiled[-1].name] = sub_id
+    expected: dict[str, Counter[AlertKey]] = {}
+    for event in Queries(schemas, compiled).run(events, engine="engine"):
+        key = (event.t0, event.t1, event.values)
+        expected.setdefault(by_stream[event.stream], Counter())[key] += 1
+    return expected
