@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     # The installed cesar, not proto/cesar (this script's folder is first on the path).
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
     import cesar
-    from cesar.build import COMPILED, extension_of, source_of
+    from cesar.build import COMPILED, SUFFIX, extension_of, source_of
 
     root = args.into or Path(cesar.__file__).parent.parent
     package = root / "cesar"
@@ -88,10 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         os.chdir(here)
     built = work / "lib"
+    # An extension of a module no longer compiled, or an earlier build's shared library, would
+    # be loaded before the source (or hold the old class layouts): none is left behind.
+    wanted = {extension_of(module, package) for module in COMPILED}
+    for stale in package.rglob(f"*{SUFFIX}"):
+        if stale not in wanted:
+            stale.unlink()
+    for stale in root.glob(f"*__mypyc{SUFFIX}"):
+        stale.unlink()
     for module in COMPILED:
         shutil.copy(extension_of(module, built / "cesar"), extension_of(module, package))
-    for shared in built.glob("*__mypyc*"):
-        shutil.copy(shared, root / shared.name)
+    for shared in (m.name for m in modules if m.name.endswith("__mypyc")):
+        shutil.copy(built / f"{shared}{SUFFIX}", root / f"{shared}{SUFFIX}")
     seconds = time.perf_counter() - tick
     print(f"compiled {len(COMPILED)} modules with mypyc in {seconds:.0f} s into {root}")
     return 0
