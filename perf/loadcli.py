@@ -1,4 +1,4 @@
-"""``cesar loadtest``'s command line and settings, apart from the load test so ``cesar`` starts fast.
+"""``cesar loadtest``'s command line and settings, apart from the load test: ``cesar`` starts fast.
 
 The ``cesar`` command registers this module's :func:`add_loadtest_command`
 through its entry point group (``pyproject.toml``); the load test itself

@@ -7,10 +7,14 @@ point (from the retention window), then live ones in commit order, woken by
 :meth:`Listeners.notify`.  Publishing never waits for a consumer, and a
 consumer holds at most one page of alerts in memory.
 
-A stream sends :class:`~cesar.v1.cesar_pb2.AlertBatch` messages: the alerts one
-read of the catalog found (up to ``PAGE``, at most ``BATCH_BYTES``), built by
-framing the stored alert payloads — an alert is never decoded and encoded
-again on its way out (the servicer sends the bytes as they are).
+The catalog holds a row per subscription and batch, its alerts already framed
+as elements of :class:`~cesar.v1.cesar_pb2.AlertBatch`
+(:mod:`cesar.server.wire.alertbytes`).  A stream sends AlertBatch messages of
+the rows one read of the catalog found (up to ``PAGE`` rows and about
+``PAGE_BYTES``), whole rows joined up to ``BATCH_ALERTS`` alerts and
+``BATCH_BYTES`` bytes: an alert is never decoded and encoded again on its way
+out, nor framed alone (the servicer sends the bytes as they are).  A stream
+resuming inside a row skips the row's first alerts.
 
 Overflow policy: alerts older than the retention window are pruned.  A resume
 point before the window, or a live consumer that falls behind it, ends the
@@ -22,58 +26,80 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import sqlite3
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
+from typing import Any
 
 from cesar.server.front.catalog import connect
 from cesar.server.front.errors import OutOfRange
+from cesar.server.wire import alertbytes
+from cesar.server.wire.alertbytes import ROW_ALERTS, ROW_BYTES
 
 PAGE = 1000
-"""Alerts read from the catalog at a time, per stream."""
+"""Rows of alerts read from the catalog at a time, per stream."""
 
-BATCH_BYTES = 1 << 20
-"""An AlertBatch message holds at most this many bytes of alerts (one larger alert goes alone)."""
+PAGE_BYTES = 4 << 20
+"""A read of the catalog stops once its rows hold this many bytes: what a stream holds."""
 
+BATCH_ALERTS = ROW_ALERTS
+"""An AlertBatch message holds at most this many alerts (a stored row holds no more)."""
 
-def _framed(payload: bytes) -> bytes:
-    """``payload`` (a serialized Alert) as one element of AlertBatch's field 1."""
-    size = len(payload)
-    head = bytearray(b"\x0a")
-    while size > 0x7F:
-        head.append(size & 0x7F | 0x80)
-        size >>= 7
-    head.append(size)
-    return bytes(head) + payload
+BATCH_BYTES = ROW_BYTES
+"""An AlertBatch message holds at most this many bytes of alerts (a row with one larger
+alert goes alone)."""
 
 
 class _Batches:
-    """Serialized AlertBatch messages of at most ``BATCH_BYTES``, filled in order."""
+    """Serialized AlertBatch messages of whole rows, at most ``BATCH_ALERTS`` alerts and
+    ``BATCH_BYTES`` bytes each (a row never holds more), filled in order."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.size = 0
+        self.count = 0
         self.ready: list[bytes] = []
 
-    def add(self, payload: bytes) -> None:
-        framed = _framed(payload)
-        if self.parts and self.size + len(framed) > BATCH_BYTES:
+    def add(self, row: bytes, count: int) -> None:
+        """Append a row's ``count`` framed alerts."""
+        if self.parts and (self.size + len(row) > BATCH_BYTES or self.count + count > BATCH_ALERTS):
             self.flush()
-        self.parts.append(framed)
-        self.size += len(framed)
+        self.parts.append(row)
+        self.size += len(row)
+        self.count += count
 
     def flush(self) -> None:
         if self.parts:
             self.ready.append(b"".join(self.parts))
-            self.parts, self.size = [], 0
+            self.parts, self.size, self.count = [], 0, 0
 
     def take(self) -> list[bytes]:
         """The complete messages (what was added, flushed)."""
         self.flush()
         ready, self.ready = self.ready, []
         return ready
+
+
+def _page(db: sqlite3.Connection, query: str, values: tuple[object, ...]) -> tuple[list[Any], bool]:
+    """Rows of ``query`` (its last column the payload), up to ``PAGE`` rows and about
+    ``PAGE_BYTES``; whether they are all it had.  The statement ends before the caller
+    yields: no read stays open while a consumer is slow."""
+    cursor = db.execute(f"{query} LIMIT {PAGE}", values)
+    rows: list[Any] = []
+    size = 0
+    try:
+        while size < PAGE_BYTES:
+            got = cursor.fetchmany(64)
+            if not got:
+                return rows, len(rows) < PAGE
+            rows.extend(got)
+            size += sum(len(row[-1]) for row in got)
+        return rows, False
+    finally:
+        cursor.close()
 
 
 class Listeners:
@@ -85,26 +111,32 @@ class Listeners:
         self.counters = counters
         self.condition = threading.Condition()
         self.last_alert = 0
+        """The id of the newest row of alerts committed."""
+        self.alerts = 0
+        """Alerts committed since start."""
         self.closed = False
         self.cursors: dict[int, int] = {}
-        """Per open stream (a number of this object's), the last alert id it has read."""
-        self.commits: deque[tuple[int, float]] = deque()
-        """``(last alert id, monotonic seconds)`` of each notify still needed by :meth:`lag`."""
+        """Per open stream (a number of this object's), the last row id it has read."""
+        self.commits: deque[tuple[int, float, int]] = deque()
+        """``(last row id, monotonic seconds, alerts committed before it)`` of each notify
+        still needed by :meth:`lag`."""
         self._numbers = itertools.count()
 
-    def notify(self, last_alert: int) -> None:
-        """Alerts up to id ``last_alert`` are committed: wake every stream."""
+    def notify(self, last_alert: int, alerts: int = 0) -> None:
+        """Rows of alerts up to id ``last_alert`` are committed, ``alerts`` alerts more than
+        at the last call: wake every stream."""
         with self.condition:
             if last_alert > self.last_alert:
-                self.commits.append((last_alert, time.monotonic()))
+                self.commits.append((last_alert, time.monotonic(), self.alerts))
             self.last_alert = last_alert
+            self.alerts += alerts
             self._forget()
             self.condition.notify_all()
 
     def lag(self) -> tuple[int, float]:
-        """``(alert ids, seconds)`` the furthest-behind live stream is behind the catalog.
+        """``(alerts, seconds)`` the furthest-behind live stream is behind the catalog.
 
-        Alert ids: committed alerts after the last one that stream has read (of
+        Alerts: committed after the last commit that stream has read whole (of
         every owner: an upper bound on its own).  Seconds: since the first of
         them was committed.  ``(0, 0.0)`` when every stream is up to date.
         O(log commits) under the lock.
@@ -113,12 +145,13 @@ class Listeners:
             if not self.cursors:
                 return 0, 0.0
             oldest = min(self.cursors.values())
-            behind = self.last_alert - oldest
-            if behind <= 0:
+            if self.last_alert <= oldest:
                 return 0, 0.0
             first = bisect.bisect_right(self.commits, oldest, key=lambda commit: commit[0])
-            since = self.commits[first][1] if first < len(self.commits) else time.monotonic()
-            return behind, time.monotonic() - since
+            if first == len(self.commits):
+                return 0, 0.0
+            _, since, before = self.commits[first]
+            return self.alerts - before, time.monotonic() - since
 
     def _forget(self) -> None:
         """Drop the commits every open stream has read past (the condition is held)."""
@@ -127,7 +160,7 @@ class Listeners:
             self.commits.popleft()
 
     def _read(self, number: int, cursor: int) -> None:
-        """Stream ``number`` has read every alert up to id ``cursor``."""
+        """Stream ``number`` has read every row of alerts up to id ``cursor``."""
         with self.condition:
             self.cursors[number] = cursor
 
@@ -176,19 +209,20 @@ class Listeners:
                         f"the oldest kept is seq {first}"
                     )
                 while after < last.get(sub, 0):
-                    rows = db.execute(
-                        "SELECT seq, payload FROM alerts WHERE subscription = ? AND seq > ? "
-                        "AND id <= ? ORDER BY seq LIMIT ?",
-                        (sub, after, cursor, PAGE),
-                    ).fetchall()
+                    rows, _ = _page(
+                        db,
+                        "SELECT seq, last_seq, payload FROM alerts WHERE subscription = ? "
+                        "AND last_seq > ? AND id <= ? ORDER BY last_seq",
+                        (sub, after, cursor),
+                    )
                     if not rows:
                         break
-                    for seq, payload in rows:
-                        if seq != after + 1:
+                    for seq, last_seq, payload in rows:
+                        if seq > after + 1:
                             yield from batches.take()
                             self._overrun(sub, after, seq)
-                        batches.add(payload)
-                        after = seq
+                        batches.add(alertbytes.after(payload, after + 1 - seq), last_seq - after)
+                        after = last_seq
                     yield from batches.take()
             while active() and not self.closed:
                 with self.condition:
@@ -196,24 +230,25 @@ class Listeners:
                         self.condition.wait(0.5)
                     committed = self.last_alert
                 self.counters["listen_polls"] += 1
-                rows = db.execute(
-                    "SELECT id, subscription, seq, payload FROM alerts WHERE owner = ? AND id > ? "
-                    "ORDER BY id LIMIT ?",
-                    (owner, cursor, PAGE),
-                ).fetchall()
-                for row_id, sub, seq, payload in rows:
+                rows, complete = _page(
+                    db,
+                    "SELECT id, subscription, seq, last_seq, payload FROM alerts "
+                    "WHERE owner = ? AND id > ? ORDER BY id",
+                    (owner, cursor),
+                )
+                for row_id, sub, seq, last_seq, payload in rows:
                     cursor = row_id
                     if wanted and sub not in wanted:
                         continue
                     if seq != last.get(sub, 0) + 1:
                         yield from batches.take()
                         self._overrun(sub, last.get(sub, 0), seq)
-                    last[sub] = seq
-                    batches.add(payload)
+                    last[sub] = last_seq
+                    batches.add(payload, last_seq - seq + 1)
                 yield from batches.take()
-                if len(rows) < PAGE:
-                    # The query saw every alert up to `committed`; those it did not return are
-                    # other owners'. Without this, a stream would spin while the newest alert
+                if complete:
+                    # The query saw every row up to `committed`; those it did not return are
+                    # other owners'. Without this, a stream would spin while the newest row
                     # is someone else's.
                     cursor = max(cursor, committed)
                 self._read(number, cursor)
@@ -229,12 +264,17 @@ class Listeners:
         db = connect(self.path, readonly=True)
         try:
             rows = db.execute(
-                "SELECT payload FROM alerts WHERE subscription = ? ORDER BY seq DESC LIMIT ?",
+                "SELECT payload FROM alerts WHERE subscription = ? ORDER BY last_seq DESC LIMIT ?",
                 (subscription, count),
             ).fetchall()
         finally:
             db.close()
-        return [bytes(payload) for (payload,) in rows]
+        newest: list[bytes] = []
+        for (payload,) in rows:
+            newest.extend(reversed(list(alertbytes.frames(payload))))
+            if len(newest) >= count:
+                break
+        return newest[:count]
 
     def _overrun(self, sub: str, sent: int, available: int) -> None:
         """End a stream whose consumer fell behind the retention window."""

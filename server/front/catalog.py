@@ -17,8 +17,9 @@ Everything the server has acknowledged is here, so a server killed with
 * ``checkpoints``: the log positions at which every shard saved a snapshot,
   with the shard count and the front's own state at that point (its epoch
   gate, :mod:`cesar.server.host.snapshots`);
-* ``alerts``: each alert with its per-subscription seq, the last
-  ``retention`` per subscription (older ones are pruned);
+* ``alerts``: a row per subscription and batch holding its alerts of the batch
+  (seqs ``seq`` … ``last_seq``, framed as Listen sends them), the rows of the
+  last ``retention`` alerts per subscription (older rows are pruned);
 * ``shares``: the clients other than its owner that may read a published stream;
 * ``clock_joins``: the streams a subscription reads and publishes, with its
   position, when it joined clock groups (kept after it is removed: groups only
@@ -42,6 +43,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from cesar.server.wire.alertbytes import varint
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS streams (
@@ -100,14 +103,16 @@ _ALERTS = [
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     subscription TEXT NOT NULL,
     seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
     owner TEXT NOT NULL,
     payload BLOB NOT NULL
 )""",
-    "CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, seq)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, last_seq)",
     "CREATE INDEX IF NOT EXISTS alerts_by_owner ON alerts (owner, id)",
 ]
-"""The alerts table: ids AUTOINCREMENT, never handed out twice (see
-``Catalog._never_reuse_alert_ids``)."""
+"""The alerts table: a row per subscription and batch, its alerts ``seq`` … ``last_seq``
+framed together (:mod:`cesar.server.wire.alertbytes`); ids AUTOINCREMENT, never handed out
+twice (see ``Catalog._alert_rows``)."""
 
 
 @dataclass(frozen=True)
@@ -183,19 +188,21 @@ class Catalog:
         try:
             self.db = connect(path)
             self.db.executescript(_SCHEMA)
-            self._never_reuse_alert_ids()
+            self._alert_rows()
             self._keep_subscribe_keys()
             self.identity = self._identity()
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
 
-    def _never_reuse_alert_ids(self) -> None:
-        """Give a catalog made before alert ids were AUTOINCREMENT the current table.
+    def _alert_rows(self) -> None:
+        """Give a catalog made before alerts were stored a row per subscription and batch
+        (or before their ids were AUTOINCREMENT) the current table, each old alert a row.
 
-        A live Listen reads alerts in id order; SQLite hands a plain INTEGER
+        A live Listen reads alert rows in id order; SQLite hands a plain INTEGER
         PRIMARY KEY's largest id out again once that row is deleted (an
         unsubscribe deletes the subscription's alerts), and a stream already past
-        that id would skip the alert given it.
+        that id would skip the row given it: ids are AUTOINCREMENT, and the
+        sequence carries over.
         """
         found = self.db.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'alerts'"
@@ -205,15 +212,25 @@ class Catalog:
                 for statement in _ALERTS:
                     self.db.execute(statement)
             return
-        if "AUTOINCREMENT" in found[0]:
+        if "last_seq" in found[0]:
             return
+        self.db.create_function("framed", 1, _framed, deterministic=True)
         with _transaction(self.db):
             self.db.execute("ALTER TABLE alerts RENAME TO alerts_before")
             self.db.execute("DROP INDEX alerts_by_subscription")
             self.db.execute("DROP INDEX alerts_by_owner")
             for statement in _ALERTS:
                 self.db.execute(statement)
-            self.db.execute("INSERT INTO alerts SELECT * FROM alerts_before")
+            self.db.execute(
+                "INSERT INTO alerts (id, subscription, seq, last_seq, owner, payload) "
+                "SELECT id, subscription, seq, seq, owner, framed(payload) FROM alerts_before"
+            )
+            if "AUTOINCREMENT" in found[0]:
+                self.db.execute(
+                    "UPDATE sqlite_sequence SET seq = MAX(seq, (SELECT seq FROM sqlite_sequence "
+                    "WHERE name = 'alerts_before')) WHERE name = 'alerts'"
+                )
+                self.db.execute("DELETE FROM sqlite_sequence WHERE name = 'alerts_before'")
             self.db.execute("DROP TABLE alerts_before")
 
     def _keep_subscribe_keys(self) -> None:
@@ -424,17 +441,20 @@ class Catalog:
         key: str | None,
         accepted: int,
         payload: bytes,
-        alerts: Sequence[tuple[str, int, str, bytes]],
+        alerts: Sequence[tuple[str, int, int, str, bytes]],
         last_seq: dict[str, int],
     ) -> None:
-        """Log a batch with its alerts ``(subscription, seq, owner, payload)``, atomically."""
+        """Log a batch with its rows of alerts ``(subscription, first seq, last seq, owner,
+        framed alerts)``, atomically; each subscription keeps the rows holding its last
+        ``retention`` alerts."""
         with _transaction(self.db):
             self.db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?)", (number, key or None, accepted, payload)
             )
             if alerts:
                 self.db.executemany(
-                    "INSERT INTO alerts (subscription, seq, owner, payload) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO alerts (subscription, seq, last_seq, owner, payload) "
+                    "VALUES (?, ?, ?, ?, ?)",
                     alerts,
                 )
                 self.db.executemany(
@@ -442,7 +462,7 @@ class Catalog:
                     [(seq, sub) for sub, seq in last_seq.items()],
                 )
                 self.db.executemany(
-                    "DELETE FROM alerts WHERE subscription = ? AND seq <= ?",
+                    "DELETE FROM alerts WHERE subscription = ? AND last_seq <= ?",
                     [
                         (sub, seq - self.retention)
                         for sub, seq in last_seq.items()
@@ -459,7 +479,7 @@ class Catalog:
             )
 
     def last_alert_id(self) -> int:
-        """The id of the newest alert (0 when none)."""
+        """The id of the newest row of alerts (0 when none)."""
         return int(self.db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
 
 
@@ -478,3 +498,8 @@ class _transaction:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _framed(payload: bytes) -> bytes:
+    """An alert stored alone (a catalog from before rows) as a row's one framed alert."""
+    return b"\n" + varint(len(payload)) + payload

@@ -207,7 +207,7 @@ class Commits:
                 except ShardFailure as exc:
                     ticket.fail(exc)
 
-    def commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlert]) -> None:
+    def commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlerts]) -> None:
         """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
         ticket; ShardFailure if it cannot be logged."""
         try:
@@ -230,12 +230,13 @@ class Commits:
         seconds = time.monotonic() - ticket.began
         self.batch_seconds.observe(seconds)
         registry.timed(touched, seconds)
-        self.counters["alerts"] += len(rows)
+        made = sum(last - first + 1 for _, first, last, _, _ in rows)
+        self.counters["alerts"] += made
         self.counters["batches"] += 1
         if ticket.shard is not None:
             self.counters["routed_batches"] += 1
         if rows:
-            self.listeners.notify(self.catalog.last_alert_id())
+            self.listeners.notify(self.catalog.last_alert_id(), made)
         ticket.finish()
 
     def wait_turn(self) -> None:

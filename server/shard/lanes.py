@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from cesar.automata.schema import Event
 from cesar.server.engine.engine import Engine, Output
 from cesar.server.engine.matches import Match
+from cesar.server.wire.alertbytes import event_body, notice_body
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2, shard_pb2
 
@@ -51,29 +52,41 @@ class Lane:
 
 
 class Responses:
-    """Apply's answer: alerts in order, in messages of about :data:`RESPONSE_BYTES` at most."""
+    """Apply's answer: per subscription, the bodies of its alerts in order
+    (:mod:`cesar.server.wire.alertbytes`), in messages of about :data:`RESPONSE_BYTES` at most."""
 
     def __init__(self) -> None:
-        self.messages = [shard_pb2.ApplyResponse()]
+        self._done: list[shard_pb2.ApplyResponse] = []
+        self._bodies: dict[str, list[bytes]] = {}
         self._size = 0
 
-    def add(self, alert: shard_pb2.ShardAlert) -> None:
-        """Append ``alert`` (a notice)."""
-        self._room(alert.ByteSize())
-        self.messages[-1].alerts.append(alert)
+    def add(self, subscription: str, body: bytes) -> None:
+        """Append an alert of ``subscription``: its serialized event or notice field."""
+        if self._size and self._size + len(body) > RESPONSE_BYTES:
+            self._flush()
+        self._size += len(body)
+        bodies = self._bodies.get(subscription)
+        if bodies is None:
+            self._bodies[subscription] = [body]
+        else:
+            bodies.append(body)
 
-    def add_event(self, subscription: str, event: cesar_pb2.Event, size: int) -> None:
-        """Append an alert of ``subscription`` publishing ``event`` (``size``: its bytes),
-        copying the event once, into the response."""
-        self._room(size)
-        self.messages[-1].alerts.add(subscription=subscription, event=event)
+    def messages(self) -> list[shard_pb2.ApplyResponse]:
+        """The responses, in order (at least one, maybe empty)."""
+        self._flush()
+        return self._done or [shard_pb2.ApplyResponse()]
 
-    def _room(self, size: int) -> None:
-        """Start a new response if ``size`` more bytes would pass RESPONSE_BYTES."""
-        if self._size and self._size + size > RESPONSE_BYTES:
-            self.messages.append(shard_pb2.ApplyResponse())
-            self._size = 0
-        self._size += size
+    def _flush(self) -> None:
+        if self._bodies:
+            self._done.append(
+                shard_pb2.ApplyResponse(
+                    subscriptions=[
+                        shard_pb2.ShardAlerts(subscription=subscription, alerts=bodies)
+                        for subscription, bodies in self._bodies.items()
+                    ]
+                )
+            )
+        self._bodies, self._size = {}, 0
 
 
 def emit(
@@ -105,24 +118,21 @@ def emit(
             if shared is None:
                 shared = to_event(event)
             shared.stream = stream
-            size = shared.ByteSize()
-            total = sizes.get(subscription, 0) + size
+            body = event_body(shared.SerializeToString())
+            total = sizes.get(subscription, 0) + len(body)
             if (count_limit is not None and count > count_limit) or (
                 byte_limit is not None and total > byte_limit
             ):
                 dropped[subscription] = 1
                 continue
             sizes[subscription] = total
-            out.add_event(subscription, shared, size)
+            out.add(subscription, body)
     for subscription in made:
         if lane.settle(subscription, subscription in dropped):
-            out.add(
-                shard_pb2.ShardAlert(
-                    subscription=subscription,
-                    notice=f"{made[subscription]} alerts in one epoch; only the first "
-                    f"{count_limit} of each epoch, within {byte_limit} bytes, are sent "
-                    f"(one notice until {CALM_EPOCHS} epochs of its alerts pass within "
-                    "the limits)",
-                )
+            notice = (
+                f"{made[subscription]} alerts in one epoch; only the first {count_limit} of "
+                f"each epoch, within {byte_limit} bytes, are sent (one notice until "
+                f"{CALM_EPOCHS} epochs of its alerts pass within the limits)"
             )
+            out.add(subscription, notice_body(notice))
     return sum(dropped.values())

@@ -81,13 +81,14 @@ class Applying:
         self.installs = installs
         self.calls = calls
 
-    def result(self) -> list[shard_pb2.ShardAlert]:
-        """Every alert, shard by shard."""
+    def result(self) -> list[shard_pb2.ShardAlerts]:
+        """Every subscription's alerts, shard by shard (a subscription twice if its alerts
+        filled more than one response)."""
         self.pool._all(self.installs)
-        alerts: list[shard_pb2.ShardAlert] = []
+        alerts: list[shard_pb2.ShardAlerts] = []
         for responses in self.pool._all(self.calls):
             for response in responses:
-                alerts.extend(response.alerts)
+                alerts.extend(response.subscriptions)
         return alerts
 
 

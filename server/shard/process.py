@@ -50,6 +50,7 @@ from cesar.server.host.tls import server_credentials
 from cesar.server.shard.lanes import Lane, Responses, emit
 from cesar.server.shard.metrics import collect
 from cesar.server.shard.options import add_shard_arguments
+from cesar.server.wire.alertbytes import notice_body
 from cesar.server.wire.arrowevents import lane_table_events
 from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.convert import trusted_event
@@ -163,11 +164,9 @@ class ShardState:
                     self.max_alert_bytes_per_epoch,
                 )
                 for notice in engine.notices:
-                    out.add(
-                        shard_pb2.ShardAlert(subscription=notice.subscription, notice=notice.reason)
-                    )
+                    out.add(notice.subscription, notice_body(notice.reason))
                 engine.notices.clear()
-        return out.messages
+        return out.messages()
 
     def snapshot(self, position: int, keep: set[int]) -> int:
         """Save every lane's run state as the snapshot at ``position``; its size in bytes.

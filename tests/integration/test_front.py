@@ -59,9 +59,8 @@ def test_a_consumer_behind_the_retention_window_is_told_and_counted(front: Front
     front.publish(client, pb.PublishRequest(events=events[:3], watermark=events[2].t1))
     listener = front.listen(client, [], {sub.id: 0}, lambda: True)
     assert [a.seq for a in pb.AlertBatch.FromString(next(listener)).alerts] == [1, 2, 3]
-    front.publish(
-        client, pb.PublishRequest(events=events[3:], watermark=events[-1].t1)
-    )  # far more alerts than the 5 kept
+    for event in events[3:]:  # far more alerts than the 5 kept, a stored row each
+        front.publish(client, pb.PublishRequest(events=[event], watermark=event.t1))
     oldest = front.registry.last_seq[sub.id] - 4
     message = rf"after seq 3 were pruned .* resume with after_seq {oldest - 1} .* seq {oldest}$"
     with pytest.raises(OutOfRange, match=message):

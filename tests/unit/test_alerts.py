@@ -1,4 +1,5 @@
-"""Listen's AlertBatch messages (server/front/alerts.py): stored alerts framed, never re-encoded."""
+"""Listen's AlertBatch messages (server/front/alerts.py): stored rows of framed alerts, sent
+as they are."""
 
 import queue
 import threading
@@ -9,30 +10,36 @@ from pathlib import Path
 
 from cesar.server.front import alerts
 from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
+from cesar.server.wire import alertbytes
 from cesar.v1 import cesar_pb2 as pb
 
 
-def _alert(seq: int, notice: str = "") -> bytes:
-    return pb.Alert(subscription="s1", seq=seq, notice=notice or f"n{seq}").SerializeToString()
+def _row(seqs: range, notice: str = "") -> bytes:
+    """The stored row of alerts ``seqs`` of s1: each framed as AlertBatch.alerts."""
+    return b"".join(
+        alertbytes.framed(alertbytes.head("s1"), seq, alertbytes.notice_body(notice or f"n{seq}"))
+        for seq in seqs
+    )
 
 
-def test_framed_alerts_decode_as_one_alert_batch_in_order() -> None:
+def test_rows_decode_as_one_alert_batch_in_order() -> None:
     batches = alerts._Batches()
-    payloads = [_alert(seq, "x" * (seq * 37 % 300)) for seq in range(1, 400)]
-    for payload in payloads:
-        batches.add(payload)
+    rows = [_row(range(seq, seq + 3), "x" * (seq * 37 % 300)) for seq in range(1, 400, 3)]
+    for row in rows:
+        batches.add(row, 3)
     [message] = batches.take()
     decoded = pb.AlertBatch.FromString(message)
-    assert [a.SerializeToString() for a in decoded.alerts] == payloads
+    assert [a.seq for a in decoded.alerts] == list(range(1, 400))
+    assert [a.notice for a in decoded.alerts[:3]] == ["x" * 37] * 3
     assert batches.take() == []
 
 
 def test_a_batch_stays_under_its_byte_limit_and_a_larger_alert_goes_alone() -> None:
     batches = alerts._Batches()
-    big = _alert(2, "y" * (alerts.BATCH_BYTES + 10))
-    small = [_alert(seq, "z" * 100_000) for seq in (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)]
-    for payload in [_alert(1), big, *small]:
-        batches.add(payload)
+    big = _row(range(2, 3), "y" * (alerts.BATCH_BYTES + 10))
+    small = [_row(range(seq, seq + 1), "z" * 100_000) for seq in range(3, 14)]
+    for row in [_row(range(1, 2)), big, *small]:
+        batches.add(row, 1)
     messages = batches.take()
     seqs = [[a.seq for a in pb.AlertBatch.FromString(m).alerts] for m in messages]
     assert seqs[0] == [1] and seqs[1] == [2]
@@ -41,20 +48,53 @@ def test_a_batch_stays_under_its_byte_limit_and_a_larger_alert_goes_alone() -> N
     assert len(messages) == 4
 
 
+def test_a_batch_holds_at_most_its_count_of_alerts_in_whole_rows() -> None:
+    batches = alerts._Batches()
+    for first in range(1, 2_401, 600):
+        batches.add(_row(range(first, first + 600)), 600)
+    counts = [len(pb.AlertBatch.FromString(m).alerts) for m in batches.take()]
+    assert counts == [600, 600, 600, 600] and alerts.BATCH_ALERTS == 1000
+
+
+def _catalog(tmp_path: Path) -> Catalog:
+    catalog = Catalog(tmp_path / "c.sqlite", retention=100)
+    row = SubscriptionRow("s1", "alice", "q", "Q", "Q", "Q(x:int)", "", 0, 0, 1, 0)
+    catalog.add_subscriptions([(row, StreamRow("Q", "Q(x:int)", "alice", "s1"))])
+    return catalog
+
+
+def test_a_stream_resumes_inside_a_row_and_recent_reads_across_rows(tmp_path: Path) -> None:
+    """Three batches' rows of s1 (seqs 1-4, 5-6, 7-9): resuming after seq 2 sends 3 to 9,
+    after 6 sends 7 to 9; the three newest alerts are 9, 8, 7 and the five newest reach into
+    the row before."""
+    catalog = _catalog(tmp_path)
+    for number, seqs in enumerate((range(1, 5), range(5, 7), range(7, 10)), 1):
+        catalog.commit_batch(
+            number, None, 1, b"", [("s1", seqs[0], seqs[-1], "alice", _row(seqs))], {"s1": seqs[-1]}
+        )
+    listeners = alerts.Listeners(catalog.path, Counter())
+    for after, sent in ((2, list(range(3, 10))), (6, [7, 8, 9]), (0, list(range(1, 10)))):
+        stream = listeners.stream("alice", {"s1"}, {"s1": after}, lambda: False)
+        seqs = [a.seq for m in stream for a in pb.AlertBatch.FromString(m).alerts]
+        assert seqs == sent, after
+    newest = [pb.Alert.FromString(a).seq for a in listeners.recent("s1", 3)]
+    assert newest == [9, 8, 7]
+    assert [pb.Alert.FromString(a).seq for a in listeners.recent("s1", 5)] == [9, 8, 7, 6, 5]
+    catalog.close()
+
+
 def test_lag_is_how_far_the_furthest_behind_stream_is_from_the_commits(tmp_path: Path) -> None:
     """A stream is behind by the alerts committed after the last batch its consumer took:
     the lag grows with each commit while the consumer takes nothing, is 0 once it has
     taken them all, and a closed stream no longer counts."""
-    catalog = Catalog(tmp_path / "c.sqlite", retention=100)
-    row = SubscriptionRow("s1", "alice", "q", "Q", "Q", "Q(x:int)", "", 0, 0, 1, 0)
-    catalog.add_subscriptions([(row, StreamRow("Q", "Q(x:int)", "alice", "s1"))])
+    catalog = _catalog(tmp_path)
     listeners = alerts.Listeners(catalog.path, Counter())
     assert listeners.lag() == (0, 0.0)
 
     def commit(number: int, seqs: range) -> None:
-        payloads = [("s1", seq, "alice", _alert(seq)) for seq in seqs]
-        catalog.commit_batch(number, None, 1, b"", payloads, {"s1": seqs[-1]})
-        listeners.notify(catalog.last_alert_id())
+        row = ("s1", seqs[0], seqs[-1], "alice", _row(seqs))
+        catalog.commit_batch(number, None, 1, b"", [row], {"s1": seqs[-1]})
+        listeners.notify(catalog.last_alert_id(), len(seqs))
 
     def until(condition: Callable[[], bool]) -> None:
         deadline = time.monotonic() + 30
@@ -74,7 +114,7 @@ def test_lag_is_how_far_the_furthest_behind_stream_is_from_the_commits(tmp_path:
     thread = threading.Thread(target=consumer)
     thread.start()
     permits.release()
-    until(lambda: bool(listeners.cursors))  # live from the newest committed alert, id 2
+    until(lambda: bool(listeners.cursors))  # live from the newest committed row, id 1
     commit(2, range(3, 6))
     assert taken.get(timeout=30) == [3, 4, 5]
     behind, seconds = listeners.lag()  # read from the catalog, not yet taken

@@ -5,7 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from cesar.server.front.catalog import Catalog
+from cesar.v1 import cesar_pb2 as pb
 
 
 def _alert_ids(path: Path) -> list[int]:
@@ -18,35 +21,53 @@ def _alert_ids(path: Path) -> list[int]:
 
 def test_an_alert_id_is_never_given_twice(tmp_path: Path) -> None:
     catalog = Catalog(tmp_path / "c.sqlite", retention=10)
-    catalog.commit_batch(1, None, 1, b"", [("a", 1, "o", b"1"), ("b", 1, "o", b"2")], {})
-    catalog.remove_subscription("b")  # the newest alert goes with it
-    catalog.commit_batch(2, None, 1, b"", [("a", 2, "o", b"3")], {})
+    catalog.commit_batch(1, None, 1, b"", [("a", 1, 1, "o", b"1"), ("b", 1, 1, "o", b"2")], {})
+    catalog.remove_subscription("b")  # the newest row goes with it
+    catalog.commit_batch(2, None, 1, b"", [("a", 2, 2, "o", b"3")], {})
     catalog.close()
     assert _alert_ids(tmp_path / "c.sqlite") == [1, 3]
 
 
-def test_a_catalog_whose_alert_ids_could_be_reused_is_upgraded_in_place(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite"
+def _old_catalog(path: Path, autoincrement: str) -> None:
+    """A catalog from before rows of alerts: one alert a row, its payload an Alert."""
+    alert = pb.Alert(subscription="a", seq=1, notice="n1").SerializeToString().hex()
     db = sqlite3.connect(path)
     db.executescript(
-        """
-        CREATE TABLE alerts (id INTEGER PRIMARY KEY, subscription TEXT NOT NULL,
+        f"""
+        CREATE TABLE alerts (id INTEGER PRIMARY KEY {autoincrement}, subscription TEXT NOT NULL,
             seq INTEGER NOT NULL, owner TEXT NOT NULL, payload BLOB NOT NULL);
         CREATE UNIQUE INDEX alerts_by_subscription ON alerts (subscription, seq);
         CREATE INDEX alerts_by_owner ON alerts (owner, id);
-        INSERT INTO alerts VALUES (1, 'a', 1, 'o', x'01'), (2, 'b', 1, 'o', x'02');
+        INSERT INTO alerts VALUES (1, 'a', 1, 'o', x'{alert}'), (2, 'b', 1, 'o', x'02'),
+            (3, 'c', 1, 'o', x'03');
+        DELETE FROM alerts WHERE id = 3;
         """
     )
     db.close()
+
+
+@pytest.mark.parametrize("autoincrement", ["", "AUTOINCREMENT"])
+def test_a_catalog_of_one_alert_a_row_is_upgraded_in_place(
+    tmp_path: Path, autoincrement: str
+) -> None:
+    """Each old alert becomes a row of one framed alert; no id is given twice, neither one
+    the old table handed out (AUTOINCREMENT: id 3, deleted) nor one deleted since."""
+    path = tmp_path / "old.sqlite"
+    _old_catalog(path, autoincrement)
     catalog = Catalog(path, retention=10)
     catalog.remove_subscription("b")
-    catalog.commit_batch(1, None, 1, b"", [("a", 2, "o", b"3")], {})
+    catalog.commit_batch(1, None, 1, b"", [("a", 2, 2, "o", b"3")], {})
     catalog.close()
-    assert _alert_ids(path) == [1, 3]
+    assert _alert_ids(path) == ([1, 3] if not autoincrement else [1, 4])
     db = sqlite3.connect(path)
     indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    ((seq, last, payload),) = db.execute("SELECT seq, last_seq, payload FROM alerts WHERE id = 1")
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     db.close()
     assert {"alerts_by_subscription", "alerts_by_owner"} <= indexes
+    assert "alerts_before" not in tables
+    (alert,) = pb.AlertBatch.FromString(payload).alerts
+    assert (seq, last, alert.subscription, alert.seq, alert.notice) == (1, 1, "a", 1, "n1")
 
 
 def test_a_catalog_from_before_subscribe_keys_gains_the_column_and_keeps_its_rows(

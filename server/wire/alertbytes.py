@@ -1,0 +1,112 @@
+"""Alerts as bytes from the shard to the Listen stream: framed once, never decoded on the way.
+
+A ``cesar.v1.Alert`` is ``subscription`` (field 1), ``seq`` (2), ``event`` (3)
+and ``notice`` (4). Protocol buffers read a message's fields in any order, so
+an alert is written in two parts:
+
+* its *body*, made by the shard: the event (:func:`event_body`) or the notice
+  (:func:`notice_body`) as fields 3 and 4, in the ``ShardAlerts`` of its
+  subscription (``cesar.v1.shard.ApplyResponse``);
+* its *head*, made by the front, which numbers it: the subscription and the
+  seq (:func:`framed`).
+
+The front stores a subscription's alerts of one batch as one catalog row: the
+alerts each *framed* as an element of ``AlertBatch.alerts`` (field 1), one
+after the other, so a Listen stream sends a row's bytes inside an AlertBatch
+as they are. :func:`frames` walks a row's alerts and :func:`after` drops its
+first ones, for a stream resuming inside a row.
+
+>>> from cesar.v1 import cesar_pb2 as pb
+>>> body = event_body(pb.Event(stream="Out", t0=1, t1=2).SerializeToString())
+>>> row = framed(head("s1"), 7, body) + framed(head("s1"), 8, notice_body("too many"))
+>>> batch = pb.AlertBatch.FromString(row)
+>>> [(a.subscription, a.seq, a.event.t1, a.notice) for a in batch.alerts]
+[('s1', 7, 2, ''), ('s1', 8, 0, 'too many')]
+>>> [pb.Alert.FromString(alert).seq for alert in frames(row)]
+[7, 8]
+>>> [a.seq for a in pb.AlertBatch.FromString(after(row, 1)).alerts]
+[8]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+ROW_ALERTS = 1000
+"""At most this many alerts in a stored row (an AlertBatch holds 1 to 1,000 alerts)."""
+
+ROW_BYTES = 1 << 20
+"""At most about this many bytes in a stored row (an AlertBatch holds at most 1 MiB); one
+larger alert is a row of its own."""
+
+
+def varint(value: int) -> bytes:
+    """``value`` (≥ 0) as a protocol-buffers varint.
+
+    >>> varint(1), varint(300)
+    (b'\\x01', b'\\xac\\x02')
+    """
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def event_body(event: bytes) -> bytes:
+    """An alert's body publishing the serialized ``cesar.v1.Event`` ``event`` (field 3)."""
+    return b"\x1a" + varint(len(event)) + event
+
+
+def notice_body(notice: str) -> bytes:
+    """An alert's body carrying ``notice`` (field 4) instead of an event."""
+    text = notice.encode()
+    return b'"' + varint(len(text)) + text
+
+
+def head(subscription: str) -> bytes:
+    """The subscription field every alert of ``subscription`` starts with (field 1)."""
+    name = subscription.encode()
+    return b"\n" + varint(len(name)) + name
+
+
+def framed(subscription_head: bytes, seq: int, body: bytes) -> bytes:
+    """One alert, numbered ``seq``, as an element of ``AlertBatch.alerts``.  O(len(body))."""
+    alert = subscription_head + b"\x10" + varint(seq) + body
+    return b"\n" + varint(len(alert)) + alert
+
+
+def frames(row: bytes) -> Iterator[bytes]:
+    """The serialized alerts of a stored row (each without its frame), in order."""
+    for start, end in _spans(row):
+        yield row[start:end]
+
+
+def after(row: bytes, count: int) -> bytes:
+    """A stored row without its first ``count`` alerts (still framed).  O(count)."""
+    if count <= 0:
+        return row
+    for number, (_, end) in enumerate(_spans(row), 1):
+        if number == count:
+            return row[end:]
+    return b""
+
+
+def _spans(row: bytes) -> Iterator[tuple[int, int]]:
+    """Where each framed alert of ``row`` starts and ends (after its frame's tag and size)."""
+    at, end = 0, len(row)
+    while at < end:
+        at += 1  # the tag of AlertBatch.alerts
+        size = shift = 0
+        while True:
+            byte = row[at]
+            at += 1
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        yield at, at + size
+        at += size
