@@ -52,6 +52,13 @@ def compile_in_parallel(compiler: Any, sources: list[str], *args: Any, **kwargs:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--into", type=Path, help="the folder holding the installed cesar")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path(os.environ.get("CESAR_BUILD_CACHE") or REPOSITORY / "build" / "mypyc"),
+        help="where the C sources and objects are kept (default: build/mypyc, or "
+        "$CESAR_BUILD_CACHE); an unchanged module's object is not compiled again",
+    )
     args = parser.parse_args(argv)
 
     import distutils.ccompiler  # setuptools' copy, under the name its build_ext imports
@@ -63,22 +70,33 @@ def main(argv: list[str] | None = None) -> int:
 
     # The installed cesar, not proto/cesar (this script's folder is first on the path).
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
+    if args.into is not None:
+        sys.path.insert(0, str(args.into))
     import cesar
     from cesar.build import COMPILED, SUFFIX, extension_of, source_of
 
-    root = args.into or Path(cesar.__file__).parent.parent
+    root = Path(cesar.__file__).parent.parent
     package = root / "cesar"
-    work = REPOSITORY / "build" / "mypyc"
+    work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    sources = [str(source_of(module, package)) for module in COMPILED]
+    # Relative to the folder holding cesar: the C mypyc writes (it names each source in its
+    # tracebacks) is then the same wherever cesar is installed, and objects are reused.
+    sources = [str(source_of(module, package).relative_to(root)) for module in COMPILED]
     tick = time.perf_counter()
     here = Path.cwd()
-    os.chdir(work)  # mypyc writes its C under the working folder
+    os.chdir(root)
     try:
         modules = mypycify(
-            ["--config-file", str(REPOSITORY / "pyproject.toml"), *sources],
+            [
+                "--config-file",
+                str(REPOSITORY / "pyproject.toml"),
+                "--cache-dir",
+                str(work / "mypy_cache"),
+                *sources,
+            ],
             opt_level="3",
             multi_file=True,
+            target_dir=str(work / "build"),
         )
         distribution = Distribution({"name": "cesar-compiled", "ext_modules": modules})
         command = distribution.get_command_obj("build_ext")
