@@ -16,12 +16,18 @@ SEQ3 = (
 
 
 def test_calibration_measures_the_lazy_constants_and_keeps_the_thresholds():
+    """Measured, not the defaults: three ratios of timings all exactly 1.0 would be a fluke.
+    On a loaded machine a measurement may have no signal (the DAG's slope at or below 0), and
+    calibrate keeps the defaults then, as it should: a few attempts, each the best of three
+    runs, must give one that measured."""
     base = PlanCosts(heavy=10.0, sweep=8, check=4)
-    measured = calibrate(base, events=150, repeat=1)
-    assert (measured.heavy, measured.sweep, measured.check) == (10.0, 8, 4)
-    for value in (measured.look, measured.chain, measured.recompute):
-        assert BOUNDS[0] <= value <= BOUNDS[1]
-    # Measured, not the defaults: three ratios of timings all exactly 1.0 would be a fluke.
+    for _ in range(4):
+        measured = calibrate(base, events=300, repeat=3)
+        assert (measured.heavy, measured.sweep, measured.check) == (10.0, 8, 4)
+        for value in (measured.look, measured.chain, measured.recompute):
+            assert BOUNDS[0] <= value <= BOUNDS[1]
+        if (measured.look, measured.chain, measured.recompute) != (1.0, 1.0, 1.0):
+            break
     assert (measured.look, measured.chain, measured.recompute) != (1.0, 1.0, 1.0)
 
 
