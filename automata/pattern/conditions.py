@@ -36,7 +36,8 @@ from cesar.automata.terms import (
     conjoin,
 )
 
-_ZERO = Const(0, AttrType.INT)
+ZERO = Const(0, AttrType.INT)
+"""The count an aggregate over a closure has when none of its events had the attribute."""
 
 
 class Conditions:
@@ -111,7 +112,7 @@ class Conditions:
                 return []
             assert ref.attr is not None
             if ref.aggregate is not None:
-                return [Cmp("=", Attr(Scope.EVENT, counted(ref.var, ref.attr).key), _ZERO)]
+                return [Cmp("=", Attr(Scope.EVENT, counted(ref.var, ref.attr).key), ZERO)]
             mine = ref.var == event_var
             if ref.index is Index.CURRENT or (mine and ref.index is Index.ONLY):
                 stream: Term = Attr(Scope.EVENT, UNION_TYPE)

@@ -65,7 +65,7 @@ from collections.abc import Mapping
 
 from cesar.automata.automaton import Automaton, EdgeKind, Node
 from cesar.automata.pattern.ast import AGGREGATES, Index, Ref, Strategy
-from cesar.automata.pattern.conditions import Conditions
+from cesar.automata.pattern.conditions import ZERO, Conditions
 from cesar.automata.pattern.drafts import Binding, Draft, any_of, edges_of
 from cesar.automata.pattern.lookback import ARRIVAL, DEPARTURE, UNION_TYPE, looking_back, unless
 from cesar.automata.pattern.marks import Marks
@@ -282,7 +282,7 @@ class SeqBuilder:
                 lacking = self.conditions.lacking(var, ref.attr)
                 if lacking:  # the event must have it; the first that has it wins
                     lacks = self.conditions.of_stream(lacking)
-                    none = Cmp("=", Attr(Scope.LEFT, counted(var, ref.attr).key), _ZERO)
+                    none = Cmp("=", Attr(Scope.LEFT, counted(var, ref.attr).key), ZERO)
                     beats = conjoin(Not(lacks), Or((none, beats)))
                 options = [(beats, event), (Not(beats), left)]
             variants = [
@@ -502,8 +502,6 @@ SPOILED = "@spoiled"
 
 _MOVES = (EdgeKind.FORWARD, EdgeKind.REBIND)
 """The kinds of edge that move a run (a FILTER edge lets in the events that fire them)."""
-
-_ZERO = Const(0, AttrType.INT)
 
 
 def _spoiled(var: str) -> Ref:

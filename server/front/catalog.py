@@ -44,7 +44,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cesar.server.wire.alertbytes import varint
+from cesar.server.wire.alertbytes import frame
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS streams (
@@ -214,7 +214,7 @@ class Catalog:
             return
         if "last_seq" in found[0]:
             return
-        self.db.create_function("framed", 1, _framed, deterministic=True)
+        self.db.create_function("framed", 1, frame, deterministic=True)
         with _transaction(self.db):
             self.db.execute("ALTER TABLE alerts RENAME TO alerts_before")
             self.db.execute("DROP INDEX alerts_by_subscription")
@@ -498,8 +498,3 @@ class _transaction:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _framed(payload: bytes) -> bytes:
-    """An alert stored alone (a catalog from before rows) as a row's one framed alert."""
-    return b"\n" + varint(len(payload)) + payload

@@ -58,25 +58,32 @@ def varint(value: int) -> bytes:
 
 def event_body(event: bytes) -> bytes:
     """An alert's body publishing the serialized ``cesar.v1.Event`` ``event`` (field 3)."""
-    return b"\x1a" + varint(len(event)) + event
+    return _field(b"\x1a", event)
 
 
 def notice_body(notice: str) -> bytes:
     """An alert's body carrying ``notice`` (field 4) instead of an event."""
-    text = notice.encode()
-    return b'"' + varint(len(text)) + text
+    return _field(b'"', notice.encode())
 
 
 def head(subscription: str) -> bytes:
     """The subscription field every alert of ``subscription`` starts with (field 1)."""
-    name = subscription.encode()
-    return b"\n" + varint(len(name)) + name
+    return _field(b"\n", subscription.encode())
 
 
 def framed(subscription_head: bytes, seq: int, body: bytes) -> bytes:
     """One alert, numbered ``seq``, as an element of ``AlertBatch.alerts``.  O(len(body))."""
-    alert = subscription_head + b"\x10" + varint(seq) + body
-    return b"\n" + varint(len(alert)) + alert
+    return frame(subscription_head + b"\x10" + varint(seq) + body)
+
+
+def frame(alert: bytes) -> bytes:
+    """The serialized Alert ``alert`` as an element of ``AlertBatch.alerts`` (field 1)."""
+    return _field(b"\n", alert)
+
+
+def _field(tag: bytes, data: bytes) -> bytes:
+    """A length-delimited field: its ``tag`` byte, the length of ``data``, then ``data``."""
+    return tag + varint(len(data)) + data
 
 
 def frames(row: bytes) -> Iterator[bytes]:
