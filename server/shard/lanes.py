@@ -118,15 +118,15 @@ def emit(
             if shared is None:
                 shared = to_event(event)
             shared.stream = stream
-            body = event_body(shared.SerializeToString())
-            total = sizes.get(subscription, 0) + len(body)
+            data = shared.SerializeToString()
+            total = sizes.get(subscription, 0) + len(data)
             if (count_limit is not None and count > count_limit) or (
                 byte_limit is not None and total > byte_limit
             ):
                 dropped[subscription] = 1
                 continue
             sizes[subscription] = total
-            out.add(subscription, body)
+            out.add(subscription, event_body(data))
     for subscription in made:
         if lane.settle(subscription, subscription in dropped):
             notice = (
