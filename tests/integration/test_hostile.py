@@ -96,6 +96,12 @@ def test_a_batch_with_a_bad_item_installs_the_good_ones_only(tmp_path: Path) -> 
         resume = pb.ListenRequest(after_seq={s.id: 0 for s in listed(conn)})
         got = collect(conn, 2 * sum(want.values()), resume)
         assert {a.event.stream for a in got} == {"Good", "AlsoGood"}
+        good = next(s for s in listed(conn) if s.stream == "Good")
+        made = sum(want.values())  # one published batch: a stored row of alerts (or a few)
+        for after in (1, made // 2, made - 1):  # a resume inside a row skips its first alerts
+            request = pb.ListenRequest(after_seq={good.id: after})
+            resumed = [a.seq for a in collect(conn, made - after, request)]
+            assert resumed == list(range(after + 1, made + 1)), after
         code, _ = status_of(
             conn.stub.Unsubscribe, pb.UnsubscribeRequest(id="s9"), metadata=conn.metadata
         )
