@@ -50,29 +50,30 @@ True
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from cesar.automata.schema import Event
 from cesar.server.engine.clocks import StreamGroups
-from cesar.server.front.pieces import Row, event_of, lane_table
+from cesar.server.front.pieces import Rows, events_in, lane_table
 from cesar.server.wire.arrowevents import encode as encode_arrow
 from cesar.server.wire.convert import to_event
 from cesar.v1 import shard_pb2
 
 
 class Pending(NamedTuple):
-    """An event waiting for its epoch to close on one shard, ordered by (t1, arrival)."""
+    """An event (or a block of rows of one ``t1``) waiting for its epoch to close on one
+    shard, ordered by (t1, arrival)."""
 
     t1: int
     tick: int
     routed: bool
     lane: str
-    event: Event | Row
+    event: Event | Rows
 
 
-Arrival = tuple[Event | Row, Sequence[tuple[int, str]]]
-"""An accepted event (or a row of a routed piece) and the (shard, lane) pairs it goes to."""
+Arrival = tuple[Event | Rows, Sequence[tuple[int, str]]]
+"""An accepted event, or a block of a batch's rows, and the (shard, lane) pairs it goes to."""
 
 
 class EpochGate:
@@ -111,8 +112,12 @@ class EpochGate:
         return sum(self.waiting(shard) for shard in range(len(self.pending)))
 
     def waiting(self, shard: int) -> int:
-        """The number of events waiting for ``shard`` in open epochs."""
-        return sum(len(group) for group in self.pending[shard].values())
+        """The number of events waiting for ``shard`` in open epochs.  O(items waiting)."""
+        return sum(
+            1 if isinstance(p.event, Event) else len(p.event.positions)
+            for group in self.pending[shard].values()
+            for p in group
+        )
 
     def settled(self, t1: int, stream: str, shard: int | None) -> int | None:
         """None if an event of ``stream`` at ``t1`` may still join its epoch; else how far.
@@ -284,14 +289,17 @@ class EpochGate:
         return split
 
     def to_data(self) -> dict[str, Any]:
-        """The gate as plain data (for a checkpoint); :meth:`restore` reads it back."""
+        """The gate as plain data (for a checkpoint); :meth:`restore` reads it back.
+
+        A block of rows is saved as its events, one entry each with the block's tick.
+        """
         return {
             "pending": [
                 {
                     group: [
                         (p.t1, p.tick, p.routed, p.lane, (e.stream, e.t0, e.t1, e.values))
                         for p in waiting
-                        for e in (event_of(p.event),)
+                        for e in events_in(p.event)
                     ]
                     for group, waiting in pending.items()
                 }
@@ -308,19 +316,28 @@ class EpochGate:
     def restore(self, data: dict[str, Any]) -> None:
         """Take the state :meth:`to_data` saved (of a gate with as many shards).
 
-        Groups may have merged since: what is kept per group is re-keyed at the next call.
+        The events of a saved block shared its tick: every pending event gets a tick of its
+        own again, numbered in the saved order ((tick, place in its block), the same on every
+        shard), and new arrivals count on from the last.  Groups may have merged since: what is kept
+        per group is re-keyed at the next call.
         """
+        keyed = [
+            {group: list(_keyed(waiting)) for group, waiting in pending.items()}
+            for pending in data["pending"]
+        ]
+        order = sorted({e[1] for pending in keyed for waiting in pending.values() for e in waiting})
+        number = {key: n for n, key in enumerate(order, start=1)}
         self.pending = [
             {
                 group: [
-                    Pending(t1, tick, routed, lane, Event(*event))
-                    for t1, tick, routed, lane, event in waiting
+                    Pending(t1, number[key], routed, lane, Event(*event))
+                    for t1, key, routed, lane, event in waiting
                 ]
                 for group, waiting in pending.items()
             }
-            for pending in data["pending"]
+            for pending in keyed
         ]
-        self.ticks = data["ticks"]
+        self.ticks = len(order)
         self.applied = data["applied"]
         self.group_applied = data["group_applied"]
         self.horizon = data["horizon"]
@@ -344,6 +361,18 @@ class EpochGate:
                 assert applied is None or item.t1 > applied, f"shard {k}: {item.t1} was settled"
                 assert closed is None or item.t1 > closed, f"shard {k}: {item.t1} is closed"
                 assert item.tick <= self.ticks
+
+
+def _keyed(
+    waiting: list[tuple[int, int, bool, str, Any]],
+) -> Iterator[tuple[int, tuple[int, int], bool, str, Any]]:
+    """Saved entries of one group with (tick, place among the entries of that tick) in the
+    place of their tick: the events of a saved block follow each other under one tick."""
+    previous, place = None, 0
+    for t1, tick, routed, lane, event in waiting:
+        place = place + 1 if tick == previous else 0
+        previous = tick
+        yield t1, (tick, place), routed, lane, event
 
 
 APPLY_BYTES = 32 << 20
@@ -390,11 +419,11 @@ def apply_requests(
 def _lane_message(lane: str, items: list[Pending]) -> shard_pb2.LaneEvents:
     """A lane's items as one Arrow table when all are rows of routed pieces, else as events."""
     message = shard_pb2.LaneEvents(lane=lane)
-    rows = [item.event for item in items if isinstance(item.event, Row)]
+    rows = [item.event for item in items if isinstance(item.event, Rows)]
     if len(rows) == len(items):
         message.arrow = encode_arrow(lane_table(rows))
     else:
-        message.events.extend(to_event(event_of(item.event)) for item in items)
+        message.events.extend(to_event(e) for item in items for e in events_in(item.event))
     return message
 
 
@@ -415,10 +444,10 @@ def _parts(items: list[Pending], limit: int) -> list[list[Pending]]:
     return parts
 
 
-def _estimate(item: Event | Row) -> int:
-    """About the bytes an event or a routed row takes on the wire."""
-    if isinstance(item, Row):
-        return int(item.table.nbytes) // max(1, int(item.table.num_rows))
+def _estimate(item: Event | Rows) -> int:
+    """About the bytes an event or a block of rows takes on the wire."""
+    if isinstance(item, Rows):
+        return int(item.table.nbytes) * len(item.positions) // max(1, int(item.table.num_rows))
     size = 24
     for name, value in item.values:
         size += len(name) + (len(value) if isinstance(value, str) else 9)

@@ -54,8 +54,8 @@ from cesar.server.front.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from cesar.server.front.pieces import blocks, front_destinations
 from cesar.server.front.pieces import destinations as piece_destinations
-from cesar.server.front.pieces import front_destinations, rows_of
 from cesar.server.front.registry import Live, Registry
 from cesar.server.front.startup import load
 from cesar.server.front.stats import everything, seen_by
@@ -435,7 +435,7 @@ class Front:
                 logged.shard, logged.shards = shard, request.shards or shards
             self.batches += 1
             number = response.batch = self.batches
-            response.accepted = len(arrivals)
+            response.accepted = table.num_rows
             payload = logged.SerializeToString()
             counts = pc.value_counts(table.column("stream"))  # one Arrow pass, not a row each
             arrived = Counter(dict(zip(*(c.to_pylist() for c in counts.flatten()), strict=True)))
@@ -477,14 +477,15 @@ class Front:
         return [(event, self.registry.destinations(event, shard)) for event in accepted]
 
     def table_arrivals(self, table: pa.Table, shard: int | None) -> list[Arrival]:
-        """A batch's accepted rows with the (shard, lane) pairs each goes to: the front's own
-        routing (``shard`` None), or the lanes of the shard the feed routed them to."""
+        """A batch's accepted rows in blocks, each with the (shard, lane) it goes to: the
+        front's own routing (``shard`` None), or the lanes of the shard the feed routed them
+        to (:func:`~cesar.server.front.pieces.blocks`)."""
         if shard is None:
             registry = self.registry
-            lanes = front_destinations(table, registry.routing, registry.interested)
+            routes = front_destinations(table, registry.routing, registry.interested)
         else:
-            lanes = piece_destinations(table, self.registry.routing, shard)
-        return list(zip(rows_of(table), lanes, strict=True))
+            routes = piece_destinations(table, self.registry.routing, shard)
+        return [(rows, pairs) for rows, pairs in blocks(table, routes)]
 
     def advance(
         self, arrivals: list[Arrival], watermark: int | None, shard: int | None

@@ -4,18 +4,22 @@ Events of three streams; a rule joins clock groups as a subscription reading
 streams together would.  Each shard must see every stream's epochs once and in
 increasing ``t1``, and, within a clock group, the events accepted after its
 last join in ``t1`` order after everything the group released before them.
-A restart rule replaces the gate by one restored from its checkpoint data.
+A batch goes as events or, as a table's rows do, in blocks of one stream and one t1 per
+destination.  A restart rule replaces the gate by one restored from its checkpoint data.
 """
 
 from collections import Counter
 
+import numpy as np
+import pyarrow as pa
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from cesar.automata.schema import Event
 from cesar.server.engine.clocks import StreamGroups
-from cesar.server.front.epochs import EpochGate
+from cesar.server.front.epochs import Arrival, EpochGate
+from cesar.server.front.pieces import blocks, events_in
 from cesar.server.host import snapshots
 
 SHARDS = 3
@@ -42,9 +46,12 @@ class EpochGateMachine(RuleBasedStateMachine):
         self.got: list[Counter[tuple[int, int]]] = [Counter() for _ in range(SHARDS)]
         self.last: list[dict[str, int]] = [{} for _ in range(SHARDS)]
 
-    def _accept(self, batch: Batch, watermark: int | None, shard: int | None) -> set[str]:
-        """Pass ``batch`` on as the front would; the streams of its accepted events."""
-        arrivals = []
+    def _accept(
+        self, batch: Batch, watermark: int | None, shard: int | None, rows: bool = False
+    ) -> set[str]:
+        """Pass ``batch`` on as the front would (``rows``: as a table's rows, in blocks); the
+        streams of its accepted events."""
+        accepted = []
         for t1, targets, stream in sorted(batch, key=lambda item: item[0]):
             if self.gate.settled(t1, stream, shard) is not None:
                 continue  # the front rejects it as late
@@ -53,25 +60,26 @@ class EpochGateMachine(RuleBasedStateMachine):
             pairs = [(k, "global") for k in targets if shard is None or k == shard]
             for k, _ in pairs:
                 self.sent[k][(t1, self.serial)] += 1
-            arrivals.append((event, pairs))
+            accepted.append((event, pairs))
+        arrivals: list[Arrival] = _blocks(accepted) if rows else list(accepted)
         for k, ready in enumerate(self.gate.advance(arrivals, watermark, shard)):
             epochs = [item.t1 for item in ready]
             assert epochs == sorted(epochs), "released out of order"
             last = self.last[k]
+            events = [event for item in ready for event in events_in(item.event)]
             for stream in STREAMS:
-                mine = [item.t1 for item in ready if item.event.stream == stream]
+                mine = [event.t1 for event in events if event.stream == stream]
                 if mine:
                     seen = last.get(stream)
                     assert seen is None or mine[0] > seen, f"shard {k} saw {stream}@{mine[0]} again"
-            for item in ready:
-                n = dict(item.event.values)["n"]
+            for event in events:
+                n = dict(event.values)["n"]
                 if n > self.joined_at:
-                    stream = item.event.stream
-                    before = [t for s, t in last.items() if self.groups.same(s, stream)]
-                    assert not before or item.t1 >= max(before), "a clock group went back in time"
-                last[item.event.stream] = item.t1
-                self.got[k][(item.t1, n)] += 1
-        return {event.stream for event, _ in arrivals}
+                    before = [t for s, t in last.items() if self.groups.same(s, event.stream)]
+                    assert not before or event.t1 >= max(before), "a clock group went back in time"
+                last[event.stream] = event.t1
+                self.got[k][(event.t1, n)] += 1
+        return {event.stream for event, _ in accepted}
 
     @invariant()
     def the_bounds_say_what_settled_says_of_every_t1(self) -> None:
@@ -91,9 +99,9 @@ class EpochGateMachine(RuleBasedStateMachine):
                     want = bound if bound is not None and t1 <= bound else None
                     assert self.gate.settled(t1, stream, k) == want
 
-    @rule(batch=batches)
-    def publish(self, batch: Batch) -> None:
-        self._accept(batch, None, None)
+    @rule(batch=batches, rows=st.booleans())
+    def publish(self, batch: Batch, rows: bool) -> None:
+        self._accept(batch, None, None, rows)
 
     @rule(batch=batches.filter(bool), watermark=st.integers(0, 20))
     def publish_closing(self, batch: Batch, watermark: int) -> None:
@@ -113,9 +121,14 @@ class EpochGateMachine(RuleBasedStateMachine):
                 after = [self.gate.settled(t, stream, None) for t in range(22)]
                 assert after == before[stream], f"{stream} was closed by another group's mark"
 
-    @rule(shard=st.integers(0, SHARDS - 1), batch=batches, watermark=st.none() | st.integers(0, 20))
-    def routed(self, shard: int, batch: Batch, watermark: int | None) -> None:
-        self._accept(batch, watermark, shard)
+    @rule(
+        shard=st.integers(0, SHARDS - 1),
+        batch=batches,
+        watermark=st.none() | st.integers(0, 20),
+        rows=st.booleans(),
+    )
+    def routed(self, shard: int, batch: Batch, watermark: int | None, rows: bool) -> None:
+        self._accept(batch, watermark, shard, rows)
 
     @rule(watermark=st.integers(0, 20))
     def watermark(self, watermark: int) -> None:
@@ -139,9 +152,10 @@ class EpochGateMachine(RuleBasedStateMachine):
         self.gate.check_valid()
         for k in range(SHARDS):
             pending = Counter(
-                (p.t1, dict(p.event.values)["n"])
+                (p.t1, dict(e.values)["n"])
                 for waiting in self.gate.pending[k].values()
                 for p in waiting
+                for e in events_in(p.event)
             )
             assert self.got[k] + pending == self.sent[k], f"shard {k} lost or duplicated events"
 
@@ -150,6 +164,28 @@ class EpochGateMachine(RuleBasedStateMachine):
         for k in range(SHARDS):
             self._accept([], 10**6, k)
         assert self.got == self.sent and self.gate.pending_events() == 0
+
+
+def _blocks(accepted: list[tuple[Event, list[tuple[int, str]]]]) -> list[Arrival]:
+    """Accepted events (in t1 order) as one table's rows, in blocks per destination."""
+    table = pa.table(
+        {
+            "stream": [e.stream for e, _ in accepted],
+            "t0": [e.t0 for e, _ in accepted],
+            "t1": [e.t1 for e, _ in accepted],
+            **{
+                f"{s}/n": pa.array(
+                    [e.attrs()["n"] if e.stream == s else None for e, _ in accepted], pa.int64()
+                )
+                for s in STREAMS
+            },
+        }
+    )
+    routes: dict[tuple[int, str], list[int]] = {}
+    for i, (_, pairs) in enumerate(accepted):
+        for pair in pairs:
+            routes.setdefault(pair, []).append(i)
+    return list(blocks(table, {p: np.array(rows, np.int64) for p, rows in routes.items()}))
 
 
 TestEpochGate = EpochGateMachine.TestCase
@@ -162,8 +198,8 @@ def test_an_epoch_straddling_two_units_leaves_whole_after_one_units_watermark() 
     (routed, so only a watermark for it closes it). The gate stays valid meanwhile."""
     machine = EpochGateMachine()
     machine.join(streams={"S", "U", "T"})
-    machine.publish(batch=[(0, [0], "S")])
-    machine.routed(batch=[(0, [0], "U")], shard=0, watermark=None)
+    machine.publish(batch=[(0, [0], "S")], rows=False)
+    machine.routed(batch=[(0, [0], "U")], shard=0, watermark=None, rows=True)
     machine.publish_closing(batch=[(0, [], "S")], watermark=1)
     machine.valid()
     assert machine.got[0] == {}  # neither part left alone
