@@ -9,9 +9,11 @@ STOCK := Stock(Name:string,Price:float,Volume:int)[min]
 # files under the package names cesar.* (build/__editable__.*), which mypy can read. The tree
 # holds the files that existed when it was made, so it is made again when the list of files
 # (build/files.txt, rewritten only when it changes) or pyproject.toml does; the build backend
-# (proto/build_backend.py) generates cesar.v1 from the .proto files at each install.
+# (proto/build_backend.py) generates cesar.v1 from the .proto files at each install. A new
+# benchmark result (perf/results) is not a module: it does not count (a new tree has no
+# compiled modules until `make setup` builds them again, so it must not come for nothing).
 $(shell mkdir -p build && git ls-files -co --exclude-standard -- automata index server perf \
-    examples proto | sort > build/files.new && \
+    examples proto ':!perf/results' | sort > build/files.new && \
     (cmp -s build/files.new build/files.txt || mv build/files.new build/files.txt))
 
 # cesar's own modules are byte-compiled once here: with PYTHONDONTWRITEBYTECODE set (as on this

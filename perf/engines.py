@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from cesar.automata.evaluate import Faults
 from cesar.automata.runtime import Runner
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import QUERIES, STOCKS_SAMPLE
+from cesar.perf.report import machine
 from cesar.server.engine.workload import Workload
 from cesar.server.wire.eventfile import read_events
 
@@ -98,8 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reference, automaton = records
     agree = reference.output_digest == automaton.output_digest
     summary = {
-        "machine": f"{platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}",
+        "machine": machine(),
         "queries": [Path(q).name for q in queries],
         "speedup_automaton_over_reference": round(reference.seconds / automaton.seconds, 2),
         "outputs_agree": agree,

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import tempfile
 import threading
@@ -45,7 +43,7 @@ from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
 from cesar.perf.acksink import AckSink
 from cesar.perf.quotes import minute_events
-from cesar.perf.report import print_report
+from cesar.perf.report import machine, print_report
 from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
@@ -281,8 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = session("local[2]", "cesar-feedbench")
     summary: dict[str, Any] = {
         "date": datetime.now().isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
+        "machine": machine(),
         "events": len(events),
         "queries": [name for name, _ in queries()],
         "alerts_cesar_run": len(outputs),

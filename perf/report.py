@@ -15,14 +15,19 @@ from typing import Any
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.schema import Event, StreamSchema
+from cesar.build import describe
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.matches import expand
 from cesar.server.engine.workload import ENGINE_MODES
 
 
 def machine() -> str:
-    """Host name, architecture and cores of this machine."""
-    return f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores"
+    """Host name, architecture, cores, Python, and the build of cesar this process runs
+    (compiled or pure, and why: a figure of the pure engine is not the compiled one's)."""
+    return (
+        f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"{platform.python_implementation()} {platform.python_version()}, cesar {describe()}"
+    )
 
 
 def now() -> str:

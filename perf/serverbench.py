@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import random
 import statistics
 import tempfile
@@ -37,6 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cesar.automata.schema import Event, Value, parse_stream_spec
+from cesar.perf.report import machine
 from cesar.perf.serverproc import STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.wire.client import Connection, arrow_requests
@@ -222,8 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     alerts = {r.alerts for r in records} | {engine["alerts"]}
     summary: dict[str, object] = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}",
+        "machine": machine(),
         "alerts_agree": len(alerts) == 1,
         "in_process": engine,
         "records": [asdict(r) for r in records],

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cesar.perf.loadwork import Workload
+from cesar.perf.report import machine
 from cesar.perf.serverproc import Server
 from cesar.server.wire.client import Connection
 from cesar.v1 import cesar_pb2 as pb
@@ -96,8 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     record = run(args.shards, preload, measure, args.batch, args.seed)
     summary = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}",
+        "machine": machine(),
         **record,
     }
     print(json.dumps(summary), flush=True)

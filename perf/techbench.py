@@ -42,7 +42,6 @@ import argparse
 import gc
 import hashlib
 import json
-import platform
 import random
 import resource
 import statistics
@@ -56,6 +55,7 @@ from cesar.automata.compiler import compile_query
 from cesar.automata.construct import build_automata
 from cesar.automata.schema import AttrType, Event, StreamSchema
 from cesar.automata.terms import TRUE, And, Arith, Attr, Cmp, Const, Dur, Pred, Scope, Term
+from cesar.perf.report import machine
 from cesar.server.engine.engine import Engine, EngineOptions
 from cesar.server.engine.workload import ENGINE_MODES
 from cesar.server.front import limits
@@ -404,8 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     summary = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}",
+        "machine": machine(),
         "parameters": asdict(params),
         "seed": args.seed,
         "subscribe_cel_ms_p50": cel_subscribe_ms(20 if args.smoke else 200, args.seed),
