@@ -28,8 +28,10 @@ other clients' epochs are untouched.
 The charge is deterministic: the same epochs in the same order on the same state cut at the
 same step, whatever the machine does, and a restart that replays the log cuts alike (the
 episodes are saved in snapshots).  Steps are added up per (space, members) pair as they come
-and spread over the subscriptions every :data:`CHECK_EVERY` steps, so a shared instance costs
-one dictionary update per step however many subscriptions share it.
+and spread over the subscriptions every :data:`CHECK_EVERY` steps once one of them (or a
+client, or the engine) could be past its budget, so a shared instance costs one dictionary
+update per step however many subscriptions share it, and its members are counted out only in
+an epoch that comes near a budget.
 
 >>> work = Work(limit=3, owners=lambda: {(0, 0): "s1", (0, 1): "s2"})
 >>> for _ in range(4):
@@ -83,6 +85,13 @@ class Work:
         self.pending: Counter[tuple[int, int]] = Counter()
         """Steps per (space, members) not yet spread over subscriptions."""
         self.unchecked = 0
+        self.unspread = 0
+        """Steps charged since the last spread (each once): how far any subscription's or
+        client's spending may have grown since."""
+        self.most = 0
+        """The most steps any subscription spent in this epoch (as of the last spread)."""
+        self.most_account = 0
+        """The most steps any client spent in this epoch (as of the last spread)."""
         self.spent: Counter[str] = Counter()
         """Steps per subscription in this epoch (as of the last spread)."""
         self.cut: dict[int, int] = {}
@@ -127,20 +136,37 @@ class Work:
         :data:`CHECK_EVERY` steps, O(distinct members charged × their slots)."""
         self.pending[space, members] += steps
         self.unchecked += steps
+        self.unspread += steps
         self.done += steps
         if self.unchecked >= CHECK_EVERY:
             self.check()
 
     def check(self) -> None:
-        """Spread the pending charges over subscriptions (and their clients); cut those past
-        their limit, then the heavy members of each pool past its budget (:meth:`_share`)."""
+        """:meth:`spread` the pending charges if some subscription, client or the engine could
+        be past its budget.
+
+        While none can be (the most any subscription or client spent at the last spread, plus
+        every step charged since, is within the smallest budget, and the engine within its
+        lane), the charges wait, added up per (space, members): a spread costs the slots of
+        every members set, and a set shared by thousands of subscriptions is not counted out
+        at all in an epoch that stays within every budget.  The cuts are the same: only a
+        spread that could cut no one is left out.
+        """
         self.unchecked = 0
         if not self.charging or not self.pending:
             self.pending.clear()
             return
+        if not self._within():
+            self.spread()
+
+    def spread(self) -> None:
+        """Spread every pending charge over its subscriptions (and their clients) now; cut
+        those past their limit, then the heavy members of each pool past its budget.
+        O(distinct members charged × their slots)."""
         owners, spent, limit, accounts = self.owners(), self.spent, self.limit, self.accounts
         by_account = self.by_account
         over = []
+        most = self.most
         for (space, members), steps in self.pending.items():
             clients = set()
             for slot in slots_of(members):
@@ -148,13 +174,17 @@ class Work:
                 if subscription is None:
                     continue
                 spent[subscription] += steps
+                most = max(most, spent[subscription])
                 if limit is not None and spent[subscription] > limit:
                     over.append(subscription)
                 clients.add(accounts.get(subscription))
             for client in clients:
                 if client is not None:
                     by_account[client] += steps
+                    self.most_account = max(self.most_account, by_account[client])
+        self.most = most
         self.pending.clear()
+        self.unspread = 0
         for subscription in over:
             if subscription not in self.cut_now:
                 self._cut(subscription, f"more than {limit} steps (max_steps_per_epoch)")
@@ -172,6 +202,15 @@ class Work:
                 self.lane,
                 f"the engine took more than {self.lane} (max_engine_steps_per_epoch)",
             )
+
+    def _within(self) -> bool:
+        """Whether no subscription or client can be past its budget, nor the engine past its
+        lane, with the steps charged since the last spread.  O(clients with a budget)."""
+        if self.limit is not None and self.most + self.unspread > self.limit:
+            return False
+        if self.budgets and self.most_account + self.unspread > min(self.budgets.values()):
+            return False
+        return self.lane is None or self.done <= self.lane
 
     def _share(self, members: list[str], budget: int, why: str) -> None:
         """A pool past its ``budget``: cut each of its ``members`` that spent its share or
@@ -205,7 +244,7 @@ class Work:
         self.spent.clear()
         self.by_account.clear()
         self.cut.clear()
-        self.unchecked = self.done = 0
+        self.unchecked = self.unspread = self.done = self.most = self.most_account = 0
         notices = []
         for subscription, why in sorted(self.cut_now.items()):
             if subscription not in self.episodes:
@@ -251,6 +290,7 @@ class Work:
         """Assert: between epochs nothing is pending or cut; episodes name live subscriptions
         and count fewer than :data:`CALM_EPOCHS` calm epochs."""
         assert not self.pending and not self.unchecked and not self.cut and not self.by_account
+        assert not self.unspread and not self.most and not self.most_account
         assert set(self.accounts) <= subscriptions, set(self.accounts) - subscriptions
         assert self.members == Counter(self.accounts.values())
         assert self.budgets.keys() == self.members.keys()
