@@ -166,7 +166,7 @@ class Work:
         owners, spent, limit, accounts = self.owners(), self.spent, self.limit, self.accounts
         by_account = self.by_account
         over = []
-        most = self.most
+        most, most_account = self.most, self.most_account
         for (space, members), steps in self.pending.items():
             clients = set()
             for slot in slots_of(members):
@@ -181,8 +181,8 @@ class Work:
             for client in clients:
                 if client is not None:
                     by_account[client] += steps
-                    self.most_account = max(self.most_account, by_account[client])
-        self.most = most
+                    most_account = max(most_account, by_account[client])
+        self.most, self.most_account = most, most_account
         self.pending.clear()
         self.unspread = 0
         for subscription in over:

@@ -83,13 +83,6 @@ class Admission:
         """Note an accepted (or replayed) event's time: its stream's newest ``t1``."""
         self.newest[stream] = max(self.newest.get(stream, t1), t1)
 
-    def saw_table(self, table: pa.Table) -> None:
-        """:meth:`saw` for every row of ``table`` (replayed): one Arrow pass."""
-        newest = table.group_by("stream").aggregate([("t1", "max")])
-        streams, t1s = newest.column("stream").to_pylist(), newest.column("t1_max").to_pylist()
-        for stream, t1 in zip(streams, t1s, strict=True):
-            self.saw(stream, t1)
-
     def accept(
         self, request: pb.PublishRequest, checked: Checked, shard: int | None
     ) -> tuple[pb.PublishResponse, pa.Table, Refused]:

@@ -318,8 +318,8 @@ class EpochGate:
 
         The events of a saved block shared its tick: every pending event gets a tick of its
         own again, numbered in the saved order ((tick, place in its block), the same on every
-        shard), and new arrivals count on from the last.  Groups may have merged since: what is kept
-        per group is re-keyed at the next call.
+        shard), and new arrivals count on from the last.  Groups may have merged since: what
+        is kept per group is re-keyed at the next call.
         """
         keyed = [
             {group: list(_keyed(waiting)) for group, waiting in pending.items()}

@@ -476,7 +476,7 @@ class Front:
         """The accepted events with the (shard, lane) pairs each goes to."""
         return [(event, self.registry.destinations(event, shard)) for event in accepted]
 
-    def table_arrivals(self, table: pa.Table, shard: int | None) -> list[Arrival]:
+    def table_arrivals(self, table: pa.Table, shard: int | None) -> Sequence[Arrival]:
         """A batch's accepted rows in blocks, each with the (shard, lane) it goes to: the
         front's own routing (``shard`` None), or the lanes of the shard the feed routed them
         to (:func:`~cesar.server.front.pieces.blocks`)."""
@@ -485,10 +485,10 @@ class Front:
             routes = front_destinations(table, registry.routing, registry.interested)
         else:
             routes = piece_destinations(table, self.registry.routing, shard)
-        return [(rows, pairs) for rows, pairs in blocks(table, routes)]
+        return blocks(table, routes)
 
     def advance(
-        self, arrivals: list[Arrival], watermark: int | None, shard: int | None
+        self, arrivals: Sequence[Arrival], watermark: int | None, shard: int | None
     ) -> Applying:
         """Pass ``arrivals`` (in (t1, arrival) order) through the epoch gate; send the shards
         the epochs now ready (their alerts: the result).

@@ -184,12 +184,9 @@ def replay(front: Front, number: int, payload: bytes) -> None:
             f"start the server with --shards {batch.shards}"
         )
     if batch.arrow_events:  # logged as accepted, in (t1, arrival) order
-        table = read_arrow(batch.arrow_events)
-        front.admission.saw_table(table)
-        arrivals = front.table_arrivals(table, shard)
+        arrivals = front.table_arrivals(read_arrow(batch.arrow_events), shard)
     else:  # a batch a front before columns logged as protobuf events
-        events = [trusted_event(e) for e in batch.events]
-        for event in events:
-            front.admission.saw(event.stream, event.t1)
-        arrivals = front.arrivals(events, shard)
+        arrivals = front.arrivals([trusted_event(e) for e in batch.events], shard)
+    for item, _ in arrivals:  # every accepted row is in a block, those going nowhere too
+        front.admission.saw(item.stream, item.t1)
     front.advance(arrivals, batch.watermark or None, shard).result()
