@@ -300,7 +300,7 @@ class Engine:
         file them eagerly (their slots may no longer bound DUR alike).
         """
         program, state = self.program, self.state
-        self.work.forget_owners()
+        self.work.forget_owners(change.left)
         self.steppers.forget(change.deleted)
         if state.stepped:
             self.settle({n for n in change.rebound if n in state.live})

@@ -64,7 +64,8 @@ class Change:
     """What a subscribe or unsubscribe asks of the run state.
 
     ``deleted``: nodes gone (their instances go); ``freed``: per surviving
-    node the slots that left (bitmask; they leave its instances);
+    node the slots that left (bitmask; they leave its instances); ``left``: the
+    (space, slot) pairs that left;
     ``rebound``: nodes whose DUR bound became finite or changed (their
     deadlines are queued again); ``refiltered``: nodes whose FILTER edge's
     groups or their static atoms changed (an active one is indexed again).
@@ -72,6 +73,7 @@ class Change:
 
     deleted: list[int] = field(default_factory=list)
     freed: dict[int, int] = field(default_factory=dict)
+    left: list[tuple[int, int]] = field(default_factory=list)
     rebound: set[int] = field(default_factory=set)
     refiltered: set[int] = field(default_factory=set)
 
@@ -262,6 +264,7 @@ class QueryProgram:
         automata = zip(record.footprints, record.streams, record.slots, record.reads, strict=True)
         for footprint, stream, slot, reads in reversed(list(automata)):
             bit = 1 << slot
+            change.left.append((footprint.space, slot))
             for edge_id in footprint.edges:
                 compiled = self.edges[edge_id]
                 self._index(compiled, compiled.params.remove(slot), change)

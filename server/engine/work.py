@@ -47,7 +47,7 @@ an epoch that comes near a budget.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from cesar.index.masks import slots_of
 
@@ -94,6 +94,10 @@ class Work:
         """The most steps any client spent in this epoch (as of the last spread)."""
         self.spent: Counter[str] = Counter()
         """Steps per subscription in this epoch (as of the last spread)."""
+        self.last_spent: Counter[str] = Counter()
+        self.last_pending: Counter[tuple[int, int]] = Counter()
+        """The latest finished epoch's ``spent`` and the charges it left unspread
+        (:meth:`steps_of`)."""
         self.cut: dict[int, int] = {}
         """Per space, the slots cut for the rest of this epoch."""
         self.cut_now: dict[str, str] = {}
@@ -109,9 +113,22 @@ class Work:
         self.by_account: Counter[str] = Counter()
         """Steps per client in this epoch (as of the last spread)."""
 
-    def forget_owners(self) -> None:
-        """The program's slots changed: work out the owners again when next needed."""
+    def forget_owners(self, left: Iterable[tuple[int, int]] = ()) -> None:
+        """The program's slots changed, the (space, slot) pairs ``left`` freed: work out the
+        owners again when next needed, and take the freed slots out of the latest epoch's
+        unspread charges, so a subscription given a freed slot is not charged its steps.
+        O(unspread charges of the latest epoch) when a slot left."""
         self._owners = None
+        gone: dict[int, int] = {}
+        for space, slot in left:
+            gone[space] = gone.get(space, 0) | 1 << slot
+        if gone and self.last_pending:
+            kept: Counter[tuple[int, int]] = Counter()
+            for (space, members), steps in self.last_pending.items():
+                members &= ~gone.get(space, 0)
+                if members:
+                    kept[space, members] += steps
+            self.last_pending = kept
 
     def owners(self) -> Mapping[tuple[int, int], str]:
         """The subscription of each (space, slot), worked out once per program change."""
@@ -236,12 +253,32 @@ class Work:
         cut = self.cut.get(space)
         return -1 if cut is None else ~cut
 
+    def steps_of(self, subscription: str) -> int:
+        """The steps charged to ``subscription`` in the latest finished epoch.  O(charges
+        the epoch left unspread).
+
+        >>> work = Work(limit=100, owners=lambda: {(0, 0): "s1", (0, 1): "s2"})
+        >>> work.charge(0, 0b11, 3)
+        >>> _ = work.finish()
+        >>> work.steps_of("s1"), work.steps_of("s2"), work.spent["s1"]
+        (3, 3, 0)
+        """
+        mine: dict[int, int] = {}
+        for space, slot in self.places(subscription):
+            mine[space] = mine.get(space, 0) | 1 << slot
+        unspread = sum(
+            steps
+            for (space, members), steps in self.last_pending.items()
+            if members & mine.get(space, 0)
+        )
+        return self.last_spent[subscription] + unspread
+
     def finish(self) -> list[tuple[str, str]]:
         """End the epoch (nothing spent or cut any more): the notices owed (subscription,
         reason), one per episode; the subscriptions cut in it are ``cut_now`` until the next
-        epoch ends."""
-        self.pending.clear()
-        self.spent.clear()
+        epoch ends, and its steps are :meth:`steps_of`."""
+        self.last_pending, self.pending = self.pending, Counter()
+        self.last_spent, self.spent = self.spent, Counter()
         self.by_account.clear()
         self.cut.clear()
         self.unchecked = self.unspread = self.done = self.most = self.most_account = 0

@@ -292,7 +292,7 @@ class ShardState:
         return shard_pb2.PlaceResponse(
             edges=self.edges_of(subscription),
             held=sum(e.held(subscription) for e in mine),
-            steps=sum(e.work.spent[subscription] for e in mine),
+            steps=sum(e.work.steps_of(subscription) for e in mine),
             instance_limit=self.options.max_instances_per_subscription or 0,
             step_limit=self.options.max_steps or 0,
         )

@@ -229,6 +229,7 @@ def test_a_subscriptions_runtime_shows_what_it_holds_against_its_budgets(console
     assert status == 200 and now["last_seq"] == last_seq > 0
     assert [r["shard"] for r in now["runtime"]] == [0, 1]
     assert sum(r["held"] for r in now["runtime"]) > 0
+    assert sum(r["steps"] for r in now["runtime"]) > 0  # the latest epoch's, between epochs
     assert {(r["instance_limit"], r["step_limit"]) for r in now["runtime"]} == {(50_000, 50_000)}
     status, _, _ = call(url + f"/api/subscriptions/{sub.id}/runtime", "tok-b")
     assert status == 404  # bob's page of alice's subscription is no page at all

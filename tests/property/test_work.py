@@ -26,7 +26,8 @@ def test_each_check_cuts_whom_spreading_every_charge_would(
     epochs: list[list[list[tuple[int, int]]]],
 ) -> None:
     """After every check the same subscriptions are cut, for the same reasons, and each epoch
-    ends with the same notices; a spread the waiting budget makes leaves the same totals."""
+    ends with the same notices; a spread the waiting budget makes leaves the same totals, and
+    each epoch's steps per subscription are the same."""
     works = [Work(limit, lambda: OWNERS, lane), Work(limit, lambda: OWNERS, lane)]
     if budget is not None:
         for work in works:
@@ -50,5 +51,7 @@ def test_each_check_cuts_whom_spreading_every_charge_would(
             if not waiting.pending:
                 assert waiting.spent == spreading.spent
         assert works[0].finish() == works[1].finish()
+        for subscription in CLIENT:  # what the epoch charged each, spread or not
+            assert works[0].steps_of(subscription) == works[1].last_spent[subscription]
         for work in works:
             work.check_valid(set(CLIENT))

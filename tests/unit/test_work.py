@@ -136,3 +136,24 @@ def test_a_clients_many_subscriptions_are_held_to_its_budget_and_others_lose_not
         held.unsubscribe(f"r{n}")
     held.check_valid()
     assert held.work.budgets == {"quiet": 900}
+
+
+def test_each_subscription_is_told_the_steps_of_the_latest_epoch() -> None:
+    """Between epochs each subscription's steps are the latest epoch's, spread or not; a slot
+    freed by an unsubscribe and taken by a new subscription brings none of them along."""
+    engine = engine_of(1_000_000)  # far from the budget: no spread happens in an epoch
+    twin = compile_query("FILTER{v > 5} S PUBLISH Bigger", SCHEMAS, "twin")  # copy's space
+    engine.subscribe("twin", twin.automata, None, twin.pattern)
+    engine.process(epochs(3)[-1])
+    steps = {name: engine.work.steps_of(name) for name in [*QUERIES, "twin"]}
+    assert all(steps.values()), steps
+    assert not engine.work.spent and not engine.work.pending  # the epoch is over
+    freed = engine.work.places("copy")
+    engine.unsubscribe("copy")
+    query = compile_query("FILTER{v > 4} S PUBLISH Again", SCHEMAS, "again")
+    engine.subscribe("again", query.automata, None, query.pattern)
+    assert engine.work.places("again") == freed  # the same slots
+    assert engine.work.steps_of("again") == 0
+    assert {name: engine.work.steps_of(name) for name in ("runaway", "calm", "twin")} == {
+        name: steps[name] for name in ("runaway", "calm", "twin")
+    }
