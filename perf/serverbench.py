@@ -15,6 +15,7 @@ same for every shard count and the in-process run (checked).
     python -m cesar.perf.serverbench                 # 10K queries, 50 clients, 100K events
     python -m cesar.perf.serverbench --smoke         # 300 queries, 5 clients, 5K events (CI)
     python -m cesar.perf.serverbench --queries Q --clients C --events E --shards 1 2 --json out.json
+    python -m cesar.perf.serverbench --repeat 3      # 3 rounds; the median of each ratio
 
 The workload (also the load smoke test's): a seeded random walk of 200 stocks
 (100 quotes a minute) and queries that are 60% selections pinned to a stock,
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from cesar.automata.schema import Event, Value, parse_stream_spec
 from cesar.perf.report import machine
@@ -204,26 +206,14 @@ def _drive(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cesar.perf.serverbench", description=__doc__)
-    parser.add_argument("--queries", type=int, default=10_000)
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--shards", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--smoke", action="store_true", help="300 queries, 5 clients, 5K events")
-    parser.add_argument("--json", type=Path, help="also write the summary here")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        args.queries, args.clients, args.events = 300, 5, 5_000
-    texts = queries(args.queries)
-    events = stock_events(args.events)
+def _round(
+    texts: list[tuple[str, str]], events: list[Event], shards: list[int], clients: int
+) -> dict[str, Any]:
+    """The in-process engine, then each shard count, one after the other: their figures and
+    ratios (the in-process run just before, on the same machine's mood)."""
     engine = in_process(texts, events)
-    records = [run(n, texts, events, args.clients) for n in args.shards]
-    alerts = {r.alerts for r in records} | {engine["alerts"]}
-    summary: dict[str, object] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": machine(),
-        "alerts_agree": len(alerts) == 1,
+    records = [run(n, texts, events, clients) for n in shards]
+    out: dict[str, Any] = {
         "in_process": engine,
         "records": [asdict(r) for r in records],
         "vs_in_process": {
@@ -232,10 +222,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if len(records) >= 2:
         one, many = records[0], records[-1]
-        summary["ratios"] = {
+        out["ratios"] = {
             "events_per_s": round(many.events_per_s / one.events_per_s, 2),
             "last_alert_s": round(many.last_alert_s / one.last_alert_s, 2),
             "subscribes_per_s": round(many.subscribes_per_s / one.subscribes_per_s, 2),
+        }
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cesar.perf.serverbench", description=__doc__)
+    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--shards", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds (each: in process, then each shard count)"
+    )
+    parser.add_argument("--smoke", action="store_true", help="300 queries, 5 clients, 5K events")
+    parser.add_argument("--json", type=Path, help="also write the summary here")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.queries, args.clients, args.events = 300, 5, 5_000
+    texts = queries(args.queries)
+    events = stock_events(args.events)
+    rounds = [_round(texts, events, args.shards, args.clients) for _ in range(args.repeat)]
+    alerts = {r["alerts"] for one in rounds for r in [one["in_process"], *one["records"]]}
+    summary: dict[str, object] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "alerts_agree": len(alerts) == 1,
+        **rounds[0],
+    }
+    if len(rounds) > 1:
+        summary["repeats"] = rounds[1:]
+        summary["median"] = {
+            key: {
+                part: round(statistics.median(float(one[key][part]) for one in rounds), 2)
+                for part in rounds[0][key]
+            }
+            for key in ("vs_in_process", "ratios")
+            if key in rounds[0]
         }
     text = json.dumps(summary, indent=2)
     print(text)

@@ -54,6 +54,8 @@ COMPILED: tuple[str, ...] = (
     "cesar.server.engine.state",
     "cesar.server.engine.stepping",
     "cesar.server.engine.work",
+    "cesar.server.shard.lanes",
+    "cesar.server.wire.alertbytes",
 )
 """The modules ``make setup`` compiles, by their installed names."""
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cesar.automata.schema import Event
 from cesar.server.engine.engine import Engine, Output
 from cesar.server.engine.matches import Match
-from cesar.server.wire.alertbytes import event_body, notice_body
-from cesar.server.wire.convert import to_event
-from cesar.v1 import cesar_pb2, shard_pb2
+from cesar.server.wire.alertbytes import EventWriter, event_body, notice_body
+from cesar.v1 import shard_pb2
 
 CALM_EPOCHS = 64
 """Epochs of a capped subscription's alerts within the limits that end its episode."""
@@ -28,12 +26,14 @@ class Lane:
     """One engine and the subscriptions it runs; ``streams`` maps output stream → subscription.
 
     ``capped`` holds the subscriptions over an alert limit since their notice, each with
-    the epochs of alerts since then that stayed within the limits.
+    the epochs of alerts since then that stayed within the limits; ``writer`` writes its
+    alerts' events.
     """
 
     engine: Engine
     streams: dict[str, str] = field(default_factory=dict)
     capped: dict[str, int] = field(default_factory=dict)
+    writer: EventWriter = field(default_factory=EventWriter)
 
     def settle(self, subscription: str, over: bool) -> bool:
         """Note an epoch in which ``subscription`` made alerts, ``over`` a limit or not;
@@ -99,26 +99,27 @@ def emit(
     """An epoch's alerts into ``out``, within each subscription's budget on this shard: at
     most ``count_limit`` alerts and ``byte_limit`` bytes (None: no limit); the rest are
     dropped, with one notice per episode (:meth:`Lane.settle`); how many were dropped.  A
-    match shared by many subscriptions is converted once and copied into each alert."""
+    match shared by many subscriptions is written once, and each alert is its stream's field
+    before those bytes (:class:`~cesar.server.wire.alertbytes.EventWriter`)."""
     made: dict[str, int] = {}
     sizes: dict[str, int] = {}
     dropped: dict[str, int] = {}
+    streams_of, writer = lane.streams, lane.writer
     for item in outputs:
         if isinstance(item, Match):
-            streams, event = item.streams(), Event("", item.t0, item.t1, item.values)
+            streams, t0, t1, values = item.streams(), item.t0, item.t1, item.values
         else:
-            streams, event = [item.stream], item
-        shared: cesar_pb2.Event | None = None  # converted once, when first sent
+            streams, t0, t1, values = [item.stream], item.t0, item.t1, item.values
+        rest: bytes | None = None  # written once, when first sent
         for stream in streams:
-            subscription = lane.streams[stream]
+            subscription = streams_of[stream]
             count = made[subscription] = made.get(subscription, 0) + 1
             if subscription in dropped:
                 dropped[subscription] += 1
                 continue
-            if shared is None:
-                shared = to_event(event)
-            shared.stream = stream
-            data = shared.SerializeToString()
+            if rest is None:
+                rest = writer.rest(t0, t1, values)
+            data = writer.head(stream) + rest
             total = sizes.get(subscription, 0) + len(data)
             if (count_limit is not None and count > count_limit) or (
                 byte_limit is not None and total > byte_limit
