@@ -2,7 +2,8 @@
 
 The rest of the suite runs the compiled build (tests/unit/test_build.py says so); these
 compare the pure modules' fast paths (merged DAG, single automaton, shared steps, the
-indices' state machines, alerts written to bytes) with the oracles, with the ``pure`` Hypothesis profile.
+indices' state machines, alerts written to bytes) with the oracles, with the ``pure``
+Hypothesis profile.
 """
 
 import os
