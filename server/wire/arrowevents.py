@@ -37,6 +37,7 @@ from cesar.automata.schema import (
     Event,
     EventError,
     StreamSchema,
+    events_of_columns,
     validate_event,
 )
 
@@ -410,7 +411,4 @@ def events_of(table: pa.Table) -> list[Event]:
         name: [(attribute, table.column(key).to_pylist()) for attribute, key in sorted(pairs)]
         for name, pairs in keys.items()
     }
-    return [
-        Event(name, t0, t1, tuple((a, vs[i]) for a, vs in values.get(name, ())))
-        for i, (name, t0, t1) in enumerate(zip(streams, t0s, t1s, strict=True))
-    ]
+    return events_of_columns(streams, t0s, t1s, values)
