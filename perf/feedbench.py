@@ -17,9 +17,16 @@ stocks), in one run and one local[2] Spark session:
    a file's drop to each alert it causes (the alert's ``t1`` names the file),
    p50 and p99.  The alerts must equal ``cesar run``'s
    count on the same events (checked; the server runs with the runaway caps
-   off, as ``cesar run`` has none).
+   off, as ``cesar run`` has none).  Each shard count's throughput is also
+   given against ``cesar run``'s rate on the same queries and events in this
+   process (``vs_in_process``; the run that counts the alerts, timed).
+
+``--workload server`` runs serverbench's workload through the feed instead (its
+10,000 queries on its random walk of 200 stocks, ``--queries`` and
+``--events``): there the engine's work, not the feed's, bounds the throughput.
 
     python -m cesar.perf.feedbench                     # the whole data set
+    python -m cesar.perf.feedbench --workload server   # 10,000 queries, 200,000 events
     python -m cesar.perf.feedbench --smoke             # the bundled sample on 2 shards (CI)
     python -m cesar.perf.feedbench --json out.json
 """
@@ -41,12 +48,14 @@ import grpc
 
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.examples import STOCKS_SAMPLE
+from cesar.perf import serverbench
 from cesar.perf.acksink import AckSink
 from cesar.perf.quotes import minute_events
 from cesar.perf.report import machine, print_report
 from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
+from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
 from cesar.server.wire.client import alerts, list_streams
 from cesar.server.wire.eventfile import drop_file, input_line, read_events
 from cesar.v1 import cesar_pb2 as pb
@@ -71,17 +80,37 @@ def queries() -> list[tuple[str, str]]:
     return [(p.stem, p.read_text()) for p in QUERIES] + [("G", GLOBAL)]
 
 
+def workload(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[Event]]:
+    """The (name, CEL) queries and the events of the run the arguments ask for."""
+    if args.workload == "server":
+        return serverbench.queries(args.queries), serverbench.stock_events(args.events or 200_000)
+    if args.smoke:
+        return queries(), sample_events()
+    return queries(), minute_events(args.data, args.events)
+
+
 def json_files(events: list[Event], rows: int) -> list[list[str]]:
     lines = [input_line(e) for e in events]
     return [lines[i : i + rows] for i in range(0, len(lines), rows)]
 
 
-def subscribe_all(server: Server) -> tuple[pb.RoutingTable, list[pb.StreamInfo], list[str]]:
+def subscribe_all(
+    server: Server, texts: list[tuple[str, str]]
+) -> tuple[pb.RoutingTable, list[pb.StreamInfo], list[str]]:
+    """Subscribe ``texts`` (SubscribeBatch, each batch as large as allowed); the routing table,
+    the streams and the subscription ids."""
     conn = server.connect()
     ids = []
-    for name, text in queries():
-        request = pb.SubscribeRequest(query=text, name=name)
-        ids.append(conn.stub.Subscribe(request, metadata=conn.metadata).id)
+    for at in range(0, len(texts), MAX_SUBSCRIBE_BATCH):
+        request = pb.SubscribeBatchRequest(
+            subscriptions=[
+                pb.SubscribeRequest(query=text, name=name)
+                for name, text in texts[at : at + MAX_SUBSCRIBE_BATCH]
+            ]
+        )
+        for result in conn.stub.SubscribeBatch(request, metadata=conn.metadata).results:
+            assert result.HasField("subscription"), result.failure
+            ids.append(result.subscription.id)
     routing = conn.stub.GetRouting(pb.GetRoutingRequest(), metadata=conn.metadata)
     streams = list_streams(conn.stub, conn.metadata)
     conn.close()
@@ -100,7 +129,9 @@ def feed_options(address: str, tmp: Path, available_now: bool) -> Options:
     )
 
 
-def routing_run(spark: Any, events: list[Event], tmp: Path) -> dict[str, Any]:
+def routing_run(
+    spark: Any, texts: list[tuple[str, str]], events: list[Event], tmp: Path
+) -> dict[str, Any]:
     """Part 1: the feed alone, into a sink that only acknowledges; a cold run, then a warm one.
 
     The cold run includes starting Spark's Python workers; the warm one is the
@@ -108,7 +139,7 @@ def routing_run(spark: Any, events: list[Event], tmp: Path) -> dict[str, Any]:
     """
     server = Server(tmp / "data", shards=2).start()
     try:
-        routing, streams, _ = subscribe_all(server)
+        routing, streams, _ = subscribe_all(server, texts)
     finally:
         server.stop()
     runs = {}
@@ -180,7 +211,13 @@ def applied(server: Server) -> int:
 
 
 def end_to_end(
-    spark: Any, shards: int, events: list[Event], alerts: tuple[int, int], rate: float, tmp: Path
+    spark: Any,
+    shards: int,
+    texts: list[tuple[str, str]],
+    events: list[Event],
+    alerts: tuple[int, int],
+    rate: float,
+    tmp: Path,
 ) -> dict[str, Any]:
     """Part 2 for one shard count: throughput (all at once), then latency (paced).
 
@@ -192,18 +229,21 @@ def end_to_end(
     half = len(files) // 2
     server = Server(tmp / "data", *UNCAPPED, shards=shards).start()
     try:
-        _, _, ids = subscribe_all(server)
+        _, _, ids = subscribe_all(server, texts)
         listener = Listener(server, ids)
         (tmp / "in").mkdir()
         feed = Feed(spark, feed_options(server.address, tmp, available_now=False))
         query = feed.start()
         try:
             first_half = sum(len(f) for f in files[:half])
+            newest = events[first_half - 1].t1
+            held = sum(1 for e in events[:first_half] if e.t1 == newest)
             started = time.perf_counter()
             for number in range(half):
                 drop_file(tmp / "in", number, files[number])
-            # the newest minute (a quote per stock, on up to 2 shards) waits for the next file
-            while applied(server) < first_half - 12:
+            # the newest minute's quotes wait for the next file (their epoch is open), counted
+            # once per lane each goes to (its key's and the global query's)
+            while applied(server) < first_half - 2 * held:
                 time.sleep(0.05)
             elapsed = time.perf_counter() - started
             result["throughput_events_per_s"] = round(applied(server) / elapsed)
@@ -259,7 +299,18 @@ def end_to_end(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cesar.perf.feedbench", description=__doc__)
     parser.add_argument("--data", type=Path, default=DATA, help="the one-minute stock CSV")
-    parser.add_argument("--events", type=int, help="use the first N quotes (default: all)")
+    parser.add_argument(
+        "--workload",
+        choices=["stocks", "server"],
+        default="stocks",
+        help="stocks: the one-minute data and the demo queries; server: serverbench's workload",
+    )
+    parser.add_argument("--queries", type=int, default=10_000, help="--workload server's queries")
+    parser.add_argument(
+        "--events",
+        type=int,
+        help="use the first N quotes (default: all); --workload server: N events (200,000)",
+    )
     parser.add_argument("--rate", type=float, default=5000, help="paced events/s for latency")
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2])
     parser.add_argument(
@@ -271,9 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
     rate = 1000.0 if args.smoke else args.rate
-    events = sample_events() if args.smoke else minute_events(args.data, args.events)
-    program = Workload.build([parse_stream_spec(STOCK)], queries())
+    texts, events = workload(args)
+    program = Workload.build([parse_stream_spec(STOCK)], texts)
+    started = time.perf_counter()
     outputs = program.run(events, engine="engine")
+    in_process = round(len(events) / (time.perf_counter() - started), 1)
     last = events[-1].t1
     expected = sum(1 for e in outputs if e.t1 < last)
     spark = session("local[2]", "cesar-feedbench")
@@ -281,18 +334,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": datetime.now().isoformat(timespec="seconds"),
         "machine": machine(),
         "events": len(events),
-        "queries": [name for name, _ in queries()],
+        "workload": args.workload,
+        "queries": len(texts),
         "alerts_cesar_run": len(outputs),
+        "in_process_events_per_s": in_process,
     }
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            summary["routing"] = routing_run(spark, events, Path(scratch) / "routing")
+            summary["routing"] = routing_run(spark, texts, events, Path(scratch) / "routing")
             runs = []
             for shards in [2] if args.smoke else args.shards:
                 runs.append(
                     end_to_end(
                         spark,
                         shards,
+                        texts,
                         events,
                         (expected, len(outputs)),
                         rate,
@@ -307,6 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{run['shards']} shard(s): {run['alerts']} alerts, cesar run made {len(outputs)}; "
             f"the server: {run['server']}"
         )
+    summary["vs_in_process"] = {
+        str(run["shards"]): round(run["throughput_events_per_s"] / in_process, 2)
+        for run in summary["end_to_end"]
+    }
     if len(summary["end_to_end"]) == 2:
         one, two = summary["end_to_end"]
         summary["throughput_ratio_2_vs_1"] = round(
