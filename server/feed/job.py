@@ -11,7 +11,14 @@ docs/design.md, "Feed".  Each micro-batch (:meth:`Feed.process`, a
 3. the driver advances the watermark to ``max(t1) - lateness - 1`` over the
    valid rows seen (with lateness 0 the newest epoch stays open for rows to
    come) and closes the batch on every shard with it: the front applies a
-   shard's pending events in ``(t1, arrival)`` order once the watermark passes;
+   shard's pending events in ``(t1, arrival)`` order once the watermark passes.
+   The close is sent from a thread of its own, and the micro-batch ends
+   without waiting for it: the front applies batch N's epochs while Spark
+   routes batch N+1 (whose rows are all after N's watermark: the rest are
+   late).  Batch N+1's close waits for N's first, so closes stay in order and
+   at most one is in flight; :meth:`Feed.start` sends the newest batch's close
+   again (same idempotency key: a duplicate if it was applied), so a close
+   lost in a crash is not lost for good;
 4. rejected and late rows go to the dead letter (JSON files, one directory
    per micro-batch, with field and reason); the watermark and counters go to a
    small state file under the checkpoint, named by batch id.
@@ -33,6 +40,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -274,9 +282,16 @@ class Feed:
         self.routing_version = 0
         self.figures = threading.Lock()
         """Held while a micro-batch's figures above change, and while they are read."""
+        self._closer = ThreadPoolExecutor(1, thread_name_prefix="feed-close")
+        self._closing: Future[int] | None = None
+        """The newest micro-batch's close, while it may be in flight."""
 
     def start(self) -> StreamingQuery:
-        """Start the streaming query."""
+        """Send the newest micro-batch's close again (it may have been in flight when the
+        feed stopped), then start the streaming query."""
+        number, state = self.previous()
+        if state.watermark is not None:
+            close_epochs(self.target(), self.plan(), str(number), state.watermark)
         writer = (
             source_frame(self.spark, self.options)
             .writeStream.foreachBatch(self.process)
@@ -346,7 +361,8 @@ class Feed:
             candidate = max(tops) - self.options.lateness - 1
             watermark = candidate if watermark is None else max(watermark, candidate)
         if watermark is not None and watermark != state.watermark:
-            close_epochs(target, plan, str(batch), watermark)
+            self._closed()
+            self._closing = self._closer.submit(close_epochs, target, plan, str(batch), watermark)
         clock.mark("close")
         dead = [r for r in rows if r["kind"] == "dead"]
         if dead:
@@ -386,6 +402,7 @@ class Feed:
         ``--available-now`` calls this after the last micro-batch; a later run
         on the same checkpoint treats rows at or before that time as late.
         """
+        self._closed()
         numbers = self.store.numbers("feed/state")
         if not numbers:
             return
@@ -400,9 +417,22 @@ class Feed:
         self.store.write(f"feed/state/{last}.json", closed.dump())
         log.info("closed", extra={"batch": last, "watermark": closed.watermark, **closed.totals})
 
+    def _closed(self) -> None:
+        """Wait for the close in flight, if any; raise what it raised."""
+        closing, self._closing = self._closing, None
+        if closing is not None:
+            closing.result()
+
     def close(self) -> None:
-        """Close the driver's connection to the front."""
-        self.connection.close()
+        """Wait for the close in flight (a failed one is logged: the next start sends it
+        again), then close the driver's connection to the front."""
+        try:
+            self._closed()
+        except Exception as exc:  # reported, not raised: the feed is stopping either way
+            log.warning("the newest close failed; the next start sends it again: %s", exc)
+        finally:
+            self._closer.shutdown()
+            self.connection.close()
 
     def forget(self, batch: int) -> None:
         """Drop the state files older than the previous batch's."""

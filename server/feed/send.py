@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, cast
@@ -165,21 +166,24 @@ def _newest_accepted(piece: pa.Table, response: pb.PublishResponse) -> int | Non
 
 
 def close_epochs(target: Target, plan: Plan, label: str, watermark: int) -> int:
-    """Tell every shard the watermark (no events); the number of new acknowledgements."""
+    """Tell every shard the watermark (no events), all shards at once, so that each applies
+    its epochs while the others do; the number of new acknowledgements."""
     connection = target.connect()
-    fresh = 0
+    requests = [
+        pb.PublishRequest(
+            shard=shard,
+            shards=plan.shards,
+            watermark=watermark,
+            idempotency_key=f"{target.feed}:{label}:close:{shard}",
+        )
+        for shard in range(plan.shards)
+    ]
     try:
-        for shard in range(plan.shards):
-            request = pb.PublishRequest(
-                shard=shard,
-                shards=plan.shards,
-                watermark=watermark,
-                idempotency_key=f"{target.feed}:{label}:close:{shard}",
-            )
-            fresh += not publish(connection, request).duplicate
+        with ThreadPoolExecutor(len(requests), thread_name_prefix="close") as pool:
+            responses = list(pool.map(lambda request: publish(connection, request), requests))
     finally:
         connection.close()
-    return fresh
+    return sum(not response.duplicate for response in responses)
 
 
 def _late_reasons(late: pa.Table, watermark: int, lateness: int) -> pa.Array:

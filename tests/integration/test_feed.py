@@ -307,6 +307,42 @@ def test_the_feed_waits_out_a_server_that_is_down(spark: SparkSession, tmp_path:
     assert sum(sink.received.events.values()) == len(events)
 
 
+def test_a_restarted_feed_sends_its_newest_close_again(spark: SparkSession, tmp_path: Path) -> None:
+    """A micro-batch ends with its close in flight; a feed that stopped then (the close maybe
+    lost) sends it again when it starts, before reading anything new."""
+    sink = AckSink(key_table(), STREAMS)
+    source = tmp_path / "in"
+    source.mkdir()
+    events = sample_events()[:300]
+    (source / "quotes.jsonl").write_text("\n".join(input_line(e) for e in events) + "\n")
+    options = Options(
+        server=sink.address,
+        source=str(source),
+        checkpoint=str(tmp_path / "checkpoint"),
+        dead_letter=str(tmp_path / "dead"),
+        available_now=True,
+    )
+    try:
+        feed = Feed(spark, options)
+        try:
+            feed.start().awaitTermination(120)  # no finish: the newest epoch stays open
+        finally:
+            feed.close()
+        closed = dict(sink.received.watermarks)
+        assert closed and max(closed.values()) < events[-1].t1
+        sink.received.watermarks.clear()
+        again = Feed(spark, options)
+        try:
+            query = again.start()
+            assert sink.received.watermarks == closed  # sent before the query ran
+            query.awaitTermination(120)
+        finally:
+            again.close()
+    finally:
+        sink.stop()
+    assert sum(sink.received.events.values()) == len(events)  # nothing sent twice
+
+
 def test_a_row_the_server_refuses_does_not_move_the_watermark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
