@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 
 from cesar.server.engine.engine import Engine, Output
 from cesar.server.engine.matches import Match
-from cesar.server.wire.alertbytes import EventWriter, event_body, notice_body
-from cesar.v1 import shard_pb2
+from cesar.server.wire.alertbytes import EventWriter, event_body, notice_body, shard_alerts
 
 CALM_EPOCHS = 64
 """Epochs of a capped subscription's alerts within the limits that end its episode."""
@@ -53,10 +52,11 @@ class Lane:
 
 class Responses:
     """Apply's answer: per subscription, the bodies of its alerts in order
-    (:mod:`cesar.server.wire.alertbytes`), in messages of about :data:`RESPONSE_BYTES` at most."""
+    (:mod:`cesar.server.wire.alertbytes`), in serialized ``ApplyResponse`` messages of about
+    :data:`RESPONSE_BYTES` at most, written without a protobuf message in between."""
 
     def __init__(self) -> None:
-        self._done: list[shard_pb2.ApplyResponse] = []
+        self._done: list[bytes] = []
         self._bodies: dict[str, list[bytes]] = {}
         self._size = 0
 
@@ -71,19 +71,17 @@ class Responses:
         else:
             bodies.append(body)
 
-    def messages(self) -> list[shard_pb2.ApplyResponse]:
-        """The responses, in order (at least one, maybe empty)."""
+    def messages(self) -> list[bytes]:
+        """The serialized responses, in order (at least one, maybe empty)."""
         self._flush()
-        return self._done or [shard_pb2.ApplyResponse()]
+        return self._done or [b""]
 
     def _flush(self) -> None:
         if self._bodies:
             self._done.append(
-                shard_pb2.ApplyResponse(
-                    subscriptions=[
-                        shard_pb2.ShardAlerts(subscription=subscription, alerts=bodies)
-                        for subscription, bodies in self._bodies.items()
-                    ]
+                b"".join(
+                    shard_alerts(subscription, bodies)
+                    for subscription, bodies in self._bodies.items()
                 )
             )
         self._bodies, self._size = {}, 0

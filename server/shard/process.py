@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -134,9 +135,10 @@ class ShardState:
         lane.engine.unsubscribe(request.subscription)
         del lane.streams[stream]
 
-    def apply(self, request: shard_pb2.ApplyRequest) -> list[shard_pb2.ApplyResponse]:
-        """Process each lane's epochs in order; the alerts made, in order, in messages of at
-        most about :data:`~cesar.server.shard.lanes.RESPONSE_BYTES` each.  A lane's last
+    def apply(self, request: shard_pb2.ApplyRequest) -> list[bytes]:
+        """Process each lane's epochs in order; the alerts made, in order, in serialized
+        ApplyResponse messages of at most about :data:`~cesar.server.shard.lanes.RESPONSE_BYTES`
+        each.  A lane's last
         epoch marked ``continued`` is held until the message with its last part, then
         processed whole."""
         out = Responses()
@@ -371,7 +373,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
 
     def Apply(
         self, request: shard_pb2.ApplyRequest, context: grpc.ServicerContext
-    ) -> Iterator[shard_pb2.ApplyResponse]:
+    ) -> Iterator[bytes]:
         started = time.perf_counter()
         with self.lock:
             self._check_loaded(context)
@@ -450,6 +452,39 @@ class SecretCheck(grpc.ServerInterceptor):  # type: ignore[misc]
         return self._deny
 
 
+def add_to_server(servicer: ShardServicer, server: grpc.Server) -> None:
+    """Register ``servicer`` as ``cesar.v1.Shard``, as the generated code would, except that
+    Apply's responses are sent as the servicer wrote them (serialized ApplyResponse
+    messages, :class:`~cesar.server.shard.lanes.Responses`)."""
+    service = shard_pb2.DESCRIPTOR.services_by_name["Shard"]
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in service.methods:
+        behaviour = getattr(servicer, method.name)
+        decode = _message_class(method.input_type).FromString
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                behaviour, request_deserializer=decode, response_serializer=_as_written
+            )
+        else:
+            encode = _message_class(method.output_type).SerializeToString
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                behaviour, request_deserializer=decode, response_serializer=encode
+            )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+
+
+def _message_class(descriptor: Any) -> Any:
+    """The generated class of a message of shard.proto or of cesar.proto."""
+    module = shard_pb2 if descriptor.file is shard_pb2.DESCRIPTOR else cesar_pb2
+    return getattr(module, descriptor.name)
+
+
+def _as_written(message: bytes) -> bytes:
+    return message
+
+
 def _capped(saved: object) -> dict[str, int]:
     """A snapshot's capped subscriptions: a map to calm epochs (a list in older snapshots)."""
     if isinstance(saved, dict):
@@ -509,7 +544,7 @@ def run(args: argparse.Namespace) -> int:
         interceptors=[SecretCheck(secret)],
     )
     servicer = ShardServicer(args.index, state)
-    shard_pb2_grpc.add_ShardServicer_to_server(servicer, server)
+    add_to_server(servicer, server)
     address = args.listen if standalone else "127.0.0.1:0"
     try:
         if credentials is not None:

@@ -134,6 +134,23 @@ def notice_body(notice: str) -> bytes:
     return _field(b'"', notice.encode())
 
 
+def shard_alerts(subscription: str, bodies: list[bytes]) -> bytes:
+    """One ``ShardAlerts`` of ``subscription`` with its alerts' ``bodies``, as an element of
+    ``ApplyResponse.subscriptions`` (field 2): a shard's Apply response is these, one after
+    the other.  O(len(bodies) + their bytes).
+
+    >>> from cesar.v1 import shard_pb2
+    >>> data = shard_alerts("s1", [notice_body("a"), notice_body("b")])
+    >>> response = shard_pb2.ApplyResponse.FromString(data)
+    >>> [(s.subscription, len(s.alerts)) for s in response.subscriptions]
+    [('s1', 2)]
+    """
+    parts = [_field(b"\n", subscription.encode())]
+    for body in bodies:
+        parts.append(_field(b"\x12", body))
+    return _field(b"\x12", b"".join(parts))
+
+
 def head(subscription: str) -> bytes:
     """The subscription field every alert of ``subscription`` starts with (field 1)."""
     return _field(b"\n", subscription.encode())
