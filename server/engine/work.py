@@ -119,9 +119,7 @@ class Work:
         unspread charges, so a subscription given a freed slot is not charged its steps.
         O(unspread charges of the latest epoch) when a slot left."""
         self._owners = None
-        gone: dict[int, int] = {}
-        for space, slot in left:
-            gone[space] = gone.get(space, 0) | 1 << slot
+        gone = _masks(left)
         if gone and self.last_pending:
             kept: Counter[tuple[int, int]] = Counter()
             for (space, members), steps in self.last_pending.items():
@@ -245,8 +243,8 @@ class Work:
     def _cut(self, subscription: str, why: str) -> None:
         """Cut ``subscription`` for the rest of the epoch, for ``why``."""
         self.cut_now[subscription] = why
-        for space, slot in self._slots.get(subscription, ()):
-            self.cut[space] = self.cut.get(space, 0) | 1 << slot
+        for space, slots in _masks(self._slots.get(subscription, ())).items():
+            self.cut[space] = self.cut.get(space, 0) | slots
 
     def allowed(self, space: int) -> int:
         """The slots of ``space`` not cut in this epoch, as a mask (-1: all).  O(1)."""
@@ -263,9 +261,7 @@ class Work:
         >>> work.steps_of("s1"), work.steps_of("s2"), work.spent["s1"]
         (3, 3, 0)
         """
-        mine: dict[int, int] = {}
-        for space, slot in self.places(subscription):
-            mine[space] = mine.get(space, 0) | 1 << slot
+        mine = _masks(self.places(subscription))
         unspread = sum(
             steps
             for (space, members), steps in self.last_pending.items()
@@ -333,3 +329,15 @@ class Work:
         assert self.budgets.keys() == self.members.keys()
         assert all(0 <= calm < CALM_EPOCHS for calm in self.episodes.values())
         assert set(self.episodes) <= subscriptions, set(self.episodes) - subscriptions
+
+
+def _masks(places: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """The (space, slot) pairs ``places`` as a mask of slots per space.  O(places).
+
+    >>> _masks([(0, 1), (2, 0), (0, 3)])
+    {0: 10, 2: 1}
+    """
+    out: dict[int, int] = {}
+    for space, slot in places:
+        out[space] = out.get(space, 0) | 1 << slot
+    return out

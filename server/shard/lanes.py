@@ -104,10 +104,7 @@ def emit(
     dropped: dict[str, int] = {}
     streams_of, writer = lane.streams, lane.writer
     for item in outputs:
-        if isinstance(item, Match):
-            streams, t0, t1, values = item.streams(), item.t0, item.t1, item.values
-        else:
-            streams, t0, t1, values = [item.stream], item.t0, item.t1, item.values
+        streams = item.streams() if isinstance(item, Match) else [item.stream]
         rest: bytes | None = None  # written once, when first sent
         for stream in streams:
             subscription = streams_of[stream]
@@ -116,7 +113,7 @@ def emit(
                 dropped[subscription] += 1
                 continue
             if rest is None:
-                rest = writer.rest(t0, t1, values)
+                rest = writer.rest(item.t0, item.t1, item.values)
             data = writer.head(stream) + rest
             total = sizes.get(subscription, 0) + len(data)
             if (count_limit is not None and count > count_limit) or (

@@ -60,7 +60,8 @@ def varint(value: int) -> bytes:
 
 
 HEADS = 4096
-"""At most this many names an :class:`EventWriter` keeps encoded (then it starts over)."""
+"""At most this many names (streams and attributes) an :class:`EventWriter` keeps encoded
+(then it starts over)."""
 
 
 class EventWriter:
@@ -76,16 +77,16 @@ class EventWriter:
     """
 
     def __init__(self) -> None:
-        self._heads: dict[str, bytes] = {}
-        self._keys: dict[str, bytes] = {}
+        self._names: dict[str, bytes] = {}
 
-    def head(self, stream: str) -> bytes:
-        """The ``stream`` field (1) of an event of ``stream``.  O(1) once seen."""
-        head = self._heads.get(stream)
+    def head(self, name: str) -> bytes:
+        """``name`` as a field 1: an event's ``stream`` field, or the key of an attribute's
+        map entry (the same bytes).  O(1) once seen."""
+        head = self._names.get(name)
         if head is None:
-            if len(self._heads) >= HEADS:
-                self._heads.clear()
-            head = self._heads[stream] = _field(b"\n", stream.encode())
+            if len(self._names) >= HEADS:
+                self._names.clear()
+            head = self._names[name] = _field(b"\n", name.encode())
         return head
 
     def rest(self, t0: int, t1: int, values: tuple[tuple[str, Value], ...]) -> bytes:
@@ -97,13 +98,8 @@ class EventWriter:
             parts.append(b"\x10" + _int64(t0))
         if t1:
             parts.append(b"\x18" + _int64(t1))
-        keys = self._keys
         for name, value in values:
-            key = keys.get(name)
-            if key is None:
-                if len(keys) >= HEADS:
-                    keys.clear()
-                key = keys[name] = _field(b"\n", name.encode())
+            key = self.head(name)
             if isinstance(value, bool):
                 encoded = b"\x12\x02\x20\x01" if value else b"\x12\x02\x20\x00"
             elif isinstance(value, int):

@@ -277,21 +277,28 @@ def test_socket_source(spark: SparkSession, tmp_path: Path) -> None:
     assert got == Counter((e.t1, e.attrs()["Name"]) for e in events)
 
 
-def test_the_feed_waits_out_a_server_that_is_down(spark: SparkSession, tmp_path: Path) -> None:
-    first = AckSink(key_table(), STREAMS)
-    port = int(first.address.rsplit(":", 1)[1])
-    first.stop()  # the server is down when the feed starts its first micro-batch
+def quotes_file(tmp_path: Path, address: str) -> tuple[list[Event], Options]:
+    """300 sample quotes in one JSON Lines file, and an available-now feed's options reading
+    them into ``address``."""
     source = tmp_path / "in"
     source.mkdir()
     events = sample_events()[:300]
     (source / "quotes.jsonl").write_text("\n".join(input_line(e) for e in events) + "\n")
     options = Options(
-        server=first.address,
+        server=address,
         source=str(source),
         checkpoint=str(tmp_path / "checkpoint"),
         dead_letter=str(tmp_path / "dead"),
         available_now=True,
     )
+    return events, options
+
+
+def test_the_feed_waits_out_a_server_that_is_down(spark: SparkSession, tmp_path: Path) -> None:
+    first = AckSink(key_table(), STREAMS)
+    port = int(first.address.rsplit(":", 1)[1])
+    first.stop()  # the server is down when the feed starts its first micro-batch
+    events, options = quotes_file(tmp_path, first.address)
     feed = Feed(spark, options)
     query = feed.start()
     time.sleep(3)
@@ -311,17 +318,7 @@ def test_a_restarted_feed_sends_its_newest_close_again(spark: SparkSession, tmp_
     """A micro-batch ends with its close in flight; a feed that stopped then (the close maybe
     lost) sends it again when it starts, before reading anything new."""
     sink = AckSink(key_table(), STREAMS)
-    source = tmp_path / "in"
-    source.mkdir()
-    events = sample_events()[:300]
-    (source / "quotes.jsonl").write_text("\n".join(input_line(e) for e in events) + "\n")
-    options = Options(
-        server=sink.address,
-        source=str(source),
-        checkpoint=str(tmp_path / "checkpoint"),
-        dead_letter=str(tmp_path / "dead"),
-        available_now=True,
-    )
+    events, options = quotes_file(tmp_path, sink.address)
     try:
         feed = Feed(spark, options)
         try:

@@ -40,4 +40,4 @@ def test_the_kept_heads_are_bounded() -> None:
     for n in range(3 * HEADS):
         head = writer.head(f"S{n}")
         assert pb.Event.FromString(head + writer.rest(0, 1, ((f"a{n}", n),))).stream == f"S{n}"
-    assert len(writer._heads) <= HEADS and len(writer._keys) <= HEADS
+    assert len(writer._names) <= HEADS
