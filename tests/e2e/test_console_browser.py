@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from cesar.client import Client
 from cesar.perf.serverproc import CESAR, QUERIES, STOCK, Server, sample_events
 
+T = TypeVar("T")
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 
 
@@ -57,9 +61,20 @@ def served(tmp_path: Path) -> Iterator[tuple[Server, str]]:
         server.stop()
 
 
+def until(driver: WebDriver, read: Callable[[WebDriver], T]) -> T:
+    """Wait up to 30 s for ``read(driver)`` to be truthy and return it; an element the page
+    re-rendered under the read (its live views redraw every few seconds) means read again."""
+    wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))
+    return wait.until(read)
+
+
 def wait_for(driver: WebDriver, css: str) -> list:  # type: ignore[type-arg]
-    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, css))
-    return driver.find_elements(By.CSS_SELECTOR, css)
+    return until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, css))
+
+
+def read_all(driver: WebDriver, css: str, read: Callable[[WebElement], T]) -> list[T]:
+    """Read every element matching ``css`` at once, once some match; again if one went stale."""
+    return until(driver, lambda d: [read(e) for e in d.find_elements(By.CSS_SELECTOR, css)])
 
 
 NAMES = {"tok-a": "alice", "tok-b": "bob", "tok-root": "root (admin)"}
@@ -71,7 +86,7 @@ def log_in(driver: WebDriver, url: str, token: str) -> None:
     field.clear()
     field.send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "#login button").click()
-    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "who").text == NAMES[token])
+    until(driver, lambda d: d.find_element(By.ID, "who").text == NAMES[token])
 
 
 def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, browser) -> None:  # type: ignore[no-untyped-def]
@@ -105,8 +120,8 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     )  # fmt: skip
     automata = json.loads(explained.stdout)["automata"]
     assert len(circles) == sum(len(a["nodes"]) for a in automata)
-    held = browser.find_elements(By.CSS_SELECTOR, "#runtime td[data-held]")
-    assert len(held) == 2 and all(cell.text.endswith(" of 50,000") for cell in held)
+    held = read_all(browser, "#runtime td[data-held]", lambda cell: cell.text)
+    assert len(held) == 2 and all(text.endswith(" of 50,000") for text in held)
     assert browser.find_element(By.ID, "alert-rate").text.startswith("48 alerts")
     assert browser.find_element(By.ID, "events-in").text.startswith("2,340 events in")
     assert browser.find_element(By.ID, "latency").text.startswith("alert latency (publish")
@@ -139,50 +154,55 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     assert len(browser.find_elements(By.CSS_SELECTOR, "tr.sample-alert")) == min(amazon, 100)
     browser.save_screenshot(str(SHOTS / "try-sample.png"))
     browser.find_element(By.ID, "run-recent").click()  # the quotes alice published above
-    WebDriverWait(browser, 30).until(
+    until(
+        browser,
         lambda d: d.find_element(By.ID, "sample-result").text.startswith(
             f"{amazon} alerts on the server's latest 2340 events"
-        )
+        ),
     )
 
     browser.get(url + "#/shards")
-    cells = wait_for(browser, "main table td")
-    assert any(cell.text == "subscriptions" for cell in cells)
-    charts = wait_for(browser, "figure[data-chart]")
-    assert [c.get_attribute("data-chart") for c in charts] == ["alerts"]  # alice's own only
+    assert "subscriptions" in read_all(browser, "main table td", lambda cell: cell.text)
+    charts = read_all(browser, "figure[data-chart]", lambda c: c.get_attribute("data-chart"))
+    assert charts == ["alerts"]  # alice's own only
     log_in(browser, url + "#/shards", "tok-root")
-    WebDriverWait(browser, 30).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 8
+    until(
+        browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 8
     )
-    backlog = wait_for(browser, "tr[data-backlog]")
-    assert [r.get_attribute("data-backlog") for r in backlog] == ["0", "1"]
+    backlog = read_all(browser, "tr[data-backlog]", lambda r: r.get_attribute("data-backlog"))
+    assert backlog == ["0", "1"]
     last = max(e.t1 for e in sample_events())
     more = [{"t1": last + k, "Name": "IBM", "Price": 1.0, "Volume": 1} for k in range(1, 301)]
     with Client(server.address, token="tok-a") as alice:
         alice.publish("Stock", more, batch=30)
-    WebDriverWait(browser, 30).until(  # the next samples see the quotes arrive, and keep them
+    until(
+        browser,  # the next samples see the quotes arrive, and keep them
         lambda d: all(
             "peak 0 "
             not in d.find_element(By.CSS_SELECTOR, f'figure[data-chart="{c}"] figcaption').text
             for c in ("events", "latency")
-        )
+        ),
     )
-    events = browser.find_element(By.CSS_SELECTOR, 'figure[data-chart="events"]')
-    ticks = [t.text for t in events.find_elements(By.CSS_SELECTOR, "text.tick")]
+    events = 'figure[data-chart="events"] '
+    ticks = read_all(browser, events + "text.tick", lambda t: t.text)
     assert ticks[0] == "0" and ticks[-3:] == ["−2 min", "−1 min", "now"]
-    assert events.find_element(By.CSS_SELECTOR, "text.unit").text == "events/s"
+    assert read_all(browser, events + "text.unit", lambda t: t.text) == ["events/s"]
     checkpoints = "tr[data-checkpoint]"  # 3 batches of the day and 10 of 30: at 5 and 10
-    WebDriverWait(browser, 30).until(
+    until(
+        browser,
         lambda d: (
             [
                 r.get_attribute("data-checkpoint")
                 for r in d.find_elements(By.CSS_SELECTOR, checkpoints)
             ]
             == ["10", "5"]
-        )
+        ),
     )
-    memory = browser.find_element(By.CSS_SELECTOR, 'tr[data-counter="rss_bytes"]')
-    group, name, value = (td.text for td in memory.find_elements(By.TAG_NAME, "td"))
+    memory = 'tr[data-counter="rss_bytes"]'  # the front's first, then each shard's
+    cells = read_all(
+        browser, memory, lambda r: [td.text for td in r.find_elements(By.TAG_NAME, "td")]
+    )
+    group, name, value = cells[0]
     assert (group, name) == ("Memory, log and checkpoints", "rss, MB") and float(value) > 10
     browser.save_screenshot(str(SHOTS / "shards.png"))
 
@@ -215,22 +235,16 @@ def test_live_alerts_appear_as_they_are_made_and_pause(served, browser) -> None:
         sub = alice.subscribe(QUERIES[1].read_text())
         log_in(browser, url, "tok-a")
         browser.get(url + "#/alerts")
-        WebDriverWait(browser, 30).until(
-            lambda d: d.find_element(By.ID, "alert-status").text == "live"
-        )
+        until(browser, lambda d: d.find_element(By.ID, "alert-status").text == "live")
         alice.publish("Stock", rows[:half])
         first = alice.subscriptions()[0].last_seq
-        WebDriverWait(browser, 30).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == first
-        )
+        until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == first)
         browser.find_element(By.ID, "pause").click()
         alice.publish("Stock", rows[half:])
         total = alice.subscriptions()[0].last_seq
         assert total > first
         browser.find_element(By.ID, "pause").click()  # resume: the held alerts appear
-        WebDriverWait(browser, 30).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == total
-        )
+        until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == total)
     seqs = [
         int(r.get_attribute("data-seq"))
         for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr")
@@ -249,13 +263,11 @@ def test_live_alerts_appear_as_they_are_made_and_pause(served, browser) -> None:
     assert sub.id == "s1"
     browser.get(url + "#/subscriptions")  # a new view: the backlog from seq 11 of s1
     browser.get(url + "#/alerts")
-    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "alert-status").text == "live")
+    until(browser, lambda d: d.find_element(By.ID, "alert-status").text == "live")
     browser.find_element(By.ID, "alert-filter").send_keys("s1")
     browser.find_element(By.ID, "alert-from").send_keys("11")
     browser.find_element(By.ID, "alert-back").click()
-    WebDriverWait(browser, 30).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == total - 10
-    )
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#alerts tr")) == total - 10)
     shown = [
         int(r.get_attribute("data-seq"))
         for r in browser.find_elements(By.CSS_SELECTOR, "#alerts tr")
@@ -271,20 +283,21 @@ def test_a_query_subscribed_from_try_a_query_shows_its_alerts_live(served, brows
     browser.get(url + "#/try")
     wait_for(browser, "#query")[0].send_keys(QUERIES[1].read_text())
     browser.find_element(By.ID, "subscribe").click()
-    WebDriverWait(browser, 30).until(lambda d: d.current_url.endswith("#/subscription/s1"))
+    until(browser, lambda d: d.current_url.endswith("#/subscription/s1"))
     assert wait_for(browser, "svg.automaton circle[data-node]")
     browser.get(url + "#/alerts")
-    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "alert-status").text == "live")
+    until(browser, lambda d: d.find_element(By.ID, "alert-status").text == "live")
     rows = [{"t0": e.t0, "t1": e.t1, **e.attrs()} for e in sample_events()]
     with Client(server.address, token="tok-a") as alice:
         (sub,) = alice.subscriptions()
         assert (sub.id, sub.owner, sub.stream) == ("s1", "alice", "Drops")
         alice.publish("Stock", rows)
         total = alice.subscriptions()[0].last_seq
-    WebDriverWait(browser, 30).until(
+    until(
+        browser,
         lambda d: (
             len(d.find_elements(By.CSS_SELECTOR, '#alerts tr[data-subscription="s1"]')) == total
-        )
+        ),
     )
 
 
