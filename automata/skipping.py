@@ -50,7 +50,7 @@ from typing import Any
 
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.schema import Event, Value
-from cesar.automata.terms import Pos, position
+from cesar.automata.terms import Pos
 
 START = "@start"
 """The hidden attribute holding a match's first event's arrival, relative to its ``t0``."""
@@ -83,7 +83,7 @@ class Skip:
     kind: SkipKind
     var: str | None = None
     window: int = 0
-    pos: Pos = position()
+    pos: Pos = field(default=None, compare=False, hash=False, repr=False)  # inline for mypyc
 
     def __str__(self) -> str:
         tail = f" {self.var}" if self.var is not None else ""
@@ -167,10 +167,16 @@ def select(matches: Sequence[tuple[int, int, tuple[Value | None, ...], Event]]) 
     return out
 
 
-Held = tuple[int, int, int, str, int, str, int, Key, Event]
-"""A held match: (start, t1, t0, values spelled, bound, key spelled, arrival, key, the event
-without hidden values); ordered as matches are taken (the arrival only breaks ties of equal
-matches)."""
+Held = tuple[int, int, int, int, int, Key, Event]
+"""A held match: (start, t1, t0, arrival, bound, key, the event without hidden values); the
+heap orders by the first four (the arrival is unique), the rest of the order matches are
+taken in — their values and bound, then key, spelled — is settled among equal (start, t1, t0)
+alone, when they are released (:meth:`Skipper.release`)."""
+
+
+def _spelled(item: Held) -> tuple[str, int, str, int]:
+    """The order among held matches of equal (start, t1, t0): values, bound, key, arrival."""
+    return repr(item[6].values), item[4], repr(item[5]), item[3]
 
 
 @dataclass
@@ -194,23 +200,22 @@ class Skipper:
         key: list[Value] = []
         values = []
         for name, value in event.values:
-            if name == START:
+            if name[0] != "@":
+                values.append((name, value))
+            elif name == START:
                 assert isinstance(value, int)
                 start = event.t0 + value
             elif name == BOUND:
                 assert isinstance(value, int)
                 bound = event.t0 + value
-            elif name.startswith(KEY):
-                key.append(value)
             else:
-                values.append((name, value))
+                assert name.startswith(KEY)
+                key.append(value)
         self._hold(start, bound, tuple(key), Event(event.stream, event.t0, event.t1, tuple(values)))
 
     def _hold(self, start: int, bound: int, key: Key, event: Event) -> None:
         self.arrivals += 1
-        spelled = repr(event.values)
-        item = (start, event.t1, event.t0, spelled, bound, repr(key), self.arrivals, key, event)
-        heapq.heappush(self.held, item)
+        heapq.heappush(self.held, (start, event.t1, event.t0, self.arrivals, bound, key, event))
 
     def release(self, clock: float) -> list[Event]:
         """The held matches no earlier-starting match can now precede (their start plus the
@@ -220,8 +225,17 @@ class Skipper:
         out: list[Event] = []
         held, bounds = self.held, self.bounds
         horizon = clock - self.skip.window
+        due: list[Held] = []
         while held and held[0][0] <= horizon:
-            start, _, _, _, bound, _, _, key, event = heapq.heappop(held)
+            due.append(heapq.heappop(held))
+        ties = 0  # matches equal in (start, t1, t0) are rare: their values' spelling orders them
+        for n in range(1, len(due) + 1):
+            if n < len(due) and due[n][:3] == due[ties][:3]:
+                continue
+            if n - ties > 1:
+                due[ties:n] = sorted(due[ties:n], key=_spelled)
+            ties = n
+        for start, _, _, _, bound, key, event in due:
             last = bounds.get(key)
             if last is None or start > last:
                 bounds[key] = bound
@@ -237,7 +251,7 @@ class Skipper:
         """Plain data for a snapshot (:meth:`restore` reads it back)."""
         return {
             "held": [
-                (h[0], h[4], h[7], (h[8].t0, h[8].t1, h[8].values)) for h in sorted(self.held)
+                (h[0], h[4], h[5], (h[6].t0, h[6].t1, h[6].values)) for h in sorted(self.held)
             ],
             "bounds": list(self.bounds.items()),
         }
@@ -253,4 +267,4 @@ class Skipper:
         """Assert the invariants: the heap is ordered; no hidden value is kept."""
         for n in range(1, len(self.held)):
             assert self.held[(n - 1) // 2] <= self.held[n]
-        assert all(not name.startswith("@") for h in self.held for name, _ in h[8].values)
+        assert all(not name.startswith("@") for h in self.held for name, _ in h[6].values)

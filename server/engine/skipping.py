@@ -44,7 +44,7 @@ class Skipping:
         """Raise ValueError if ``automata`` read a stream published under a policy, or publish
         one under a policy that some query reads (``is_read``).  O(streams the automata read)."""
         for automaton in automata:
-            taken = sorted(automaton.reads & self.skippers.keys())
+            taken = sorted(automaton.reads.intersection(self.skippers))
             if taken:
                 raise ValueError(
                     f"stream {taken[0]} is published under AFTER MATCH SKIP, late and out of "
