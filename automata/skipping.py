@@ -85,6 +85,10 @@ class Skip:
     window: int = 0
     pos: Pos = field(default=None, compare=False, hash=False, repr=False)  # inline for mypyc
 
+    def __reduce__(self) -> tuple[type[Skip], tuple[object, ...]]:
+        """Pickled as its constructor's call (a compiled frozen class refuses field writes)."""
+        return Skip, (self.kind, self.var, self.window, self.pos)
+
     def __str__(self) -> str:
         tail = f" {self.var}" if self.var is not None else ""
         return f"AFTER MATCH SKIP {self.kind.value}{tail}"

@@ -4,6 +4,8 @@ what each policy keeps on a stream worked by hand, and the engine's refusals
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from cesar.automata.compiler import compile_query
@@ -147,3 +149,13 @@ def test_a_skipper_forgets_the_bounds_no_match_can_meet():
     assert [e.t0 for e in skipper.release(14)] == [9]
     assert skipper.bounds == {("0",): 12}
     skipper.check_valid()
+
+
+def test_a_compiled_policy_travels_by_pickle_as_the_compile_workers_send_it() -> None:
+    """The compile workers pickle a query's automata to the front; the policy is a compiled
+    frozen class there, which refuses pickle's default field writes."""
+    (automaton,) = compile_query(f"{RISE} AFTER MATCH SKIP TO LAST b PUBLISH M", S).automata
+    assert automaton.skip is not None
+    copy = pickle.loads(pickle.dumps(automaton))
+    assert copy.skip == automaton.skip and copy.skip.window == 10 and copy.skip.var == "b"
+    assert str(copy.skip) == "AFTER MATCH SKIP TO LAST b"
