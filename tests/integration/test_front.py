@@ -25,7 +25,6 @@ from cesar.perf.serverproc import (
 from cesar.server.front.auth import Client, Clients, Limits
 from cesar.server.front.catalog import Catalog, SubscriptionRow
 from cesar.server.front.checkpoints import SnapshotPolicy
-from cesar.server.front.commits import Ticket
 from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
 from cesar.server.front.front import Front
 from cesar.server.front.pieces import events_in
@@ -278,52 +277,6 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
         for shard in (0, 1):
             closing = pb.PublishRequest(shard=shard, shards=2, watermark=events[-1].t1)
             front.publish(client, closing)
-        assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
-    finally:
-        front.close()
-        shards.stop()
-
-
-def test_a_routed_piece_that_only_enters_the_gate_is_logged_without_waiting_for_an_apply(
-    tmp_path: Path,
-) -> None:
-    """A feed's piece without a watermark that releases no epoch is logged and acknowledged as
-    it is taken, ahead of the close before it whose apply is in flight; the log stays in
-    number order and a restart replays it into the same gate: alerts as ``cesar run``."""
-    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
-    queries = [(p.stem, p.read_text()) for p in QUERIES]
-    events = sample_events()
-    mark = events[len(events) // 2 - 1].t1
-
-    def piece(part: list[Event]) -> pb.PublishRequest:
-        return pb.PublishRequest(arrow_events=_arrow_batch(part), shard=0, shards=1)
-
-    def start() -> tuple[Front, ShardPool]:
-        shards = ShardPool(1, data_dir=tmp_path / "shards")
-        front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
-        front.start()
-        return front, shards
-
-    front, shards = start()
-    try:
-        front.define_stream(client, STOCK)
-        subs = [front.subscribe(client, text, name).id for name, text in queries]
-        first = [e for e in events if e.t1 <= mark]
-        assert front.publish(client, piece(first)).accepted == len(first)
-        close = front.begin(client, pb.PublishRequest(shard=0, shards=1, watermark=mark))
-        rest = [e for e in events if e.t1 > mark]
-        ahead = front.begin(client, piece(rest))  # the close's ~1,000 events are being applied
-        assert isinstance(ahead, Ticket) and ahead.finished()
-        assert (ahead.result().batch, ahead.result().accepted) == (3, len(rest))
-        assert close.result().batch == 2
-        assert [number for number, _ in front.catalog.batches(after=0)] == [1, 2, 3]
-        assert front.commits.committed == 3 and not front.commits.ahead
-    finally:
-        front.close()
-        shards.stop()
-    front, shards = start()
-    try:
-        front.publish(client, pb.PublishRequest(shard=0, shards=1, watermark=events[-1].t1))
         assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
     finally:
         front.close()
