@@ -117,7 +117,9 @@ def subscribe_all(
     return routing, streams, ids
 
 
-def feed_options(address: str, tmp: Path, available_now: bool) -> Options:
+def feed_options(address: str, tmp: Path, available_now: bool, files: int = 1) -> Options:
+    """The feed's options: every file at once (``available_now``), or at most ``files`` of
+    :data:`FILE_ROWS` rows each a micro-batch, as a stream arriving file by file."""
     return Options(
         server=address,
         source=str(tmp / "in"),
@@ -125,7 +127,7 @@ def feed_options(address: str, tmp: Path, available_now: bool) -> Options:
         dead_letter=str(tmp / "dead"),
         available_now=available_now,
         trigger_seconds=0.2,
-        max_files_per_trigger=1 if not available_now else None,
+        max_files_per_trigger=files if not available_now else None,
     )
 
 
@@ -218,10 +220,12 @@ def end_to_end(
     alerts: tuple[int, int],
     rate: float,
     tmp: Path,
+    per_trigger: int,
 ) -> dict[str, Any]:
     """Part 2 for one shard count: throughput (all at once), then latency (paced).
 
-    ``alerts``: ``cesar run``'s alerts before the newest epoch, and in all.
+    ``alerts``: ``cesar run``'s alerts before the newest epoch, and in all; ``per_trigger``:
+    the most files the feed takes in one micro-batch.
     """
     expected, total = alerts
     result: dict[str, Any] = {"shards": shards}
@@ -232,7 +236,9 @@ def end_to_end(
         _, _, ids = subscribe_all(server, texts)
         listener = Listener(server, ids)
         (tmp / "in").mkdir()
-        feed = Feed(spark, feed_options(server.address, tmp, available_now=False))
+        feed = Feed(
+            spark, feed_options(server.address, tmp, available_now=False, files=per_trigger)
+        )
         query = feed.start()
         try:
             first_half = sum(len(f) for f in files[:half])
@@ -314,6 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=5000, help="paced events/s for latency")
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2])
     parser.add_argument(
+        "--files-per-trigger",
+        type=int,
+        default=1,
+        help=f"the most files of {FILE_ROWS:,} rows the feed takes in one micro-batch",
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="the bundled sample (examples/stocks_sample.csv, 2,340 quotes), paced at 1,000/s, "
@@ -338,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "queries": len(texts),
         "alerts_cesar_run": len(outputs),
         "in_process_events_per_s": in_process,
+        "files_per_trigger": args.files_per_trigger,
     }
     try:
         with tempfile.TemporaryDirectory() as scratch:
@@ -353,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         (expected, len(outputs)),
                         rate,
                         Path(scratch) / f"s{shards}",
+                        args.files_per_trigger,
                     )
                 )
             summary["end_to_end"] = runs
