@@ -232,7 +232,9 @@ class Skipper:
         due: list[Held] = []
         while held and held[0][0] <= horizon:
             due.append(heapq.heappop(held))
-        ties = 0  # matches equal in (start, t1, t0) are rare: their values' spelling orders them
+        # Runs of matches equal in (start, t1, t0) (most of them, where many partitions share a
+        # clock) are ordered by their spelling; a lone match is spelled not at all.
+        ties = 0
         for n in range(1, len(due) + 1):
             if n < len(due) and due[n][:3] == due[ties][:3]:
                 continue

@@ -117,9 +117,9 @@ def subscribe_all(
     return routing, streams, ids
 
 
-def feed_options(address: str, tmp: Path, available_now: bool, files: int = 1) -> Options:
-    """The feed's options: every file at once (``available_now``), or at most ``files`` of
-    :data:`FILE_ROWS` rows each a micro-batch, as a stream arriving file by file."""
+def feed_options(address: str, tmp: Path, available_now: bool, per_trigger: int = 1) -> Options:
+    """The feed's options: every file at once (``available_now``), or at most ``per_trigger``
+    files of :data:`FILE_ROWS` rows a micro-batch, as a stream arriving file by file."""
     return Options(
         server=address,
         source=str(tmp / "in"),
@@ -127,7 +127,7 @@ def feed_options(address: str, tmp: Path, available_now: bool, files: int = 1) -
         dead_letter=str(tmp / "dead"),
         available_now=available_now,
         trigger_seconds=0.2,
-        max_files_per_trigger=files if not available_now else None,
+        max_files_per_trigger=per_trigger if not available_now else None,
     )
 
 
@@ -237,7 +237,7 @@ def end_to_end(
         listener = Listener(server, ids)
         (tmp / "in").mkdir()
         feed = Feed(
-            spark, feed_options(server.address, tmp, available_now=False, files=per_trigger)
+            spark, feed_options(server.address, tmp, available_now=False, per_trigger=per_trigger)
         )
         query = feed.start()
         try:

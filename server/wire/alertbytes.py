@@ -141,7 +141,7 @@ def shard_alerts(subscription: str, bodies: list[bytes]) -> bytes:
     >>> [(s.subscription, len(s.alerts)) for s in response.subscriptions]
     [('s1', 2)]
     """
-    parts = [_field(b"\n", subscription.encode())]
+    parts = [head(subscription)]
     for body in bodies:
         parts.append(_field(b"\x12", body))
     return _field(b"\x12", b"".join(parts))
