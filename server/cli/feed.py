@@ -8,9 +8,9 @@ import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 
 from cesar.server.host.logs import configure_logging
+from cesar.server.host.stopping import Stopping
 
 
 def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -165,13 +165,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
 
         bound = serve_metrics(args.metrics_host, args.metrics_port, lambda: collect(feed))
         print(f"metrics http://{args.metrics_host}:{bound}/metrics", flush=True)
-    stopping: list[int] = []
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        stopping.append(signum)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = Stopping().install(signal.SIGTERM, signal.SIGINT)
     try:
         query = feed.start()
     except AnalysisException as exc:  # a Hadoop path that is not there, a bad CSV header, ...
@@ -187,7 +181,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
     last_batch = -1
     idle = False
     try:
-        while query.isActive and not stopping and not idle:
+        while query.isActive and not stopping.signals and not idle:
             query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes floats
             progress = query.lastProgress
             fresh = progress is not None and progress["batchId"] != last_batch
@@ -200,7 +194,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
             )
         query.stop()
         query.awaitTermination()
-        if (options.available_now or idle) and not stopping:
+        if (options.available_now or idle) and not stopping.signals:
             feed.finish()
     except StreamingQueryException as exc:
         print(f"cesar feed: the streaming query failed: {exc}", file=sys.stderr)

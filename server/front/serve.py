@@ -49,6 +49,7 @@ from cesar.server.front.startup import ReplayError
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.metrics import serve_metrics
+from cesar.server.host.stopping import Stopping
 from cesar.server.host.tls import TlsError, server_credentials
 from cesar.server.shard.pool import RemoteShards, ShardFailure, ShardPool
 from cesar.server.wire.arrowevents import warm_up
@@ -214,7 +215,7 @@ def serve(config: ServeConfig) -> int:
 
 
 def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, tls: bool) -> int:
-    stop = threading.Event()
+    stop = Stopping().install(signal.SIGTERM, signal.SIGINT)
     status = {"code": 0}
 
     recovering = threading.Lock()
@@ -222,12 +223,12 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
     def fail() -> None:
         if shards.remote is None:  # a child died: stop; a restart rebuilds every shard
             status["code"] = 1
-            stop.set()
+            stop.request()
         elif recovering.acquire(blocking=False):
-            threading.Thread(target=_recover, args=(front, stop, recovering), daemon=True).start()
+            threading.Thread(
+                target=_recover, args=(front, stop.event, recovering), daemon=True
+            ).start()
 
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     shard_args = [
         f"--max-instances-per-subscription={config.max_instances_per_subscription or 0}",
         f"--max-instances={config.max_instances or 0}",
@@ -349,9 +350,9 @@ def _recover(front: Front, stop: threading.Event, running: threading.Lock) -> No
 
 
 def _watch_shards(
-    shards: ShardPool, stop: threading.Event, fail: Callable[[], None], front: Front
+    shards: ShardPool, stop: Stopping, fail: Callable[[], None], front: Front
 ) -> None:
-    """Return once ``stop`` is set; a dead shard sets it (through ``fail``).  Meanwhile take
+    """Return once ``stop`` says so: a signal, or a dead shard (through ``fail``).  Meanwhile take
     the checkpoints an idle front has due (:meth:`Front.checkpoint_if_due`).
 
     The main thread polls instead of blocking in ``stop.wait()``: a signal the
