@@ -339,7 +339,8 @@ class Front:
             if live is None:
                 raise NotFound(f"no subscription {sub_id}")
             shards = list(live.shards(self.shards.count))
-            return list(zip(shards, self.shards.place(sub_id, shards), strict=True))
+            asking = self.shards.place(sub_id, shards)
+        return list(zip(shards, asking.answers(), strict=True))
 
     def subscriptions(self, client: Client | None) -> list[SubscriptionRow]:
         """``client``'s subscriptions (None: everyone's), oldest first, with their latest seq."""

@@ -72,7 +72,8 @@ def seen_by(front: Front, client: Client) -> pb.StatsResponse:
             "listens": front.listens[client.name],
             "alerts": sum(registry.last_seq[i] for i in ids),
         }
-        shards = front.shards.stats()
+        asking = front.shards.stats()
+    shards = _numbered(asking.answers())
     return pb.StatsResponse(
         front=counters,
         shards=[
@@ -105,11 +106,20 @@ def everything(front: Front) -> pb.StatsResponse:
         # read before the Stats calls, which queue behind the Apply calls in flight
         waiting = [front.gate.waiting(shard) for shard in range(front.shards.count)]
         in_flight = list(front.shards.in_flight)
-        shards = front.shards.stats()
+        asking = front.shards.stats()
+    shards = _numbered(asking.answers())
     for shard in shards:
         shard.counters["events_waiting"] = waiting[shard.shard]
         shard.counters["applies_in_flight"] = in_flight[shard.shard]
     return pb.StatsResponse(front=counters, shards=shards)
+
+
+def _numbered(shards: list[pb.ShardStats]) -> list[pb.ShardStats]:
+    """``shards`` (every shard's, in order) with their index set: a shard on its own does not
+    know its place."""
+    for index, shard in enumerate(shards):
+        shard.shard = index
+    return shards
 
 
 def inflow(front: Front) -> Inflow:

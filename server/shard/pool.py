@@ -67,9 +67,15 @@ class RemoteShards:
     connect_timeout: float = 30.0
 
 
-class Applying:
-    """Epochs sent to the shards: :meth:`result` waits for their alerts (ShardFailure if a
-    shard, or an install sent before, failed)."""
+class Asking:
+    """Calls queued to the shards: :meth:`answers` waits for them (ShardFailure if a shard, or
+    an install sent before, failed).
+
+    A call to a shard queues behind the Apply calls in flight there: the front queues it
+    under its lock (so it sees every batch begun before) and waits outside it.  A Stats call
+    that waited under the lock held every publish until the apply ahead of it ended (the
+    feed's pieces, the front's idle checkpoint and GetRouting all waited on it, measured).
+    """
 
     def __init__(
         self,
@@ -81,12 +87,20 @@ class Applying:
         self.installs = installs
         self.calls = calls
 
+    def answers(self) -> list[Any]:
+        """Each call's answer, in the order asked."""
+        self.pool._all(self.installs)
+        return self.pool._all(self.calls)
+
+
+class Applying(Asking):
+    """Epochs sent to the shards: :meth:`result` waits for their alerts."""
+
     def result(self) -> list[shard_pb2.ShardAlerts]:
         """Every subscription's alerts, shard by shard (a subscription twice if its alerts
         filled more than one response)."""
-        self.pool._all(self.installs)
         alerts: list[shard_pb2.ShardAlerts] = []
-        for responses in self.pool._all(self.calls):
+        for responses in self.answers():
             for response in responses:
                 alerts.extend(response.subscriptions)
         return alerts
@@ -305,24 +319,24 @@ class ShardPool:
         with self._flight:
             self.in_flight[shard] -= 1
 
-    def stats(self) -> list[cesar_pb2.ShardStats]:
-        """Every shard's counters."""
-        self._settle(range(self.count))
-        request = cesar_pb2.StatsRequest()
-        calls = [(i, self._send(i, "Stats", request)) for i in range(self.count)]
-        stats: list[cesar_pb2.ShardStats] = self._all(calls)
-        for index, shard in enumerate(stats):
-            shard.shard = index  # a shard on its own does not know its place
-        return stats
+    def ask(self, method: str, request: Any, targets: Iterable[int]) -> Asking:
+        """Queue ``method`` to each of ``targets`` (a unary call) behind the calls sent before,
+        with the installs sent to them checked when answered (:class:`Asking`)."""
+        targets = list(targets)
+        installs = [(i, f) for i in targets for f in self.pending[i]]
+        for i in targets:
+            self.pending[i] = []
+        return Asking(self, installs, [(i, self._send(i, method, request)) for i in targets])
 
-    def place(self, subscription: str, shards: Sequence[int]) -> list[shard_pb2.PlaceResponse]:
-        """Per shard of ``shards``, where ``subscription`` sits there: the template edges it
-        uses, what it holds, the steps charged to it."""
-        self._settle(shards)
-        request = shard_pb2.PlaceRequest(subscription=subscription)
-        calls = [(i, self._send(i, "Place", request)) for i in shards]
-        answers: list[shard_pb2.PlaceResponse] = self._all(calls)
-        return answers
+    def stats(self) -> Asking:
+        """Ask every shard for its counters: the answers are ShardStats in shard order."""
+        return self.ask("Stats", cesar_pb2.StatsRequest(), range(self.count))
+
+    def place(self, subscription: str, shards: Sequence[int]) -> Asking:
+        """Ask each of ``shards`` where ``subscription`` sits there (PlaceResponse, in the
+        order of ``shards``): the template edges it uses, what it holds, the steps charged
+        to it."""
+        return self.ask("Place", shard_pb2.PlaceRequest(subscription=subscription), shards)
 
     def snapshot(self, position: int, keep: Sequence[int]) -> list[shard_pb2.SnapshotResponse]:
         """Every shard saves its run state as the snapshot at ``position``, keeping ``keep``."""

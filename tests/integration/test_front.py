@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -25,6 +27,7 @@ from cesar.perf.serverproc import (
 from cesar.server.front.auth import Client, Clients, Limits
 from cesar.server.front.catalog import Catalog, SubscriptionRow
 from cesar.server.front.checkpoints import SnapshotPolicy
+from cesar.server.front.commits import Ticket
 from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
 from cesar.server.front.front import Front
 from cesar.server.front.pieces import events_in
@@ -510,3 +513,37 @@ def test_a_pattern_with_or_runs_on_two_shards_across_a_restart(tmp_path: Path) -
     text = cookbook.split("### 27.")[1].split("```sase\n")[1].split("```")[0]
     assert " OR(" in text
     assert _alerts_across_a_restart(tmp_path, "outcomes", text) == (87, 87)
+
+
+def test_a_stats_call_waiting_behind_an_apply_holds_no_other_call(front: Front) -> None:
+    """Stats queues behind the Apply in flight on each shard; it must wait for it without
+    the front's lock, or every call that takes the lock (publishes, ListStreams, GetRouting,
+    the idle checkpoint) waits for the rest of that apply. The shard is stopped (SIGSTOP)
+    with an Apply in flight, so the apply lasts until the test lets it go on."""
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    front.define_stream(client, STOCK)
+    front.subscribe(client, EVERY)
+    events = [to_event(e) for e in sample_events()[:100]]
+    front.publish(client, pb.PublishRequest(events=events))
+    shard = front.shards.processes[0].pid
+    os.kill(shard, signal.SIGSTOP)
+    try:
+        ticket = front.begin(client, pb.PublishRequest(watermark=events[-1].t1))
+        assert isinstance(ticket, Ticket) and ticket.applying is not None
+        answered: list[pb.StatsResponse] = []
+        asking = threading.Thread(target=lambda: answered.append(front.stats(client)))
+        asking.start()
+        listed: list[list[str]] = []
+        listing = threading.Thread(
+            target=lambda: listed.append([row.name for row, _ in front.stream_rows(client)])
+        )
+        time.sleep(0.2)  # the Stats call queued behind the Apply
+        listing.start()
+        listing.join(30)
+        assert listed == [["Every", "Stock"]]  # answered while the apply waits
+        assert asking.is_alive() and not ticket.applying.calls[0][1].done()
+    finally:
+        os.kill(shard, signal.SIGCONT)
+    assert ticket.result().accepted == 0
+    asking.join()
+    assert answered[0].shards[0].counters["epochs"] >= 1
