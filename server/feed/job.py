@@ -354,6 +354,7 @@ class Feed:
         clock.mark("publish")
         summaries = [r for r in rows if r["kind"] == "summary"]
         counts = {name: sum(r[name] for r in summaries) for name in COUNTERS}
+        waited = sum(r["waited_us"] for r in summaries) / 1e6
         tops = [r["max_t1"] for r in summaries if r["max_t1"] is not None]
         seen = max([*tops, *([state.seen] if state.seen is not None else [])], default=None)
         watermark = state.watermark
@@ -385,6 +386,7 @@ class Feed:
                 **{f"batch_{name}": value for name, value in counts.items()},
                 **totals,
                 **clock.seconds,
+                "seconds_acknowledged": round(waited, 6),
             },
         )
 

@@ -13,7 +13,8 @@
    them pending on the shard in (t1, arrival) order until the driver closes
    the micro-batch with the new watermark (a PublishBatch per shard with no
    events), so the partitions' pieces may arrive in any order;
-4. yields one summary row (counts and the largest ``t1`` the server accepted) and one row per
+4. yields one summary row (counts, the largest ``t1`` the server accepted and the
+   microseconds its PublishBatch calls waited for their acknowledgements) and one row per
    rejected or late input row, with field and reason, for the dead letter.
 
 A micro-batch Spark runs again after a crash reads the same rows into the
@@ -44,7 +45,8 @@ from cesar.v1 import cesar_pb2 as pb
 
 OUTPUT = (
     "kind string, rows bigint, rejected bigint, late bigint, accepted bigint, unrouted bigint, "
-    "sent bigint, duplicates bigint, max_t1 bigint, field string, reason string, raw string"
+    "sent bigint, duplicates bigint, max_t1 bigint, waited_us bigint, field string, "
+    "reason string, raw string"
 )
 OUTPUT_SCHEMA = pa.schema(
     [
@@ -115,6 +117,7 @@ def publish_partition(
         for shard, table in tables.items():
             by_shard.setdefault(shard, []).append(table)
     sent = duplicates = 0
+    waited = 0.0
     if by_shard:
         partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
         connection = target.connect()
@@ -129,7 +132,9 @@ def publish_partition(
                         shards=plan.shards,
                         idempotency_key=f"{target.feed}:{batch}:{partition}:{shard}:{chunk}",
                     )
+                    asked = time.perf_counter()
                     response = publish(connection, request)
+                    waited += time.perf_counter() - asked
                     sent += response.accepted
                     duplicates += response.duplicate
                     top = _newest_accepted(piece, response)
@@ -141,7 +146,13 @@ def publish_partition(
                         yield _dead(row, rejection.field, pa.array([reason]), raw=False)
         finally:
             connection.close()
-    summary = {**counts, "sent": sent, "duplicates": duplicates, "max_t1": max_t1}
+    summary = {
+        **counts,
+        "sent": sent,
+        "duplicates": duplicates,
+        "max_t1": max_t1,
+        "waited_us": round(waited * 1e6),
+    }
     yield pa.RecordBatch.from_pylist([{"kind": "summary", **summary}], schema=OUTPUT_SCHEMA)
 
 

@@ -158,6 +158,8 @@ def test_feed_killed_and_restarted_delivers_every_alert_once(tmp_path: Path) -> 
         )
         totals = batches_logged(log)[-1]
         assert (totals["rows"], totals["rejected"], totals["late"]) == (len(events) + 4, 3, 1)
+        sending = [b for b in batches_logged(log) if b["batch_sent"]]
+        assert sending and all(0 < b["seconds_acknowledged"] < 60 for b in sending)
         conn.close()
     finally:
         server.stop()
