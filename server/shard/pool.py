@@ -280,11 +280,15 @@ class ShardPool:
 
     def _settle(self, targets: Iterable[int]) -> None:
         """Check the installs sent to ``targets`` so far (waiting for them if need be)."""
-        calls: list[tuple[int, Future[Any]]] = []
+        self._all(self._installs(targets))
+
+    def _installs(self, targets: Iterable[int]) -> list[tuple[int, Future[Any]]]:
+        """The installs sent to ``targets`` and not checked yet, taken: the caller checks them."""
+        taken: list[tuple[int, Future[Any]]] = []
         for i in targets:
-            calls.extend((i, future) for future in self.pending[i])
+            taken.extend((i, future) for future in self.pending[i])
             self.pending[i] = []
-        self._all(calls)
+        return taken
 
     def install(self, batches: Sequence[shard_pb2.InstallBatch]) -> None:
         """Send ``batches[i]`` to shard ``i`` (not those with an empty batch) without waiting."""
@@ -303,9 +307,7 @@ class ShardPool:
         """Send each shard its epochs (``requests[i]``: shard ``i``'s, in order) without
         waiting; :meth:`Applying.result` waits."""
         targets = [i for i, r in enumerate(requests) if r]
-        installs = [(i, f) for i in targets for f in self.pending[i]]
-        for i in targets:
-            self.pending[i] = []
+        installs = self._installs(targets)
         calls = [(i, self._send(i, "Apply", request)) for i in targets for request in requests[i]]
         with self._flight:
             for i, _ in calls:
@@ -323,9 +325,7 @@ class ShardPool:
         """Queue ``method`` to each of ``targets`` (a unary call) behind the calls sent before,
         with the installs sent to them checked when answered (:class:`Asking`)."""
         targets = list(targets)
-        installs = [(i, f) for i in targets for f in self.pending[i]]
-        for i in targets:
-            self.pending[i] = []
+        installs = self._installs(targets)
         return Asking(self, installs, [(i, self._send(i, method, request)) for i in targets])
 
     def stats(self) -> Asking:
