@@ -4,7 +4,10 @@
 a fixed routing table and stream list (taken from a real server), and answers
 every PublishBatch at once: it counts the events each shard was sent and,
 with ``keep``, keeps them (as Arrow tables) for tests that check where every
-event went.  Idempotency keys are honoured as the real front does.
+event went.  Idempotency keys are honoured as the real front does.  With
+``hold``, closes (a PublishBatch with a watermark and no events) wait until it
+is set, as a server still applying would: tests of how many closes the feed
+keeps in flight.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ class Received:
     keys: set[str] = field(default_factory=set)
     watermarks: dict[int, int] = field(default_factory=dict)
     duplicates: int = 0
+    closing: int = 0
+    """Closes (PublishBatch without events) received and not answered yet."""
+    most_closing: int = 0
+    """The most closes unanswered at once."""
 
 
 class _Servicer(cesar_pb2_grpc.CesarServicer):
@@ -53,8 +60,15 @@ class _Servicer(cesar_pb2_grpc.CesarServicer):
         self, request: pb.PublishRequest, context: grpc.ServicerContext
     ) -> pb.PublishResponse:
         if not request.arrow_events:
+            received = self.sink.received
             with self.sink.lock:
-                self.sink.received.watermarks[request.shard] = request.watermark
+                received.watermarks[request.shard] = request.watermark
+                received.closing += 1
+                received.most_closing = max(received.most_closing, received.closing)
+            if self.sink.hold is not None:
+                self.sink.hold.wait()
+            with self.sink.lock:
+                received.closing -= 1
             return pb.PublishResponse()
         table = pa.ipc.open_stream(request.arrow_events).read_all()
         received = self.sink.received
@@ -80,10 +94,13 @@ class AckSink:
         streams: list[pb.StreamInfo],
         keep: bool = False,
         port: int = 0,
+        hold: threading.Event | None = None,
     ) -> None:
         self.routing = routing
         self.streams = streams
         self.keep = keep
+        self.hold = hold
+        """When given, closes are answered only once it is set (a server still applying)."""
         self.lock = threading.Lock()
         self.received = Received()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=GRPC_OPTIONS)

@@ -14,11 +14,17 @@ docs/design.md, "Feed".  Each micro-batch (:meth:`Feed.process`, a
    shard's pending events in ``(t1, arrival)`` order once the watermark passes.
    The close is sent from a thread of its own, and the micro-batch ends
    without waiting for it: the front applies batch N's epochs while Spark
-   routes batch N+1 (whose rows are all after N's watermark: the rest are
-   late).  Batch N+1's close waits for N's first, so closes stay in order and
-   at most one is in flight; :meth:`Feed.start` sends the newest batch's close
-   again (same idempotency key: a duplicate if it was applied), so a close
-   lost in a crash is not lost for good;
+   routes and publishes batch N+1 (whose rows are all after N's watermark:
+   the rest are late; the front acknowledges such a piece once logged, not
+   after N's apply), and N+1's close may follow N's before N's is applied,
+   so the shard goes from one apply to the next without waiting for Spark.
+   At most ``CLOSES_IN_FLIGHT`` (2) are in flight: batch N+2's close waits for
+   N's, which bounds how far the feed runs ahead of the shards.  Closes only
+   raise a shard's watermark (the front keeps the largest), so two in flight
+   mean the same whatever order they arrive in.  :meth:`Feed.start` sends the
+   newest batch's close again (same idempotency key: a duplicate if it was
+   applied; its watermark covers any older close in flight), so a close lost
+   in a crash is not lost for good;
 4. rejected and late rows go to the dead letter (JSON files, one directory
    per micro-batch, with field and reason); the watermark and counters go to a
    small state file under the checkpoint, named by batch id.
@@ -40,6 +46,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -62,6 +69,8 @@ from cesar.v1 import cesar_pb2 as pb
 
 log = logging.getLogger("cesar.feed")
 
+CLOSES_IN_FLIGHT = 2
+"""How many micro-batches' closes may be in flight at once (module docstring, step 3)."""
 COUNTERS = ("rows", "accepted", "rejected", "late", "unrouted", "sent", "duplicates")
 """The feed's running totals, kept in its state under the checkpoint (so they survive restarts)."""
 
@@ -282,9 +291,9 @@ class Feed:
         self.routing_version = 0
         self.figures = threading.Lock()
         """Held while a micro-batch's figures above change, and while they are read."""
-        self._closer = ThreadPoolExecutor(1, thread_name_prefix="feed-close")
-        self._closing: Future[int] | None = None
-        """The newest micro-batch's close, while it may be in flight."""
+        self._closer = ThreadPoolExecutor(CLOSES_IN_FLIGHT, thread_name_prefix="feed-close")
+        self._closing: deque[Future[int]] = deque()
+        """The newest micro-batches' closes, oldest first, while they may be in flight."""
 
     def start(self) -> StreamingQuery:
         """Send the newest micro-batch's close again (it may have been in flight when the
@@ -362,8 +371,10 @@ class Feed:
             candidate = max(tops) - self.options.lateness - 1
             watermark = candidate if watermark is None else max(watermark, candidate)
         if watermark is not None and watermark != state.watermark:
-            self._closed()
-            self._closing = self._closer.submit(close_epochs, target, plan, str(batch), watermark)
+            self._closed(keep=CLOSES_IN_FLIGHT - 1)
+            self._closing.append(
+                self._closer.submit(close_epochs, target, plan, str(batch), watermark)
+            )
         clock.mark("close")
         dead = [r for r in rows if r["kind"] == "dead"]
         if dead:
@@ -419,15 +430,15 @@ class Feed:
         self.store.write(f"feed/state/{last}.json", closed.dump())
         log.info("closed", extra={"batch": last, "watermark": closed.watermark, **closed.totals})
 
-    def _closed(self) -> None:
-        """Wait for the close in flight, if any; raise what it raised."""
-        closing, self._closing = self._closing, None
-        if closing is not None:
-            closing.result()
+    def _closed(self, keep: int = 0) -> None:
+        """Wait for the closes in flight but the newest ``keep``, oldest first; raise what
+        one raised."""
+        while len(self._closing) > keep:
+            self._closing.popleft().result()
 
     def close(self) -> None:
-        """Wait for the close in flight (a failed one is logged: the next start sends it
-        again), then close the driver's connection to the front."""
+        """Wait for the closes in flight (a failed one is logged: the next start sends the
+        newest again), then close the driver's connection to the front."""
         try:
             self._closed()
         except Exception as exc:  # reported, not raised: the feed is stopping either way

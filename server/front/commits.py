@@ -9,6 +9,16 @@ event log, the alerts' seqs and the acknowledgements form the history one
 batch at a time would have made.  A commit that fails leaves the shards
 ahead of the log: the pool is marked failed and no later batch commits until
 the front is reloaded.
+
+One kind of batch is logged ahead of its turn (:meth:`Commits.commit_ahead`): a
+piece the feed routed to a shard, without a watermark, that released no epoch —
+its rows only entered the epoch gate, so it has no alerts, and waiting for the
+apply of a close before it would hold the feed's next micro-batch behind that
+apply.  Replay reads the log in number order, so a restart rebuilds the same
+gate; and if a crash loses the earlier batch but not the piece, the earlier
+one was never acknowledged: re-sent, it is judged as before, since a routed
+row is late only by a watermark or an applied epoch of its shard, which the
+piece moved neither (docs/architecture.md, "Durability and delivery").
 """
 
 from __future__ import annotations
@@ -67,6 +77,10 @@ class Ticket:
         ticket = cls(response.batch, "", Counter(), b"", None, response)
         ticket.finish()
         return ticket
+
+    def finished(self) -> bool:
+        """Whether the acknowledgement is ready (the batch is logged, or failed)."""
+        return self._finished.is_set()
 
     def finish(self) -> None:
         self._finished.set()
@@ -163,7 +177,9 @@ class Commits:
         self.turn = threading.Condition(lock)
         """Notified whenever a batch commits or the shards fail."""
         self.committed = 0
-        """The number of the last batch logged."""
+        """The number of the last batch logged with every batch before it."""
+        self.ahead: set[int] = set()
+        """The numbers of batches logged ahead of their turn, after :attr:`committed`."""
         self.inflight: set[str] = set()
         """The idempotency keys of batches begun and not logged yet."""
         self.rejections: Refused = Counter()
@@ -178,7 +194,12 @@ class Commits:
     def reset(self, committed: int) -> None:
         """After a (re)load: everything up to batch ``committed`` is logged, nothing in flight."""
         self.committed = committed
+        self.ahead.clear()
         self.inflight.clear()
+
+    def unlogged(self, taken: int) -> int:
+        """How many of the batches up to number ``taken`` are not logged yet (under the lock)."""
+        return taken - self.committed - len(self.ahead)
 
     def put(self, ticket: Ticket) -> None:
         """Hand a batch sent to the shards to the committer (under the lock)."""
@@ -207,9 +228,18 @@ class Commits:
                 except ShardFailure as exc:
                     ticket.fail(exc)
 
+    def commit_ahead(self, ticket: Ticket) -> None:
+        """Log a routed piece that released no epoch now, ahead of the batches in flight
+        before it, and finish its ticket (module docstring; under the lock); ShardFailure if
+        the shards failed or it cannot be logged."""
+        if self.shards.failed is not None:
+            raise ShardFailure(self.shards.failed)
+        self.commit(ticket, [])
+
     def commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlerts]) -> None:
-        """Log a batch with its alerts (its turn: every earlier batch is logged) and finish its
-        ticket; ShardFailure if it cannot be logged."""
+        """Log a batch with its alerts (its turn: every earlier batch is logged, or it releases
+        no epoch: :meth:`commit_ahead`) and finish its ticket; ShardFailure if it cannot be
+        logged."""
         try:
             registry = self.registry()
             rows, touched = registry.sequence(alerts)
@@ -220,7 +250,10 @@ class Commits:
             self.shards.failed = f"batch {ticket.number} was applied but not logged ({exc})"
             self.turn.notify_all()
             raise ShardFailure(self.shards.failed) from exc
-        self.committed = ticket.number
+        self.ahead.add(ticket.number)
+        while self.committed + 1 in self.ahead:
+            self.committed += 1
+            self.ahead.remove(self.committed)
         self.inflight.discard(ticket.key)
         self.turn.notify_all()
         self.counters["events_accepted"] += ticket.accepted

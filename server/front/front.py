@@ -67,7 +67,7 @@ from cesar.server.front.subscribing import (
     install_batches,
     named_streams,
 )
-from cesar.server.shard.pool import Applying, ShardPool
+from cesar.server.shard.pool import Applying, ShardFailure, ShardPool
 from cesar.server.wire.arrowevents import Checked
 from cesar.server.wire.arrowevents import encode as encode_arrow
 from cesar.v1 import cesar_pb2 as pb
@@ -417,7 +417,7 @@ class Front:
         for the shards' backlog of those, not of every turn a huge request has begun."""
         with self.turnstile, self.lock:
             self._check_open()
-            while self.batches - self.commits.committed >= limits.BATCHES_IN_FLIGHT:
+            while self.commits.unlogged(self.batches) >= limits.BATCHES_IN_FLIGHT:
                 self.commits.wait_turn()  # the shards are behind: queue here, in arrival order
             if key:
                 while key in self.commits.inflight:
@@ -449,7 +449,13 @@ class Front:
                 self._checkpoint(number)
             else:
                 ticket.applying = self.advance(arrivals, request.watermark or None, shard)
-                self.commits.put(ticket)
+                if shard is not None and not request.watermark and not ticket.applying.sent:
+                    try:  # a routed piece that only entered the gate: logged now
+                        self.commits.commit_ahead(ticket)
+                    except ShardFailure as exc:
+                        ticket.fail(exc)
+                else:
+                    self.commits.put(ticket)
         return ticket
 
     def checkpoint_if_due(self) -> bool:

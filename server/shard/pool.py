@@ -96,6 +96,11 @@ class Asking:
 class Applying(Asking):
     """Epochs sent to the shards: :meth:`result` waits for their alerts."""
 
+    @property
+    def sent(self) -> bool:
+        """Whether any shard was sent anything (an epoch, or an install riding with one)."""
+        return bool(self.calls or self.installs)
+
     def result(self) -> list[shard_pb2.ShardAlerts]:
         """Every subscription's alerts, shard by shard (a subscription twice if its alerts
         filled more than one response)."""

@@ -435,3 +435,51 @@ def test_the_feed_reads_a_csv_not_written_for_cesar_as_cesar_run_does(
         for line in path.read_text().splitlines()
     }
     assert ("t0", "missing") in dead
+
+
+def test_a_micro_batch_closes_while_the_close_before_it_is_applied(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Closes go two deep: micro-batch N+1 publishes and sends its close while N's is still
+    unanswered (a shard applies the two back to back, not waiting for Spark between them);
+    N+2 publishes, then waits for N's close before sending its own."""
+    hold = threading.Event()
+    sink = AckSink(key_table(1), STREAMS, hold=hold)
+    source = tmp_path / "in"
+    source.mkdir()
+    events = sample_events()[:300]
+    for number, start in enumerate(range(0, len(events), 100)):
+        path = source / f"{number}.jsonl"
+        path.write_text("\n".join(input_line(e) for e in events[start : start + 100]) + "\n")
+        os.utime(path, (1_000_000 + number, 1_000_000 + number))  # read in this order
+    options = Options(
+        server=sink.address,
+        source=str(source),
+        checkpoint=str(tmp_path / "checkpoint"),
+        dead_letter=str(tmp_path / "dead"),
+        trigger_seconds=0.2,
+        max_files_per_trigger=1,
+    )
+    feed = Feed(spark, options)
+    query = feed.start()
+    try:
+        deadline = time.monotonic() + 120
+        while sum(sink.received.events.values()) < len(events) or sink.received.closing < 2:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, (sink.received.closing, sink.received.events)
+            time.sleep(0.1)
+        time.sleep(1.0)  # the third micro-batch has published and waits for the first close
+        assert sink.received.closing == 2
+    finally:
+        hold.set()
+    try:
+        while feed.micro_batches < 3:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, "the feed did not finish its micro-batches"
+            time.sleep(0.1)
+    finally:
+        query.stop()
+        feed.close()
+        sink.stop()
+    assert sink.received.most_closing == 2
+    assert sink.received.watermarks[0] == max(e.t1 for e in events) - 1

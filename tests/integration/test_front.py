@@ -24,10 +24,11 @@ from cesar.perf.serverproc import (
     normalized,
     sample_events,
 )
+from cesar.server.front import limits
 from cesar.server.front.auth import Client, Clients, Limits
 from cesar.server.front.catalog import Catalog, SubscriptionRow
 from cesar.server.front.checkpoints import SnapshotPolicy
-from cesar.server.front.commits import Ticket
+from cesar.server.front.commits import Ticket, Tickets
 from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArgument, OutOfRange
 from cesar.server.front.front import Front
 from cesar.server.front.pieces import events_in
@@ -280,6 +281,75 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
         for shard in (0, 1):
             closing = pb.PublishRequest(shard=shard, shards=2, watermark=events[-1].t1)
             front.publish(client, closing)
+        assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
+    finally:
+        front.close()
+        shards.stop()
+
+
+def test_routed_pieces_that_only_enter_the_gate_are_logged_without_waiting_for_an_apply(
+    tmp_path: Path,
+) -> None:
+    """A feed's pieces without a watermark that release no epoch are logged and acknowledged
+    as they are taken, ahead of the close before them whose apply is in flight (the shard is
+    stopped, SIGSTOP, so it lasts until the test lets it go on), and more of them than
+    ``BATCHES_IN_FLIGHT``: logged, they are not in flight.  The log stays in number order and
+    a restart replays it into the same gate: alerts as ``cesar run``."""
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    queries = [(p.stem, p.read_text()) for p in QUERIES]
+    events = sample_events()
+    mark = events[len(events) // 2 - 1].t1
+
+    def piece(part: list[Event]) -> pb.PublishRequest:
+        return pb.PublishRequest(arrow_events=_arrow_batch(part), shard=0, shards=1)
+
+    def start() -> tuple[Front, ShardPool]:
+        shards = ShardPool(1, data_dir=tmp_path / "shards")
+        front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
+        front.start()
+        return front, shards
+
+    front, shards = start()
+    try:
+        front.define_stream(client, STOCK)
+        subs = [front.subscribe(client, text, name).id for name, text in queries]
+        first = [e for e in events if e.t1 <= mark]
+        assert front.publish(client, piece(first)).accepted == len(first)
+        shard = shards.processes[0].pid
+        os.kill(shard, signal.SIGSTOP)
+        try:
+            close = front.begin(client, pb.PublishRequest(shard=0, shards=1, watermark=mark))
+            rest = [e for e in events if e.t1 > mark]
+            size = len(rest) // (limits.BATCHES_IN_FLIGHT + 2) + 1
+            parts = [rest[i : i + size] for i in range(0, len(rest), size)]
+            assert len(parts) > limits.BATCHES_IN_FLIGHT
+            taken: list[Ticket | Tickets] = []
+
+            def take() -> None:
+                for part in parts:
+                    taken.append(front.begin(client, piece(part)))
+
+            taking = threading.Thread(target=take, daemon=True)
+            taking.start()
+            taking.join(30)
+            assert not taking.is_alive(), f"{len(taken)} of {len(parts)} pieces taken"
+            for number, (ahead, part) in enumerate(zip(taken, parts, strict=True), start=3):
+                assert isinstance(ahead, Ticket) and ahead.finished()
+                assert (ahead.result().batch, ahead.result().accepted) == (number, len(part))
+            assert isinstance(close, Ticket) and not close.finished()
+            assert front.commits.committed == 1
+        finally:
+            os.kill(shard, signal.SIGCONT)
+        assert close.result().batch == 2
+        last = 2 + len(parts)
+        assert [number for number, _ in front.catalog.batches(after=0)] == list(range(1, last + 1))
+        assert front.commits.committed == last and not front.commits.ahead
+    finally:
+        front.close()
+        shards.stop()
+    front, shards = start()
+    try:
+        front.publish(client, pb.PublishRequest(shard=0, shards=1, watermark=events[-1].t1))
         assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
     finally:
         front.close()
