@@ -52,6 +52,9 @@ STREAMING = frozenset({"Apply"})
 """Shard methods that stream their answer."""
 
 
+_STATS = cesar_pb2.StatsRequest()
+
+
 class ShardFailure(RuntimeError):
     """A shard process died or failed a call; the front cannot continue consistently."""
 
@@ -91,6 +94,26 @@ class Asking:
         """Each call's answer, in the order asked."""
         self.pool._all(self.installs)
         return self.pool._all(self.calls)
+
+
+class Shared(Asking):
+    """``asking``'s calls, which several callers wait for, each getting its own copies of the
+    answers (messages the caller may change)."""
+
+    def __init__(self, asking: Asking) -> None:
+        super().__init__(asking.pool, asking.installs, asking.calls)
+
+    def answers(self) -> list[Any]:
+        copies = []
+        for answer in super().answers():
+            copy = type(answer)()
+            copy.CopyFrom(answer)
+            copies.append(copy)
+        return copies
+
+    def answered(self) -> bool:
+        """Whether every shard has answered (or failed)."""
+        return all(future.done() for _, future in self.calls)
 
 
 class Applying(Asking):
@@ -142,6 +165,8 @@ class ShardPool:
         self.in_flight = [0] * self.count
         """Per shard, Apply calls sent and not answered yet: its backlog."""
         self._flight = threading.Lock()
+        self._stats: Shared | None = None
+        """The newest Stats calls, shared while unanswered (:meth:`stats`)."""
         try:
             if remote is None:  # all start at once, then each is reached
                 for index in range(self.count):
@@ -334,8 +359,18 @@ class ShardPool:
         return Asking(self, installs, [(i, self._send(i, method, request)) for i in targets])
 
     def stats(self) -> Asking:
-        """Ask every shard for its counters: the answers are ShardStats in shard order."""
-        return self.ask("Stats", cesar_pb2.StatsRequest(), range(self.count))
+        """Ask every shard for its counters: the answers are ShardStats in shard order.
+
+        Called under the front's lock.  Callers while a Stats call is queued and unanswered
+        share it: an unanswered call was queued behind every apply acknowledged before, so
+        its counters are as fresh as a new one's, and however many clients poll, a shard
+        answers at most one Stats between two other calls (each walks all its
+        subscriptions' plans).
+        """
+        shared = self._stats
+        if shared is None or shared.answered():
+            shared = self._stats = Shared(self.ask("Stats", _STATS, range(self.count)))
+        return shared
 
     def place(self, subscription: str, shards: Sequence[int]) -> Asking:
         """Ask each of ``shards`` where ``subscription`` sits there (PlaceResponse, in the

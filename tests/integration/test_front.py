@@ -585,6 +585,44 @@ def test_a_pattern_with_or_runs_on_two_shards_across_a_restart(tmp_path: Path) -
     assert _alerts_across_a_restart(tmp_path, "outcomes", text) == (87, 87)
 
 
+def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
+    """A client polling Stats cannot pile Stats calls on a shard between two applies: callers
+    while one is queued and unanswered share it, each with its own copy of the answers; once
+    it is answered the next caller asks again. The shard is stopped (SIGSTOP) with an Apply
+    in flight, so the first Stats call stays queued until the test lets it go on."""
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    front.define_stream(client, STOCK)
+    front.subscribe(client, EVERY)
+    events = [to_event(e) for e in sample_events()[:100]]
+    front.publish(client, pb.PublishRequest(events=events))
+    shard = front.shards.processes[0].pid
+    os.kill(shard, signal.SIGSTOP)
+    try:
+        ticket = front.begin(client, pb.PublishRequest(watermark=events[-1].t1))
+        answered: list[pb.StatsResponse] = []
+        callers = [
+            threading.Thread(target=lambda: answered.append(front.server_stats())) for _ in range(4)
+        ]
+        for caller in callers:
+            caller.start()
+        time.sleep(0.2)
+        with front.lock:
+            queued = front.shards.stats()
+            assert front.shards.stats() is queued
+    finally:
+        os.kill(shard, signal.SIGCONT)
+    assert isinstance(ticket, Ticket) and ticket.result().accepted == 0
+    for caller in callers:
+        caller.join(30)
+    assert len(answered) == 4
+    assert all(a.shards == answered[0].shards for a in answered)
+    assert answered[0].shards[0].counters["epochs"] >= 1
+    first, second = queued.answers(), queued.answers()
+    assert first == second and first[0] is not second[0]
+    with front.lock:
+        assert front.shards.stats() is not queued  # answered: the next caller asks again
+
+
 def test_a_stats_call_waiting_behind_an_apply_holds_no_other_call(front: Front) -> None:
     """Stats queues behind the Apply in flight on each shard; it must wait for it without
     the front's lock, or every call that takes the lock (publishes, ListStreams, GetRouting,
