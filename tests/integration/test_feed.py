@@ -14,11 +14,13 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from cesar.automata.compiler import compile_query
 from cesar.automata.normal import static_atoms
@@ -136,16 +138,20 @@ def key_table(shards: int = 2) -> pb.RoutingTable:
 STREAMS = [pb.StreamInfo(name="Stock", spec=STOCK)]
 
 
+def wait_for(query: StreamingQuery, until: Callable[[], bool], deadline: float) -> None:
+    """Until ``until()`` holds, while the query runs without an error, up to ``deadline``."""
+    while not until():
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, "the feed did not get there in time"
+        time.sleep(0.1)
+
+
 def run_query(spark: SparkSession, options: Options, until) -> Feed:  # type: ignore[no-untyped-def]
     """Run the feed's streaming query until ``until()`` holds, then stop it and close epochs."""
     feed = Feed(spark, options)
     query = feed.start()
-    deadline = time.monotonic() + 120
     try:
-        while not until():
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, "the feed did not get there in time"
-            time.sleep(0.2)
+        wait_for(query, until, time.monotonic() + 120)
     finally:
         query.stop()
     feed.finish()
@@ -462,21 +468,20 @@ def test_a_micro_batch_closes_while_the_close_before_it_is_applied(
     )
     feed = Feed(spark, options)
     query = feed.start()
+    deadline = time.monotonic() + 120
     try:
-        deadline = time.monotonic() + 120
-        while sum(sink.received.events.values()) < len(events) or sink.received.closing < 2:
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, (sink.received.closing, sink.received.events)
-            time.sleep(0.1)
+        received = sink.received
+        wait_for(
+            query,
+            lambda: sum(received.events.values()) == len(events) and received.closing == 2,
+            deadline,
+        )
         time.sleep(1.0)  # the third micro-batch has published and waits for the first close
-        assert sink.received.closing == 2
+        assert received.closing == 2
     finally:
         hold.set()
     try:
-        while feed.micro_batches < 3:
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, "the feed did not finish its micro-batches"
-            time.sleep(0.1)
+        wait_for(query, lambda: feed.micro_batches == 3, deadline)
     finally:
         query.stop()
         feed.close()

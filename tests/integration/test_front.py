@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
@@ -585,11 +586,10 @@ def test_a_pattern_with_or_runs_on_two_shards_across_a_restart(tmp_path: Path) -
     assert _alerts_across_a_restart(tmp_path, "outcomes", text) == (87, 87)
 
 
-def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
-    """A client polling Stats cannot pile Stats calls on a shard between two applies: callers
-    while one is queued and unanswered share it, each with its own copy of the answers; once
-    it is answered the next caller asks again. The shard is stopped (SIGSTOP) with an Apply
-    in flight, so the first Stats call stays queued until the test lets it go on."""
+@contextmanager
+def an_apply_held(front: Front) -> Iterator[tuple[Client, Ticket]]:
+    """A stream, a subscription to every event, and an Apply in flight to a shard stopped
+    (SIGSTOP) until the block ends, so the apply lasts as long as the test wants."""
     client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     front.define_stream(client, STOCK)
     front.subscribe(client, EVERY)
@@ -599,7 +599,18 @@ def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
     os.kill(shard, signal.SIGSTOP)
     try:
         ticket = front.begin(client, pb.PublishRequest(watermark=events[-1].t1))
-        answered: list[pb.StatsResponse] = []
+        assert isinstance(ticket, Ticket) and ticket.applying is not None
+        yield client, ticket
+    finally:
+        os.kill(shard, signal.SIGCONT)
+
+
+def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
+    """A client polling Stats cannot pile Stats calls on a shard between two applies: callers
+    while one is queued and unanswered share it, each with its own copy of the answers; once
+    it is answered the next caller asks again."""
+    answered: list[pb.StatsResponse] = []
+    with an_apply_held(front) as (_, ticket):
         callers = [
             threading.Thread(target=lambda: answered.append(front.server_stats())) for _ in range(4)
         ]
@@ -609,9 +620,7 @@ def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
         with front.lock:
             queued = front.shards.stats()
             assert front.shards.stats() is queued
-    finally:
-        os.kill(shard, signal.SIGCONT)
-    assert isinstance(ticket, Ticket) and ticket.result().accepted == 0
+    assert ticket.result().accepted == 0
     for caller in callers:
         caller.join(30)
     assert len(answered) == 4
@@ -626,19 +635,9 @@ def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
 def test_a_stats_call_waiting_behind_an_apply_holds_no_other_call(front: Front) -> None:
     """Stats queues behind the Apply in flight on each shard; it must wait for it without
     the front's lock, or every call that takes the lock (publishes, ListStreams, GetRouting,
-    the idle checkpoint) waits for the rest of that apply. The shard is stopped (SIGSTOP)
-    with an Apply in flight, so the apply lasts until the test lets it go on."""
-    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
-    front.define_stream(client, STOCK)
-    front.subscribe(client, EVERY)
-    events = [to_event(e) for e in sample_events()[:100]]
-    front.publish(client, pb.PublishRequest(events=events))
-    shard = front.shards.processes[0].pid
-    os.kill(shard, signal.SIGSTOP)
-    try:
-        ticket = front.begin(client, pb.PublishRequest(watermark=events[-1].t1))
-        assert isinstance(ticket, Ticket) and ticket.applying is not None
-        answered: list[pb.StatsResponse] = []
+    the idle checkpoint) waits for the rest of that apply."""
+    answered: list[pb.StatsResponse] = []
+    with an_apply_held(front) as (client, ticket):
         asking = threading.Thread(target=lambda: answered.append(front.stats(client)))
         asking.start()
         listed: list[list[str]] = []
@@ -649,9 +648,8 @@ def test_a_stats_call_waiting_behind_an_apply_holds_no_other_call(front: Front) 
         listing.start()
         listing.join(30)
         assert listed == [["Every", "Stock"]]  # answered while the apply waits
+        assert ticket.applying is not None
         assert asking.is_alive() and not ticket.applying.calls[0][1].done()
-    finally:
-        os.kill(shard, signal.SIGCONT)
     assert ticket.result().accepted == 0
     asking.join()
     assert answered[0].shards[0].counters["epochs"] >= 1
