@@ -98,10 +98,12 @@ class Asking:
 
 class Shared(Asking):
     """``asking``'s calls, which several callers wait for, each getting its own copies of the
-    answers (messages the caller may change)."""
+    answers (messages the caller may change); ``sent``: :attr:`ShardPool.sent` just after
+    them (None: other calls were sent among them)."""
 
-    def __init__(self, asking: Asking) -> None:
+    def __init__(self, asking: Asking, sent: int | None) -> None:
         super().__init__(asking.pool, asking.installs, asking.calls)
+        self.sent = sent
 
     def answers(self) -> list[Any]:
         copies = []
@@ -165,6 +167,9 @@ class ShardPool:
         self.in_flight = [0] * self.count
         """Per shard, Apply calls sent and not answered yet: its backlog."""
         self._flight = threading.Lock()
+        """Guards :attr:`in_flight` and :attr:`sent`."""
+        self.sent = 0
+        """Calls sent to the shards so far (all shards, every method)."""
         self._stats: Shared | None = None
         """The newest Stats calls, shared while unanswered (:meth:`stats`)."""
         try:
@@ -304,6 +309,8 @@ class ShardPool:
         A streaming call's result is the list of its messages."""
         call = getattr(self.stubs[index], method)
         metadata = self.metadata[index]
+        with self._flight:
+            self.sent += 1
         if method in STREAMING:
             return self.senders[index].submit(lambda: list(call(request, metadata=metadata)))
         return self.senders[index].submit(call, request, metadata=metadata)
@@ -361,15 +368,17 @@ class ShardPool:
     def stats(self) -> Asking:
         """Ask every shard for its counters: the answers are ShardStats in shard order.
 
-        Called under the front's lock.  Callers while a Stats call is queued and unanswered
-        share it: an unanswered call was queued behind every apply acknowledged before, so
-        its counters are as fresh as a new one's, and however many clients poll, a shard
-        answers at most one Stats between two other calls (each walks all its
-        subscriptions' plans).
+        Callers while a Stats call is unanswered and no other call was sent to a shard
+        since share it: a new call would be queued behind the same calls, so its answers
+        would be the same.  However many clients poll, a shard answers at most one Stats
+        between two other calls (each walks all its subscriptions' plans).
         """
         shared = self._stats
-        if shared is None or shared.answered():
-            shared = self._stats = Shared(self.ask("Stats", _STATS, range(self.count)))
+        if shared is None or shared.sent != self.sent or shared.answered():
+            before = self.sent
+            asking = self.ask("Stats", _STATS, range(self.count))
+            alone = self.sent == before + len(asking.calls)
+            shared = self._stats = Shared(asking, self.sent if alone else None)
         return shared
 
     def place(self, subscription: str, shards: Sequence[int]) -> Asking:

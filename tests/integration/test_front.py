@@ -607,19 +607,23 @@ def an_apply_held(front: Front) -> Iterator[tuple[Client, Ticket]]:
 
 def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
     """A client polling Stats cannot pile Stats calls on a shard between two applies: callers
-    while one is queued and unanswered share it, each with its own copy of the answers; once
-    it is answered the next caller asks again."""
+    while one is queued and unanswered share it, each with its own copy of the answers, as
+    long as no other call was sent to the shard since (then a new call is queued behind it);
+    once it is answered the next caller asks again."""
     answered: list[pb.StatsResponse] = []
-    with an_apply_held(front) as (_, ticket):
+    with an_apply_held(front) as (client, ticket):
         callers = [
             threading.Thread(target=lambda: answered.append(front.server_stats())) for _ in range(4)
         ]
         for caller in callers:
             caller.start()
         time.sleep(0.2)
-        with front.lock:
-            queued = front.shards.stats()
-            assert front.shards.stats() is queued
+        queued = front.shards.stats()
+        assert front.shards.stats() is queued
+        front.subscribe(client, "FILTER{Price > 1} Stock PUBLISH Above")  # its Install queued
+        behind = front.shards.stats()
+        assert behind is not queued  # a new call sees the install; the old one would not
+        assert front.shards.stats() is behind
     assert ticket.result().accepted == 0
     for caller in callers:
         caller.join(30)
@@ -628,8 +632,8 @@ def test_stats_callers_while_one_is_queued_share_it(front: Front) -> None:
     assert answered[0].shards[0].counters["epochs"] >= 1
     first, second = queued.answers(), queued.answers()
     assert first == second and first[0] is not second[0]
-    with front.lock:
-        assert front.shards.stats() is not queued  # answered: the next caller asks again
+    assert behind.answers()[0].counters["subscriptions"] == first[0].counters["subscriptions"] + 1
+    assert front.shards.stats() is not behind  # answered: the next caller asks again
 
 
 def test_a_stats_call_waiting_behind_an_apply_holds_no_other_call(front: Front) -> None:
