@@ -18,7 +18,11 @@ apply.  Replay reads the log in number order, so a restart rebuilds the same
 gate; and if a crash loses the earlier batch but not the piece, the earlier
 one was never acknowledged: re-sent, it is judged as before, since a routed
 row is late only by a watermark or an applied epoch of its shard, which the
-piece moved neither (docs/architecture.md, "Durability and delivery").
+piece moved neither (docs/architecture.md, "Durability and delivery").  Not
+while a subscription or clock join is stored after the logged prefix
+(:meth:`Commits.may_log_ahead`): replay restores it between the batches up to
+its position and those after, and a gap left by a lost earlier batch would
+put the piece before it.
 """
 
 from __future__ import annotations
@@ -180,6 +184,9 @@ class Commits:
         """The number of the last batch logged with every batch before it."""
         self.ahead: set[int] = set()
         """The numbers of batches logged ahead of their turn, after :attr:`committed`."""
+        self.stamped = 0
+        """The position of the newest subscription or clock join stored (replay restores it
+        between the batches numbered up to its position and those after)."""
         self.inflight: set[str] = set()
         """The idempotency keys of batches begun and not logged yet."""
         self.rejections: Refused = Counter()
@@ -195,7 +202,15 @@ class Commits:
         """After a (re)load: everything up to batch ``committed`` is logged, nothing in flight."""
         self.committed = committed
         self.ahead.clear()
+        self.stamped = 0
         self.inflight.clear()
+
+    def may_log_ahead(self) -> bool:
+        """Whether a batch may be logged ahead of its turn now (under the lock): not while a
+        batch at or before the newest stored position is unlogged, or a crash that lost it
+        would leave a gap there, and replay would take the batch logged ahead before the
+        subscription or clock join it followed."""
+        return self.stamped <= self.committed
 
     def unlogged(self, taken: int) -> int:
         """How many of the batches up to number ``taken`` are not logged yet (under the lock)."""

@@ -273,6 +273,7 @@ class Front:
                     streams = registry.streams
                     rows = [(one.live.row, streams[one.live.row.stream]) for one in admitted]
                     self.catalog.add_subscriptions(rows, joins)
+                    self.commits.stamped = self.batches
             except BaseException:
                 for one in reversed(admitted):
                     registry.unregister(one.live)
@@ -449,7 +450,12 @@ class Front:
                 self._checkpoint(number)
             else:
                 ticket.applying = self.advance(arrivals, request.watermark or None, shard)
-                if shard is not None and not request.watermark and not ticket.applying.sent:
+                if (
+                    shard is not None
+                    and not request.watermark
+                    and not ticket.applying.sent
+                    and self.commits.may_log_ahead()
+                ):
                     try:  # a routed piece that only entered the gate: logged now
                         self.commits.commit_ahead(ticket)
                     except ShardFailure as exc:

@@ -294,8 +294,9 @@ def test_routed_pieces_that_only_enter_the_gate_are_logged_without_waiting_for_a
     """A feed's pieces without a watermark that release no epoch are logged and acknowledged
     as they are taken, ahead of the close before them whose apply is in flight (the shard is
     stopped, SIGSTOP, so it lasts until the test lets it go on), and more of them than
-    ``BATCHES_IN_FLIGHT``: logged, they are not in flight.  The log stays in number order and
-    a restart replays it into the same gate: alerts as ``cesar run``."""
+    ``BATCHES_IN_FLIGHT``: logged, they are not in flight; not once a subscription is stored
+    after the close.  The log stays in number order and a restart replays it into the same
+    gate: alerts as ``cesar run``."""
     client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     queries = [(p.stem, p.read_text()) for p in QUERIES]
     events = sample_events()
@@ -321,8 +322,8 @@ def test_routed_pieces_that_only_enter_the_gate_are_logged_without_waiting_for_a
         try:
             close = front.begin(client, pb.PublishRequest(shard=0, shards=1, watermark=mark))
             rest = [e for e in events if e.t1 > mark]
-            size = len(rest) // (limits.BATCHES_IN_FLIGHT + 2) + 1
-            parts = [rest[i : i + size] for i in range(0, len(rest), size)]
+            size = len(rest) // (limits.BATCHES_IN_FLIGHT + 3) + 1
+            *parts, after = [rest[i : i + size] for i in range(0, len(rest), size)]
             assert len(parts) > limits.BATCHES_IN_FLIGHT
             taken: list[Ticket | Tickets] = []
 
@@ -339,10 +340,16 @@ def test_routed_pieces_that_only_enter_the_gate_are_logged_without_waiting_for_a
                 assert (ahead.result().batch, ahead.result().accepted) == (number, len(part))
             assert isinstance(close, Ticket) and not close.finished()
             assert front.commits.committed == 1
+            # a subscription stored now sits between the pieces and the next one in replay:
+            # the next piece waits for its turn, or a crash losing the close would put it first
+            front.subscribe(client, "FILTER{Price > 1} Stock PUBLISH Above")
+            behind = front.begin(client, piece(after))
+            assert isinstance(behind, Ticket) and not behind.finished()
         finally:
             os.kill(shard, signal.SIGCONT)
         assert close.result().batch == 2
-        last = 2 + len(parts)
+        last = 3 + len(parts)
+        assert (behind.result().batch, behind.result().accepted) == (last, len(after))
         assert [number for number, _ in front.catalog.batches(after=0)] == list(range(1, last + 1))
         assert front.commits.committed == last and not front.commits.ahead
     finally:
