@@ -10,7 +10,7 @@ batch at a time would have made.  A commit that fails leaves the shards
 ahead of the log: the pool is marked failed and no later batch commits until
 the front is reloaded.
 
-One kind of batch is logged ahead of its turn (:meth:`Commits.commit_ahead`): a
+One kind of batch is logged ahead of its turn (:meth:`Commits.hand`): a
 piece the feed routed to a shard, without a watermark, that released no epoch —
 its rows only entered the epoch gate, so it has no alerts, and waiting for the
 apply of a close before it would hold the feed's next micro-batch behind that
@@ -243,17 +243,24 @@ class Commits:
                 except ShardFailure as exc:
                     ticket.fail(exc)
 
-    def commit_ahead(self, ticket: Ticket) -> None:
-        """Log a routed piece that released no epoch now, ahead of the batches in flight
-        before it, and finish its ticket (module docstring; under the lock); ShardFailure if
-        the shards failed or it cannot be logged."""
-        if self.shards.failed is not None:
-            raise ShardFailure(self.shards.failed)
-        self.commit(ticket, [])
+    def hand(self, ticket: Ticket, gate_only: bool) -> None:
+        """Take a batch sent to the shards (under the lock): one that only entered the gate
+        (``gate_only``: a routed piece without a watermark that released no epoch) is logged
+        now, ahead of the batches in flight before it, if :meth:`may_log_ahead`; any other
+        goes to the committer (:meth:`put`).  A failure to log it fails its ticket."""
+        if not gate_only or not self.may_log_ahead():
+            self.put(ticket)
+        elif self.shards.failed is not None:
+            ticket.fail(ShardFailure(self.shards.failed))
+        else:
+            try:
+                self.commit(ticket, [])
+            except ShardFailure as exc:
+                ticket.fail(exc)
 
     def commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlerts]) -> None:
         """Log a batch with its alerts (its turn: every earlier batch is logged, or it releases
-        no epoch: :meth:`commit_ahead`) and finish its ticket; ShardFailure if it cannot be
+        no epoch: :meth:`hand`) and finish its ticket; ShardFailure if it cannot be
         logged."""
         try:
             registry = self.registry()

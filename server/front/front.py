@@ -67,7 +67,7 @@ from cesar.server.front.subscribing import (
     install_batches,
     named_streams,
 )
-from cesar.server.shard.pool import Applying, ShardFailure, ShardPool
+from cesar.server.shard.pool import Applying, ShardPool
 from cesar.server.wire.arrowevents import Checked
 from cesar.server.wire.arrowevents import encode as encode_arrow
 from cesar.v1 import cesar_pb2 as pb
@@ -450,18 +450,8 @@ class Front:
                 self._checkpoint(number)
             else:
                 ticket.applying = self.advance(arrivals, request.watermark or None, shard)
-                if (
-                    shard is not None
-                    and not request.watermark
-                    and not ticket.applying.sent
-                    and self.commits.may_log_ahead()
-                ):
-                    try:  # a routed piece that only entered the gate: logged now
-                        self.commits.commit_ahead(ticket)
-                    except ShardFailure as exc:
-                        ticket.fail(exc)
-                else:
-                    self.commits.put(ticket)
+                only_gate = shard is not None and not request.watermark
+                self.commits.hand(ticket, only_gate and not ticket.applying.sent)
         return ticket
 
     def checkpoint_if_due(self) -> bool:
