@@ -377,7 +377,7 @@ def test_a_patterns_page_shows_its_plan_and_form_and_draws_every_edge_apart(
     automaton_drawing.screenshot(str(SHOTS / "pattern-automaton.png"))
 
     browser.get(url + f"#/subscription/{union.id}")
-    wait_for(browser, "svg.place circle[data-node]")
+    wait_for(browser, "#algebra")  # the union's page drawn (the pattern's before it has none)
     (automaton,) = drawn(browser, "automaton")
     assert len(automaton["paths"]) == 2 and len(set(automaton["paths"])) == 2
     conditions = sorted(label for *_, label in automaton["labels"])
