@@ -378,21 +378,26 @@ class TermBuilder:
         return node
 
     def node(self, tree: ParseTree) -> Node:
-        kind = tree.data
+        """The typed node of a rule's tree.  A rule of one part passes it on without finding
+        its position (the first token's, a walk down the tree), so a leaf deep in the
+        expression ladder costs O(depth), not O(depth²)."""
+        kind = str(tree.data)  # a lark Token: compared as a plain str, without its __eq__
         children = tree.children
-        pos = pos_of(tree)
         if kind in ("expr", "and_expr"):
             parts = [c for c in children if isinstance(c, lark.Tree)]
             if len(parts) == 1:
                 return self.node(parts[0])
+            pos = pos_of(tree)
             items = tuple(self._as_pred(self.node(c), pos_of(c)) for c in parts)
             return Or(items, pos) if kind == "expr" else And(items, pos)
         if kind == "not_":
+            pos = pos_of(tree)
             return Not(self._as_pred(self.node(children[1]), pos), pos)
         if kind == "cmp":
             left = self.node(children[0])
             if len(children) == 1:
                 return left
+            pos = pos_of(tree)
             op = children[1]
             return Cmp(
                 str(op),
@@ -402,6 +407,7 @@ class TermBuilder:
             )
         if kind in ("sum", "product"):
             node = self.node(children[0])
+            pos = pos_of(tree) if len(children) > 1 else None
             for op_tree, operand in zip(children[1::2], children[2::2], strict=True):
                 op = op_tree.children[0]
                 node = Arith(
@@ -412,11 +418,13 @@ class TermBuilder:
                 )
             return node
         if kind == "neg":
+            pos = pos_of(tree)
             return Neg(self._as_term(self.node(children[1]), pos), pos)
         if kind == "power":
             base = self.node(children[0])
             if len(children) == 1:
                 return base
+            pos = pos_of(tree)
             caret = children[1]
             return Arith(
                 "^",
@@ -424,10 +432,10 @@ class TermBuilder:
                 self._as_term(self.node(children[2]), pos_of(children[2])),
                 (caret.line, caret.column),
             )
-        return self.primary(tree, pos)
+        return self.primary(tree, pos_of(tree))
 
     def primary(self, tree: ParseTree, pos: Pos) -> Node:
-        kind = tree.data
+        kind = str(tree.data)
         token = tree.children[0]
         text = str(token)
         if kind in ("int", "float", "string"):

@@ -143,6 +143,7 @@ def tokenize(text: str) -> Iterator[Token]:
     :data:`~cesar.automata.parser.MAX_NESTING`.  O(len(text)).
     """
     offset, depth, in_structure = 0, 0, True
+    line, line_start = 1, 0  # the line at offset, and where it starts
     while offset < len(text):
         match = _TOKEN.match(text, offset)
         if match is not None and match.lastgroup == "HNAME" and not in_structure:
@@ -156,7 +157,11 @@ def tokenize(text: str) -> Iterator[Token]:
             raise CelSyntaxError(f"unexpected character {text[offset]!r}", pos, source=text)
         kind, value = match.lastgroup, match.group()
         assert kind is not None
-        offset = match.end()
+        start, offset = offset, match.end()
+        token_line, column = line, start - line_start + 1
+        if "\n" in value:
+            line += value.count("\n")
+            line_start = start + value.rfind("\n") + 1
         if kind == "SPACE":
             continue
         if kind == "PUNCT":
@@ -179,13 +184,12 @@ def tokenize(text: str) -> Iterator[Token]:
             if depth > MAX_NESTING:
                 raise CelSyntaxError(
                     f"brackets nest deeper than {MAX_NESTING} levels",
-                    text_position(text, match.start()),
+                    (token_line, column),
                     source=text,
                 )
         elif kind in ("RPAR", "RBRACE", "RBRACK"):
             depth -= 1
-        line, column = text_position(text, match.start())
-        yield Token(kind, value, match.start(), line, column)
+        yield Token(kind, value, start, token_line, column)
 
 
 @cache
@@ -359,7 +363,8 @@ class _Builder(TermBuilder):
     # ----------------------------------------------------- leaves and tests
 
     def node(self, tree: ParseTree) -> Term | Pred:
-        if tree.data == "equivalences":
+        kind = str(tree.data)
+        if kind == "equivalences":
             if self.guarded:
                 raise CelSyntaxError(
                     "an equivalence test [attr] belongs in WHERE, joined to the rest by AND",
@@ -369,8 +374,8 @@ class _Builder(TermBuilder):
                 if isinstance(child, lark.Tree):
                     self.equivalences.append(self.equivalence(child))
             return Const(True, AttrType.BOOL, pos_of(tree))
-        guards = tree.data == "not_" or (
-            tree.data == "expr" and sum(isinstance(c, lark.Tree) for c in tree.children) > 1
+        guards = kind == "not_" or (
+            kind == "expr" and sum(isinstance(c, lark.Tree) for c in tree.children) > 1
         )
         self.guarded += guards
         try:
@@ -400,7 +405,7 @@ class _Builder(TermBuilder):
         return Equivalence(str(name), term, pos_of(tree))
 
     def primary(self, tree: ParseTree, pos: Pos) -> Term | Pred:
-        kind = tree.data
+        kind = str(tree.data)
         children = tree.children
         if kind == "percent":
             amount = str(children[0])[:-1]
