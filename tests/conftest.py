@@ -1,9 +1,11 @@
-"""Pytest configuration shared by every test folder: Hypothesis profiles, and the JIT of
-Spark's JVMs."""
+"""Pytest configuration shared by every test folder: Hypothesis profiles, the JIT of Spark's
+JVMs, and which pytest-xdist worker runs the tests of the in-process Spark session."""
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+from xdist.scheduler import LoadFileScheduling
 
 settings.register_profile(
     "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -21,3 +23,38 @@ settings.load_profile("ci")
 # quarter of its CPU (the demo's test: 28-31 CPU-s with C2, 20-23 without), CPU the other
 # workers need. The code the JVM runs is the same; a deployed feed keeps C2.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+SPARK_FILES = frozenset({"tests/integration/test_feed.py"})
+"""The test files that use the in-process SparkSession (the ``spark`` fixture)."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadFileScheduling | None:
+    """Under ``--dist loadfile`` (``make test``), the first worker takes the files of
+    :data:`SPARK_FILES` before any other and the others never while they have other work:
+    only that worker starts a Spark session (a JVM costs ~12 CPU-s to start, CPU the suite
+    needs), and it starts it before the process has used gRPC (tests/integration/conftest.py)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+
+    class SparkOnTheFirstWorker(LoadFileScheduling):
+        def _assign_work_unit(self, node) -> None:  # type: ignore[no-untyped-def]
+            wants_spark = node.gateway.id == "gw0"
+            for scope in self.workqueue:
+                if (scope in SPARK_FILES) == wants_spark:
+                    self.workqueue.move_to_end(scope, last=False)
+                    break
+            super()._assign_work_unit(node)
+
+    return SparkOnTheFirstWorker(config, log)  # type: ignore[arg-type]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test that uses the ``spark`` fixture is in a file of :data:`SPARK_FILES`."""
+    files = {
+        i.nodeid.split("::")[0] for i in session.items if "spark" in getattr(i, "fixturenames", ())
+    }
+    if not files <= SPARK_FILES:
+        raise pytest.UsageError(
+            f"add {sorted(files - SPARK_FILES)} to tests/conftest.py's SPARK_FILES"
+        )

@@ -1,5 +1,6 @@
 """Integration fixtures: a real ``cesar serve`` (front + 2 shards), a real local Spark session."""
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,10 +32,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the log just before): descriptors shared by number between gRPC's closed servers and
     channels and the JVM's launch.  Launched before this process has opened any gRPC
     descriptor, the JVM's pipe and sockets are never numbers gRPC held.  Each worker collects
-    every test, so each starts one when the feed's tests are selected
-    (``tests/e2e/test_busy.py`` runs both kinds in one process beside CPU hogs).
+    every test, but under ``make test`` only the first worker runs the feed's tests
+    (tests/conftest.py's scheduler), so only it starts one; another worker given them all
+    the same (its own work done) starts its own in the fixture.
+    (``tests/e2e/test_busy.py`` runs both kinds in one process beside CPU hogs.)
     """
-    if any("spark" in getattr(item, "fixturenames", ()) for item in session.items):
+    first = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
+    if first and any("spark" in getattr(item, "fixturenames", ()) for item in session.items):
         STARTED.append(feed_session("local[2]", "cesar-tests"))
 
 
