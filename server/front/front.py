@@ -296,7 +296,9 @@ class Front:
         return results
 
     def unsubscribe(self, client: Client, sub_id: str) -> None:
-        """Remove one of ``client``'s subscriptions."""
+        """Remove one of ``client``'s subscriptions: gone from the registry and the catalog
+        when this returns; its shards' Remove is sent in order behind their calls in flight,
+        not waited for under the lock (an apply in flight would hold every other call)."""
         with self.lock:
             self._check_open()
             live = self._owned(client, sub_id, remove=True)

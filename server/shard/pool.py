@@ -158,7 +158,7 @@ class ShardPool:
         self.stubs: list[shard_pb2_grpc.ShardStub] = []
         self.metadata: list[tuple[tuple[str, str], ...]] = []
         self.pending: list[list[Future[Any]]] = [[] for _ in range(self.count)]
-        """Per shard, the installs sent and not yet checked."""
+        """Per shard, the calls sent without waiting (installs, removals) and not yet checked."""
         self.senders = [
             ThreadPoolExecutor(1, thread_name_prefix=f"shard-{i}") for i in range(self.count)
         ]
@@ -287,19 +287,12 @@ class ShardPool:
         """Indices of shard processes that have exited."""
         return [i for i, p in enumerate(self.processes) if p.poll() is not None]
 
-    def _all(
-        self, calls: Iterable[tuple[int, Future[Any]]], tolerate: grpc.StatusCode | None = None
-    ) -> list[Any]:
+    def _all(self, calls: Iterable[tuple[int, Future[Any]]]) -> list[Any]:
         results = []
         for index, future in calls:
             try:
                 results.append(future.result())
             except grpc.RpcError as exc:
-                if tolerate is not None and exc.code() == tolerate:
-                    log.warning(
-                        "shard call refused", extra={"shard": index, "error": exc.details()}
-                    )
-                    continue
                 self.failed = f"shard {index}: {exc.code().name}: {exc.details()}"
                 raise ShardFailure(self.failed) from exc
         return results
@@ -316,11 +309,13 @@ class ShardPool:
         return self.senders[index].submit(call, request, metadata=metadata)
 
     def _settle(self, targets: Iterable[int]) -> None:
-        """Check the installs sent to ``targets`` so far (waiting for them if need be)."""
+        """Check the installs and removals sent to ``targets`` so far (waiting for them if
+        need be)."""
         self._all(self._installs(targets))
 
     def _installs(self, targets: Iterable[int]) -> list[tuple[int, Future[Any]]]:
-        """The installs sent to ``targets`` and not checked yet, taken: the caller checks them."""
+        """The installs and removals sent to ``targets`` and not checked yet, taken: the caller
+        checks them."""
         taken: list[tuple[int, Future[Any]]] = []
         for i in targets:
             taken.extend((i, future) for future in self.pending[i])
@@ -334,11 +329,31 @@ class ShardPool:
                 self.pending[i].append(self._send(i, "Install", batch))
 
     def remove(self, targets: Iterable[int], request: shard_pb2.RemoveRequest) -> None:
-        """Remove a subscription from ``targets``; a shard that does not hold it is skipped."""
-        targets = list(targets)
-        self._settle(targets)
-        calls = [(i, self._send(i, "Remove", request)) for i in targets]
-        self._all(calls, tolerate=grpc.StatusCode.NOT_FOUND)
+        """Remove a subscription from ``targets`` without waiting, as :meth:`install` sends:
+        calls to a shard run in order, so no call sent after it sees the subscription, and
+        the next check of a shard's unchecked calls (an Apply's, a Stats', a snapshot's)
+        reports a failure.  A shard that does not hold it is skipped."""
+        for i in targets:
+            removing = self._send(i, "Remove", request)
+            self.pending[i].append(self._tolerating(i, removing, grpc.StatusCode.NOT_FOUND))
+
+    @staticmethod
+    def _tolerating(index: int, call: Future[Any], code: grpc.StatusCode) -> Future[Any]:
+        """``call``'s future, answered None (logged) where the shard refused it with ``code``."""
+        out: Future[Any] = Future()
+
+        def landed(done: Future[Any]) -> None:
+            try:
+                out.set_result(done.result())
+            except grpc.RpcError as exc:
+                if exc.code() != code:
+                    out.set_exception(exc)
+                    return
+                log.warning("shard call refused", extra={"shard": index, "error": exc.details()})
+                out.set_result(None)
+
+        call.add_done_callback(landed)
+        return out
 
     def apply_later(self, requests: Sequence[Sequence[shard_pb2.ApplyRequest]]) -> Applying:
         """Send each shard its epochs (``requests[i]``: shard ``i``'s, in order) without

@@ -664,3 +664,23 @@ def test_a_stats_call_waiting_behind_an_apply_holds_no_other_call(front: Front) 
     assert ticket.result().accepted == 0
     asking.join()
     assert answered[0].shards[0].counters["epochs"] >= 1
+
+
+def test_an_unsubscribe_behind_an_apply_holds_no_other_call(front: Front) -> None:
+    """Unsubscribe answers once the subscription is out of the registry and the catalog; its
+    shards' Remove follows the calls in flight in order, so a shard busy with a long apply
+    holds neither the unsubscribing client nor, through the front's lock, anyone else."""
+    with an_apply_held(front) as (client, ticket):
+        gone = front.subscribe(client, "FILTER{Price > 1} Stock PUBLISH Above")
+        answered = threading.Event()
+        leaving = threading.Thread(
+            target=lambda: (front.unsubscribe(client, gone.id), answered.set())
+        )
+        leaving.start()
+        assert answered.wait(30)  # while the shard is still stopped
+        assert gone.id not in front.registry.live
+        assert [row.name for row, _ in front.stream_rows(client)] == ["Every", "Stock"]
+        assert ticket.applying is not None and not ticket.applying.calls[0][1].done()
+    assert ticket.result().accepted == 0
+    counts = [s.counters["subscriptions"] for s in front.server_stats().shards]
+    assert counts == [1]  # the install and the remove both reached the shard, in order
