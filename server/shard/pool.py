@@ -83,16 +83,17 @@ class Asking:
     def __init__(
         self,
         pool: ShardPool,
-        installs: list[tuple[int, Future[Any]]],
+        unchecked: list[tuple[int, Future[Any]]],
         calls: list[tuple[int, Future[Any]]],
     ) -> None:
         self.pool = pool
-        self.installs = installs
+        self.unchecked = unchecked
+        """The installs and removals sent earlier without waiting, checked with these calls."""
         self.calls = calls
 
     def answers(self) -> list[Any]:
         """Each call's answer, in the order asked."""
-        self.pool._all(self.installs)
+        self.pool._all(self.unchecked)
         return self.pool._all(self.calls)
 
 
@@ -102,7 +103,7 @@ class Shared(Asking):
     them (None: other calls were sent among them)."""
 
     def __init__(self, asking: Asking, sent: int | None) -> None:
-        super().__init__(asking.pool, asking.installs, asking.calls)
+        super().__init__(asking.pool, asking.unchecked, asking.calls)
         self.sent = sent
 
     def answers(self) -> list[Any]:
@@ -123,8 +124,9 @@ class Applying(Asking):
 
     @property
     def sent(self) -> bool:
-        """Whether any shard was sent anything (an epoch, or an install riding with one)."""
-        return bool(self.calls or self.installs)
+        """Whether any shard was sent anything (an epoch), or has an install or removal
+        checked with it."""
+        return bool(self.calls or self.unchecked)
 
     def result(self) -> list[shard_pb2.ShardAlerts]:
         """Every subscription's alerts, shard by shard (a subscription twice if its alerts
@@ -311,9 +313,9 @@ class ShardPool:
     def _settle(self, targets: Iterable[int]) -> None:
         """Check the installs and removals sent to ``targets`` so far (waiting for them if
         need be)."""
-        self._all(self._installs(targets))
+        self._all(self._unchecked(targets))
 
-    def _installs(self, targets: Iterable[int]) -> list[tuple[int, Future[Any]]]:
+    def _unchecked(self, targets: Iterable[int]) -> list[tuple[int, Future[Any]]]:
         """The installs and removals sent to ``targets`` and not checked yet, taken: the caller
         checks them."""
         taken: list[tuple[int, Future[Any]]] = []
@@ -359,14 +361,14 @@ class ShardPool:
         """Send each shard its epochs (``requests[i]``: shard ``i``'s, in order) without
         waiting; :meth:`Applying.result` waits."""
         targets = [i for i, r in enumerate(requests) if r]
-        installs = self._installs(targets)
+        unchecked = self._unchecked(targets)
         calls = [(i, self._send(i, "Apply", request)) for i in targets for request in requests[i]]
         with self._flight:
             for i, _ in calls:
                 self.in_flight[i] += 1
         for i, future in calls:  # a call done already runs its callback here, at once
             future.add_done_callback(functools.partial(self._landed, i))
-        return Applying(self, installs, calls)
+        return Applying(self, unchecked, calls)
 
     def _landed(self, shard: int, _: Future[Any]) -> None:
         """An Apply call to ``shard`` was answered (or failed)."""
@@ -375,10 +377,10 @@ class ShardPool:
 
     def ask(self, method: str, request: Any, targets: Iterable[int]) -> Asking:
         """Queue ``method`` to each of ``targets`` (a unary call) behind the calls sent before,
-        with the installs sent to them checked when answered (:class:`Asking`)."""
+        with the installs and removals sent to them checked when answered (:class:`Asking`)."""
         targets = list(targets)
-        installs = self._installs(targets)
-        return Asking(self, installs, [(i, self._send(i, method, request)) for i in targets])
+        unchecked = self._unchecked(targets)
+        return Asking(self, unchecked, [(i, self._send(i, method, request)) for i in targets])
 
     def stats(self) -> Asking:
         """Ask every shard for its counters: the answers are ShardStats in shard order.
