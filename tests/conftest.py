@@ -1,5 +1,6 @@
 """Pytest configuration shared by every test folder: Hypothesis profiles, the JIT of Spark's
-JVMs, and which pytest-xdist worker runs the tests of the in-process Spark session."""
+JVMs, the servers' plan constants, and which pytest-xdist worker runs the tests of the
+in-process Spark session."""
 
 import os
 
@@ -23,6 +24,11 @@ settings.load_profile("ci")
 # quarter of its CPU (the demo's test: 28-31 CPU-s with C2, 20-23 without), CPU the other
 # workers need. The code the JVM runs is the same; a deployed feed keeps C2.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+# Every server the tests start plans with the same constants, as this host measures them
+# (`cesar serve --plan-costs`): the measurement took 0.25 CPU-s a server start, and ~130 start
+# in a suite. tests/integration/test_serve.py's SIGTERM test starts one that measures.
+os.environ.setdefault("CESAR_PLAN_COSTS", "look=3,chain=0.45,recompute=0.45")
 
 SPARK_FILES = frozenset({"tests/integration/test_feed.py"})
 """The test files that use the in-process SparkSession (the ``spark`` fixture)."""

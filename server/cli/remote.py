@@ -150,6 +150,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=2,
         help="checkpoints kept; the event log is compacted up to the oldest (at least 1)",
     )
+    parser.add_argument(
+        "--plan-costs",
+        default=os.environ.get("CESAR_PLAN_COSTS", "measure"),
+        metavar="look=X,chain=Y,recompute=Z",
+        help="the planner's constants for the child shards, in steps of the DAG, each within "
+        "1/8-8: the same plans on every start and host (default $CESAR_PLAN_COSTS, else "
+        "'measure': measured on this host at start, about 0.2 s)",
+    )
     parser.add_argument("--workers", type=int, default=256, help="gRPC worker threads")
     parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
     parser.add_argument("--log-level", default="INFO")
@@ -186,7 +194,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server."""
     from cesar.server.front.checkpoints import SnapshotPolicy
     from cesar.server.front.serve import ServeConfig, serve
+    from cesar.server.host.calibrate import given
 
+    try:
+        costs = given(args.plan_costs)
+    except ValueError as exc:
+        print(f"cesar: --plan-costs: {exc}", file=sys.stderr)
+        return 2
     return serve(
         ServeConfig(
             data_dir=args.data_dir,
@@ -224,6 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             console_port=args.console_port,
             metrics_port=args.metrics_port,
             shard_metrics_port=args.shard_metrics_port,
+            plan_costs=costs,
         )
     )
 

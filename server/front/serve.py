@@ -36,6 +36,7 @@ from grpc_reflection.v1alpha import reflection
 
 from cesar.automata.schema import EventError, TimeUnit
 from cesar.server.console.app import Console
+from cesar.server.engine.planned import PlanCosts
 from cesar.server.front import limits
 from cesar.server.front.auth import Clients, Limits, TokensError, parse_tokens
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError
@@ -53,8 +54,8 @@ from cesar.server.host.stopping import Stopping
 from cesar.server.host.tls import TlsError, server_credentials
 from cesar.server.shard.pool import RemoteShards, ShardFailure, ShardPool
 from cesar.server.wire.arrowevents import warm_up
-from cesar.server.wire.client import GRPC_OPTIONS
 from cesar.server.wire.eventfile import Ingest, tick_time
+from cesar.server.wire.transport import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2
 
 log = logging.getLogger("cesar.front")
@@ -113,6 +114,8 @@ class ServeConfig:
     """Written (atomically, ``HOST:PORT``) once the server answers; removed when it stops."""
     console_port: int | None = None
     """Serve the web console at ``http://HOST:PORT/`` (0: any free port; None: off)."""
+    plan_costs: PlanCosts | None = None
+    """The planner's constants for the child shards (None: measured at start)."""
 
 
 class StartError(RuntimeError):
@@ -245,6 +248,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
             config.data_dir,
             _remote(config),
             config.shard_metrics_port,
+            config.plan_costs,
         )
     except (OSError, ShardFailure) as exc:
         print(f"cesar: {exc}", file=sys.stderr)

@@ -18,10 +18,14 @@ constants, instead of assuming them:
 The weights are ratios to the DAG's step, kept within ``[1/8, 8]``: a measurement gone wrong
 cannot make one kind of plan free or forbidden, and the guard after every switch still
 compares what a lazy plan does with what it promised.  About 0.2 s.
+
+An operator who wants the same plans on every start and host gives them instead
+(``--plan-costs look=X,chain=Y,recompute=Z``, or ``$CESAR_PLAN_COSTS``; :func:`given`).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Sequence
@@ -94,4 +98,46 @@ def calibrate(base: PlanCosts | None = None, events: int = 300, repeat: int = 2)
         look=_bounded((chain_event - empty) / eager),
         chain=_bounded(chain / eager),
         recompute=_bounded(recompute / eager),
+    )
+
+
+MEASURE = "measure"
+"""``--plan-costs``'s default: measure them at start (:func:`calibrate`)."""
+NAMES = ("look", "chain", "recompute")
+
+
+def given(text: str, base: PlanCosts | None = None) -> PlanCosts | None:
+    """``base`` with the constants ``text`` gives (``look=X,chain=Y,recompute=Z``, each
+    within ``[1/8, 8]``), or None for :data:`MEASURE`; raises ValueError saying what is wrong.
+
+    >>> given("look=3,chain=0.5,recompute=0.45")
+    PlanCosts(heavy=64.0, look=3.0, chain=0.5, recompute=0.45, sweep=64, decay_windows=16, check=16)
+    >>> given("look=3,chain=0")
+    Traceback (most recent call last):
+    ValueError: chain=0: each constant is a number within [0.125, 8.0]
+    """
+    if text.strip() == MEASURE:
+        return None
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        name, equals, number = (word.strip() for word in part.partition("="))
+        if name not in NAMES or not equals:
+            raise ValueError(f"{part.strip()!r}: expected look=X, chain=Y and recompute=Z")
+        if name in values:
+            raise ValueError(f"{name} is given twice")
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if not BOUNDS[0] <= value <= BOUNDS[1]:
+            raise ValueError(f"{part.strip()}: each constant is a number within {list(BOUNDS)}")
+        values[name] = value
+    missing = [name for name in NAMES if name not in values]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} missing: give look=X, chain=Y and recompute=Z")
+    return replace(
+        base or PlanCosts(),
+        look=values["look"],
+        chain=values["chain"],
+        recompute=values["recompute"],
     )

@@ -4,6 +4,7 @@ importing the engine (``cesar shard`` and the front's children parse them)."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from cesar.server.front import limits
@@ -43,6 +44,13 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--secret-file", type=Path, help="with --listen: the secret the front presents"
+    )
+    parser.add_argument(
+        "--plan-costs",
+        default=os.environ.get("CESAR_PLAN_COSTS", "measure"),
+        metavar="look=X,chain=Y,recompute=Z",
+        help="with --listen: the planner's constants, in steps of the DAG, each within 1/8-8 "
+        "(default $CESAR_PLAN_COSTS, else 'measure': measured on this host at start)",
     )
     parser.add_argument("--tls-cert", type=Path, help="with --listen: PEM certificate chain")
     parser.add_argument("--tls-key", type=Path, help="with --listen: PEM private key")

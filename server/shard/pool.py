@@ -8,9 +8,9 @@ shared secret, and :meth:`ShardPool.reconnect` waits for a restarted one.
 Each shard is ``python -m cesar.server.shard.process`` with a pipe on its stdin:
 the front writes a fresh secret as its first line (the shard answers only calls
 that carry it, so no other process on the host can drive a shard), the planner's
-constants as its second (measured once, :func:`~cesar.server.host.calibrate.calibrate`,
-while the shards import), and keeps the pipe open (the shard exits when it closes,
-i.e. when the front is gone); the shard prints ``ready <port>`` on its stdout.
+constants as its second (given, or measured once while the shards import,
+:func:`~cesar.server.host.calibrate.calibrate`), and keeps the pipe open (the shard
+exits when it closes, i.e. when the front is gone); the shard prints ``ready <port>`` on its stdout.
 Calls that go to several shards are issued together and awaited in shard order,
 so results are deterministic.
 
@@ -42,7 +42,7 @@ import grpc
 
 from cesar.server.engine.planned import PlanCosts
 from cesar.server.host.calibrate import calibrate
-from cesar.server.wire.client import GRPC_OPTIONS
+from cesar.server.wire.transport import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
 log = logging.getLogger("cesar.front")
@@ -139,7 +139,8 @@ class Applying(Asking):
 
 
 class ShardPool:
-    """``count`` shard processes and a stub for each."""
+    """``count`` shard processes and a stub for each; child shards plan with ``costs`` (None:
+    measured here at start)."""
 
     def __init__(
         self,
@@ -149,6 +150,7 @@ class ShardPool:
         data_dir: Path | None = None,
         remote: RemoteShards | None = None,
         metrics_port: int | None = None,
+        costs: PlanCosts | None = None,
     ) -> None:
         self.count = len(remote.addresses) if remote is not None else count
         self.metrics_port = metrics_port
@@ -178,9 +180,11 @@ class ShardPool:
             if remote is None:  # all start at once, then each is reached
                 for index in range(self.count):
                     self._spawn(index, shard_args, log_level)
-                costs = calibrate()  # while they import: one measurement of this host for all
+                measured = costs is None
+                if costs is None:  # while they import: one measurement of this host for all
+                    costs = calibrate()
                 log.info(
-                    "plan constants measured",
+                    "plan constants measured" if measured else "plan constants given",
                     extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},
                 )
                 for index in range(self.count):

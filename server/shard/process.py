@@ -32,7 +32,7 @@ import grpc
 
 from cesar.server.engine.engine import EngineOptions
 from cesar.server.engine.planned import PlanCosts
-from cesar.server.host.calibrate import calibrate
+from cesar.server.host.calibrate import calibrate, given
 from cesar.server.host.collector import tune_collector
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.metrics import serve_metrics
@@ -41,7 +41,7 @@ from cesar.server.shard.metrics import collect
 from cesar.server.shard.options import add_shard_arguments
 from cesar.server.shard.service import SecretCheck, ShardServicer, add_to_server
 from cesar.server.shard.state import ShardState
-from cesar.server.wire.client import GRPC_OPTIONS
+from cesar.server.wire.transport import GRPC_OPTIONS
 
 log = logging.getLogger("cesar.shard")
 
@@ -69,12 +69,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"cesar shard: {exc}", file=sys.stderr)
         return 2
     try:
-        costs = calibrate() if standalone else _costs()
+        pinned = given(args.plan_costs) if standalone else None
+        costs = (pinned or calibrate()) if standalone else _costs()
     except ValueError as exc:
         print(f"cesar shard: {exc}", file=sys.stderr)
         return 2
     log.info(
-        "plan constants measured" if standalone else "plan constants from the front",
+        "plan constants from the front"
+        if not standalone
+        else "plan constants measured"
+        if pinned is None
+        else "plan constants given",
         extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},
     )
     state = ShardState(

@@ -88,7 +88,7 @@ def test_kill_9_then_restart_keeps_subscriptions_and_alerts_continue(tmp_path: P
 
 
 def test_sigterm_drains_and_stops_the_shards(tmp_path: Path) -> None:
-    server = Server(tmp_path / "data").start()
+    server = Server(tmp_path / "data", "--plan-costs", "measure").start()
     conn = server.connect()
     drops = subscribe(conn, QUERIES[1].read_text())
     events = sample_events()
@@ -106,11 +106,21 @@ def test_sigterm_drains_and_stops_the_shards(tmp_path: Path) -> None:
     assert all(
         (r["look"], r["chain"]) == (measured[0]["look"], measured[0]["chain"]) for r in given
     )
+    server.args[-1] = "look=2.5,chain=0.5,recompute=0.25"  # pinned: the same plans each start
     server.start()
     conn = server.connect()
     alerts = collect(conn, 3, pb.ListenRequest(after_seq={drops.id: 0}))
     assert [a.seq for a in alerts] == [1, 2, 3]
     server.stop()
+    later = server.log.read_text().splitlines()[len(log.splitlines()) :]
+    records = [json.loads(line) for line in later if line.startswith("{")]
+    pinned = [
+        (r["look"], r["chain"], r["recompute"])
+        for r in records
+        if r["msg"] in ("plan constants given", "plan constants from the front")
+    ]
+    assert pinned == [(2.5, 0.5, 0.25)] * (1 + len(shards))
+    assert not [r for r in records if r["msg"] == "plan constants measured"]
 
 
 def test_a_shutdown_that_hangs_still_ends_with_every_stack_logged() -> None:

@@ -3,11 +3,13 @@ them (automata/pattern/plans.py ``choose``, server/engine/planned.py ``PlanCosts
 
 from dataclasses import replace
 
+import pytest
+
 from cesar.automata.compiler import compile_query
 from cesar.automata.pattern.plans import EAGER, PlanKind, choose
 from cesar.automata.schema import parse_stream_spec
 from cesar.server.engine.planned import PlanCosts
-from cesar.server.host.calibrate import BOUNDS, calibrate
+from cesar.server.host.calibrate import BOUNDS, calibrate, given
 
 SCHEMAS = {n: parse_stream_spec(f"{n}(k:string,x:int)") for n in "ABC"}
 SEQ3 = (
@@ -42,3 +44,30 @@ def test_weights_price_a_lazy_plans_steps_in_steps_of_the_dag():
     assert best != EAGER  # five lazy steps cost one of the DAG's: a lazy plan wins
     eager = choose(pattern, rates, look=0.5)[1]
     assert value < eager
+
+
+def test_given_constants_replace_the_measured_ones_and_keep_the_thresholds():
+    base = PlanCosts(heavy=10.0, sweep=8)
+    pinned = given(" recompute=0.25 , look=8,chain=0.125", base)
+    assert pinned == replace(base, look=8.0, chain=0.125, recompute=0.25)
+    assert given("measure", base) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("look=1,chain=1", "recompute missing"),
+        ("look=1,chain=1,recompute=1,look=2", "look is given twice"),
+        ("look=1,chain=1,recompute=9", "recompute=9: each constant is a number within"),
+        ("look=1,chain=0.1,recompute=1", "chain=0.1: each constant"),
+        ("look=nan,chain=1,recompute=1", "look=nan: each constant"),
+        ("look=1,chain=1,recompute=", "recompute=: each constant"),
+        ("look=1,chain=1,heavy=3", "'heavy=3': expected look=X"),
+        ("", "'': expected look=X"),
+        ("1,1,1", "'1': expected look=X"),
+    ],
+)
+def test_given_constants_are_refused_saying_which_and_why(text: str, says: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        given(text)
+    assert says in str(caught.value)
