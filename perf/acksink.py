@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import grpc
 import pyarrow as pa
 
-from cesar.server.wire.client import GRPC_OPTIONS
+from cesar.server.wire.transport import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
 

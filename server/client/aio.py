@@ -31,7 +31,8 @@ from cesar.client.errors import CesarError, error, from_rpc
 from cesar.client.listening import Following
 from cesar.client.model import Alert, Published, Stream, Subscription
 from cesar.client.resume import RETRY_EVERY, After, Positions, starts
-from cesar.server.wire.client import GRPC_OPTIONS, message_data
+from cesar.server.wire.client import message_data
+from cesar.server.wire.transport import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
 

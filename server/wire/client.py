@@ -21,14 +21,9 @@ from google.protobuf.message import Message
 from cesar.automata.schema import Event, StreamSchema
 from cesar.server.wire.convert import to_event
 from cesar.server.wire.eventcolumns import StreamColumns, arrow_bytes
+from cesar.server.wire.transport import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
-
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 256 << 20),
-    ("grpc.max_send_message_length", 256 << 20),
-]
-"""Channel and server options of every cesar process: messages up to 256 MiB each way."""
 
 
 @dataclass
