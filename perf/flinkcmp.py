@@ -62,6 +62,7 @@ from pathlib import Path
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.perf.report import stamped, write_json
 from cesar.server.engine.workload import Workload
+from cesar.server.host.collector import tune_collector
 
 ROOT = Path(__file__).resolve().parents[1]
 DAILY = ROOT.parent / "shared" / "data" / "stocks" / "daily_27_us_stocks_2000-01-03_2017-11-10.csv"
@@ -298,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.flink_python.exists():
         raise SystemExit(f"{args.flink_python} is missing: run `make flink-venv` first")
     rows = closed(load(args.data, args.rows))
+    tune_collector()  # as the server's shards run the engine
     records = []
     for count in args.queries:
         record = compare(rows, count, args.flink_python, args.skip)
