@@ -34,6 +34,7 @@ from cesar.server.front.errors import FailedPrecondition, FrontError, InvalidArg
 from cesar.server.front.front import Front
 from cesar.server.front.pieces import events_in
 from cesar.server.front.subscribing import SubscribeItem
+from cesar.server.host.calibrate import given
 from cesar.server.shard.pool import ShardPool
 from cesar.server.wire.arrowevents import column, encode
 from cesar.server.wire.client import alerts
@@ -45,9 +46,15 @@ EVERY = "FILTER{Price > 0} Stock PUBLISH Every"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def shard_pool(count: int, data_dir: Path | None = None) -> ShardPool:
+    """``count`` child shards planning with the constants every test server is given
+    (tests/conftest.py), not measured at each start."""
+    return ShardPool(count, data_dir=data_dir, costs=given(os.environ["CESAR_PLAN_COSTS"]))
+
+
 @pytest.fixture
 def front(tmp_path: Path) -> Iterator[Front]:
-    shards = ShardPool(1)
+    shards = shard_pool(1)
     front = Front(Catalog(tmp_path / "catalog.sqlite", retention=5), shards)
     front.start()
     try:
@@ -122,7 +129,7 @@ def test_listen_limit_per_client(front: Front) -> None:
 def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     events = [to_event(e) for e in sample_events()]
-    shards = ShardPool(2)
+    shards = shard_pool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
     front.start()
     front.define_stream(client, STOCK)
@@ -132,7 +139,7 @@ def test_restart_replays_the_log_into_fresh_shards(tmp_path: Path) -> None:
     seq_before = front.registry.last_seq[drops.id]
     front.close()
     shards.stop()
-    shards = ShardPool(1)  # fewer shards than before: placement is recomputed, meaning is not
+    shards = shard_pool(1)  # fewer shards than before: placement is recomputed, meaning is not
     again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
     again.start()
     try:
@@ -189,7 +196,7 @@ def every_alert(front: Front, client: Client, subs: Iterable[str]) -> Counter[st
 
 def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -> None:
     client = Clients(Limits(10, 10_000, 2, 10)).anonymous
-    shards = ShardPool(2)
+    shards = shard_pool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     front.start()
     try:
@@ -254,7 +261,7 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
     ]
 
     def start() -> tuple[Front, ShardPool]:
-        shards = ShardPool(2, data_dir=tmp_path / "shards")
+        shards = shard_pool(2, data_dir=tmp_path / "shards")
         catalog = Catalog(tmp_path / "c.sqlite", retention=100_000)
         front = Front(catalog, shards, snapshots=SnapshotPolicy(batches=4, seconds=0))
         front.start()
@@ -306,7 +313,7 @@ def test_routed_pieces_that_only_enter_the_gate_are_logged_without_waiting_for_a
         return pb.PublishRequest(arrow_events=_arrow_batch(part), shard=0, shards=1)
 
     def start() -> tuple[Front, ShardPool]:
-        shards = ShardPool(1, data_dir=tmp_path / "shards")
+        shards = shard_pool(1, data_dir=tmp_path / "shards")
         front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
         front.start()
         return front, shards
@@ -400,7 +407,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
         "FILTER{Price > 2} Stock PUBLISH OverTheLimit",
     ]
     events = [to_event(e) for e in sample_events()]
-    shards = ShardPool(2)
+    shards = shard_pool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     front.start()
     front.define_stream(client, STOCK)
@@ -420,7 +427,7 @@ def test_a_subscribe_batch_answers_each_item_and_its_subscriptions_alert_as_cesa
     front.close()
     shards.stop()
 
-    shards = ShardPool(2)  # a restart installs the stored batch again, at its position
+    shards = shard_pool(2)  # a restart installs the stored batch again, at its position
     again = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     again.start()
     try:
@@ -456,7 +463,7 @@ def test_a_query_pinned_to_a_key_value_runs_on_the_shard_owning_it_alone(tmp_pat
     def per_shard(front: Front) -> list[int]:
         return [s.counters["subscriptions"] for s in front.server_stats().shards]
 
-    shards = ShardPool(2)
+    shards = shard_pool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     front.start()
     front.define_stream(client, STOCK)
@@ -470,7 +477,7 @@ def test_a_query_pinned_to_a_key_value_runs_on_the_shard_owning_it_alone(tmp_pat
     front.close()
     shards.stop()
 
-    shards = ShardPool(2)  # a restart pins them again
+    shards = shard_pool(2)  # a restart pins them again
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
     front.start()
     try:
@@ -542,7 +549,7 @@ def _alerts_across_a_restart(tmp_path: Path, name: str, text: str) -> tuple[int,
     run makes)."""
     client = Clients(Limits(10, 10_000, 2, 10)).anonymous
     events = [to_event(e) for e in sample_events()]
-    shards = ShardPool(2)
+    shards = shard_pool(2)
     front = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
     front.start()
     front.define_stream(client, STOCK)
@@ -550,7 +557,7 @@ def _alerts_across_a_restart(tmp_path: Path, name: str, text: str) -> tuple[int,
     front.publish(client, pb.PublishRequest(events=events[:1000]))
     front.close()
     shards.stop()
-    shards = ShardPool(2)
+    shards = shard_pool(2)
     again = Front(Catalog(tmp_path / "c.sqlite", retention=100), shards)
     again.start()
     try:
