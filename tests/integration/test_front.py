@@ -52,6 +52,18 @@ def shard_pool(count: int, data_dir: Path | None = None) -> ShardPool:
     return ShardPool(count, data_dir=data_dir, costs=given(os.environ["CESAR_PLAN_COSTS"]))
 
 
+def started(
+    tmp_path: Path, shards: int, snapshots: SnapshotPolicy | None = None
+) -> tuple[Front, ShardPool]:
+    """A started front over ``shards`` child shards, its catalog and their snapshots under
+    ``tmp_path``: a second call after a close restarts it."""
+    pool = shard_pool(shards, data_dir=tmp_path / "shards")
+    catalog = Catalog(tmp_path / "c.sqlite", retention=100_000)
+    front = Front(catalog, pool, snapshots=snapshots)
+    front.start()
+    return front, pool
+
+
 @pytest.fixture
 def front(tmp_path: Path) -> Iterator[Front]:
     shards = shard_pool(1)
@@ -260,14 +272,8 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
         (1, rests[1][split:], 0),
     ]
 
-    def start() -> tuple[Front, ShardPool]:
-        shards = shard_pool(2, data_dir=tmp_path / "shards")
-        catalog = Catalog(tmp_path / "c.sqlite", retention=100_000)
-        front = Front(catalog, shards, snapshots=SnapshotPolicy(batches=4, seconds=0))
-        front.start()
-        return front, shards
-
-    front, shards = start()
+    snapshots = SnapshotPolicy(batches=4, seconds=0)
+    front, shards = started(tmp_path, 2, snapshots)
     try:
         front.define_stream(client, STOCK)
         subs = [front.subscribe(client, text, name).id for name, text in queries]
@@ -283,7 +289,7 @@ def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restar
     finally:
         front.close()
         shards.stop()
-    front, shards = start()
+    front, shards = started(tmp_path, 2, snapshots)
     try:
         assert front.server_stats().front["open_epoch_events"] == waiting
         for shard in (0, 1):
@@ -312,13 +318,7 @@ def test_routed_pieces_that_only_enter_the_gate_are_logged_without_waiting_for_a
     def piece(part: list[Event]) -> pb.PublishRequest:
         return pb.PublishRequest(arrow_events=_arrow_batch(part), shard=0, shards=1)
 
-    def start() -> tuple[Front, ShardPool]:
-        shards = shard_pool(1, data_dir=tmp_path / "shards")
-        front = Front(Catalog(tmp_path / "c.sqlite", retention=100_000), shards)
-        front.start()
-        return front, shards
-
-    front, shards = start()
+    front, shards = started(tmp_path, 1)
     try:
         front.define_stream(client, STOCK)
         subs = [front.subscribe(client, text, name).id for name, text in queries]
@@ -362,7 +362,7 @@ def test_routed_pieces_that_only_enter_the_gate_are_logged_without_waiting_for_a
     finally:
         front.close()
         shards.stop()
-    front, shards = start()
+    front, shards = started(tmp_path, 1)
     try:
         front.publish(client, pb.PublishRequest(shard=0, shards=1, watermark=events[-1].t1))
         assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
