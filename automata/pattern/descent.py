@@ -279,15 +279,15 @@ class _Descent:
         inside = self.peek()
         if inside == "RBRACK":
             children = [name, bracket, self.next()]
-            kind = "every"
+            rule = "every"
         elif inside == "DOTDOT":
             children = [name, bracket, self.next(), self.take("NAME"), self.take("MINUS")]
             children += [self.take("INT"), self.take("RBRACK")]
-            kind = "upto"
+            rule = "upto"
         else:
             children = [name, bracket, self.index(), self.take("RBRACK")]
-            kind = "indexed"
-        return Tree(kind, [*children, self.take("DOT"), self.take("NAME")])
+            rule = "indexed"
+        return Tree(rule, [*children, self.take("DOT"), self.take("NAME")])
 
     def index(self) -> ParseTree:
         if self.peek() == "INT":

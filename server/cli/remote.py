@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cesar.server.front import limits
+from cesar.server.shard.options import add_plan_costs_argument
 
 EXIT_ERROR = 1
 SAY_WAITING = 2.0
@@ -150,14 +151,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=2,
         help="checkpoints kept; the event log is compacted up to the oldest (at least 1)",
     )
-    parser.add_argument(
-        "--plan-costs",
-        default=os.environ.get("CESAR_PLAN_COSTS", "measure"),
-        metavar="look=X,chain=Y,recompute=Z",
-        help="the planner's constants for the child shards, in steps of the DAG, each within "
-        "1/8-8: the same plans on every start and host (default $CESAR_PLAN_COSTS, else "
-        "'measure': measured on this host at start, about 0.2 s)",
-    )
+    add_plan_costs_argument(parser, "the planner's constants for the child shards")
     parser.add_argument("--workers", type=int, default=256, help="gRPC worker threads")
     parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
     parser.add_argument("--log-level", default="INFO")

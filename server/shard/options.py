@@ -45,13 +45,7 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--secret-file", type=Path, help="with --listen: the secret the front presents"
     )
-    parser.add_argument(
-        "--plan-costs",
-        default=os.environ.get("CESAR_PLAN_COSTS", "measure"),
-        metavar="look=X,chain=Y,recompute=Z",
-        help="with --listen: the planner's constants, in steps of the DAG, each within 1/8-8 "
-        "(default $CESAR_PLAN_COSTS, else 'measure': measured on this host at start)",
-    )
+    add_plan_costs_argument(parser, "with --listen: the planner's constants")
     parser.add_argument("--tls-cert", type=Path, help="with --listen: PEM certificate chain")
     parser.add_argument("--tls-key", type=Path, help="with --listen: PEM private key")
     parser.add_argument(
@@ -65,3 +59,16 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
         help="the address --metrics-port binds to (default: --listen's host, or 127.0.0.1)",
     )
     parser.add_argument("--log-level", default="INFO")
+
+
+def add_plan_costs_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--plan-costs`` (``cesar serve`` for its child shards, ``cesar shard --listen`` for
+    itself), read by :func:`~cesar.server.host.calibrate.given`."""
+    parser.add_argument(
+        "--plan-costs",
+        default=os.environ.get("CESAR_PLAN_COSTS", "measure"),
+        metavar="look=X,chain=Y,recompute=Z",
+        help=f"{what}, in steps of the DAG, each within 1/8-8: the same plans on every start "
+        "and host (default $CESAR_PLAN_COSTS, else 'measure': measured on this host at start, "
+        "about 0.2 s)",
+    )

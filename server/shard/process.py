@@ -70,16 +70,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         pinned = given(args.plan_costs) if standalone else None
-        costs = (pinned or calibrate()) if standalone else _costs()
+        if not standalone:
+            costs, source = _costs(), "from the front"
+        elif pinned is None:
+            costs, source = calibrate(), "measured"
+        else:
+            costs, source = pinned, "given"
     except ValueError as exc:
         print(f"cesar shard: {exc}", file=sys.stderr)
         return 2
     log.info(
-        "plan constants from the front"
-        if not standalone
-        else "plan constants measured"
-        if pinned is None
-        else "plan constants given",
+        f"plan constants {source}",
         extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},
     )
     state = ShardState(
