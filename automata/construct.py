@@ -53,7 +53,7 @@ from cesar.automata.algebra import (
 )
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, Node, SplitConjunct
 from cesar.automata.functions import FunctionRegistry
-from cesar.automata.normal import canonical, canonical_term, conjuncts_of, split
+from cesar.automata.normal import Canonical, split
 from cesar.automata.schema import AttrType, StreamSchema, TimeUnit
 from cesar.automata.terms import (
     TRUE,
@@ -354,25 +354,22 @@ class _Builder:
                 attributes.setdefault(
                     number[draft.target], tuple((n, t) for n, (_, t) in draft.frame.map.items())
                 )
-        edges = [self.edge(draft, number) for draft in self.drafts]
+        forms = Canonical(self.context.options.functions, self.context.options.opaque)
+        edges = [self.edge(draft, number, forms) for draft in self.drafts]
         order = {EdgeKind.FILTER: 0, EdgeKind.REBIND: 1, EdgeKind.FORWARD: 2}
         edges.sort(key=lambda e: (e.source, order[e.kind], e.target))
         nodes = tuple(Node(n, attributes.get(n, ())) for n in range(len(used)))
         return Automaton(output, nodes, tuple(edges), number[top.end], internal)
 
-    def edge(self, draft: _Draft, number: Mapping[int, int]) -> Edge:
-        functions, opaque = self.context.options.functions, self.context.options.opaque
-        pred = canonical(draft.frame.pred, functions, opaque)
+    def edge(self, draft: _Draft, number: Mapping[int, int], forms: Canonical) -> Edge:
+        pred = forms.pred(draft.frame.pred)
         conjuncts = tuple(
             SplitConjunct(*split(c, Scope.EVENT))
-            for c in conjuncts_of(pred, self.context.options.dnf_limit)
+            for c in forms.conjuncts(pred, self.context.options.dnf_limit)
         )
-        guards = tuple(
-            dict.fromkeys(canonical_term(g, functions, opaque) for g in draft.frame.guards)
-        )
+        guards = tuple(dict.fromkeys(forms.term(g) for g in draft.frame.guards))
         assigns = tuple(
-            Assign(name, canonical_term(term, functions, opaque), typ)
-            for name, (term, typ) in draft.frame.map.items()
+            Assign(name, forms.term(term), typ) for name, (term, typ) in draft.frame.map.items()
         )
         return Edge(
             draft.kind,

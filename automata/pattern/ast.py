@@ -85,12 +85,21 @@ class Ref:
     @property
     def key(self) -> str:
         """The canonical spelling, also the name of the leaf that stands for it."""
-        if self.index is Index.LEN:
-            return f"{self.var}.LEN"
-        if self.index is Index.ONLY:
-            return f"{self.var}.{self.attr}"
-        inner = f"{self.var}{_SPELLING[self.index].format(var=self.var)}.{self.attr}"
-        return f"{self.aggregate.lower()}({inner})" if self.aggregate else inner
+        return ref_key(self.var, self.index, self.attr, self.aggregate)
+
+
+def ref_key(var: str, index: Index, attr: str | None, aggregate: str | None = None) -> str:
+    """:attr:`Ref.key` of the reference these fields make, without making it.
+
+    >>> ref_key("a", Index.ALL, "price", "AVG"), ref_key("a", Index.LAST, "price")
+    ('avg(a[].price)', 'a[a.LEN].price')
+    """
+    if index is Index.LEN:
+        return f"{var}.LEN"
+    if index is Index.ONLY:
+        return f"{var}.{attr}"
+    inner = f"{var}{_SPELLING[index].format(var=var)}.{attr}"
+    return f"{aggregate.lower()}({inner})" if aggregate else inner
 
 
 @dataclass(frozen=True, slots=True)

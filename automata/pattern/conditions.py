@@ -57,6 +57,12 @@ class Conditions:
         self.views = views
         self.components = {step.var: step.types for step in pattern.steps}
         self.components.update({g.var: g.types for g in pattern.negations})
+        self.partial = any(
+            self.lacking(ref.var, ref.attr) and ref.aggregate != "COUNT"
+            for ref in pattern.refs.values()
+        )
+        """Some reference may read an attribute its event's stream lacks (else
+        :meth:`absent_true` has no atom to widen)."""
 
     def lacking(self, var: str, attr: str | None) -> list[str]:
         """The streams of ``var``'s component without ``attr`` (an ANY of streams that differ)."""
@@ -130,7 +136,7 @@ class Conditions:
                 return fix(negate(node.item))
             if isinstance(node, And | Or):
                 return type(node)(tuple(fix(item) for item in node.items))
-            if not isinstance(node, Cmp):
+            if not isinstance(node, Cmp) or not self.partial:
                 return node
             tests: list[Pred] = [node]
             for key in keys_of(node):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from cesar.automata.algebra import Assign
 from cesar.automata.automaton import Edge, EdgeKind, SplitConjunct
-from cesar.automata.normal import Conjunct, canonical, canonical_term, conjuncts_of, split
+from cesar.automata.normal import Canonical, Conjunct, split
 from cesar.automata.schema import AttrType
 from cesar.automata.terms import Or, Pred, Scope, Term
 from cesar.automata.translate import Options
@@ -67,17 +67,16 @@ def _absorbed(conjuncts: Sequence[Conjunct]) -> list[Conjunct]:
 
 def edges_of(drafts: list[Draft], options: Options) -> tuple[Edge, ...]:
     """The drafts as canonical edges, in the order construct.py gives them: by source, kind."""
-    functions, opaque = options.functions, options.opaque
+    forms = Canonical(options.functions, options.opaque)
     edges = []
     for draft in drafts:
-        pred = canonical(draft.pred, functions, opaque)
+        pred = forms.pred(draft.pred)
         conjuncts = tuple(
             SplitConjunct(*split(c, Scope.EVENT))
-            for c in _absorbed(conjuncts_of(pred, options.dnf_limit))
+            for c in _absorbed(forms.conjuncts(pred, options.dnf_limit))
         )
         assigns = tuple(
-            Assign(name, canonical_term(term, functions, opaque), typ)
-            for name, (term, typ) in draft.map.items()
+            Assign(name, forms.term(term), typ) for name, (term, typ) in draft.map.items()
         )
         edges.append(
             Edge(

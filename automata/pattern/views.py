@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cesar.automata.pattern.ast import Index, Ref
+from cesar.automata.pattern.ast import Index, Ref, ref_key
 from cesar.automata.pattern.drafts import Binding
 from cesar.automata.terms import Arith, Attr, Scope, Term
 
@@ -56,25 +56,24 @@ def reading(ref: Ref, event_var: str | None, taking: bool) -> Reading | None:
     ):
         assert attr is not None
         return (_EVENT, Attr(Scope.EVENT, attr), None, None)
-    length = Ref(var, Index.LEN, None).key
     if ref.aggregate == "COUNT":
         assert attr is not None
-        return (_GET, counted(var, attr).key, length, None)
+        return (_GET, ref_key(var, Index.ALL, attr, "COUNT"), ref_key(var, Index.LEN, None), None)
     if index is Index.LEN:
-        return (_GET, length, None, None)
+        return (_GET, ref_key(var, Index.LEN, None), None, None)
     if index in (Index.ONLY, Index.FIRST):
-        return (_GET, Ref(var, index, attr).key, None, None)
+        return (_GET, ref_key(var, index, attr), None, None)
     if index in (Index.LAST, Index.PREVIOUS):
-        return (_GET, Ref(var, Index.LAST, attr).key, None, None)
+        return (_GET, ref_key(var, Index.LAST, attr), None, None)
     if ref.aggregate in ("MIN", "MAX"):
-        return (_GET, Ref(var, Index.ALL, attr, ref.aggregate).key, None, None)
+        return (_GET, ref_key(var, Index.ALL, attr, ref.aggregate), None, None)
     if index is Index.CURRENT:
         return None
-    total = Ref(var, Index.ALL, attr, "SUM").key
+    total, length = ref_key(var, Index.ALL, attr, "SUM"), ref_key(var, Index.LEN, None)
     if ref.aggregate == "SUM":
         return (_SUM, total, length, None)
     assert attr is not None
-    return (_AVG, total, divisor(var, attr).key, length)
+    return (_AVG, total, ref_key(var, Index.ALL, attr, DIVISOR), length)
 
 
 def read(how: Reading, state: Mapping[str, Term]) -> Term | None:

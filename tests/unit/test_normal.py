@@ -1,6 +1,6 @@
 import pytest
 
-from cesar.automata.normal import DnfLimitError, canonical, dnf, dnf_size, split
+from cesar.automata.normal import Canonical, DnfLimitError, canonical, dnf, dnf_size, split
 from cesar.automata.schema import AttrType
 from cesar.automata.terms import (
     FALSE,
@@ -96,3 +96,17 @@ def test_split_separates_static_from_dynamic():
     ]
     left_static, _ = split(conj, Scope.LEFT)
     assert left_static.atoms == ()
+
+
+def test_a_compiles_memo_gives_equal_atoms_one_form_whatever_their_positions():
+    """Atoms equal but for their source positions (one condition reaching two edges)
+    share one canonical form: the second is a look-up, not a second printing."""
+    price = Attr(Scope.EVENT, "Price")
+    first = Cmp("<", Const(10, AttrType.INT, (1, 5)), Attr(Scope.EVENT, "Price", (1, 10)))
+    again = Cmp("<", Const(10, AttrType.INT, (3, 1)), Attr(Scope.EVENT, "Price", (3, 6)))
+    forms = Canonical()
+    form = forms.pred(first)
+    assert form == Cmp(">", price, Const(10, AttrType.INT))
+    assert forms.pred(again) is form
+    assert forms.pred(And((again, first))) is form
+    assert Canonical().pred(again) is not form
