@@ -192,7 +192,7 @@ def tokenize(text: str) -> Iterator[Token]:
                 )
         elif kind in ("RPAR", "RBRACE", "RBRACK"):
             depth -= 1
-        yield Token._future_new(kind, value, start, token_line, column)  # lark's, less a call
+        yield Token(kind, value, start, token_line, column)
 
 
 @cache
