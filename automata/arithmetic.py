@@ -47,7 +47,7 @@ def _int_pow(a: int, b: int) -> int:
 
 def arith(op: str, a: Value, b: Value) -> Value:
     """Apply a binary arithmetic operator with CEL's int/float rules."""
-    assert not isinstance(a, str | bool) and not isinstance(b, str | bool)
+    assert not isinstance(a, (str, bool)) and not isinstance(b, (str, bool))
     if isinstance(a, int) and isinstance(b, int):
         if op == "+":
             return check_int(a + b)
@@ -83,5 +83,5 @@ def arith(op: str, a: Value, b: Value) -> Value:
 
 def neg(value: Value) -> Value:
     """Unary minus; raises :class:`ArithmeticFault` on integer overflow."""
-    assert not isinstance(value, str | bool)
+    assert not isinstance(value, (str, bool))
     return check_int(-value) if isinstance(value, int) else -value

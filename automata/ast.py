@@ -136,13 +136,13 @@ Expr = StreamRef | FilterExpr | NextExpr | FoldExpr | UnionExpr | SelectExpr | W
 
 
 def _unary(expr: Expr) -> str:
-    if isinstance(expr, StreamRef | FilterExpr):
+    if isinstance(expr, (StreamRef, FilterExpr)):
         return format_query(expr)
     return f"({format_query(expr)})"
 
 
 def _stream(expr: Expr) -> str:
-    if isinstance(expr, UnionExpr | SelectExpr | WithinExpr | Query):
+    if isinstance(expr, (UnionExpr, SelectExpr, WithinExpr, Query)):
         return f"({format_query(expr)})"
     return format_query(expr)
 
@@ -167,7 +167,7 @@ def format_query(node: Expr) -> str:
         right = node.right
         rtext = (
             f"({format_query(right)})"
-            if isinstance(right, UnionExpr | Query)
+            if isinstance(right, (UnionExpr, Query))
             else (format_query(right))
         )
         left = (

@@ -220,7 +220,7 @@ def reads_dur_only(edge: Edge) -> bool:
     return not edge.guards and all(
         isinstance(atom.left, Dur)
         and atom.op in ("<=", "<")
-        and isinstance(atom.right, Const | Param)
+        and isinstance(atom.right, (Const, Param))
         for conjunct in edge.conjuncts
         for atom in conjunct.dynamic.atoms
     )
@@ -245,7 +245,7 @@ def _bound(edge: Edge, kind: type[Dur] | type[EventDur]) -> float:
 
 def max_dur(op: str, value: Value) -> float:
     """The largest integer DUR satisfying ``DUR op value`` (inf if unbounded, -inf if none)."""
-    if op not in ("<", "<=", "=") or isinstance(value, str | bool):
+    if op not in ("<", "<=", "=") or isinstance(value, (str, bool)):
         return math.inf
     if math.isnan(value):
         return -math.inf

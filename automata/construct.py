@@ -113,7 +113,7 @@ class _Frame:
 
 
 def _can_fault(term: Term) -> bool:
-    return not isinstance(term, Attr | Const | Dur | EventDur)
+    return not isinstance(term, (Attr, Const, Dur, EventDur))
 
 
 Scopes = Mapping[Scope, Mapping[str, Term]]

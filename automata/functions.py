@@ -144,7 +144,7 @@ def _similarity(s: str, t: str) -> float:
 
 
 def _abs(x: Value) -> Value:
-    assert not isinstance(x, str | bool)
+    assert not isinstance(x, (str, bool))
     return check_int(abs(x)) if isinstance(x, int) else abs(x)
 
 
@@ -154,7 +154,7 @@ def _half_away(x: float) -> float:
 
 
 def _round(x: Value, digits: Value = 0) -> Value:
-    assert not isinstance(x, str | bool) and isinstance(digits, int)
+    assert not isinstance(x, (str, bool)) and isinstance(digits, int)
     if isinstance(x, int):
         if digits >= 0:
             return x
@@ -170,14 +170,14 @@ def _whole(to_int: Callable[[float], int]) -> Callable[[Value], Value]:
     """FLOOR or CEIL: an int as it is, a finite float to a whole float."""
 
     def whole(x: Value) -> Value:
-        assert not isinstance(x, str | bool)
+        assert not isinstance(x, (str, bool))
         return x if isinstance(x, int) or not math.isfinite(x) else float(to_int(x))
 
     return whole
 
 
 def _sqrt(x: Value) -> float:
-    assert not isinstance(x, str | bool)
+    assert not isinstance(x, (str, bool))
     if x < 0:
         raise ArithmeticFault("the square root of a negative number")
     return math.sqrt(x)
@@ -187,7 +187,7 @@ def _logarithm(log: Callable[[float], float]) -> Callable[[Value], float]:
     """LN or LOG: faults at or below 0."""
 
     def logarithm(x: Value) -> float:
-        assert not isinstance(x, str | bool)
+        assert not isinstance(x, (str, bool))
         if x <= 0:
             raise ArithmeticFault("the logarithm of a number not above 0")
         return log(x)
@@ -196,7 +196,7 @@ def _logarithm(log: Callable[[float], float]) -> Callable[[Value], float]:
 
 
 def _exp(x: Value) -> float:
-    assert not isinstance(x, str | bool)
+    assert not isinstance(x, (str, bool))
     try:
         return math.exp(x)
     except OverflowError:

@@ -333,7 +333,7 @@ def pos_of(node: ParseTree) -> Pos:
         assert node.line is not None and node.column is not None
         return (node.line, node.column)
     for child in node.children:
-        if isinstance(child, lark.Tree | Token):
+        if isinstance(child, (lark.Tree, Token)):
             return pos_of(child)
     return None
 
@@ -363,7 +363,7 @@ class TermBuilder:
     def _as_pred(node: Node, pos: Pos) -> Pred:
         if isinstance(node, Const) and node.type is AttrType.BOOL:
             return Truth(bool(node.value), node.pos)
-        if isinstance(node, Cmp | And | Or | Not | Truth):
+        if isinstance(node, (Cmp, And, Or, Not, Truth)):
             return node
         raise CelSyntaxError(
             "found a value where a predicate belongs", node.pos or pos, ("a comparison",)
@@ -371,7 +371,7 @@ class TermBuilder:
 
     @staticmethod
     def _as_term(node: Node, pos: Pos) -> Term:
-        if isinstance(node, Cmp | And | Or | Not | Truth):
+        if isinstance(node, (Cmp, And, Or, Not, Truth)):
             raise CelSyntaxError(
                 "found a predicate where a value belongs", node.pos or pos, ("a term",)
             )

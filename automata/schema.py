@@ -366,7 +366,7 @@ def coerce_value(stream: str, field: str, typ: AttrType, raw: object) -> Value:
             return int(raw)
         raise EventError(stream, field, f"expected an int, got {_describe(raw)}")
     if typ is AttrType.FLOAT:
-        if isinstance(raw, int | float):
+        if isinstance(raw, (int, float)):
             value = float(raw)
             if not math.isfinite(value):
                 raise EventError(stream, field, f"float {raw} is not finite")
@@ -387,7 +387,7 @@ def _describe(raw: object) -> str:
 
 def coerce_time(stream: str | None, field: str, raw: object) -> int:
     """Check a timestamp: an integer (or integral float) within the signed 64-bit range."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise EventError(stream, field, f"expected an integer timestamp, got {_describe(raw)}")
     if isinstance(raw, float):
         if not raw.is_integer():

@@ -304,7 +304,7 @@ def _builder(node: Any, plan: Plan) -> Builder:
 
 
 def _part(node: Any, key: Any) -> Any:
-    return node[key] if isinstance(node, tuple | list | dict) else getattr(node, key)
+    return node[key] if isinstance(node, (tuple, list, dict)) else getattr(node, key)
 
 
 @cache

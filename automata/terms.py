@@ -298,7 +298,7 @@ def map_term(
 ) -> Term:
     """:func:`map_leaves` for a term."""
     out = map_leaves(term, fn, calls)
-    assert isinstance(out, Const | Attr | Dur | EventDur | DurLit | Arith | Neg | Call | Param)
+    assert isinstance(out, (Const, Attr, Dur, EventDur, DurLit, Arith, Neg, Call, Param))
     return out
 
 
@@ -307,7 +307,7 @@ def map_pred(
 ) -> Pred:
     """:func:`map_leaves` for a predicate."""
     out = map_leaves(pred, fn, calls)
-    assert isinstance(out, Cmp | And | Or | Not | Truth)
+    assert isinstance(out, (Cmp, And, Or, Not, Truth))
     return out
 
 
@@ -332,7 +332,7 @@ def _term_level(term: Term) -> int:
 
 
 def _is_negative(value: Value) -> bool:
-    return not isinstance(value, bool | str) and (value < 0 or str(value).startswith("-"))
+    return not isinstance(value, (bool, str)) and (value < 0 or str(value).startswith("-"))
 
 
 def _wrap(term: Term, parens: bool) -> str:
@@ -399,10 +399,10 @@ def to_cel(node: Term | Pred) -> str:
             return "TRUE" if node.value else "FALSE"
         case Not():
             inner = to_cel(node.item)
-            return f"NOT ({inner})" if isinstance(node.item, And | Or | Not) else f"NOT {inner}"
+            return f"NOT ({inner})" if isinstance(node.item, (And, Or, Not)) else f"NOT {inner}"
         case And():
             return " AND ".join(
-                f"({to_cel(item)})" if isinstance(item, Or | And) else to_cel(item)
+                f"({to_cel(item)})" if isinstance(item, (Or, And)) else to_cel(item)
                 for item in node.items
             )
         case Or():

@@ -147,7 +147,7 @@ def check_pred(
                 + (f" with {pred.op}" if verb == "order" else ""),
                 pred.pos or pred.left.pos,
             )
-    elif isinstance(pred, And | Or):
+    elif isinstance(pred, (And, Or)):
         for item in pred.items:
             check_pred(item, resolve, functions)
     elif isinstance(pred, Not):

@@ -152,7 +152,7 @@ def window_call(call: Call, unit: TimeUnit, attr_of: Callable[[Term], Any]) -> t
     first = [] if counting else [args.pop(0)]
     length = _ticks(args.pop(0), unit, form, call)
     offset = 0
-    if args and attr_of(args[0]) is None and isinstance(args[0], DurLit | Const):
+    if args and attr_of(args[0]) is None and isinstance(args[0], (DurLit, Const)):
         if not tumbling:
             raise CelSemanticError(f"{form}: an offset is for tumbling windows", call.pos)
         offset = _ticks(args.pop(0), unit, form, call, least=0)

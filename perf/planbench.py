@@ -131,7 +131,7 @@ def run(
 
 
 def ratio(fast: Any, slow: Any) -> float | None:
-    ok = isinstance(fast, float | int) and isinstance(slow, float | int) and slow
+    ok = isinstance(fast, (float, int)) and isinstance(slow, (float, int)) and slow
     return round(fast / slow, 2) if ok else None
 
 

@@ -134,7 +134,7 @@ class Conditions:
         def fix(node: Pred) -> Pred:
             if isinstance(node, Not):
                 return fix(negate(node.item))
-            if isinstance(node, And | Or):
+            if isinstance(node, (And, Or)):
                 return type(node)(tuple(fix(item) for item in node.items))
             if not isinstance(node, Cmp) or not self.partial:
                 return node

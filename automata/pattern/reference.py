@@ -423,7 +423,7 @@ def without_not(pred: Pred) -> bool:
     value is absent)."""
     if isinstance(pred, Not):
         return False
-    if isinstance(pred, And | Or):
+    if isinstance(pred, (And, Or)):
         return all(without_not(item) for item in pred.items)
     return True
 

@@ -67,7 +67,7 @@ def event_message(schema: StreamSchema, row: Mapping[str, Any]) -> pb.Event:
             end = value
         elif name == "t0":
             start = value
-        elif isinstance(value, str | int | float):
+        elif isinstance(value, (str, int, float)):
             values[name] = to_value(value)
         else:
             raise TypeError(f"{schema.name}.{name}: {value!r} is not a str, int, float or bool")

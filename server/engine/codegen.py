@@ -136,7 +136,7 @@ class _Source:
 
 def can_fault(term: Term) -> bool:
     """True if evaluating ``term`` may raise :class:`ArithmeticFault`."""
-    return isinstance(term, Arith | Neg | Call)
+    return isinstance(term, (Arith, Neg, Call))
 
 
 def _define(

@@ -211,7 +211,7 @@ def _reads_binding(term: Term) -> bool:
 
 def _bound_only(term: Term) -> bool:
     """True if ``term`` reads only the instance's binding, constants and parameters."""
-    return all(_bound_attr(leaf) or isinstance(leaf, Param | Const) for leaf in _leaves(term))
+    return all(_bound_attr(leaf) or isinstance(leaf, (Param, Const)) for leaf in _leaves(term))
 
 
 def _bound_attr(leaf: Term) -> bool:

@@ -159,7 +159,7 @@ def _reads_values(term: Term) -> bool:
         return all(_reads_values(part) for part in parts)
     if isinstance(term, Attr):
         return term.scope in (Scope.LEFT, Scope.EVENT)
-    return isinstance(term, Const | Param)
+    return isinstance(term, (Const, Param))
 
 
 class Steppers:

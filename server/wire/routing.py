@@ -42,7 +42,7 @@ def key_bytes(value: Value) -> bytes:
         return b"true" if value else b"false"
     if isinstance(value, float) and value.is_integer():
         return str(int(value)).encode()
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return repr(value).encode()
     return value.encode()
 
