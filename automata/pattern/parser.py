@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import cache
+from typing import NoReturn
 
 import lark
 from lark.lexer import Token
@@ -145,22 +146,20 @@ def tokenize(text: str) -> Iterator[Token]:
     unterminated string or comment, and brackets nested deeper than
     :data:`~cesar.automata.parser.MAX_NESTING`.  O(len(text)).
     """
-    offset, depth, in_structure = 0, 0, True
+    depth, in_structure = 0, True
     line, line_start = 1, 0  # the line at offset, and where it starts
-    while offset < len(text):
-        match = _TOKEN.match(text, offset)
-        if match is not None and match.lastgroup == "HNAME" and not in_structure:
-            match = _NAME.match(text, offset)
-        if text.startswith("/*", offset) and (match is None or match.lastgroup != "SPACE"):
-            raise CelSyntaxError("unterminated comment", text_position(text, offset), source=text)
-        if match is None:
-            pos = text_position(text, offset)
-            if text[offset] in "'‘":
-                raise CelSyntaxError("unterminated string", pos, source=text)
-            raise CelSyntaxError(f"unexpected character {text[offset]!r}", pos, source=text)
-        kind, value = match.lastgroup, match.group()
-        assert kind is not None
-        start, offset = offset, match.end()
+    offset = 0
+    matches = _TOKEN.finditer(text)
+    while (match := next(matches, None)) is not None:
+        start, kind = match.start(), match.lastgroup
+        if start != offset or (kind == "PUNCT" and text.startswith("/*", start)):
+            _refuse(text, offset)
+        if kind == "HNAME" and not in_structure:  # a-b after the pattern clause: a, -, b
+            match = _NAME.match(text, start)
+            assert match is not None
+            kind = "NAME"
+            matches = _TOKEN.finditer(text, match.end())
+        value, offset = match.group(), match.end()
         token_line, column = line, start - line_start + 1
         if "\n" in value:
             line += value.count("\n")
@@ -192,7 +191,21 @@ def tokenize(text: str) -> Iterator[Token]:
                 )
         elif kind in ("RPAR", "RBRACE", "RBRACK"):
             depth -= 1
+        assert kind is not None
         yield Token(kind, value, start, token_line, column)
+    if offset != len(text):
+        _refuse(text, offset)
+
+
+def _refuse(text: str, offset: int) -> NoReturn:
+    """The error at ``offset``, where no token starts: an unterminated comment or string, or a
+    character no token starts with."""
+    pos = text_position(text, offset)
+    if text.startswith("/*", offset):
+        raise CelSyntaxError("unterminated comment", pos, source=text)
+    if text[offset] in "'‘":
+        raise CelSyntaxError("unterminated string", pos, source=text)
+    raise CelSyntaxError(f"unexpected character {text[offset]!r}", pos, source=text)
 
 
 @cache

@@ -4,7 +4,7 @@ import pytest
 
 from cesar.automata.errors import CelSyntaxError
 from cesar.automata.pattern.ast import Index, Ref, Strategy
-from cesar.automata.pattern.parser import is_pattern, parse_pattern
+from cesar.automata.pattern.parser import is_pattern, parse_pattern, tokenize
 from cesar.automata.terms import to_cel
 
 SASE_PLUS = {
@@ -96,6 +96,35 @@ def test_hyphens_are_names_only_in_the_pattern_clause():
     pattern = parse_pattern("EVENT SEQ(A-B x, C y) WHERE x.n-y.n > 1 RETURN x.n-1 AS m")
     assert pattern.components[0].types == ("A_B",)
     assert to_cel(pattern.where) == "x.n - y.n > 1"
+
+
+def test_tokens_keep_their_line_and_column_across_lines_comments_and_strings():
+    text = (
+        "PATTERN SEQ(A a, B-C b) /* two\nlines */ WHERE a.x-b.y > 1\n"
+        "  AND a.s = 'x\ny' -- to the end\nAFTER\n MATCH SKIP PAST LAST ROW"
+    )
+    found = [(t.type, str(t), t.line, t.column) for t in tokenize(text)]
+    assert found[6:9] == [("NAME", "B-C", 1, 18), ("NAME", "b", 1, 22), ("RPAR", ")", 1, 23)]
+    assert found[9:17] == [
+        ("WHERE", "WHERE", 2, 10),
+        ("NAME", "a", 2, 16),
+        ("DOT", ".", 2, 17),
+        ("NAME", "x", 2, 18),
+        ("MINUS", "-", 2, 19),
+        ("NAME", "b", 2, 20),
+        ("DOT", ".", 2, 21),
+        ("NAME", "y", 2, 22),
+    ]
+    assert found[19:26] == [
+        ("AND", "AND", 3, 3),
+        ("NAME", "a", 3, 7),
+        ("DOT", ".", 3, 8),
+        ("NAME", "s", 3, 9),
+        ("CMP", "=", 3, 11),
+        ("STRING", "'x\ny'", 3, 13),
+        ("AFTER_MATCH_SKIP", "AFTER\n MATCH SKIP", 5, 1),
+    ]
+    assert found[26] == ("NAME", "PAST", 6, 13)
 
 
 def test_clauses():
