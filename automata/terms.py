@@ -15,6 +15,7 @@ equal node.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import assert_never
@@ -247,22 +248,22 @@ def map_leaves(
     '$2.b < DUR'
     """
     match node:
-        case Const() | Attr() | Dur() | EventDur() | DurLit() | Param():
+        case Cmp():
+            left, right = map_term(node.left, fn, calls), map_term(node.right, fn, calls)
+            return Cmp(node.op, left, right, node.pos)
+        case Attr() | Const() | Dur() | EventDur() | DurLit() | Param():
             return fn(node)
         case Arith():
             left, right = map_term(node.left, fn, calls), map_term(node.right, fn, calls)
             return Arith(node.op, left, right, node.pos)
+        case And():
+            return And(tuple(map_pred(item, fn, calls) for item in node.items), node.pos)
         case Neg():
             return Neg(map_term(node.operand, fn, calls), node.pos)
         case Call():
             if calls is not None and (replaced := calls(node)) is not None:
                 return replaced
             return Call(node.name, tuple(map_term(a, fn, calls) for a in node.args), node.pos)
-        case Cmp():
-            left, right = map_term(node.left, fn, calls), map_term(node.right, fn, calls)
-            return Cmp(node.op, left, right, node.pos)
-        case And():
-            return And(tuple(map_pred(item, fn, calls) for item in node.items), node.pos)
         case Or():
             return Or(tuple(map_pred(item, fn, calls) for item in node.items), node.pos)
         case Not():
@@ -319,20 +320,23 @@ _ARITH_LEVEL = {"+": _LEVEL_ADD, "-": _LEVEL_ADD, "*": _LEVEL_MUL, "/": _LEVEL_M
 
 def _term_level(term: Term) -> int:
     match term:
+        case Attr() | Dur() | EventDur() | DurLit() | Param() | Call():
+            return _LEVEL_PRIMARY
+        case Const():
+            return _LEVEL_NEG if term.type.numeric and _is_negative(term.value) else _LEVEL_PRIMARY
         case Arith():
             return _LEVEL_POW if term.op == "^" else _ARITH_LEVEL[term.op]
         case Neg():
             return _LEVEL_NEG
-        case Const():
-            return _LEVEL_NEG if term.type.numeric and _is_negative(term.value) else _LEVEL_PRIMARY
-        case Attr() | Dur() | EventDur() | DurLit() | Param() | Call():
-            return _LEVEL_PRIMARY
         case _:
             assert_never(term)
 
 
 def _is_negative(value: Value) -> bool:
-    return not isinstance(value, (bool, str)) and (value < 0 or str(value).startswith("-"))
+    """A number printed with a leading minus: below 0, or -0.0."""
+    if isinstance(value, (bool, str)):
+        return False
+    return value < 0 or (value == 0 and math.copysign(1.0, value) < 0)
 
 
 def _wrap(term: Term, parens: bool) -> str:
@@ -366,10 +370,26 @@ def to_cel(node: Term | Pred) -> str:
     which CEL cannot write.
     """
     match node:
-        case Const():
-            return format_const(node.value, node.type)
         case Attr():
             return f"{node.scope.value}.{node.name}" if node.scope is not Scope.EVENT else node.name
+        case Const():
+            return format_const(node.value, node.type)
+        case Cmp():
+            return f"{to_cel(node.left)} {node.op} {to_cel(node.right)}"
+        case Arith():
+            if node.op == "^":
+                left = _wrap(node.left, _term_level(node.left) <= _LEVEL_POW)
+                right = _wrap(node.right, _term_level(node.right) < _LEVEL_NEG)
+                return f"{left} ^ {right}"
+            level = _ARITH_LEVEL[node.op]
+            left = _wrap(node.left, _term_level(node.left) < level)
+            right = _wrap(node.right, _term_level(node.right) <= level)
+            return f"{left} {node.op} {right}"
+        case And():
+            return " AND ".join(
+                f"({to_cel(item)})" if isinstance(item, (Or, And)) else to_cel(item)
+                for item in node.items
+            )
         case Dur():
             return "DUR"
         case EventDur():
@@ -382,29 +402,13 @@ def to_cel(node: Term | Pred) -> str:
             operand = _wrap(node.operand, _term_level(node.operand) < _LEVEL_NEG)
             # "--" would start a comment: a negated negative operand keeps its parentheses.
             return "-" + (f"({operand})" if operand.startswith("-") else operand)
-        case Arith():
-            if node.op == "^":
-                left = _wrap(node.left, _term_level(node.left) <= _LEVEL_POW)
-                right = _wrap(node.right, _term_level(node.right) < _LEVEL_NEG)
-                return f"{left} ^ {right}"
-            level = _ARITH_LEVEL[node.op]
-            left = _wrap(node.left, _term_level(node.left) < level)
-            right = _wrap(node.right, _term_level(node.right) <= level)
-            return f"{left} {node.op} {right}"
         case Call():
             return f"{node.name}({', '.join(to_cel(arg) for arg in node.args)})"
-        case Cmp():
-            return f"{to_cel(node.left)} {node.op} {to_cel(node.right)}"
         case Truth():
             return "TRUE" if node.value else "FALSE"
         case Not():
             inner = to_cel(node.item)
             return f"NOT ({inner})" if isinstance(node.item, (And, Or, Not)) else f"NOT {inner}"
-        case And():
-            return " AND ".join(
-                f"({to_cel(item)})" if isinstance(item, (Or, And)) else to_cel(item)
-                for item in node.items
-            )
         case Or():
             return " OR ".join(
                 f"({to_cel(item)})" if isinstance(item, Or) else to_cel(item) for item in node.items
