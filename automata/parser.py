@@ -343,6 +343,19 @@ ParseTree = Any
 """A lark tree or token; cel.lark fixes its shape, which mypy cannot see."""
 
 
+_RUNGS = frozenset({"expr", "and_expr", "cmp", "sum", "product", "power"})
+"""The precedence ladder's rules: one of them with a single child is that child."""
+
+
+def rung(tree: ParseTree) -> ParseTree:
+    """The first tree down from ``tree`` that is not a ladder rule of a single child (a leaf's
+    term sits six rules deep: ``expr``, ``and_expr``, ``cmp``, ``sum``, ``product``,
+    ``power``); its typed node is ``tree``'s."""
+    while len(tree.children) == 1 and str(tree.data) in _RUNGS:
+        tree = tree.children[0]
+    return tree
+
+
 class TermBuilder:
     """Turns lark's parse trees of predicates and terms into typed nodes, checking positions.
 
@@ -381,6 +394,7 @@ class TermBuilder:
         """The typed node of a rule's tree.  A rule of one part passes it on without finding
         its position (the first token's, a walk down the tree), so a leaf deep in the
         expression ladder costs O(depth), not O(depth²)."""
+        tree = rung(tree)
         kind = str(tree.data)  # a lark Token: compared as a plain str, without its __eq__
         children = tree.children
         if kind in ("expr", "and_expr"):

@@ -43,6 +43,7 @@ from cesar.automata.parser import (
     lalr,
     literal_value,
     pos_of,
+    rung,
     text_position,
 )
 from cesar.automata.pattern.ast import (
@@ -390,6 +391,7 @@ class _Builder(TermBuilder):
     # ----------------------------------------------------- leaves and tests
 
     def node(self, tree: ParseTree) -> Term | Pred:
+        tree = rung(tree)
         kind = str(tree.data)
         if kind == "equivalences":
             if self.guarded:
