@@ -86,13 +86,13 @@ _TOKEN = re.compile(
     rf"""
     (?P<SPACE>\s+|--[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)
   | (?P<AFTER_MATCH_SKIP>(?i:AFTER)\s+(?i:MATCH)\s+(?i:SKIP)(?![A-Za-z0-9_]))
+  | (?P<NAME>[A-Za-z_][A-Za-z0-9_]*+(?!-[A-Za-z_]))
+  | (?P<HNAME>[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z_][A-Za-z0-9_]*)+)
   | (?P<DURATION>\d+(?:\.\d+)?[ \t]*(?i:{_UNIT_ALT})(?![A-Za-z0-9_]))
   | (?P<PERCENT_LIT>\d+(?:\.\d+)?%(?=\s*\*))
   | (?P<FLOAT>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
   | (?P<INT>\d+)
   | (?P<STRING>'(?:[^']|'')*'|‘[^’]*’)
-  | (?P<HNAME>[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z_][A-Za-z0-9_]*)+)
-  | (?P<NAME>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<CMP>!=|<=|>=|=|<|>|≠|≤|≥)
   | (?P<PUNCT>\.\.|[-+*/%^(){{}}\[\],.!~∼∧∨¬])
     """,
