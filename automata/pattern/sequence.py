@@ -212,7 +212,7 @@ class SeqBuilder:
                 out[ref.key] = (Const(1, AttrType.INT), typ)
             elif ref.attr in (ARRIVAL, DEPARTURE):
                 out[ref.key] = (Dur(), typ)  # the event's end, relative to the run's start
-            elif ref == _spoiled(ref.var):
+            elif _is_spoiled(ref):
                 out[ref.key] = (Const(False, AttrType.BOOL), typ)
             else:
                 assert ref.attr is not None
@@ -267,7 +267,7 @@ class SeqBuilder:
                 options = [(TRUE, Arith("+", left, Const(1, AttrType.INT)))]
             elif ref.attr == DEPARTURE:
                 options = [(TRUE, Dur())]
-            elif ref == _spoiled(ref.var):
+            elif _is_spoiled(ref):
                 options = [(TRUE, Const(False, AttrType.BOOL))]  # its last event is after them
             elif ref.index is Index.LAST:
                 assert ref.attr is not None
@@ -507,3 +507,8 @@ _MOVES = (EdgeKind.FORWARD, EdgeKind.REBIND)
 def _spoiled(var: str) -> Ref:
     """The reference naming ``var``'s :data:`SPOILED` flag in a binding."""
     return Ref(var, Index.ONLY, SPOILED)
+
+
+def _is_spoiled(ref: Ref) -> bool:
+    """``ref`` is its variable's :func:`_spoiled` (tested without building that)."""
+    return ref.attr == SPOILED and ref.index is Index.ONLY and ref.aggregate is None
