@@ -350,9 +350,7 @@ class SeqBuilder:
                     closed = conjoin(closed, Cmp("=", fresh, Const(False, AttrType.BOOL)))
                 sources.append((inside[n - 1], closed))
             for source, closed in sources:
-                view = self.views.of(self.carried(n), step.var)
                 begin = conjoin(closed, self.conditions.begins(n, self.carried(n)))
-                opened = {**self.carried(n), **self.opened(n)}
                 if step.kleene:
                     for variant, state in self.openings(n):
                         opening = {**self.carried(n), **state}
@@ -362,7 +360,10 @@ class SeqBuilder:
                             after = self.views.of(opening)
                             done = conjoin(starts, self.conditions.closes(n, after))
                             self.complete(source, done_at, stream, done, opening, after, True)
-                elif n == last:
+                    continue
+                opened = {**self.carried(n), **self.opened(n)}
+                if n == last:
+                    view = self.views.of(self.carried(n), step.var)
                     self.complete(source, done_at, stream, begin, opened, view, True)
                 else:
                     self.add(EdgeKind.FORWARD, source, waiting[n + 1], stream, begin, opened)
