@@ -363,6 +363,11 @@ def format_const(value: Value, typ: AttrType) -> str:
     return str(value)
 
 
+_PREFIXES = {scope: f"{scope.value}." for scope in Scope}
+"""How a reference of each scope is spelled before its name (an enum's ``value`` is a
+descriptor call each time it is read)."""
+
+
 def to_cel(node: Term | Pred) -> str:
     """Print a term or predicate as CEL text, with only the parentheses it needs.
 
@@ -371,7 +376,7 @@ def to_cel(node: Term | Pred) -> str:
     """
     match node:
         case Attr():
-            return f"{node.scope.value}.{node.name}" if node.scope is not Scope.EVENT else node.name
+            return node.name if node.scope is Scope.EVENT else _PREFIXES[node.scope] + node.name
         case Const():
             return format_const(node.value, node.type)
         case Cmp():
