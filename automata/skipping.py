@@ -171,16 +171,17 @@ def select(matches: Sequence[tuple[int, int, tuple[Value | None, ...], Event]]) 
     return out
 
 
-Held = tuple[int, int, int, int, int, Key, Event]
-"""A held match: (start, t1, t0, arrival, bound, key, the event without hidden values); the
-heap orders by the first four (the arrival is unique), the rest of the order matches are
-taken in — their values and bound, then key, spelled — is settled among equal (start, t1, t0)
-alone, when they are released (:meth:`Skipper.release`)."""
+Held = tuple[int, int, int, int, int, Key, str, tuple[tuple[str, Value], ...]]
+"""A held match: (start, t1, t0, arrival, bound, key, stream, its values without the hidden
+ones); the heap orders by the first four (the arrival is unique), the rest of the order
+matches are taken in — their values and bound, then key, spelled — is settled among equal
+(start, t1, t0) alone, when they are released (:meth:`Skipper.release`).  A match becomes an
+:class:`Event` only if it is published (most held matches are not, under a policy)."""
 
 
 def _spelled(item: Held) -> tuple[str, int, str, int]:
     """The order among held matches of equal (start, t1, t0): values, bound, key, arrival."""
-    return repr(item[6].values), item[4], repr(item[5]), item[3]
+    return repr(item[7]), item[4], repr(item[5]), item[3]
 
 
 @dataclass
@@ -200,26 +201,41 @@ class Skipper:
 
     def add(self, event: Event) -> None:
         """Hold ``event``, a match carrying the hidden attributes, until it may be judged."""
+        self.add_values(event.stream, event.t0, event.t1, event.values)
+
+    def add_values(
+        self, stream: str, t0: int, t1: int, event_values: tuple[tuple[str, Value], ...]
+    ) -> None:
+        """:meth:`add` of the match of ``stream`` these fields make, without making it."""
         start = bound = 0
         key: list[Value] = []
         values = []
-        for name, value in event.values:
+        for name, value in event_values:
             if name[0] != "@":
                 values.append((name, value))
             elif name == START:
                 assert isinstance(value, int)
-                start = event.t0 + value
+                start = t0 + value
             elif name == BOUND:
                 assert isinstance(value, int)
-                bound = event.t0 + value
+                bound = t0 + value
             else:
                 assert name.startswith(KEY)
                 key.append(value)
-        self._hold(start, bound, tuple(key), Event(event.stream, event.t0, event.t1, tuple(values)))
+        self._hold(start, bound, tuple(key), stream, t0, t1, tuple(values))
 
-    def _hold(self, start: int, bound: int, key: Key, event: Event) -> None:
+    def _hold(
+        self,
+        start: int,
+        bound: int,
+        key: Key,
+        stream: str,
+        t0: int,
+        t1: int,
+        values: tuple[tuple[str, Value], ...],
+    ) -> None:
         self.arrivals += 1
-        heapq.heappush(self.held, (start, event.t1, event.t0, self.arrivals, bound, key, event))
+        heapq.heappush(self.held, (start, t1, t0, self.arrivals, bound, key, stream, values))
 
     def release(self, clock: float) -> list[Event]:
         """The held matches no earlier-starting match can now precede (their start plus the
@@ -241,12 +257,12 @@ class Skipper:
             if n - ties > 1:
                 due[ties:n] = sorted(due[ties:n], key=_spelled)
             ties = n
-        for start, _, _, _, bound, key, event in due:
+        for start, t1, t0, _, bound, key, stream, values in due:
             last = bounds.get(key)
             if last is None or start > last:
                 bounds[key] = bound
                 bounds.move_to_end(key)
-                out.append(event)
+                out.append(Event(stream, t0, t1, values))
         # A match yet to be judged starts after the horizon, so a bound at or below it is moot;
         # the oldest set go first (amortized O(1)).
         while bounds and next(iter(bounds.values())) <= horizon:
@@ -256,9 +272,7 @@ class Skipper:
     def to_data(self) -> dict[str, Any]:
         """Plain data for a snapshot (:meth:`restore` reads it back)."""
         return {
-            "held": [
-                (h[0], h[4], h[5], (h[6].t0, h[6].t1, h[6].values)) for h in sorted(self.held)
-            ],
+            "held": [(h[0], h[4], h[5], (h[2], h[1], h[7])) for h in sorted(self.held)],
             "bounds": list(self.bounds.items()),
         }
 
@@ -266,11 +280,11 @@ class Skipper:
         """Take back what :meth:`to_data` saved, the matches of ``stream``."""
         self.held, self.arrivals = [], 0
         for start, bound, key, (t0, t1, values) in data["held"]:
-            self._hold(start, bound, tuple(key), Event(stream, t0, t1, tuple(map(tuple, values))))
+            self._hold(start, bound, tuple(key), stream, t0, t1, tuple(map(tuple, values)))
         self.bounds = OrderedDict((tuple(key), bound) for key, bound in data["bounds"])
 
     def check_valid(self) -> None:
         """Assert the invariants: the heap is ordered; no hidden value is kept."""
         for n in range(1, len(self.held)):
             assert self.held[(n - 1) // 2] <= self.held[n]
-        assert all(not name.startswith("@") for h in self.held for name, _ in h[6].values)
+        assert all(not name.startswith("@") for h in self.held for name, _ in h[7])

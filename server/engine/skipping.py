@@ -90,7 +90,7 @@ class Skipping:
                     out.append(item)
                     continue
                 for stream in item.streams():
-                    skippers[stream].add(Event(stream, item.t0, item.t1, item.values))
+                    skippers[stream].add_values(stream, item.t0, item.t1, item.values)
             elif item.stream in skippers:
                 skippers[item.stream].add(item)
             else:
