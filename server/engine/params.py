@@ -471,13 +471,14 @@ class EdgeParams:
         """The slots of ``slots`` for which the conjunct's ordered atoms hold."""
         if group.ordered is None:
             return self._compare(group, plan, slots, binding, attrs, dur, own)
-        for masks, (value_of, op, _) in zip(group.ordered, plan.ordered, strict=True):
+        masks = group.ordered
+        for n, (value_of, op, _) in enumerate(plan.ordered):  # zip(strict=True) is not compiled
             try:
                 value = value_of(binding, attrs, dur, own)
             except ArithmeticFault:
                 self.faults.arithmetic += 1
                 return 0
-            slots &= masks.satisfying(op, value)
+            slots &= masks[n].satisfying(op, value)
             if not slots:
                 break
         return slots
@@ -493,24 +494,31 @@ class EdgeParams:
         own: int,
     ) -> int:
         """The ordered atoms of a small group, its slots' constants compared one by one."""
-        tests = []
+        tests, values, params = [], [], []
         for value_of, op, param in plan.ordered:
             try:
-                tests.append((OPS[op], value_of(binding, attrs, dur, own), param))
+                values.append(value_of(binding, attrs, dur, own))
             except ArithmeticFault:
                 self.faults.arithmetic += 1
                 return 0
-        kept = 0
+            tests.append(OPS[op])
+            params.append(param)
+        count, kept = len(tests), 0
         for slot in slots_of(slots):
             constants = self.slots[slot]
-            if all(test(value, constants[p]) for test, value, p in tests):
+            n = 0  # a loop, not all() over a generator: one object fewer per slot, compiled
+            while n < count and tests[n](values[n], constants[params[n]]):
+                n += 1
+            if n == count:
                 kept |= 1 << slot
         return kept
 
     def matching_groups(self, attrs: Binding) -> list[Group]:
         """The groups whose key constants equal the event's (what the static index finds)."""
         found = []
-        for plan, groups in zip(self.plans, self.groups, strict=True):
+        every = self.groups
+        for n, plan in enumerate(self.plans):  # zip(strict=True) is not compiled
+            groups = every[n]
             key = tuple(attrs[name] for name, _ in plan.keys)
             group = groups.get(key)
             if group is not None and group.matchable:
