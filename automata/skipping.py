@@ -173,9 +173,9 @@ def select(matches: Sequence[tuple[int, int, tuple[Value | None, ...], Event]]) 
 
 Held = tuple[int, int, int, int, int, Key, str, tuple[tuple[str, Value], ...]]
 """A held match: (start, t1, t0, arrival, bound, key, stream, its values without the hidden
-ones); the heap orders by the first four (the arrival is unique), the rest of the order
-matches are taken in — their values and bound, then key, spelled — is settled among equal
-(start, t1, t0) alone, when they are released (:meth:`Skipper.release`).  A match becomes an
+ones); they are taken in the order of the first four (the arrival is unique), the rest of the
+order matches are taken in — their values and bound, then key, spelled — is settled among
+equal (start, t1, t0) alone, when they are released (:meth:`Skipper.release`).  A match becomes an
 :class:`Event` only if it is published (most held matches are not, under a policy)."""
 
 
@@ -188,11 +188,16 @@ def _spelled(item: Held) -> tuple[str, int, str, int]:
 class Skipper:
     """One subscription's held matches and each partition's bound.
 
-    :meth:`add` is O(log held); :meth:`release` O(log held) per match released.
+    Held matches are kept by start, one list per start (many matches share one: the
+    partitions of a stream share its clock), and the starts in a heap.  :meth:`add` is O(1),
+    O(log starts) for a new start; :meth:`release` sorts each start's list once.
     """
 
     skip: Skip
-    held: list[Held] = field(default_factory=list)
+    held: dict[int, list[Held]] = field(default_factory=dict)
+    """Per start, the matches held, in the order they came."""
+    starts: list[int] = field(default_factory=list)
+    """The keys of :attr:`held`, a heap."""
     arrivals: int = 0
     """How many matches were held, to order equal ones."""
     bounds: OrderedDict[Key, int] = field(default_factory=OrderedDict)
@@ -235,7 +240,13 @@ class Skipper:
         values: tuple[tuple[str, Value], ...],
     ) -> None:
         self.arrivals += 1
-        heapq.heappush(self.held, (start, t1, t0, self.arrivals, bound, key, stream, values))
+        held = (start, t1, t0, self.arrivals, bound, key, stream, values)
+        bucket = self.held.get(start)
+        if bucket is None:
+            self.held[start] = [held]
+            heapq.heappush(self.starts, start)
+        else:
+            bucket.append(held)
 
     def release(self, clock: float) -> list[Event]:
         """The held matches no earlier-starting match can now precede (their start plus the
@@ -243,11 +254,13 @@ class Skipper:
         the input: no run can complete any more), those the policy keeps, in order; the
         partitions' bounds that can no longer matter are forgotten."""
         out: list[Event] = []
-        held, bounds = self.held, self.bounds
+        held, starts, bounds = self.held, self.starts, self.bounds
         horizon = clock - self.skip.window
         due: list[Held] = []
-        while held and held[0][0] <= horizon:
-            due.append(heapq.heappop(held))
+        while starts and starts[0] <= horizon:
+            bucket = held.pop(heapq.heappop(starts))
+            bucket.sort()  # by (t1, t0, arrival): the arrival is unique
+            due.extend(bucket)
         # Runs of matches equal in (start, t1, t0) (most of them, where many partitions share a
         # clock) are ordered by their spelling; a lone match is spelled not at all.
         ties = 0
@@ -272,19 +285,28 @@ class Skipper:
     def to_data(self) -> dict[str, Any]:
         """Plain data for a snapshot (:meth:`restore` reads it back)."""
         return {
-            "held": [(h[0], h[4], h[5], (h[2], h[1], h[7])) for h in sorted(self.held)],
+            "held": [
+                (h[0], h[4], h[5], (h[2], h[1], h[7]))
+                for h in sorted(h for bucket in self.held.values() for h in bucket)
+            ],
             "bounds": list(self.bounds.items()),
         }
 
     def restore(self, data: dict[str, Any], stream: str) -> None:
         """Take back what :meth:`to_data` saved, the matches of ``stream``."""
-        self.held, self.arrivals = [], 0
+        self.held, self.starts, self.arrivals = {}, [], 0
         for start, bound, key, (t0, t1, values) in data["held"]:
             self._hold(start, bound, tuple(key), stream, t0, t1, tuple(map(tuple, values)))
         self.bounds = OrderedDict((tuple(key), bound) for key, bound in data["bounds"])
 
     def check_valid(self) -> None:
-        """Assert the invariants: the heap is ordered; no hidden value is kept."""
-        for n in range(1, len(self.held)):
-            assert self.held[(n - 1) // 2] <= self.held[n]
-        assert all(not name.startswith("@") for h in self.held for name, _ in h[7])
+        """Assert the invariants: the starts are a heap of the held lists' keys, each list
+        holds matches of its start in the order they came; no hidden value is kept."""
+        starts = self.starts
+        for n in range(1, len(starts)):
+            assert starts[(n - 1) // 2] <= starts[n]
+        assert sorted(starts) == sorted(self.held)
+        for start, bucket in self.held.items():
+            assert bucket and all(h[0] == start for h in bucket)
+            assert [h[3] for h in bucket] == sorted(h[3] for h in bucket)
+            assert all(not name.startswith("@") for h in bucket for name, _ in h[7])
