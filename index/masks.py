@@ -42,10 +42,16 @@ SMALL_SLOTS: Final = tuple(tuple(s for s in range(8) if mask >> s & 1) for mask 
 of a few sharing a group), and a lookup takes none of the int methods' calls."""
 
 
+_BYTEWISE: Final = 1024
+"""Up to this width, :func:`slots_of` reads a mask's bytes through :data:`SMALL_SLOTS` (two
+method calls in all); wider, it takes the lowest bit off or splits the binary text."""
+
+
 def slots_of(mask: int) -> tuple[int, ...]:
     """The slots of a bitmask, lowest first.
 
-    O(1) for a mask below 256 (:data:`SMALL_SLOTS`), O(size of the mask / 64) per slot for a
+    O(1) for a mask below 256 (:data:`SMALL_SLOTS`), O(width / 8) table look-ups up to
+    :data:`_BYTEWISE` bits (its bytes), and wider O(size of the mask / 64) per slot for a
     sparse mask (taking the lowest bit off), O(size of the mask) in all for a dense one
     (splitting its binary text at the ones: the gaps' lengths are the distances between slots).
 
@@ -54,7 +60,19 @@ def slots_of(mask: int) -> tuple[int, ...]:
     """
     if mask < 256:
         return SMALL_SLOTS[mask]
-    if mask.bit_count() * 64 <= mask.bit_length():
+    width = mask.bit_length()
+    if width <= _BYTEWISE:
+        if not mask & (mask - 1):  # one slot: most masks above 256 in a varied workload
+            return (width - 1,)
+        found: list[int] = []
+        base = 0
+        for byte in mask.to_bytes((width + 7) >> 3, "little"):
+            if byte:
+                for slot in SMALL_SLOTS[byte]:
+                    found.append(base + slot)
+            base += 8
+        return tuple(found)
+    if mask.bit_count() * 64 <= width:
         sparse = []
         while mask:
             low = mask & -mask

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -75,3 +75,13 @@ def test_a_probe_after_many_distinct_constants_uses_the_prefix_blocks():
     assert set(slots_of(masks.satisfying(">", 100.5))) == {s for s in range(300) if s % 150 <= 100}
     assert set(slots_of(masks.satisfying("<=", 40.0))) == {s for s in range(300) if s % 150 >= 40}
     masks.check_valid()
+
+
+@given(st.sets(st.integers(0, 2_100), max_size=40))
+def test_slots_of_lists_every_set_bit_in_order_at_every_width(slots):
+    """Each of slots_of's paths (a table below 256, one slot, bytes up to 1,024 bits, the
+    sparse and the dense ones wider) gives the set bits, lowest first."""
+    mask = sum(1 << slot for slot in slots)
+    assert slots_of(mask) == tuple(sorted(slots))
+    dense = (1 << max(slots, default=0) + 1) - 1
+    assert slots_of(dense) == tuple(range(dense.bit_length()))
