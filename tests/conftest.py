@@ -55,11 +55,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadFileS
     return SparkOnTheFirstWorker(config, log)  # type: ignore[arg-type]
 
 
+def spark_users(session: pytest.Session) -> list[pytest.Item]:
+    """The collected tests that use the ``spark`` fixture."""
+    return [item for item in session.items if "spark" in getattr(item, "fixturenames", ())]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Every test that uses the ``spark`` fixture is in a file of :data:`SPARK_FILES`."""
-    files = {
-        i.nodeid.split("::")[0] for i in session.items if "spark" in getattr(i, "fixturenames", ())
-    }
+    files = {item.nodeid.split("::")[0] for item in spark_users(session)}
     if not files <= SPARK_FILES:
         raise pytest.UsageError(
             f"add {sorted(files - SPARK_FILES)} to tests/conftest.py's SPARK_FILES"

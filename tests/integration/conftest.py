@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 from cesar.perf.serverproc import Server
 from cesar.server.feed.job import session as feed_session
+from tests.conftest import spark_users
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     (``tests/e2e/test_busy.py`` runs both kinds in one process beside CPU hogs.)
     """
     first = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
-    if first and any("spark" in getattr(item, "fixturenames", ()) for item in session.items):
+    if first and spark_users(session):
         STARTED.append(feed_session("local[2]", "cesar-tests"))
 
 
