@@ -138,6 +138,20 @@ _VOCABULARY = Vocabulary(
 )
 
 
+class _Token(Token):
+    """lark's :class:`~lark.lexer.Token`, made in one call: lark's constructor goes through a
+    second (``_future_new``) to take a deprecated keyword, a tenth of tokenizing a pattern."""
+
+    __slots__ = ()
+
+    def __new__(cls, kind: str, value: str, start: int, line: int, column: int) -> _Token:
+        token = str.__new__(cls, value)
+        token.type, token.value, token.start_pos = kind, value, start
+        token.line, token.column = line, column
+        token.end_line = token.end_column = token.end_pos = None
+        return token
+
+
 def tokenize(text: str) -> Iterator[Token]:
     """The tokens of a pattern as lark Tokens with line and column; spaces and comments dropped.
 
@@ -193,7 +207,7 @@ def tokenize(text: str) -> Iterator[Token]:
         elif kind in ("RPAR", "RBRACE", "RBRACK"):
             depth -= 1
         assert kind is not None
-        yield Token(kind, value, start, token_line, column)
+        yield _Token(kind, value, start, token_line, column)
     if offset != len(text):
         _refuse(text, offset)
 
