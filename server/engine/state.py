@@ -169,8 +169,9 @@ class EngineState:
     by_value: KeyedItems[int] = field(default_factory=KeyedItems)
     """The ``keyed`` nodes under the bound values of their live instances."""
     instances: dict[int, EngineInstance] = field(default_factory=dict)
-    memberships: Counter[tuple[int, int]] = field(default_factory=Counter)
-    """Live instances per (node, members): what the instance limits count, without a scan."""
+    memberships: dict[tuple[int, int], int] = field(default_factory=dict)
+    """Live instances per (node, members): what the instance limits count, without a scan (a
+    dict, not a ``Counter``: compiled, a dict's look-ups are direct, a ``Counter``'s generic)."""
     by_group: dict[Group, dict[int, EngineInstance]] = field(default_factory=dict)
     """Per filter group (of a conjunct without AI access): the instances it met when added."""
     stepped: dict[Group, GroupSteps] = field(default_factory=dict)
@@ -332,7 +333,8 @@ class EngineState:
         """
         self.live[instance.node].add(instance)
         self.instances[instance.id] = instance
-        self.memberships[instance.node, instance.members] += 1
+        key = instance.node, instance.members
+        self.memberships[key] = self.memberships.get(key, 0) + 1
         self._count(instance)
         if homes:
             self.homes[instance.id] = homes
@@ -460,7 +462,8 @@ class EngineState:
             return
         self._unmember(instance)
         instance.members &= ~slots
-        self.memberships[instance.node, instance.members] += 1
+        key = instance.node, instance.members
+        self.memberships[key] = self.memberships.get(key, 0) + 1
 
     def _unmember(self, instance: EngineInstance) -> None:
         key = instance.node, instance.members
