@@ -82,7 +82,7 @@ class Work:
         self._owners_of = owners
         self._owners: Mapping[tuple[int, int], str] | None = None
         self._slots: dict[str, list[tuple[int, int]]] = {}
-        self.pending: Counter[tuple[int, int]] = Counter()
+        self.pending: dict[tuple[int, int], int] = {}
         """Steps per (space, members) not yet spread over subscriptions."""
         self.unchecked = 0
         self.unspread = 0
@@ -95,7 +95,7 @@ class Work:
         self.spent: Counter[str] = Counter()
         """Steps per subscription in this epoch (as of the last spread)."""
         self.last_spent: Counter[str] = Counter()
-        self.last_pending: Counter[tuple[int, int]] = Counter()
+        self.last_pending: dict[tuple[int, int], int] = {}
         """The latest finished epoch's ``spent`` and the charges it left unspread
         (:meth:`steps_of`)."""
         self.cut: dict[int, int] = {}
@@ -121,11 +121,11 @@ class Work:
         self._owners = None
         gone = _masks(left)
         if gone and self.last_pending:
-            kept: Counter[tuple[int, int]] = Counter()
+            kept: dict[tuple[int, int], int] = {}
             for (space, members), steps in self.last_pending.items():
                 members &= ~gone.get(space, 0)
                 if members:
-                    kept[space, members] += steps
+                    kept[space, members] = kept.get((space, members), 0) + steps
             self.last_pending = kept
 
     def owners(self) -> Mapping[tuple[int, int], str]:
@@ -149,7 +149,8 @@ class Work:
     def charge(self, space: int, members: int, steps: int = 1) -> None:
         """Charge ``steps`` to each slot of ``members`` in ``space``.  O(1); every
         :data:`CHECK_EVERY` steps, O(distinct members charged × their slots)."""
-        self.pending[space, members] += steps
+        key = space, members  # a dict's look-ups compile direct, a Counter's do not
+        self.pending[key] = self.pending.get(key, 0) + steps
         self.unchecked += steps
         self.unspread += steps
         self.done += steps
@@ -273,7 +274,7 @@ class Work:
         """End the epoch (nothing spent or cut any more): the notices owed (subscription,
         reason), one per episode; the subscriptions cut in it are ``cut_now`` until the next
         epoch ends, and its steps are :meth:`steps_of`."""
-        self.last_pending, self.pending = self.pending, Counter()
+        self.last_pending, self.pending = self.pending, {}
         self.last_spent, self.spent = self.spent, Counter()
         self.by_account.clear()
         self.cut.clear()
