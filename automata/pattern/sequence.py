@@ -511,5 +511,5 @@ def _spoiled(var: str) -> Ref:
 
 
 def _is_spoiled(ref: Ref) -> bool:
-    """``ref`` is its variable's :func:`_spoiled` (tested without building that)."""
-    return ref.attr == SPOILED and ref.index is Index.ONLY and ref.aggregate is None
+    """``ref`` is its variable's :func:`_spoiled` (built only for a reference of its name)."""
+    return ref.attr == SPOILED and ref == _spoiled(ref.var)

@@ -58,7 +58,7 @@ def reading(ref: Ref, event_var: str | None, taking: bool) -> Reading | None:
         return (_EVENT, Attr(Scope.EVENT, attr), None, None)
     if ref.aggregate == "COUNT":
         assert attr is not None
-        return (_GET, ref_key(var, Index.ALL, attr, "COUNT"), ref_key(var, Index.LEN, None), None)
+        return (_GET, counted(var, attr).key, ref_key(var, Index.LEN, None), None)
     if index is Index.LEN:
         return (_GET, ref_key(var, Index.LEN, None), None, None)
     if index in (Index.ONLY, Index.FIRST):
@@ -73,7 +73,7 @@ def reading(ref: Ref, event_var: str | None, taking: bool) -> Reading | None:
     if ref.aggregate == "SUM":
         return (_SUM, total, length, None)
     assert attr is not None
-    return (_AVG, total, ref_key(var, Index.ALL, attr, DIVISOR), length)
+    return (_AVG, total, divisor(var, attr).key, length)
 
 
 def read(how: Reading, state: Mapping[str, Term]) -> Term | None:

@@ -333,8 +333,7 @@ class EngineState:
         """
         self.live[instance.node].add(instance)
         self.instances[instance.id] = instance
-        key = instance.node, instance.members
-        self.memberships[key] = self.memberships.get(key, 0) + 1
+        self._member(instance)
         self._count(instance)
         if homes:
             self.homes[instance.id] = homes
@@ -462,6 +461,9 @@ class EngineState:
             return
         self._unmember(instance)
         instance.members &= ~slots
+        self._member(instance)
+
+    def _member(self, instance: EngineInstance) -> None:
         key = instance.node, instance.members
         self.memberships[key] = self.memberships.get(key, 0) + 1
 
