@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -179,54 +179,74 @@ def test_the_demo_prints_every_alert_as_cesar_run_does() -> None:
     assert len(result.stdout.splitlines()) == 388
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _logged(log: Path, pattern: str) -> str | None:
+    """The first group of ``pattern`` in ``log``, once the process has written it."""
+    found = re.search(pattern, log.read_text()) if log.exists() else None
+    return found.group(1) if found else None
 
 
 @contextmanager
 def spark_cluster(work: Path) -> Iterator[str]:
     """A standalone Spark master and one worker (2 cores, 2 GB) on 127.0.0.1, from the
-    installed pyspark, as docs/operations.md starts them; yields the master's URL."""
+    installed pyspark, as docs/operations.md starts them; yields the master's URL.
+
+    Every port is 0, picked by the kernel as Spark binds it, and read back from the master's
+    log: a port probed free and passed on can be taken by a parallel test before Spark binds
+    it, and Spark then moves to the next port while the test asks whoever holds the first."""
     home = Path(pyspark.__file__).parent
     env = os.environ | {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
-    port, ui = _free_port(), _free_port()
-    url = f"spark://127.0.0.1:{port}"
     work.mkdir(parents=True)
-    commands = {
-        "master": [
-            *("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"),
-            *("--port", str(port), "--webui-port", str(ui)),
-        ],
-        "worker": [
-            *("org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"),
-            *("--cores", "2", "--memory", "2g", "--webui-port", str(_free_port())),
-            *("--work-dir", str(work / "work")),
-        ],
-    }
-    processes = [
-        subprocess.Popen(
-            [str(home / "bin" / "spark-class"), *command],
-            stdout=open(work / f"{name}.log", "w"),  # noqa: SIM115 - the child keeps it
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        for name, command in commands.items()
-    ]
+    processes: list[subprocess.Popen[bytes]] = []
 
-    def workers_alive() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as page:
-                return int(json.load(page)["aliveworkers"]) == 1
-        except OSError:
-            return False
+    def start(name: str, *command: str) -> Path:
+        log = work / f"{name}.log"
+        processes.append(
+            subprocess.Popen(
+                [str(home / "bin" / "spark-class"), *command],
+                stdout=open(log, "w"),  # noqa: SIM115 - the child keeps it
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        )
+        return log
 
     try:
+        master_log = start(
+            "master",
+            *("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"),
+            *("--port", "0", "--webui-port", "0"),
+        )
+        found: dict[str, str] = {}
+
+        def master_up() -> bool:
+            for key, pattern in (
+                ("url", r"Starting Spark master at (spark://\S+)"),
+                ("ui", r"MasterWebUI.* started at http://\S+:(\d+)"),
+            ):
+                value = _logged(master_log, pattern)
+                if value is not None:
+                    found[key] = value
+            return len(found) == 2
+
+        wait_for(master_up, 180, "a Spark master logging its URL and its web UI's port")
+        start(
+            "worker",
+            *("org.apache.spark.deploy.worker.Worker", found["url"], "--host", "127.0.0.1"),
+            *("--port", "0", "--cores", "2", "--memory", "2g", "--webui-port", "0"),
+            *("--work-dir", str(work / "work")),
+        )
+
+        def workers_alive() -> bool:
+            page_url = f"http://127.0.0.1:{found['ui']}/json/"
+            try:
+                with urllib.request.urlopen(page_url, timeout=5) as page:
+                    return int(json.load(page)["aliveworkers"]) == 1
+            except OSError:
+                return False
+
         wait_for(workers_alive, 180, "a Spark master with one live worker")
-        yield url
+        yield found["url"]
     finally:
         for process in processes:
             os.killpg(process.pid, signal.SIGTERM)
