@@ -54,6 +54,11 @@ class Server:
         self.address = line[1]
         return self
 
+    def keep_address(self) -> Server:
+        """Restarts listen on the port the kernel gave this start (clients reconnect to it)."""
+        self.args += ["--port", self.address.rsplit(":", 1)[1]]
+        return self
+
     def connect(self, token: str | None = None, tls_ca: Path | None = None) -> Connection:
         return Connection.open(self.address, token, tls_ca)
 

@@ -206,12 +206,8 @@ def test_listen_resumes_each_subscription_through_a_server_restart(tmp_path: Pat
     """``listen`` started before a restart prints every alert of two subscriptions once, in
     order: it reconnects and resumes each after its last seq; its checkpoint holds the last
     seqs, and a second ``listen`` from it prints what came after, per subscription."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = Server(tmp_path / "data", "--port", str(port)).start()
+    server = Server(tmp_path / "data").start().keep_address()
+    address = server.address
     try:
         assert cesar(server, "subscribe", *QUERIES[1:2]).returncode == 0  # Drops: s1
         lines = SAMPLE.read_text().splitlines()
@@ -239,7 +235,7 @@ def test_listen_resumes_each_subscription_through_a_server_restart(tmp_path: Pat
         assert json.loads(first_line)["seq"] == 1
         assert server.stop() == 0
         server.start()
-        assert server.address == f"127.0.0.1:{port}"
+        assert server.address == address
         assert cesar(server, "publish", "--quiet", second).returncode == 0
         assert listening.stdout is not None and listening.stderr is not None
         out = listening.stdout.read()  # not communicate(): it would skip what readline buffered
@@ -264,7 +260,6 @@ def test_listen_posts_every_alert_to_a_webhook_through_a_restart_of_each(tmp_pat
     """``listen --to URL`` POSTs each batch; the endpoint fails its first POST (503, retried)
     and the server restarts between the two halves of the sample: the endpoint gets every
     alert once, in seq order, and the checkpoint holds the last seq it acknowledged."""
-    import socket
     import threading
     import time
 
@@ -272,10 +267,7 @@ def test_listen_posts_every_alert_to_a_webhook_through_a_restart_of_each(tmp_pat
 
     receiver = Receiver([503])
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = Server(tmp_path / "data", "--port", str(port)).start()
+    server = Server(tmp_path / "data").start().keep_address()
     try:
         assert cesar(server, "subscribe", *QUERIES[1:2]).returncode == 0
         lines = SAMPLE.read_text().splitlines()
