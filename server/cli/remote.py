@@ -133,6 +133,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "lane; past it each that took its share is cut (0: unlimited; per client in --tokens)",
     )
     parser.add_argument(
+        "--max-open-epoch-events",
+        type=int,
+        default=limits.MAX_OPEN_EPOCH_EVENTS,
+        help="events of one client's waiting in open epochs (once for each shard they wait "
+        "for); past it its requests with events are refused until a watermark or a later t1 "
+        "closes them (0: unlimited; per client in --tokens)",
+    )
+    parser.add_argument(
         "--snapshot-every-batches",
         type=int,
         default=1_000,
@@ -220,6 +228,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             max_steps_per_epoch=args.max_steps_per_epoch or None,
             max_engine_steps_per_epoch=args.max_engine_steps_per_epoch or None,
             max_client_steps_per_epoch=args.max_client_steps_per_epoch,
+            max_open_epoch_events=args.max_open_epoch_events,
             max_time_jump=args.max_time_jump,
             replayed=frozenset(args.replayed),
             snapshots=SnapshotPolicy(

@@ -4,9 +4,10 @@ A tokens file has one client per line — ``TOKEN CLIENT [key=value ...]`` —
 with optional limits overriding the server's defaults: ``max_subscriptions``
 (live subscriptions), ``max_query_bytes`` (query and name size),
 ``max_listens`` (concurrent Listen streams), ``max_streams`` (input
-streams defined) and ``max_client_steps_per_epoch`` (the work its subscriptions may
-take together in one epoch of an engine lane, 0: no bound); and ``scope=`` with a
-comma-separated list of what the token may do:
+streams defined), ``max_client_steps_per_epoch`` (the work its subscriptions may
+take together in one epoch of an engine lane, 0: no bound) and
+``max_open_epoch_events`` (its events waiting in open epochs, 0: no bound); and
+``scope=`` with a comma-separated list of what the token may do:
 
 * ``client`` (the default): define, list and delete its streams, subscribe,
   listen, publish events the front routes, share its published streams;
@@ -43,6 +44,7 @@ _LIMITS = (
     "max_listens",
     "max_streams",
     "max_client_steps_per_epoch",
+    "max_open_epoch_events",
 )
 
 
@@ -60,6 +62,8 @@ class Limits:
     max_streams: int
     max_client_steps_per_epoch: int = 0
     """Steps its subscriptions may take together in one epoch of a lane (0: no bound)."""
+    max_open_epoch_events: int = 0
+    """Its events waiting in open epochs, once for each shard they wait for (0: no bound)."""
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,13 @@ Everything the server has acknowledged is here, so a server killed with
   event batches logged before it (its *position*), its latest alert seq and the
   idempotency key it was made with;
 * ``batches``: every accepted event batch in order (the event log) with its
-  idempotency key — on start the shards rebuild their instances from their
-  latest snapshot and the log after it, each later subscription installed at
-  its position.  Batches up to the oldest checkpoint kept are *compacted*:
-  their payload goes (``marks.compacted`` says up to where), their number,
-  key and acknowledged count stay for the last ``KEY_WINDOW`` batches so a
-  retried idempotency key still answers as before;
+  idempotency key and the client that published it (whose budget its events
+  waiting in open epochs count in again after a restart) — on start the shards
+  rebuild their instances from their latest snapshot and the log after it, each
+  later subscription installed at its position. Batches up to the oldest
+  checkpoint kept are *compacted*: their payload goes (``marks.compacted`` says
+  up to where), their number, key and acknowledged count stay for the last
+  ``KEY_WINDOW`` batches so a retried idempotency key still answers as before;
 * ``checkpoints``: the log positions at which every shard saved a snapshot,
   with the shard count and the front's own state at that point (its epoch
   gate, :mod:`cesar.server.host.snapshots`);
@@ -74,7 +75,8 @@ CREATE TABLE IF NOT EXISTS batches (
     number INTEGER PRIMARY KEY,
     idempotency_key TEXT UNIQUE,
     accepted INTEGER NOT NULL,
-    payload BLOB NOT NULL
+    payload BLOB NOT NULL,
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS shares (
     stream TEXT NOT NULL,
@@ -190,6 +192,7 @@ class Catalog:
             self.db.executescript(_SCHEMA)
             self._alert_rows()
             self._keep_subscribe_keys()
+            self._keep_batch_owners()
             self.identity = self._identity()
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
@@ -241,6 +244,13 @@ class Catalog:
                 self.db.execute(
                     "ALTER TABLE subscriptions ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT ''"
                 )
+
+    def _keep_batch_owners(self) -> None:
+        """Give a catalog made before batches kept who published them their column ("")."""
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(batches)")}
+        if "owner" not in columns:
+            with _transaction(self.db):
+                self.db.execute("ALTER TABLE batches ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
     def _identity(self) -> int:
         """The server's identity (module docstring), made at the first open."""
@@ -426,11 +436,11 @@ class Catalog:
         ).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def batches(self, after: int = 0) -> Iterator[tuple[int, bytes]]:
-        """The event log after batch ``after``, in order: (number, payload); compacted
-        batches are not there."""
+    def batches(self, after: int = 0) -> Iterator[tuple[int, bytes, str]]:
+        """The event log after batch ``after``, in order: (number, payload, the client that
+        published it); compacted batches are not there."""
         cursor = self.db.execute(
-            "SELECT number, payload FROM batches WHERE number > ? ORDER BY number",
+            "SELECT number, payload, owner FROM batches WHERE number > ? ORDER BY number",
             (max(after, self.compacted()),),
         )
         yield from cursor
@@ -441,15 +451,17 @@ class Catalog:
         key: str | None,
         accepted: int,
         payload: bytes,
+        owner: str,
         alerts: Sequence[tuple[str, int, int, str, bytes]],
         last_seq: dict[str, int],
     ) -> None:
-        """Log a batch with its rows of alerts ``(subscription, first seq, last seq, owner,
-        framed alerts)``, atomically; each subscription keeps the rows holding its last
+        """Log ``owner``'s batch with its rows of alerts ``(subscription, first seq, last seq,
+        owner, framed alerts)``, atomically; each subscription keeps the rows holding its last
         ``retention`` alerts."""
         with _transaction(self.db):
             self.db.execute(
-                "INSERT INTO batches VALUES (?, ?, ?, ?)", (number, key or None, accepted, payload)
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?)",
+                (number, key or None, accepted, payload, owner),
             )
             if alerts:
                 self.db.executemany(

@@ -59,8 +59,11 @@ class Ticket:
         shard: int | None,
         response: pb.PublishResponse,
         refused: Refused | None = None,
+        owner: str = "",
     ) -> None:
         self.number = number
+        self.owner = owner
+        """The client that published it."""
         self.refused = refused or Counter()
         """Its rejections by stream, field and kind (late, ahead, invalid)."""
         self.key = key
@@ -266,7 +269,13 @@ class Commits:
             registry = self.registry()
             rows, touched = registry.sequence(alerts)
             self.catalog.commit_batch(
-                ticket.number, ticket.key, ticket.accepted, ticket.payload, rows, touched
+                ticket.number,
+                ticket.key,
+                ticket.accepted,
+                ticket.payload,
+                ticket.owner,
+                rows,
+                touched,
             )
         except Exception as exc:
             self.shards.failed = f"batch {ticket.number} was applied but not logged ({exc})"

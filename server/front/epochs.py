@@ -63,13 +63,19 @@ from cesar.v1 import shard_pb2
 
 class Pending(NamedTuple):
     """An event (or a block of rows of one ``t1``) waiting for its epoch to close on one
-    shard, ordered by (t1, arrival)."""
+    shard, ordered by (t1, arrival); ``owner`` is the client that published it ("": not
+    known, a batch logged before owners were)."""
 
     t1: int
     tick: int
     routed: bool
     lane: str
     event: Event | Rows
+    owner: str = ""
+
+    def size(self) -> int:
+        """The events it stands for: 1, or the rows of its block."""
+        return 1 if isinstance(self.event, Event) else len(self.event.positions)
 
 
 Arrival = tuple[Event | Rows, Sequence[tuple[int, str]]]
@@ -79,7 +85,7 @@ Arrival = tuple[Event | Rows, Sequence[tuple[int, str]]]
 class EpochGate:
     """Per shard, the pending events and how far epochs are closed; see the module docstring.
 
-    Methods: :meth:`settled`, :meth:`advance`, :meth:`pending_events`,
+    Methods: :meth:`settled`, :meth:`advance`, :meth:`pending_events`, :meth:`held_by`,
     :meth:`to_data` and :meth:`restore` (checkpoints), :meth:`check_valid`.
     ``groups`` is the front's (it only reads them).
     What is kept per clock group is keyed by the group's representative and
@@ -87,7 +93,8 @@ class EpochGate:
     ``group_applied[k]`` and ``horizon``.  ``applied[k]`` is per stream;
     ``closed[k]`` is how far watermarks for every stream closed shard ``k``'s epochs,
     ``unit_closed`` how far the front's own requests' watermarks closed those of the
-    streams in each time unit (``unit_of`` names a stream's unit).
+    streams in each time unit (``unit_of`` names a stream's unit).  ``held`` counts each
+    client's (event, shard) pairs waiting, for its budget (``max_open_epoch_events``).
     Cost: :meth:`settled` O(shards); an advance O(log p) per destination to
     insert (p pending events of its group), O(released + groups) to release.
     """
@@ -105,6 +112,7 @@ class EpochGate:
         self.horizon: dict[str, int] = {}
         self.closed: list[int | None] = [None] * shards
         self.unit_closed: dict[str, int] = {}
+        self.held: dict[str, int] = {}
         self._merges = groups.merges
 
     def pending_events(self) -> int:
@@ -113,11 +121,11 @@ class EpochGate:
 
     def waiting(self, shard: int) -> int:
         """The number of events waiting for ``shard`` in open epochs.  O(items waiting)."""
-        return sum(
-            1 if isinstance(p.event, Event) else len(p.event.positions)
-            for group in self.pending[shard].values()
-            for p in group
-        )
+        return sum(p.size() for group in self.pending[shard].values() for p in group)
+
+    def held_by(self, owner: str) -> int:
+        """The (event, shard) pairs of ``owner``'s batches waiting in open epochs.  O(1)."""
+        return self.held.get(owner, 0)
 
     def settled(self, t1: int, stream: str, shard: int | None) -> int | None:
         """None if an event of ``stream`` at ``t1`` may still join its epoch; else how far.
@@ -176,13 +184,18 @@ class EpochGate:
         return max(found) if found else None
 
     def advance(
-        self, arrivals: Sequence[Arrival], watermark: int | None, shard: int | None
+        self,
+        arrivals: Sequence[Arrival],
+        watermark: int | None,
+        shard: int | None,
+        owner: str = "",
     ) -> list[list[Pending]]:
-        """Add ``arrivals`` (accepted, in (t1, arrival) order); per shard, the events now ready.
+        """Add ``arrivals`` (accepted, in (t1, arrival) order) of ``owner``'s; per shard, the
+        events now ready.
 
         ``shard`` is the shard a routed batch is for (None: the front routed
         it).  Ready events leave in order within each clock group, whole epochs
-        only.
+        only.  What waits is counted in ``owner``'s :meth:`held_by` until it leaves.
         """
         routed = shard is not None
         shards = range(self.shards) if shard is None else [shard]
@@ -190,6 +203,7 @@ class EpochGate:
         groups: dict[str, str] = {}  # by stream, for this call
         newest: dict[str, int] = {}  # by group: the newest t1 of the front's own events
         tick = self.ticks
+        added = 0
         for event, destinations in arrivals:
             tick += 1
             stream, t1 = event.stream, event.t1
@@ -198,14 +212,20 @@ class EpochGate:
                 group = groups[stream] = self.groups.find(stream)
             for k, lane in destinations:
                 waiting = self.pending[k].setdefault(group, [])
-                item = Pending(t1, tick, routed, lane, event)
+                item = Pending(t1, tick, routed, lane, event, owner)
                 if not waiting or waiting[-1].t1 <= t1:  # the usual case: in time order
                     waiting.append(item)
                 else:
                     bisect.insort(waiting, item)
+            if destinations:
+                added += len(destinations) * (
+                    1 if isinstance(event, Event) else len(event.positions)
+                )
             if not routed and newest.get(group, t1) <= t1:
                 newest[group] = t1
         self.ticks = tick
+        if added:
+            self.held[owner] = self.held.get(owner, 0) + added
         for group, t1 in newest.items():
             self.horizon[group] = max(self.horizon.get(group, t1), t1)
         if watermark and (routed or not arrivals):
@@ -231,6 +251,7 @@ class EpochGate:
                 released[k].extend(waiting[:ready])
                 for item in waiting[:ready]:
                     applied[item.event.stream] = item.t1
+                    self._unhold(item)
                 latest = waiting[ready - 1].t1
                 group_applied[group] = max(group_applied.get(group, latest), latest)
                 if ready == len(waiting):
@@ -240,6 +261,14 @@ class EpochGate:
             if groups_released > 1:
                 released[k].sort()
         return released
+
+    def _unhold(self, item: Pending) -> None:
+        """``item`` leaves: its owner holds its events no more."""
+        left = self.held[item.owner] - item.size()
+        if left:
+            self.held[item.owner] = left
+        else:
+            del self.held[item.owner]
 
     def _group(self, stream: str) -> str:
         """``stream``'s clock group, after moving what groups that merged kept."""
@@ -297,7 +326,7 @@ class EpochGate:
             "pending": [
                 {
                     group: [
-                        (p.t1, p.tick, p.routed, p.lane, (e.stream, e.t0, e.t1, e.values))
+                        (p.t1, p.tick, p.routed, p.lane, (e.stream, e.t0, e.t1, e.values), p.owner)
                         for p in waiting
                         for e in events_in(p.event)
                     ]
@@ -319,7 +348,8 @@ class EpochGate:
         The events of a saved block shared its tick: every pending event gets a tick of its
         own again, numbered in the saved order ((tick, place in its block), the same on every
         shard), and new arrivals count on from the last.  Groups may have merged since: what
-        is kept per group is re-keyed at the next call.
+        is kept per group is re-keyed at the next call.  A checkpoint from before owners were
+        saved gives its events the owner "" (nobody's budget).
         """
         keyed = [
             {group: list(_keyed(waiting)) for group, waiting in pending.items()}
@@ -330,14 +360,19 @@ class EpochGate:
         self.pending = [
             {
                 group: [
-                    Pending(t1, number[key], routed, lane, Event(*event))
-                    for t1, key, routed, lane, event in waiting
+                    Pending(t1, number[key], routed, lane, Event(*event), owner)
+                    for t1, key, routed, lane, event, owner in waiting
                 ]
                 for group, waiting in pending.items()
             }
             for pending in keyed
         ]
         self.ticks = len(order)
+        self.held = {}
+        for pending in self.pending:
+            for waiting in pending.values():
+                for item in waiting:
+                    self.held[item.owner] = self.held.get(item.owner, 0) + 1
         self.applied = data["applied"]
         self.group_applied = data["group_applied"]
         self.horizon = data["horizon"]
@@ -349,30 +384,35 @@ class EpochGate:
         """Assert: pending events sorted per group, each after its stream's applied and its
         shard's watermark for every stream (one unit's watermark may pass an event whose
         epoch still waits for its events of another unit: they leave together)."""
+        counted: dict[str, int] = {}
         for k, groups in enumerate(self.pending):
             pending = [item for waiting in groups.values() for item in waiting]
             for group, waiting in groups.items():
                 assert waiting == sorted(waiting) and waiting, f"shard {k}: {group} out of order"
                 assert all(self.groups.same(i.event.stream, group) for i in waiting)
             assert len({p.tick for p in pending}) == len(pending)
+            for item in pending:
+                counted[item.owner] = counted.get(item.owner, 0) + item.size()
             closed = self.closed[k]  # a unit's own mark may pass an event whose epoch waits
             for item in pending:  # for its part in another unit (a group mixing units)
                 applied = self.applied[k].get(item.event.stream)
                 assert applied is None or item.t1 > applied, f"shard {k}: {item.t1} was settled"
                 assert closed is None or item.t1 > closed, f"shard {k}: {item.t1} is closed"
                 assert item.tick <= self.ticks
+        assert self.held == counted, f"held {self.held}, waiting {counted}"
 
 
 def _keyed(
-    waiting: list[tuple[int, int, bool, str, Any]],
-) -> Iterator[tuple[int, tuple[int, int], bool, str, Any]]:
+    waiting: list[tuple[Any, ...]],
+) -> Iterator[tuple[int, tuple[int, int], bool, str, Any, str]]:
     """Saved entries of one group with (tick, place among the entries of that tick) in the
-    place of their tick: the events of a saved block follow each other under one tick."""
+    place of their tick: the events of a saved block follow each other under one tick.  An
+    entry saved before owners were has none: ""."""
     previous, place = None, 0
-    for t1, tick, routed, lane, event in waiting:
+    for t1, tick, routed, lane, event, *owner in waiting:
         place = place + 1 if tick == previous else 0
         previous = tick
-        yield t1, (tick, place), routed, lane, event
+        yield t1, (tick, place), routed, lane, event, owner[0] if owner else ""
 
 
 APPLY_BYTES = 32 << 20

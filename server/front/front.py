@@ -383,14 +383,17 @@ class Front:
         key, shard = check_request(client, request, self.shards.count)
         with self.lock:
             self._check_open()
+            if request.events or request.arrow_events:
+                self._check_held(client)
             inputs = dict(self.registry.inputs)
         # the registry's streams are read a key at a time, not copied: one per subscription
         checked = request_table(request, inputs, self.registry.streams)
+        owner = client.name
         if shard is not None and request.arrow_events and not request.events:
-            return self._turn(key, request, shard, checked)  # a routed piece is taken whole
+            return self._turn(key, request, shard, checked, owner)  # a routed piece: whole
         parts = in_turns(checked, limits.EVENTS_PER_TURN)
         if len(parts) == 1:
-            return self._turn(key, request, shard, parts[0])
+            return self._turn(key, request, shard, parts[0], owner)
         last = len(parts) - 1
         return Tickets(
             [
@@ -399,6 +402,7 @@ class Front:
                     request if n == last else pb.PublishRequest(),
                     shard,
                     part,
+                    owner,
                     request.shards,
                 )
                 for n, part in enumerate(parts)
@@ -411,10 +415,11 @@ class Front:
         request: pb.PublishRequest,
         shard: int | None,
         checked: Checked,
+        owner: str,
         shards: int = 0,
     ) -> Ticket:
-        """Take one batch under the lock: its ``checked`` rows admitted, numbered, sent to the
-        shards and handed to the committer; its watermark
+        """Take one batch of ``owner``'s under the lock: its ``checked`` rows admitted,
+        numbered, sent to the shards and handed to the committer; its watermark
         is ``request``'s.  Batches enter in the order they arrive (:class:`Turnstile`), and
         at most ``BATCHES_IN_FLIGHT`` are sent to the shards and not yet logged: a batch waits
         for the shards' backlog of those, not of every turn a huge request has begun."""
@@ -443,18 +448,31 @@ class Front:
             payload = logged.SerializeToString()
             counts = pc.value_counts(table.column("stream"))  # one Arrow pass, not a row each
             arrived = Counter(dict(zip(*(c.to_pylist() for c in counts.flatten()), strict=True)))
-            ticket = Ticket(number, key, arrived, payload, shard, response, refused)
+            ticket = Ticket(number, key, arrived, payload, shard, response, refused, owner)
             if self.checkpoints.due(number):
                 # the snapshots must hold exactly the batches up to this one: nothing in flight
                 self.commits.drain(number)
-                alerts = self.advance(arrivals, request.watermark or None, shard).result()
+                alerts = self.advance(arrivals, request.watermark or None, shard, owner).result()
                 self.commits.commit(ticket, alerts)
                 self._checkpoint(number)
             else:
-                ticket.applying = self.advance(arrivals, request.watermark or None, shard)
+                ticket.applying = self.advance(arrivals, request.watermark or None, shard, owner)
                 only_gate = shard is not None and not request.watermark
                 self.commits.hand(ticket, only_gate and not ticket.applying.sent)
         return ticket
+
+    def _check_held(self, client: Client) -> None:
+        """Refuse a batch with events while ``client`` has its budget of events waiting in
+        open epochs (``max_open_epoch_events``; checked once a request, which may then take
+        the count past it by its own events).  Under the lock."""
+        budget = client.limits.max_open_epoch_events
+        held = self.gate.held_by(client.name)
+        if budget and held >= budget:
+            raise ResourceExhausted(
+                f"{client.name} has {held} events waiting in open epochs (counted once for each "
+                f"shard they wait for), the limit (max_open_epoch_events {budget}): close "
+                "them first, with a watermark or events of a later t1"
+            )
 
     def checkpoint_if_due(self) -> bool:
         """Take the checkpoint whose time has come though no batch commits to check it (an idle
@@ -493,15 +511,15 @@ class Front:
         return blocks(table, routes)
 
     def advance(
-        self, arrivals: Sequence[Arrival], watermark: int | None, shard: int | None
+        self, arrivals: Sequence[Arrival], watermark: int | None, shard: int | None, owner: str
     ) -> Applying:
-        """Pass ``arrivals`` (in (t1, arrival) order) through the epoch gate; send the shards
-        the epochs now ready (their alerts: the result).
+        """Pass ``owner``'s ``arrivals`` (in (t1, arrival) order) through the epoch gate; send
+        the shards the epochs now ready (their alerts: the result).
 
         Each shard's epochs go in requests of bounded size
         (:func:`~cesar.server.front.epochs.apply_requests`).
         """
-        released = self.gate.advance(arrivals, watermark, shard)
+        released = self.gate.advance(arrivals, watermark, shard, owner)
         requests = [apply_requests(ready) for ready in released]
         return self.shards.apply_later(requests)
 

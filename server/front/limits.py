@@ -50,6 +50,14 @@ MAX_ALERT_BYTES_PER_EPOCH = 16 << 20
 """Bytes of the alerts one subscription may make from one epoch; the rest are dropped, with a
 notice (so no epoch's answer from a shard, nor its log entry, grows without bound)."""
 
+MAX_OPEN_EPOCH_EVENTS = 1_000_000
+"""Events of one client's batches waiting in open epochs at the front, counted once for each
+shard they wait for: events of a ``t1`` nothing later has closed yet, or the feed's routed
+pieces before their watermark.  A request with events is refused while its client holds this
+many (it may take the count past it by its own events, at most ``MAX_PUBLISH_EVENTS`` a
+shard), so one client sending one ``t1`` forever, or pieces without a watermark, holds a
+bounded share of the front's memory.  Well above a feed micro-batch's rows; per client in the
+tokens file (the feed's token above its largest micro-batch)."""
 MAX_PUBLISH_EVENTS = 100_000
 """Events plus Arrow rows in one Publish or PublishBatch request."""
 BATCHES_IN_FLIGHT = 4

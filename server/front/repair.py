@@ -75,7 +75,7 @@ def drop_events(catalog: Catalog, stream: str, after: int) -> Repair:
     catalog.remove_checkpoints(stale)
     rewritten: list[tuple[int, bytes]] = []
     dropped = 0
-    for number, payload in catalog.batches():
+    for number, payload, _ in catalog.batches():
         batch = pb.PublishRequest.FromString(payload)
         keep = [e for e in batch.events if not (e.stream == stream and e.t1 > after)]
         gone = len(batch.events) - len(keep)

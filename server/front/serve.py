@@ -96,6 +96,8 @@ class ServeConfig:
     max_steps_per_epoch: int | None = limits.MAX_STEPS_PER_EPOCH
     max_engine_steps_per_epoch: int | None = limits.MAX_ENGINE_STEPS_PER_EPOCH
     max_client_steps_per_epoch: int = limits.MAX_CLIENT_STEPS_PER_EPOCH
+    max_open_epoch_events: int = limits.MAX_OPEN_EPOCH_EVENTS
+    """Per client: its events waiting in open epochs (0: no bound)."""
     max_time_jump: int = limits.MAX_TIME_JUMP_SECONDS
     replayed: frozenset[str] = frozenset()
     """Input streams whose times may run ahead of the wall clock (``--replayed``)."""
@@ -173,6 +175,7 @@ def serve(config: ServeConfig) -> int:
         config.max_listens,
         config.max_streams,
         config.max_client_steps_per_epoch,
+        config.max_open_epoch_events,
     )
     try:
         clients = (

@@ -169,8 +169,9 @@ def restore(front: Front, row: SubscriptionRow) -> Admitted:
     return Admitted(live, query, request)
 
 
-def replay(front: Front, number: int, payload: bytes) -> None:
-    """Apply logged batch ``number`` again, as it was accepted."""
+def replay(front: Front, number: int, payload: bytes, owner: str) -> None:
+    """Apply logged batch ``number`` of ``owner``'s again, as it was accepted (its events
+    waiting in open epochs count in ``owner``'s budget again; it is not checked)."""
     try:
         batch = pb.PublishRequest.FromString(payload)
     except DecodeError as exc:
@@ -189,4 +190,4 @@ def replay(front: Front, number: int, payload: bytes) -> None:
         arrivals = front.arrivals([trusted_event(e) for e in batch.events], shard)
     for item, _ in arrivals:  # every accepted row is in a block, those going nowhere too
         front.admission.saw(item.stream, item.t1)
-    front.advance(arrivals, batch.watermark or None, shard).result()
+    front.advance(arrivals, batch.watermark or None, shard, owner).result()

@@ -3,9 +3,9 @@ the console's operator figures (:func:`inflow`, :func:`activity`, :func:`checkpo
 
 An admin's Stats (and the Prometheus endpoint, :mod:`cesar.server.front.metrics`)
 shows the front's counters and every shard's.  Any other client sees what is
-its own: its subscriptions, input streams, Listen streams and alerts, and the
-plans of its own pattern subscriptions — never server-wide figures nor other
-clients' subscription ids.
+its own: its subscriptions, input streams, Listen streams, alerts and events
+waiting in open epochs, and the plans of its own pattern subscriptions — never
+server-wide figures nor other clients' subscription ids.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def seen_by(front: Front, client: Client) -> pb.StatsResponse:
             ),
             "listens": front.listens[client.name],
             "alerts": sum(registry.last_seq[i] for i in ids),
+            "open_epoch_events": front.gate.held_by(client.name),
         }
         asking = front.shards.stats()
     shards = _numbered(asking.answers())

@@ -41,6 +41,7 @@ from cesar.perf.serverproc import (
     subscribe,
 )
 from cesar.server.host import snapshots
+from cesar.server.wire.client import Connection
 from cesar.v1 import cesar_pb2 as pb
 
 CESAR = Path(sys.executable).with_name("cesar")
@@ -733,5 +734,69 @@ def test_a_batch_compiling_holds_no_other_clients_publish(tmp_path: Path) -> Non
         assert all(r.HasField("subscription") for r in answer.results)
         assert published >= 200, published  # compiled in the front's process: 33 for 150
         restarts_and_serves(server)
+    finally:
+        server.stop()
+
+
+def test_events_held_in_open_epochs_are_bounded_per_client_and_restart_counted(
+    tmp_path: Path,
+) -> None:
+    """A client sending one ``t1`` forever fills only its own budget of events waiting in open
+    epochs (``max_open_epoch_events``): past it its requests with events are refused, naming
+    the budget; another client's go on; a restart counts what it held again (the log keeps
+    who published each batch); its watermark closes them and it publishes again."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("tl loud max_open_epoch_events=6\ntq quiet\n")
+    server = Server(tmp_path / "data", "--tokens", str(tokens), "--stream", "Ticks(n:int)")
+    server.start()
+    try:
+        loud, quiet = server.connect("tl"), server.connect("tq")
+        subscribe(loud, "FILTER{Price > 100} Stock", "loud")
+        subscribe(quiet, "FILTER{n > 0} Ticks", "quiet")
+        t = 26_000_000
+
+        def stock(conn: Connection, t1: int, count: int) -> pb.PublishResponse:
+            event = pb.Event(
+                stream="Stock",
+                t0=t1,
+                t1=t1,
+                attributes={
+                    "Name": pb.Value(string_value="IBM"),
+                    "Price": pb.Value(float_value=150.0),
+                    "Volume": pb.Value(int_value=1),
+                },
+            )
+            reply: pb.PublishResponse = conn.stub.PublishBatch(
+                pb.PublishRequest(events=[event] * count), metadata=conn.metadata
+            )
+            return reply
+
+        def held(conn: Connection) -> int:
+            return conn.stub.Stats(pb.StatsRequest(), metadata=conn.metadata).front[
+                "open_epoch_events"
+            ]
+
+        while held(loud) < 6:
+            assert stock(loud, t, 2).accepted == 2
+        before = held(loud)
+        code, details = status_of(stock, loud, t, 1)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"loud has {before} events waiting in open epochs" in details
+        assert "max_open_epoch_events 6" in details
+        ticks = [pb.Event(stream="Ticks", t0=5, t1=5, attributes={"n": pb.Value(int_value=1)})]
+        for _ in range(3):  # the other client's one t1, past loud's budget: its own budget
+            reply = quiet.stub.PublishBatch(
+                pb.PublishRequest(events=ticks * 4), metadata=quiet.metadata
+            )
+            assert reply.accepted == 4
+        assert held(quiet) >= 12 and held(loud) == before
+        assert server.stop() == 0
+        server.start()
+        loud, quiet = server.connect("tl"), server.connect("tq")
+        assert held(loud) == before and held(quiet) >= 12
+        assert status_of(stock, loud, t, 1)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+        closing = loud.stub.PublishBatch(pb.PublishRequest(watermark=t), metadata=loud.metadata)
+        assert closing.accepted == 0 and held(loud) == 0
+        assert stock(loud, t + 1, 1).accepted == 1
     finally:
         server.stop()

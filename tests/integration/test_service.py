@@ -585,10 +585,16 @@ def test_stats_shows_a_client_only_what_is_its_own(tmp_path) -> None:  # type: i
         )
         mine = subscribe(alice, pattern + " PUBLISH Mine")
         theirs = subscribe(bob, pattern + " PUBLISH Theirs")
-        publish(bob, sample_events()[:200])
+        publish(bob, sample_events()[:200], close=False)
         seen = alice.stub.Stats(pb.StatsRequest(), metadata=alice.metadata)
         (last,) = _last_seqs(alice).values()
-        assert dict(seen.front) == {"subscriptions": 1, "streams": 0, "listens": 0, "alerts": last}
+        assert dict(seen.front) == {
+            "subscriptions": 1,
+            "streams": 0,
+            "listens": 0,
+            "alerts": last,
+            "open_epoch_events": 0,
+        }
         plans = {sub for shard in seen.shards for sub in shard.plans}
         assert plans == {mine.id}
         assert all(not shard.counters for shard in seen.shards)
@@ -596,5 +602,7 @@ def test_stats_shows_a_client_only_what_is_its_own(tmp_path) -> None:  # type: i
         assert everything.front["subscriptions"] == 2
         assert {sub for shard in everything.shards for sub in shard.plans} == {mine.id, theirs.id}
         assert everything.front["events_accepted"] == 200
+        held = bob.stub.Stats(pb.StatsRequest(), metadata=bob.metadata).front["open_epoch_events"]
+        assert held == everything.front["open_epoch_events"] > 0  # bob's last t1, still open
     finally:
         server.stop()

@@ -6,6 +6,7 @@ increasing ``t1``, and, within a clock group, the events accepted after its
 last join in ``t1`` order after everything the group released before them.
 A batch goes as events or, as a table's rows do, in blocks of one stream and one t1 per
 destination.  A restart rule replaces the gate by one restored from its checkpoint data.
+Each batch is one of three clients'; the gate counts each one's events waiting, per shard.
 """
 
 from collections import Counter
@@ -31,6 +32,7 @@ batches = st.lists(
     st.tuples(st.integers(0, 20), destinations, st.sampled_from(STREAMS)), max_size=5
 )
 Batch = list[tuple[int, list[int], str]]
+owners = st.sampled_from(("alice", "bob", ""))
 
 
 class EpochGateMachine(RuleBasedStateMachine):
@@ -45,24 +47,31 @@ class EpochGateMachine(RuleBasedStateMachine):
         self.sent: list[Counter[tuple[int, int]]] = [Counter() for _ in range(SHARDS)]
         self.got: list[Counter[tuple[int, int]]] = [Counter() for _ in range(SHARDS)]
         self.last: list[dict[str, int]] = [{} for _ in range(SHARDS)]
+        self.owner_of: dict[int, str] = {}
 
     def _accept(
-        self, batch: Batch, watermark: int | None, shard: int | None, rows: bool = False
+        self,
+        batch: Batch,
+        watermark: int | None,
+        shard: int | None,
+        rows: bool = False,
+        owner: str = "",
     ) -> set[str]:
-        """Pass ``batch`` on as the front would (``rows``: as a table's rows, in blocks); the
-        streams of its accepted events."""
+        """Pass ``owner``'s ``batch`` on as the front would (``rows``: as a table's rows, in
+        blocks); the streams of its accepted events."""
         accepted = []
         for t1, targets, stream in sorted(batch, key=lambda item: item[0]):
             if self.gate.settled(t1, stream, shard) is not None:
                 continue  # the front rejects it as late
             self.serial += 1
+            self.owner_of[self.serial] = owner
             event = Event.of(stream, t1, t1, {"n": self.serial})
             pairs = [(k, "global") for k in targets if shard is None or k == shard]
             for k, _ in pairs:
                 self.sent[k][(t1, self.serial)] += 1
             accepted.append((event, pairs))
         arrivals: list[Arrival] = _blocks(accepted) if rows else list(accepted)
-        for k, ready in enumerate(self.gate.advance(arrivals, watermark, shard)):
+        for k, ready in enumerate(self.gate.advance(arrivals, watermark, shard, owner)):
             epochs = [item.t1 for item in ready]
             assert epochs == sorted(epochs), "released out of order"
             last = self.last[k]
@@ -99,18 +108,18 @@ class EpochGateMachine(RuleBasedStateMachine):
                     want = bound if bound is not None and t1 <= bound else None
                     assert self.gate.settled(t1, stream, k) == want
 
-    @rule(batch=batches, rows=st.booleans())
-    def publish(self, batch: Batch, rows: bool) -> None:
-        self._accept(batch, None, None, rows)
+    @rule(batch=batches, rows=st.booleans(), owner=owners)
+    def publish(self, batch: Batch, rows: bool, owner: str) -> None:
+        self._accept(batch, None, None, rows, owner)
 
-    @rule(batch=batches.filter(bool), watermark=st.integers(0, 20))
-    def publish_closing(self, batch: Batch, watermark: int) -> None:
+    @rule(batch=batches.filter(bool), watermark=st.integers(0, 20), owner=owners)
+    def publish_closing(self, batch: Batch, watermark: int, owner: str) -> None:
         """A front-routed batch's watermark closes the streams of its accepted events' units
         only: a stream counting time in another unit stays as it was, unless its clock group
         holds a stream of a closed unit (the group then applies that stream's epochs, which
         settles the group's other streams at those times too)."""
         before = {s: [self.gate.settled(t, s, None) for t in range(22)] for s in STREAMS}
-        named = self._accept(batch, watermark, None)
+        named = self._accept(batch, watermark, None, owner=owner)
         if not named:
             return  # none accepted: the watermark is every stream's, as a bare one is
         units = {UNITS(other) for other in named}
@@ -126,9 +135,12 @@ class EpochGateMachine(RuleBasedStateMachine):
         batch=batches,
         watermark=st.none() | st.integers(0, 20),
         rows=st.booleans(),
+        owner=owners,
     )
-    def routed(self, shard: int, batch: Batch, watermark: int | None, rows: bool) -> None:
-        self._accept(batch, watermark, shard, rows)
+    def routed(
+        self, shard: int, batch: Batch, watermark: int | None, rows: bool, owner: str
+    ) -> None:
+        self._accept(batch, watermark, shard, rows, owner)
 
     @rule(watermark=st.integers(0, 20))
     def watermark(self, watermark: int) -> None:
@@ -158,6 +170,15 @@ class EpochGateMachine(RuleBasedStateMachine):
                 for e in events_in(p.event)
             )
             assert self.got[k] + pending == self.sent[k], f"shard {k} lost or duplicated events"
+        held = Counter(
+            self.owner_of[dict(e.values)["n"]]
+            for shards in self.gate.pending
+            for waiting in shards.values()
+            for p in waiting
+            for e in events_in(p.event)
+        )
+        for owner in ("alice", "bob", ""):
+            assert self.gate.held_by(owner) == held[owner], f"{owner}'s events miscounted"
 
     def teardown(self) -> None:
         self._accept([], 10**6, None)
@@ -198,9 +219,9 @@ def test_an_epoch_straddling_two_units_leaves_whole_after_one_units_watermark() 
     (routed, so only a watermark for it closes it). The gate stays valid meanwhile."""
     machine = EpochGateMachine()
     machine.join(streams={"S", "U", "T"})
-    machine.publish(batch=[(0, [0], "S")], rows=False)
-    machine.routed(batch=[(0, [0], "U")], shard=0, watermark=None, rows=True)
-    machine.publish_closing(batch=[(0, [], "S")], watermark=1)
+    machine.publish(batch=[(0, [0], "S")], rows=False, owner="alice")
+    machine.routed(batch=[(0, [0], "U")], shard=0, watermark=None, rows=True, owner="")
+    machine.publish_closing(batch=[(0, [], "S")], watermark=1, owner="bob")
     machine.valid()
     assert machine.got[0] == {}  # neither part left alone
     machine.teardown()

@@ -70,7 +70,8 @@ def test_a_stream_resumes_inside_a_row_and_recent_reads_across_rows(tmp_path: Pa
     catalog = _catalog(tmp_path)
     for number, seqs in enumerate((range(1, 5), range(5, 7), range(7, 10)), 1):
         catalog.commit_batch(
-            number, None, 1, b"", [("s1", seqs[0], seqs[-1], "alice", _row(seqs))], {"s1": seqs[-1]}
+            *(number, None, 1, b"", "alice", [("s1", seqs[0], seqs[-1], "alice", _row(seqs))]),
+            {"s1": seqs[-1]},
         )
     listeners = alerts.Listeners(catalog.path, Counter())
     for after, sent in ((2, list(range(3, 10))), (6, [7, 8, 9]), (0, list(range(1, 10)))):
@@ -93,7 +94,7 @@ def test_lag_is_how_far_the_furthest_behind_stream_is_from_the_commits(tmp_path:
 
     def commit(number: int, seqs: range) -> None:
         row = ("s1", seqs[0], seqs[-1], "alice", _row(seqs))
-        catalog.commit_batch(number, None, 1, b"", [row], {"s1": seqs[-1]})
+        catalog.commit_batch(number, None, 1, b"", "o", [row], {"s1": seqs[-1]})
         listeners.notify(catalog.last_alert_id(), len(seqs))
 
     def until(condition: Callable[[], bool]) -> None:

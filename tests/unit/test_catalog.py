@@ -21,9 +21,9 @@ def _alert_ids(path: Path) -> list[int]:
 
 def test_an_alert_id_is_never_given_twice(tmp_path: Path) -> None:
     catalog = Catalog(tmp_path / "c.sqlite", retention=10)
-    catalog.commit_batch(1, None, 1, b"", [("a", 1, 1, "o", b"1"), ("b", 1, 1, "o", b"2")], {})
+    catalog.commit_batch(1, None, 1, b"", "o", [("a", 1, 1, "o", b"1"), ("b", 1, 1, "o", b"2")], {})
     catalog.remove_subscription("b")  # the newest row goes with it
-    catalog.commit_batch(2, None, 1, b"", [("a", 2, 2, "o", b"3")], {})
+    catalog.commit_batch(2, None, 1, b"", "o", [("a", 2, 2, "o", b"3")], {})
     catalog.close()
     assert _alert_ids(tmp_path / "c.sqlite") == [1, 3]
 
@@ -56,7 +56,7 @@ def test_a_catalog_of_one_alert_a_row_is_upgraded_in_place(
     _old_catalog(path, autoincrement)
     catalog = Catalog(path, retention=10)
     catalog.remove_subscription("b")
-    catalog.commit_batch(1, None, 1, b"", [("a", 2, 2, "o", b"3")], {})
+    catalog.commit_batch(1, None, 1, b"", "o", [("a", 2, 2, "o", b"3")], {})
     catalog.close()
     assert _alert_ids(path) == ([1, 3] if not autoincrement else [1, 4])
     db = sqlite3.connect(path)
@@ -91,4 +91,25 @@ def test_a_catalog_from_before_subscribe_keys_gains_the_column_and_keeps_its_row
     catalog = Catalog(path, retention=10)
     (row,) = catalog.subscriptions()
     assert (row.id, row.query, row.idempotency_key) == ("s1", "q", "")
+    catalog.close()
+
+
+def test_a_log_from_before_owners_gets_their_column_and_reads_back_as_nobodys(
+    tmp_path: Path,
+) -> None:
+    """A catalog whose batches did not say who published them opens with the column added:
+    its old batches replay as the owner "" (nobody's budget), new ones as their client's."""
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE batches (number INTEGER PRIMARY KEY, idempotency_key TEXT UNIQUE,
+            accepted INTEGER NOT NULL, payload BLOB NOT NULL);
+        INSERT INTO batches VALUES (1, NULL, 1, x'01');
+        """
+    )
+    db.close()
+    catalog = Catalog(path, retention=10)
+    catalog.commit_batch(2, "k", 1, b"\x02", "alice", [], {})
+    assert list(catalog.batches()) == [(1, b"\x01", ""), (2, b"\x02", "alice")]
     catalog.close()
