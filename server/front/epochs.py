@@ -236,6 +236,7 @@ class EpochGate:
                 assert unit is not None
                 self.unit_closed[unit] = max(self.unit_closed.get(unit, watermark), watermark)
         released: list[list[Pending]] = [[] for _ in range(self.shards)]
+        held = self.held
         for k in shards:
             pending, applied, group_applied = (
                 self.pending[k],
@@ -250,8 +251,9 @@ class EpochGate:
                 groups_released += 1
                 released[k].extend(waiting[:ready])
                 for item in waiting[:ready]:
-                    applied[item.event.stream] = item.t1
-                    self._unhold(item)
+                    event = item.event
+                    applied[event.stream] = item.t1
+                    held[item.owner] -= 1 if isinstance(event, Event) else len(event.positions)
                 latest = waiting[ready - 1].t1
                 group_applied[group] = max(group_applied.get(group, latest), latest)
                 if ready == len(waiting):
@@ -260,15 +262,9 @@ class EpochGate:
                     del waiting[:ready]
             if groups_released > 1:
                 released[k].sort()
+        for owner in [owner for owner, count in held.items() if not count]:
+            del held[owner]
         return released
-
-    def _unhold(self, item: Pending) -> None:
-        """``item`` leaves: its owner holds its events no more."""
-        left = self.held[item.owner] - item.size()
-        if left:
-            self.held[item.owner] = left
-        else:
-            del self.held[item.owner]
 
     def _group(self, stream: str) -> str:
         """``stream``'s clock group, after moving what groups that merged kept."""
