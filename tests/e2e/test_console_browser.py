@@ -164,7 +164,7 @@ def test_the_console_shows_a_clients_subscriptions_automata_and_queries(served, 
     browser.get(url + "#/shards")
     assert "subscriptions" in read_all(browser, "main table td", lambda cell: cell.text)
     charts = read_all(browser, "figure[data-chart]", lambda c: c.get_attribute("data-chart"))
-    assert charts == ["alerts"]  # alice's own only
+    assert charts == ["alerts", "open"]  # alice's own only: her alerts and her open epochs
     log_in(browser, url + "#/shards", "tok-root")
     until(
         browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "figure[data-chart] polyline")) == 8

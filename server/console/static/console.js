@@ -328,7 +328,8 @@ async function subscriptionView(id) {
 
 // Live charts: the counters polled every 2 s while the page is open; rates from the
 // differences of counters, levels as they are; the last 60 samples (2 minutes).
-// A client's token sees its own counters only (its alerts); an admin's, the server's.
+// A client's token sees its own counters only (its alerts, its events in open epochs); an
+// admin's, the server's.
 const shardSum = (s, name) => s.shards.reduce((n, x) => n + Number((x.counters || {})[name] || 0), 0);
 const CHARTS = [
   { id: "events", title: "events accepted", unit: "events/s", of: (s) => s.front.events_accepted, rate: true },
