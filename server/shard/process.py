@@ -41,6 +41,7 @@ from cesar.server.shard.metrics import collect
 from cesar.server.shard.options import add_shard_arguments
 from cesar.server.shard.service import SecretCheck, ShardServicer, add_to_server
 from cesar.server.shard.state import ShardState
+from cesar.server.wire.arrowevents import warm_up
 from cesar.server.wire.transport import GRPC_OPTIONS
 
 log = logging.getLogger("cesar.shard")
@@ -79,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cesar shard: {exc}", file=sys.stderr)
         return 2
+    # while the shard starts (after calibrating, which it would disturb): the first Arrow
+    # array's one-time cost, off the first Apply
+    threading.Thread(target=warm_up, name="arrow-warm-up", daemon=True).start()
     log.info(
         f"plan constants {source}",
         extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},

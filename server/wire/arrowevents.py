@@ -57,7 +57,7 @@ def column(stream: str, attribute: str) -> str:
 def warm_up() -> None:
     """Make pyarrow's first array now: pyarrow imports pandas at its first array (about
     0.25 s of CPU, once per process), which would otherwise fall on the first batch a
-    front takes (a 0.6 s first publish)."""
+    front takes (a 0.6 s first publish) and on a shard's first Apply of Arrow rows."""
     pa.array([0], pa.int64())
 
 
