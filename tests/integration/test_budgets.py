@@ -49,6 +49,20 @@ INVALID = grpc.StatusCode.INVALID_ARGUMENT
 BLOB = "Blob(body:string)"
 
 
+def quote(t: int, price: float = 150.0, volume: int = 1) -> pb.Event:
+    """An IBM quote of the server's ``Stock`` stream at ``t``."""
+    return pb.Event(
+        stream="Stock",
+        t0=t,
+        t1=t,
+        attributes={
+            "Name": pb.Value(string_value="IBM"),
+            "Price": pb.Value(float_value=price),
+            "Volume": pb.Value(int_value=volume),
+        },
+    )
+
+
 def restarts_and_serves(server: Server) -> None:
     """Stop ``server``, start it again on what it stored, and subscribe and publish there."""
     assert server.stop() == 0
@@ -56,21 +70,7 @@ def restarts_and_serves(server: Server) -> None:
     conn = server.connect()
     sub = subscribe(conn, "FILTER{Price > 100} Stock", secrets.token_hex(4).join("ab"))
     reply = conn.stub.PublishBatch(
-        pb.PublishRequest(
-            events=[
-                pb.Event(
-                    stream="Stock",
-                    t0=t,
-                    t1=t,
-                    attributes={
-                        "Name": pb.Value(string_value="IBM"),
-                        "Price": pb.Value(float_value=150.0),
-                        "Volume": pb.Value(int_value=1),
-                    },
-                )
-                for t in (29_000_000, 29_000_001)
-            ]
-        ),
+        pb.PublishRequest(events=[quote(t) for t in (29_000_000, 29_000_001)]),
         metadata=conn.metadata,
     )
     assert reply.accepted == 2, reply.rejected
@@ -435,21 +435,12 @@ def test_an_exponential_recomputation_is_stopped_at_its_budget(tmp_path: Path) -
         other = subscribe(conn, "FILTER{body = 'hi'} Blob", "Greetings")
         rng = random.Random(1)
         for t in range(1, 120):  # each quote a trigger or not: 2^k matches over k buffered
-            quote = pb.Event(
-                stream="Stock",
-                t0=t,
-                t1=t,
-                attributes={
-                    "Name": pb.Value(string_value="IBM"),
-                    "Price": pb.Value(float_value=1.0),
-                    "Volume": pb.Value(int_value=rng.choice([10, 2000])),
-                },
-            )
+            trigger_or_not = quote(t, 1.0, rng.choice([10, 2000]))
             hello = pb.Event(
                 stream="Blob", t0=t, t1=t, attributes={"body": pb.Value(string_value="hi")}
             )
             reply = conn.stub.PublishBatch(
-                pb.PublishRequest(events=[quote, hello]), metadata=conn.metadata
+                pb.PublishRequest(events=[trigger_or_not, hello]), metadata=conn.metadata
             )
             assert reply.accepted == 2
         rows = {s.id: s for s in listed(conn)}
@@ -587,16 +578,11 @@ def test_times_a_client_sends_cannot_jam_a_stream(tmp_path: Path) -> None:
         conn = server.connect()
 
         def send(stream: str, t: int) -> pb.PublishResponse:
-            attributes = (
-                {"n": pb.Value(int_value=1)}
+            event = (
+                pb.Event(stream=stream, t0=t, t1=t, attributes={"n": pb.Value(int_value=1)})
                 if stream == "Ticks"
-                else {
-                    "Name": pb.Value(string_value="IBM"),
-                    "Price": pb.Value(float_value=1.0),
-                    "Volume": pb.Value(int_value=1),
-                }
+                else quote(t, 1.0)
             )
-            event = pb.Event(stream=stream, t0=t, t1=t, attributes=attributes)
             reply: pb.PublishResponse = conn.stub.PublishBatch(
                 pb.PublishRequest(events=[event]), metadata=conn.metadata
             )
@@ -756,18 +742,8 @@ def test_events_held_in_open_epochs_are_bounded_per_client_and_restart_counted(
         t = 26_000_000
 
         def stock(conn: Connection, t1: int, count: int) -> pb.PublishResponse:
-            event = pb.Event(
-                stream="Stock",
-                t0=t1,
-                t1=t1,
-                attributes={
-                    "Name": pb.Value(string_value="IBM"),
-                    "Price": pb.Value(float_value=150.0),
-                    "Volume": pb.Value(int_value=1),
-                },
-            )
             reply: pb.PublishResponse = conn.stub.PublishBatch(
-                pb.PublishRequest(events=[event] * count), metadata=conn.metadata
+                pb.PublishRequest(events=[quote(t1)] * count), metadata=conn.metadata
             )
             return reply
 
