@@ -145,6 +145,20 @@ def publish(conn: Connection, events: Sequence[Event], batch: int = 500, close: 
     return accepted
 
 
+def quote(t: int, price: float = 150.0, volume: int = 1) -> pb.Event:
+    """An IBM quote of the ``Stock`` stream the server defines, at ``t``."""
+    return pb.Event(
+        stream="Stock",
+        t0=t,
+        t1=t,
+        attributes={
+            "Name": pb.Value(string_value="IBM"),
+            "Price": pb.Value(float_value=price),
+            "Volume": pb.Value(int_value=volume),
+        },
+    )
+
+
 def subscribe(conn: Connection, text: str, name: str = "") -> pb.Subscription:
     reply: pb.Subscription = conn.stub.Subscribe(
         pb.SubscribeRequest(query=text, name=name), metadata=conn.metadata

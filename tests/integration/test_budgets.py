@@ -36,6 +36,7 @@ from cesar.perf.serverproc import (
     listed,
     normalized,
     publish,
+    quote,
     sample_events,
     status_of,
     subscribe,
@@ -47,20 +48,6 @@ from cesar.v1 import cesar_pb2 as pb
 CESAR = Path(sys.executable).with_name("cesar")
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 BLOB = "Blob(body:string)"
-
-
-def quote(t: int, price: float = 150.0, volume: int = 1) -> pb.Event:
-    """An IBM quote of the server's ``Stock`` stream at ``t``."""
-    return pb.Event(
-        stream="Stock",
-        t0=t,
-        t1=t,
-        attributes={
-            "Name": pb.Value(string_value="IBM"),
-            "Price": pb.Value(float_value=price),
-            "Volume": pb.Value(int_value=volume),
-        },
-    )
 
 
 def restarts_and_serves(server: Server) -> None:

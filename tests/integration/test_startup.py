@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cesar.perf.serverproc import Server
+from cesar.perf.serverproc import Server, quote
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import cesar_pb2_grpc
 
@@ -40,19 +40,6 @@ QUERIES = [
 SPECS = ["T(a:int)", "T(a:int)[min]", "U(b:string,c:float)", "Stock(x:int)"]
 CLOCK = [29_000_000]
 """The newest quote's minute, across examples (the server keeps its streams' time)."""
-
-
-def quote(t: int, volume: int) -> pb.Event:
-    return pb.Event(
-        stream="Stock",
-        t0=t,
-        t1=t,
-        attributes={
-            "Name": pb.Value(string_value="IBM"),
-            "Price": pb.Value(float_value=100.0 + t % 7),
-            "Volume": pb.Value(int_value=volume),
-        },
-    )
 
 
 calls = st.lists(
@@ -98,7 +85,7 @@ def apply(stub: cesar_pb2_grpc.CesarStub, call: tuple, clock: list[int]) -> None
             events = []
             for step, volume in argument:
                 clock[0] += step
-                events.append(quote(clock[0], volume))
+                events.append(quote(clock[0], 100.0 + clock[0] % 7, volume))
             stub.PublishBatch(pb.PublishRequest(events=events), timeout=60)
     except grpc.RpcError as exc:
         assert exc.code() not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL), exc
