@@ -253,6 +253,7 @@ class EpochGate:
                 for item in waiting[:ready]:
                     event = item.event
                     applied[event.stream] = item.t1
+                    # Pending.size, inline: once per event or block released
                     held[item.owner] -= 1 if isinstance(event, Event) else len(event.positions)
                 latest = waiting[ready - 1].t1
                 group_applied[group] = max(group_applied.get(group, latest), latest)
@@ -262,8 +263,8 @@ class EpochGate:
                     del waiting[:ready]
             if groups_released > 1:
                 released[k].sort()
-        for owner in [owner for owner, count in held.items() if not count]:
-            del held[owner]
+        for gone in [name for name, count in held.items() if not count]:
+            del held[gone]
         return released
 
     def _group(self, stream: str) -> str:

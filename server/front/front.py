@@ -383,17 +383,14 @@ class Front:
         key, shard = check_request(client, request, self.shards.count)
         with self.lock:
             self._check_open()
-            if request.events or request.arrow_events:
-                self._check_held(client)
             inputs = dict(self.registry.inputs)
         # the registry's streams are read a key at a time, not copied: one per subscription
         checked = request_table(request, inputs, self.registry.streams)
-        owner = client.name
         if shard is not None and request.arrow_events and not request.events:
-            return self._turn(key, request, shard, checked, owner)  # a routed piece: whole
+            return self._turn(key, request, shard, checked, client)  # a routed piece: whole
         parts = in_turns(checked, limits.EVENTS_PER_TURN)
         if len(parts) == 1:
-            return self._turn(key, request, shard, parts[0], owner)
+            return self._turn(key, request, shard, parts[0], client)
         last = len(parts) - 1
         return Tickets(
             [
@@ -402,8 +399,9 @@ class Front:
                     request if n == last else pb.PublishRequest(),
                     shard,
                     part,
-                    owner,
+                    client,
                     request.shards,
+                    first=n == 0,
                 )
                 for n, part in enumerate(parts)
             ]
@@ -415,14 +413,18 @@ class Front:
         request: pb.PublishRequest,
         shard: int | None,
         checked: Checked,
-        owner: str,
+        client: Client,
         shards: int = 0,
+        first: bool = True,
     ) -> Ticket:
-        """Take one batch of ``owner``'s under the lock: its ``checked`` rows admitted,
-        numbered, sent to the shards and handed to the committer; its watermark
-        is ``request``'s.  Batches enter in the order they arrive (:class:`Turnstile`), and
-        at most ``BATCHES_IN_FLIGHT`` are sent to the shards and not yet logged: a batch waits
-        for the shards' backlog of those, not of every turn a huge request has begun."""
+        """Take one batch of ``client``'s under the lock: its ``checked`` rows admitted,
+        numbered, sent to the shards and handed to the committer; its watermark is
+        ``request``'s. The ``first`` turn of a request checks the client's events waiting in
+        open epochs (:meth:`_check_held`), after its idempotency key: a retried batch
+        already logged is a duplicate whatever the client holds now. Batches enter in the
+        order they arrive (:class:`Turnstile`), and at most ``BATCHES_IN_FLIGHT`` are sent
+        to the shards and not yet logged: a batch waits for the shards' backlog of those,
+        not of every turn a huge request has begun."""
         with self.turnstile, self.lock:
             self._check_open()
             while self.commits.unlogged(self.batches) >= limits.BATCHES_IN_FLIGHT:
@@ -436,6 +438,9 @@ class Front:
                     return Ticket.done(
                         pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
+            if first and checked.table.num_rows:
+                self._check_held(client)
+            owner = client.name
             response, table, refused = self.admission.accept(request, checked, shard)
             arrivals = self.table_arrivals(table, shard)
             logged = pb.PublishRequest(arrow_events=encode_arrow(table.drop_columns("index")))
@@ -463,8 +468,8 @@ class Front:
 
     def _check_held(self, client: Client) -> None:
         """Refuse a batch with events while ``client`` has its budget of events waiting in
-        open epochs (``max_open_epoch_events``; checked once a request, which may then take
-        the count past it by its own events).  Under the lock."""
+        open epochs (``max_open_epoch_events``; checked at a request's first turn, and the
+        request may then take the count past it by its own events).  Under the lock."""
         budget = client.limits.max_open_epoch_events
         held = self.gate.held_by(client.name)
         if budget and held >= budget:

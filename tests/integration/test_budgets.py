@@ -739,9 +739,14 @@ def test_events_held_in_open_epochs_are_bounded_per_client_and_restart_counted(
                 "open_epoch_events"
             ]
 
+        keyed = pb.PublishRequest(events=[quote(t)] * 2)
         while held(loud) < 6:
-            assert stock(loud, t, 2).accepted == 2
+            keyed.idempotency_key += "k"
+            reply = loud.stub.PublishBatch(keyed, metadata=loud.metadata)
+            assert reply.accepted == 2 and not reply.duplicate
         before = held(loud)
+        retried = loud.stub.PublishBatch(keyed, metadata=loud.metadata)  # the last key again
+        assert retried.duplicate, "a batch already logged answers as before, over budget or not"
         code, details = status_of(stock, loud, t, 1)
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert f"loud has {before} events waiting in open epochs" in details
