@@ -254,6 +254,21 @@ def check_request(
     return (f"{len(client.name)}:{client.name}:{key}" if key else ""), shard
 
 
+def check_held(client: Client, gate: EpochGate) -> None:
+    """Refuse a batch with events while ``client`` has its budget of events waiting in open
+    epochs of ``gate`` (``max_open_epoch_events``; checked at a request's first turn, and the
+    request may then take the count past it by its own events).  O(1), under the front's
+    lock."""
+    budget = client.limits.max_open_epoch_events
+    held = gate.held_by(client.name)
+    if budget and held >= budget:
+        raise ResourceExhausted(
+            f"{client.name} has {held} events waiting in open epochs (counted once for each "
+            f"shard they wait for), the limit (max_open_epoch_events {budget}): close them "
+            "first, with a watermark or events of a later t1"
+        )
+
+
 def late_reason(t1: int, settled: int, shard: int | None, unit: TimeUnit) -> str:
     """Why an event at ``t1`` is late: epochs up to ``settled`` are being processed; times in
     ticks, and in ISO 8601 (UTC) for a stream with a calendar unit.  At ``settled`` itself

@@ -218,9 +218,7 @@ class EpochGate:
                 else:
                     bisect.insort(waiting, item)
             if destinations:
-                added += len(destinations) * (
-                    1 if isinstance(event, Event) else len(event.positions)
-                )
+                added += len(destinations) * item.size()
             if not routed and newest.get(group, t1) <= t1:
                 newest[group] = t1
         self.ticks = tick

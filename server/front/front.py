@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from cesar.automata.schema import Event
 from cesar.automata.shape import QueryCache
 from cesar.server.front import limits, streams
-from cesar.server.front.admission import Admission, check_request
+from cesar.server.front.admission import Admission, check_held, check_request
 from cesar.server.front.alerts import Listeners
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
@@ -420,7 +420,7 @@ class Front:
         """Take one batch of ``client``'s under the lock: its ``checked`` rows admitted,
         numbered, sent to the shards and handed to the committer; its watermark is
         ``request``'s. The ``first`` turn of a request checks the client's events waiting in
-        open epochs (:meth:`_check_held`), after its idempotency key: a retried batch
+        open epochs (:func:`.admission.check_held`), after its idempotency key: a retried batch
         already logged is a duplicate whatever the client holds now. Batches enter in the
         order they arrive (:class:`Turnstile`), and at most ``BATCHES_IN_FLIGHT`` are sent
         to the shards and not yet logged: a batch waits for the shards' backlog of those,
@@ -439,7 +439,7 @@ class Front:
                         pb.PublishResponse(accepted=found[1], duplicate=True, batch=found[0])
                     )
             if first and checked.table.num_rows:
-                self._check_held(client)
+                check_held(client, self.gate)
             owner = client.name
             response, table, refused = self.admission.accept(request, checked, shard)
             arrivals = self.table_arrivals(table, shard)
@@ -465,19 +465,6 @@ class Front:
                 only_gate = shard is not None and not request.watermark
                 self.commits.hand(ticket, only_gate and not ticket.applying.sent)
         return ticket
-
-    def _check_held(self, client: Client) -> None:
-        """Refuse a batch with events while ``client`` has its budget of events waiting in
-        open epochs (``max_open_epoch_events``; checked at a request's first turn, and the
-        request may then take the count past it by its own events).  Under the lock."""
-        budget = client.limits.max_open_epoch_events
-        held = self.gate.held_by(client.name)
-        if budget and held >= budget:
-            raise ResourceExhausted(
-                f"{client.name} has {held} events waiting in open epochs (counted once for each "
-                f"shard they wait for), the limit (max_open_epoch_events {budget}): close "
-                "them first, with a watermark or events of a later t1"
-            )
 
     def checkpoint_if_due(self) -> bool:
         """Take the checkpoint whose time has come though no batch commits to check it (an idle
