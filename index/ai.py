@@ -62,31 +62,37 @@ class _Cluster(Generic[K]):
         self.ordered: RangeList[K] = RangeList(key=lambda i: i.binding[bound])
         self.loose: dict[int, K] = {}  # no access, or an unorderable (NaN) bound
 
-    def _kind(self, instance: K) -> str:
-        if self.access is None or is_nan(instance.binding[self.access.bound]):
+    def _kind(self, binding: Mapping[str, Value]) -> str:
+        if self.access is None or is_nan(binding[self.access.bound]):
             return "loose"
         return "equal" if self.access.op == "=" else "ordered"
 
-    def add(self, instance: K) -> None:
-        kind = self._kind(instance)
+    def add(self, instance: K, id: int, binding: Mapping[str, Value]) -> None:
+        """File ``instance`` (whose ``id`` and ``binding`` the caller read once for every
+        cluster: compiled, each read of a protocol's attribute is a generic look-up)."""
+        kind = self._kind(binding)
         if kind == "loose":
-            self.loose[instance.id] = instance
+            self.loose[id] = instance
         elif kind == "equal":
             assert self.access is not None
-            key = instance.binding[self.access.bound]
-            self.equal.setdefault(key, {})[instance.id] = instance
+            key = binding[self.access.bound]
+            bucket = self.equal.get(key)
+            if bucket is None:
+                self.equal[key] = {id: instance}
+            else:
+                bucket[id] = instance
         else:
             self.ordered.add(instance)
 
-    def remove(self, instance: K) -> None:
-        kind = self._kind(instance)
+    def remove(self, instance: K, id: int, binding: Mapping[str, Value]) -> None:
+        kind = self._kind(binding)
         if kind == "loose":
-            del self.loose[instance.id]
+            del self.loose[id]
         elif kind == "equal":
             assert self.access is not None
-            key = instance.binding[self.access.bound]
+            key = binding[self.access.bound]
             bucket = self.equal[key]
-            del bucket[instance.id]
+            del bucket[id]
             if not bucket:
                 del self.equal[key]
         else:
@@ -141,16 +147,18 @@ class InstanceIndex(Generic[K]):
 
     def add(self, instance: K) -> None:
         """Index a new live instance.  O(conjuncts × log n)."""
-        assert instance.id not in self._instances
-        self._instances[instance.id] = instance
+        id, binding = instance.id, instance.binding
+        assert id not in self._instances
+        self._instances[id] = instance
         for cluster in self._clusters:
-            cluster.add(instance)
+            cluster.add(instance, id, binding)
 
     def remove(self, instance: K) -> None:
         """Forget an instance; raises KeyError if it is not here.  O(conjuncts × log n)."""
-        del self._instances[instance.id]
+        id, binding = instance.id, instance.binding
+        del self._instances[id]
         for cluster in self._clusters:
-            cluster.remove(instance)
+            cluster.remove(instance, id, binding)
 
     def rebind(self, instance: K, binding: Mapping[str, Value]) -> None:
         """Give a live instance a new binding; it keeps its place in insertion order.
@@ -166,12 +174,13 @@ class InstanceIndex(Generic[K]):
         >>> [i.id for i in index.probe(0, {"Price": 10})], [i.id for i in index.instances()]
         ([2], [1, 2])
         """
-        moved = [c for c in self._clusters if c.moves(instance.binding, binding)]
+        old, id = instance.binding, instance.id
+        moved = [c for c in self._clusters if c.moves(old, binding)]
         for cluster in moved:
-            cluster.remove(instance)
+            cluster.remove(instance, id, old)
         instance.binding = binding
         for cluster in moved:
-            cluster.add(instance)
+            cluster.add(instance, id, binding)
 
     def probe(self, conjunct: int, attrs: Mapping[str, Value]) -> Iterable[K]:
         """Candidates for conjunct ``conjunct``: a superset of the instances it holds for."""

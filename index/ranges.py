@@ -25,7 +25,7 @@ import math
 import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sortedcontainers import SortedKeyList
 
@@ -43,6 +43,28 @@ OPS: dict[str, Callable[[Value, Value], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
+
+
+def compare(op: str, a: Any, b: Any) -> bool:
+    """``a op b``: what ``OPS[op](a, b)`` computes, without the look-up and the call.
+
+    >>> compare("<=", 2, 2.0), compare("!=", "a", "a")
+    (True, False)
+    """
+    if op == ">":
+        return bool(a > b)
+    if op == "<":
+        return bool(a < b)
+    if op == "=":
+        return bool(a == b)
+    if op == ">=":
+        return bool(a >= b)
+    if op == "<=":
+        return bool(a <= b)
+    assert op == "!=", f"not an operator: {op}"
+    return bool(a != b)
+
+
 RANGE_OPS = ("<", "<=", ">", ">=")
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 """``a op b`` ⇔ ``b FLIPPED[op] a``."""

@@ -44,7 +44,7 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
-from cesar.index.ranges import FLIPPED, OPS, RANGE_OPS, Atom, RangeList, Value, is_nan
+from cesar.index.ranges import FLIPPED, RANGE_OPS, Atom, RangeList, Value, compare, is_nan
 
 Atoms = tuple[Atom, ...]
 """A static conjunct: the conjunction of its atoms (empty: TRUE)."""
@@ -68,7 +68,7 @@ class Entry:
     payloads: tuple[Payload, ...] = ()
 
     def residual_holds(self, attrs: Mapping[str, Value]) -> bool:
-        return all(OPS[op](attrs[name], const) for name, op, const in self.residual)
+        return all(compare(op, attrs[name], const) for name, op, const in self.residual)
 
 
 def access_atoms(atoms: Atoms) -> Atoms:

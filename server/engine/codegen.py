@@ -246,14 +246,18 @@ class Codegen:
         return function
 
     def build(self, assigns: Sequence[Assign]) -> Build:
-        """A function computing a binding from an attribute map; raises ArithmeticFault."""
+        """A function computing a binding from an attribute map; raises ArithmeticFault.
+
+        The binding's keys come in sorted order, so its items are a match's values as they
+        are (the engine does not sort them per match).
+        """
         key = tuple(assigns)
         cached = self._builds.get(key)
         if cached is not None:
             return cached
         source = _Source(self.functions)
         items = []
-        for assign in key:
+        for assign in sorted(key, key=lambda a: a.name):
             value = source.term(assign.term)
             if assign.type is AttrType.FLOAT:
                 value = f"float({value})"  # what evaluate.store does to a number

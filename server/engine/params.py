@@ -45,7 +45,7 @@ from cesar.automata.schema import Value
 from cesar.automata.template import Constants
 from cesar.automata.terms import Attr, Call, Cmp, Const, Param, Scope, Term, subterms
 from cesar.index.masks import ValueMasks, compact, expand, slots_of
-from cesar.index.ranges import FLIPPED, OPS, RANGE_OPS, is_nan
+from cesar.index.ranges import FLIPPED, RANGE_OPS, compare, is_nan
 from cesar.index.static import Atoms
 from cesar.server.engine.codegen import (
     Binding,
@@ -247,7 +247,8 @@ class EdgeParams:
         self.plans = tuple(
             plan_conjunct(c.static.atoms, c.dynamic.atoms, codegen) for c in edge.conjuncts
         )
-        self.guards = codegen.guards(edge.guards)
+        self.guards = codegen.guards(edge.guards) if edge.guards else None
+        """Whether the edge's guard terms evaluate without a fault (None: it has none)."""
         self.faults = faults
         self.slots: dict[int, Constants] = {}
         self.all = 0
@@ -379,28 +380,55 @@ class EdgeParams:
         """
         union = 0
         for group in groups:
-            own_slots = group.entry  # expanded here: this is the engine's hottest loop
-            slots = members & (own_slots if own_slots >= 0 else 1 << ~own_slots) & ~union
-            if not slots:
-                continue
-            plan = self.plans[group.conjunct]
-            if plan.fixed is not None and not plan.fixed(binding, attrs, dur, own):
-                continue
-            if plan.ordered:
-                slots = self._ordered(group, plan, slots, binding, attrs, dur, own)
-            if slots and plan.general is not None:
-                kept = 0
-                assert group.general is not None
-                for entry in group.general.values():
-                    if entry.mask & slots and plan.general(
-                        binding, attrs, dur, own, entry.constants
-                    ):
-                        kept |= entry.mask
-                slots &= kept
-            union |= slots
-        if union and not self.guards(binding, attrs, dur, own):
+            union |= self._conjunct(group, members & ~union, binding, attrs, dur, own)
+        guards = self.guards
+        if union and guards is not None and not guards(binding, attrs, dur, own):
             return 0
         return union
+
+    def holds_one(
+        self,
+        group: Group,
+        members: int,
+        binding: Binding,
+        attrs: Binding,
+        dur: int,
+        own: int,
+    ) -> int:
+        """:meth:`holds` for one group (what an AI probe verifies, once per candidate)."""
+        slots = self._conjunct(group, members, binding, attrs, dur, own)
+        guards = self.guards
+        if slots and guards is not None and not guards(binding, attrs, dur, own):
+            return 0
+        return slots
+
+    def _conjunct(
+        self,
+        group: Group,
+        members: int,
+        binding: Binding,
+        attrs: Binding,
+        dur: int,
+        own: int,
+    ) -> int:
+        """The slots of ``members`` in ``group`` whose conjunct holds, the guards aside."""
+        own_slots = group.entry  # expanded here: this is the engine's hottest loop
+        slots = members & (own_slots if own_slots >= 0 else 1 << ~own_slots)
+        if not slots:
+            return 0
+        plan = self.plans[group.conjunct]
+        if plan.fixed is not None and not plan.fixed(binding, attrs, dur, own):
+            return 0
+        if plan.ordered:
+            slots = self._ordered(group, plan, slots, binding, attrs, dur, own)
+        if slots and plan.general is not None:
+            kept = 0
+            assert group.general is not None
+            for entry in group.general.values():
+                if entry.mask & slots and plan.general(binding, attrs, dur, own, entry.constants):
+                    kept |= entry.mask
+            slots &= kept
+        return slots
 
     def holds_tuple(
         self,
@@ -426,7 +454,8 @@ class EdgeParams:
         assert plan.general is not None
         if not slots or not plan.general(binding, attrs, dur, own, entry.constants):
             return 0
-        return slots if self.guards(binding, attrs, dur, own) else 0
+        guards = self.guards
+        return slots if guards is None or guards(binding, attrs, dur, own) else 0
 
     def thresholds(
         self, group: Group, members: int, binding: Binding
@@ -494,20 +523,20 @@ class EdgeParams:
         own: int,
     ) -> int:
         """The ordered atoms of a small group, its slots' constants compared one by one."""
-        tests, values, params = [], [], []
+        ops, values, params = [], [], []
         for value_of, op, param in plan.ordered:
             try:
                 values.append(value_of(binding, attrs, dur, own))
             except ArithmeticFault:
                 self.faults.arithmetic += 1
                 return 0
-            tests.append(OPS[op])
+            ops.append(op)
             params.append(param)
-        count, kept = len(tests), 0
+        count, kept = len(ops), 0
         for slot in slots_of(slots):
             constants = self.slots[slot]
             n = 0  # a loop, not all() over a generator: one object fewer per slot, compiled
-            while n < count and tests[n](values[n], constants[params[n]]):
+            while n < count and compare(ops[n], values[n], constants[params[n]]):
                 n += 1
             if n == count:
                 kept |= 1 << slot

@@ -135,7 +135,7 @@ class Probe:
             firing: Firing | None = None
             forks: list[Fork] = []
             for group in groups:
-                holds, entry = group.params.holds, group.entry
+                params, entry = group.params, group.entry
                 mask = (entry if entry >= 0 else 1 << ~entry) & allowed  # Group.mask, inline
                 if not mask:
                     continue
@@ -144,7 +144,7 @@ class Probe:
                 elif accesses[group.conjunct] is not None:
                     candidates = index.probe(group.conjunct, attrs)
                 else:
-                    threshold = group.params.plans[group.conjunct].threshold if waiting_on else None
+                    threshold = params.plans[group.conjunct].threshold if waiting_on else None
                     filed = by_group.get(group, nothing)
                     if threshold is None:
                         candidates = filed.values()
@@ -184,7 +184,7 @@ class Probe:
                         continue
                     else:
                         dur = t1 - instance.t0 + 1
-                    slots = holds((group,), members, instance.binding, attrs, dur, own)
+                    slots = params.holds_one(group, members, instance.binding, attrs, dur, own)
                     if slots:
                         known = affected.get(instance.id)
                         affected[instance.id] = (instance, slots | (known[1] if known else 0))
@@ -221,7 +221,7 @@ class Probe:
             return False
         mask = group.mask
         params = self.program.filter_of(node).params
-        if params.holds((group,), mask, _EMPTY, attrs, 1, own) != mask:
+        if params.holds_one(group, mask, _EMPTY, attrs, 1, own) != mask:
             return False
         for compiled, groups in firing:
             if compiled is steps.rebind or not any(g.mask & mask for g in groups):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
@@ -39,6 +38,8 @@ from cesar.server.engine.state import EngineInstance, EngineState
 from cesar.server.engine.work import Work
 
 _EMPTY: Mapping[str, Value] = {}
+Fired = tuple[Event, Mapping[str, Value], int, float]
+"""What an edge fires with: the event, its attributes, its own DUR and the root epoch."""
 
 
 class Rounds:
@@ -126,12 +127,10 @@ class Rounds:
         out = (produced, published)
         counters = self.state.counters
         edges = self.program.edges
-        fire = self.fire
         program = self.program
         # A REBIND that keeps the instance's end records, it takes no event: once per
         # instance and edge in a round, for every slot any event moved.
-        records: dict[tuple[int, int], tuple[CompiledEdge, EngineInstance, int, tuple[Any, ...]]]
-        records = {}
+        records: dict[tuple[int, int], tuple[CompiledEdge, EngineInstance, int, Fired]] = {}
         taken: dict[int, int] = {}  # per instance, the slots a REBIND took an event for
         joining = program.dag.joining
         spaces = program.dag.nodes
@@ -151,12 +150,22 @@ class Rounds:
                 allowed = params.all & self.work.allowed(spaces[edges[edge_id].target].space)
                 slots = params.holds(groups, allowed, _EMPTY, attrs, own, own)
                 if slots:
-                    fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
+                    self.fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
             for node, affected, firing, forks in self.probe.affected(event, attrs, own):
                 for instance, step, rebind in forks:  # its group's lazy step of this epoch
                     leaving[instance.id] = leaving.get(instance.id, 0) | instance.members
-                    stepping = (step.event, step.attrs, 1, step.root, spawned, out)
-                    fire(rebind, instance, instance.members, *stepping)
+                    members = instance.members
+                    self.fire(
+                        rebind,
+                        instance,
+                        members,
+                        step.event,
+                        step.attrs,
+                        1,
+                        step.root,
+                        spawned,
+                        out,
+                    )
                 if firing is None:
                     firing = self.probe.firing(node, event.stream, attrs)
                 stay = program.stay_of(node)
@@ -174,24 +183,25 @@ class Rounds:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
                         if not moving:
                             continue
-                        args = (event, attrs, own, root, spawned, out)
                         if not compiled.edge.keeps_end:
                             if compiled.edge.kind is EdgeKind.REBIND:
                                 taken[instance.id] = taken.get(instance.id, 0) | moving
                         else:
                             key = (instance.id, id(compiled))
                             known = records.get(key)
+                            fired: Fired = (event, attrs, own, root)
                             if known is not None:
                                 moving |= known[2]
-                                args = known[3]
-                            records[key] = (compiled, instance, moving, args)
+                                fired = known[3]
+                            records[key] = (compiled, instance, moving, fired)
                             continue
-                        fire(compiled, instance, moving, *args)
-        for compiled, instance, moving, args in records.values():
+                        self.fire(compiled, instance, moving, event, attrs, own, root, spawned, out)
+        for compiled, instance, moving, fired in records.values():
             if compiled.edge.unless_taken:  # not for the slots that took an event
                 moving &= ~taken.get(instance.id, 0)
             if moving:
-                fire(compiled, instance, moving, *args)
+                at, values, own, root = fired
+                self.fire(compiled, instance, moving, at, values, own, root, spawned, out)
         self.installer.install(leaving, spawned)
         if joined_at:
             self.installer.enforce_limits(joined_at)
@@ -268,7 +278,7 @@ class Rounds:
         if ending:
             space = program.spaces[node.space]
             slot_stream = space.streams
-            values = tuple(sorted(binding.items()))
+            values = tuple(binding.items())  # sorted: the build makes its keys in order
             produced, published = out
             plain, fed_slots = ending & ~space.fed, ending & space.fed
             fed = [slot_stream[slot] for slot in slots_of(fed_slots)] if fed_slots else []

@@ -406,8 +406,10 @@ class EngineState:
         self.waits[waiting.instance.id].remove(waiting)
         self._unlist(waiting)
 
-    def _unwait(self, instance_id: int) -> set[Waiting]:
-        entries = self.waits.pop(instance_id, set())
+    def _unwait(self, instance_id: int) -> Iterable[Waiting]:
+        entries = self.waits.pop(instance_id, None)
+        if entries is None:  # most instances: no empty set made to say so
+            return ()
         for waiting in entries:
             self._unlist(waiting)
         return entries
