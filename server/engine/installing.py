@@ -99,7 +99,7 @@ class Installer:
             if instance_id in kept:
                 continue
             state.leave(state.instances[instance_id], slots)
-        self.enforce_limits({i.node for i, _ in spawned})
+        self.enforce_limits(bool(spawned))
 
     def admit(self, instance: EngineInstance, homes_of: dict[tuple[int, int], list[Group]]) -> None:
         """Make a new instance live at its node (activating it); ``homes_of`` caches, per
@@ -136,10 +136,10 @@ class Installer:
                 entries = params.thresholds(group, instance.members, instance.binding)
                 self.state.wait(instance, group, bound, threshold[1], entries)
 
-    def enforce_limits(self, nodes: set[int]) -> None:
+    def enforce_limits(self, gained: bool) -> None:
         """Drop the oldest instances over the engine's limit (``max_instances``); notify the
-        users of their nodes once per episode, which ends once the engine has gained
-        instances in an epoch and holds at most half its limit."""
+        users of their nodes once per episode, which ends once the engine has ``gained``
+        instances in a round and holds at most half its limit."""
         state = self.state
         instances = state.instances
         total = self.options.max_instances
@@ -153,7 +153,7 @@ class Installer:
                 reason = f"the engine exceeded {total} live instances"
                 for subscription in self.program.users({i.node for i in excess}):
                     state.notices.append(Notice(subscription, _dropped(reason)))
-        elif nodes and (total is None or len(instances) <= total // 2):
+        elif gained and (total is None or len(instances) <= total // 2):
             state.capped = False
 
     def hold(self, owners: Places) -> None:

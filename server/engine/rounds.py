@@ -204,7 +204,7 @@ class Rounds:
                 self.fire(compiled, instance, moving, at, values, own, root, spawned, out)
         self.installer.install(leaving, spawned)
         if joined_at:
-            self.installer.enforce_limits(joined_at)
+            self.installer.enforce_limits(True)
         return produced
 
     def join(
