@@ -381,10 +381,7 @@ class EdgeParams:
         union = 0
         for group in groups:
             union |= self._conjunct(group, members & ~union, binding, attrs, dur, own)
-        guards = self.guards
-        if union and guards is not None and not guards(binding, attrs, dur, own):
-            return 0
-        return union
+        return self._guarded(union, binding, attrs, dur, own)
 
     def holds_one(
         self,
@@ -397,6 +394,10 @@ class EdgeParams:
     ) -> int:
         """:meth:`holds` for one group (what an AI probe verifies, once per candidate)."""
         slots = self._conjunct(group, members, binding, attrs, dur, own)
+        return self._guarded(slots, binding, attrs, dur, own)
+
+    def _guarded(self, slots: int, binding: Binding, attrs: Binding, dur: int, own: int) -> int:
+        """``slots``, or 0 if some are given and a guard term faults."""
         guards = self.guards
         if slots and guards is not None and not guards(binding, attrs, dur, own):
             return 0
@@ -454,8 +455,7 @@ class EdgeParams:
         assert plan.general is not None
         if not slots or not plan.general(binding, attrs, dur, own, entry.constants):
             return 0
-        guards = self.guards
-        return slots if guards is None or guards(binding, attrs, dur, own) else 0
+        return self._guarded(slots, binding, attrs, dur, own)
 
     def thresholds(
         self, group: Group, members: int, binding: Binding
