@@ -22,7 +22,6 @@ must not be stored (:func:`is_nan` tells the callers).
 from __future__ import annotations
 
 import math
-import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -35,18 +34,10 @@ Value = int | float | str | bool
 Atom = tuple[str, str, Value]
 """``(attribute, operator, constant)``: the attribute's value ``operator`` the constant."""
 
-OPS: dict[str, Callable[[Value, Value], bool]] = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-
 
 def compare(op: str, a: Any, b: Any) -> bool:
-    """``a op b``: what ``OPS[op](a, b)`` computes, without the look-up and the call.
+    """``a op b`` for an operator of CEL's comparisons (``=`` is ``==``): a C call, compiled,
+    where a table of :mod:`operator` functions would be a look-up and a generic call.
 
     >>> compare("<=", 2, 2.0), compare("!=", "a", "a")
     (True, False)

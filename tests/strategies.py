@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 from hypothesis import strategies as st
 
 from cesar.automata.ast import (
@@ -210,3 +212,14 @@ def streams(draw: st.DrawFn, name: str = "S", max_events: int = 8) -> list[Event
         values = {"k": draw(st.sampled_from(["a", "b"])), "v": draw(st.integers(0, 4))}
         events.append(Event.of(name, t0, t1, values))
     return sorted(events, key=lambda e: e.t1)
+
+
+OPS = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+"""The model of each comparison operator (``index.ranges.compare`` is checked against it)."""

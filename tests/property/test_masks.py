@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from cesar.index.masks import ValueMasks, slots_of
-from cesar.index.ranges import OPS
+from tests.strategies import OPS
 
 NUMBERS = st.one_of(
     st.integers(-30, 30),

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from cesar.index.ranges import OPS
 from cesar.index.static import AtomPool, Atoms, ConjunctIndex, StaticIndex
+from tests.strategies import OPS
 
 atoms = st.tuples(
     st.sampled_from(["x", "y"]),

@@ -5,8 +5,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cesar.index.ranges import OPS, RANGE_OPS
+from cesar.index.ranges import RANGE_OPS
 from cesar.index.thresholds import Thresholds
+from tests.strategies import OPS
 
 THRESHOLDS = st.one_of(
     st.none(), st.just(math.nan), st.integers(-3, 3), st.sampled_from([-1.5, 0.0, 0.5, 2.0])

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from cesar.index.ranges import RANGE_OPS, SHRINK, SMALL, RangeList
+from cesar.index.ranges import RANGE_OPS, SHRINK, SMALL, RangeList, compare
+from tests.strategies import OPS
 
 
 def _expected(model, op, value):
@@ -42,3 +43,15 @@ def test_growing_past_small_and_shrinking_below_shrink_keeps_every_answer(seed):
     with pytest.raises(ValueError):
         ranges.remove((100.0, -1))
     assert list(ranges.satisfying(">", float("nan"))) == []
+
+
+@pytest.mark.parametrize("op", ["=", "!=", "<", "<=", ">", ">="])
+def test_compare_is_each_operators_model_on_numbers_strings_and_nan(op):
+    values = [0, 1, 1.0, -2.5, 1e300, float("nan"), float("inf")]
+    pairs = [(a, b) for a in values for b in values] + [("a", "b"), ("b", "a"), ("a", "a")]
+    assert [compare(op, a, b) for a, b in pairs] == [OPS[op](a, b) for a, b in pairs]
+
+
+def test_compare_refuses_what_is_not_an_operator():
+    with pytest.raises(AssertionError, match="not an operator"):
+        compare("<>", 1, 2)
