@@ -41,7 +41,6 @@ from cesar.server.shard.metrics import collect
 from cesar.server.shard.options import add_shard_arguments
 from cesar.server.shard.service import SecretCheck, ShardServicer, add_to_server
 from cesar.server.shard.state import ShardState
-from cesar.server.wire.arrowevents import warm_up
 from cesar.server.wire.transport import GRPC_OPTIONS
 
 log = logging.getLogger("cesar.shard")
@@ -52,6 +51,15 @@ def _exit_with_parent() -> None:
     while sys.stdin.buffer.read(4096):
         pass
     os._exit(0)
+
+
+def _warm_arrow() -> None:
+    """Import pyarrow and make its first array (:func:`~cesar.server.wire.arrowevents.warm_up`),
+    in the thread that calls it: at the module's top the import (numpy and pyarrow, ~0.13
+    CPU-s) would fall on every shard's start, whether it ever sees Arrow rows or not."""
+    from cesar.server.wire.arrowevents import warm_up
+
+    warm_up()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cesar shard: {exc}", file=sys.stderr)
         return 2
-    # while the shard starts (after calibrating, which it would disturb): the first Arrow
-    # array's one-time cost, off the first Apply
-    threading.Thread(target=warm_up, name="arrow-warm-up", daemon=True).start()
+    # while the shard starts (after calibrating, which it would disturb): pyarrow's import
+    # and first array, off the start's path and the first Apply of Arrow rows
+    threading.Thread(target=_warm_arrow, name="arrow-warm-up", daemon=True).start()
     log.info(
         f"plan constants {source}",
         extra={"look": costs.look, "chain": costs.chain, "recompute": costs.recompute},

@@ -110,8 +110,8 @@ class ShardState:
                 continue
             engine = lane.engine
             if lane_events.arrow:
-                # Only a feed's routed pieces come as Arrow: a shard that never sees one
-                # never imports pyarrow and numpy (0.13 CPU-s, a third of its start)
+                # Only a feed's routed pieces come as Arrow: pyarrow and numpy (0.13 CPU-s, a
+                # third of a shard's start) are imported off the start, by the warm-up thread
                 from cesar.server.wire.arrowevents import lane_table_events
 
                 events = list(lane_table_events(lane_events.arrow))
