@@ -363,11 +363,7 @@ class EpochGate:
             for pending in keyed
         ]
         self.ticks = len(order)
-        self.held = {}
-        for pending in self.pending:
-            for waiting in pending.values():
-                for item in waiting:
-                    self.held[item.owner] = self.held.get(item.owner, 0) + 1
+        self.held = self._count_held()
         self.applied = data["applied"]
         self.group_applied = data["group_applied"]
         self.horizon = data["horizon"]
@@ -379,22 +375,30 @@ class EpochGate:
         """Assert: pending events sorted per group, each after its stream's applied and its
         shard's watermark for every stream (one unit's watermark may pass an event whose
         epoch still waits for its events of another unit: they leave together)."""
-        counted: dict[str, int] = {}
         for k, groups in enumerate(self.pending):
             pending = [item for waiting in groups.values() for item in waiting]
             for group, waiting in groups.items():
                 assert waiting == sorted(waiting) and waiting, f"shard {k}: {group} out of order"
                 assert all(self.groups.same(i.event.stream, group) for i in waiting)
             assert len({p.tick for p in pending}) == len(pending)
-            for item in pending:
-                counted[item.owner] = counted.get(item.owner, 0) + item.size()
             closed = self.closed[k]  # a unit's own mark may pass an event whose epoch waits
             for item in pending:  # for its part in another unit (a group mixing units)
                 applied = self.applied[k].get(item.event.stream)
                 assert applied is None or item.t1 > applied, f"shard {k}: {item.t1} was settled"
                 assert closed is None or item.t1 > closed, f"shard {k}: {item.t1} is closed"
                 assert item.tick <= self.ticks
+        counted = self._count_held()
         assert self.held == counted, f"held {self.held}, waiting {counted}"
+
+    def _count_held(self) -> dict[str, int]:
+        """Each owner's (event, shard) pairs waiting, counted afresh (what ``held`` keeps up
+        to date).  O(items waiting)."""
+        counted: dict[str, int] = {}
+        for groups in self.pending:
+            for waiting in groups.values():
+                for item in waiting:
+                    counted[item.owner] = counted.get(item.owner, 0) + item.size()
+        return counted
 
 
 def _keyed(
