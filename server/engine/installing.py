@@ -67,7 +67,7 @@ class Installer:
 
     def install(
         self,
-        leaving: Mapping[int, int],
+        leaving: Mapping[EngineInstance, int],
         spawned: list[tuple[EngineInstance, EngineInstance | None]],
     ) -> None:
         """Add the new instances; take the affected slots out of theirs (an empty one goes).
@@ -81,24 +81,23 @@ class Installer:
         the AN index and entering it again.
         """
         state = self.state
-        kept: set[int] = set()
+        kept: set[EngineInstance] = set()
         homes_of: dict[tuple[int, int], list[Group]] = {}  # instances spawned together share
         for instance, parent in spawned:
             if (
                 parent is not None
                 and parent.node == instance.node
-                and parent.id not in kept
-                and leaving[parent.id] == parent.members == instance.members
+                and parent not in kept
+                and leaving[parent] == parent.members == instance.members
             ):
-                kept.add(parent.id)
+                kept.add(parent)
                 state.rebind(parent, instance)
                 self.wait_by_key(parent)
                 continue
             self.admit(instance, homes_of)
-        for instance_id, slots in leaving.items():
-            if instance_id in kept:
-                continue
-            state.leave(state.instances[instance_id], slots)
+        for left, slots in leaving.items():
+            if left not in kept:
+                state.leave(left, slots)
         self.enforce_limits(bool(spawned))
 
     def admit(self, instance: EngineInstance, homes_of: dict[tuple[int, int], list[Group]]) -> None:

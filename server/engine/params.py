@@ -255,6 +255,8 @@ class EdgeParams:
         self.groups: list[dict[tuple[Value, ...], Group]] = [{} for _ in self.plans]
         self._bounds: SortedList = SortedList()
         self._bound_of: dict[int, float] = {}
+        self._lowest = self._highest = -math.inf
+        """The least and the largest of ``_bounds`` (-inf: no slot), read per instance filed."""
 
     def add(self, slot: int, constants: Constants, dur_bound: float) -> list[Group]:
         """Give ``slot`` its constants; returns its groups (one per conjunct).  O(atoms × log n)."""
@@ -264,6 +266,7 @@ class EdgeParams:
         self.all |= bit
         self._bounds.add(dur_bound)
         self._bound_of[slot] = dur_bound
+        self._extremes()
         mine = []
         for position, plan in enumerate(self.plans):
             key = plan.key_of(constants)
@@ -296,6 +299,7 @@ class EdgeParams:
         bit = 1 << slot
         self.all &= ~bit
         self._bounds.remove(self._bound_of.pop(slot))
+        self._extremes()
         mine = []
         for position, plan in enumerate(self.plans):
             key = plan.key_of(constants)
@@ -336,13 +340,18 @@ class EdgeParams:
             atoms.append((name, op, math.nan if bound is None else bound))
         return tuple(atoms)
 
+    def _extremes(self) -> None:
+        bounds = self._bounds
+        self._lowest, self._highest = (bounds[0], bounds[-1]) if bounds else (-math.inf, -math.inf)
+
     def dur_bound(self) -> float:
-        """The largest DUR any slot's edge can still fire with (inf: unbounded)."""
-        return self._bounds[-1] if self._bounds else -math.inf
+        """The largest DUR any slot's edge can still fire with (inf: unbounded; -inf: no
+        slot).  O(1)."""
+        return self._highest
 
     def alike(self) -> bool:
         """True if every slot's edge fires up to one DUR (and there is a slot).  O(1)."""
-        return bool(self._bounds) and self._bounds[0] == self._bounds[-1]
+        return self._lowest == self._highest != -math.inf
 
     def all_groups(self) -> Iterable[Group]:
         """Every group of every conjunct."""
@@ -580,3 +589,5 @@ class EdgeParams:
                     assert tuples == group.mask
             assert union == self.all
         assert self.all.bit_count() == len(self.slots) == len(self._bounds)
+        expected = (self._bounds[0], self._bounds[-1]) if self._bounds else (-math.inf, -math.inf)
+        assert (self._lowest, self._highest) == expected

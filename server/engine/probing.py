@@ -115,11 +115,10 @@ class Probe:
         touched = 0
         t0, t1 = event.t0, event.t1
         by_group = self.state.by_group
-        nothing: dict[int, EngineInstance] = {}
+        nothing: dict[EngineInstance, None] = {}
         waits: list[tuple[Group, tuple[str, str, ThresholdOf], EngineInstance]] = []
         waiting_on = self.options.waiting
         joining = self.program.dag.joining
-        filter_of = self.program.filter_of
         stepped = self.state.stepped
         work = self.work
         charging = work.charging
@@ -129,9 +128,9 @@ class Probe:
             allowed = work.allowed(space) if charging else -1
             index = live[node]
             accesses = index.accesses
-            wait_keys = filter_of(node).wait_keys
+            wait_keys = self.program.filter_of(node).wait_keys
             joins = node in joining
-            affected: dict[int, tuple[EngineInstance, int]] = {}
+            affected: dict[EngineInstance, int] = {}
             firing: Firing | None = None
             forks: list[Fork] = []
             for group in groups:
@@ -147,7 +146,7 @@ class Probe:
                     threshold = params.plans[group.conjunct].threshold if waiting_on else None
                     filed = by_group.get(group, nothing)
                     if threshold is None:
-                        candidates = filed.values()
+                        candidates = filed
                     else:
                         key = wait_keys[group.conjunct]
                         touched += self._waiting(
@@ -161,7 +160,7 @@ class Probe:
                             joins,
                             (space, allowed) if charging else None,
                         )
-                        candidates = list(filed.values())
+                        candidates = list(filed)
                         waits.extend((group, threshold, instance) for instance in candidates)
                 steps = stepped.get(group) if stepped else None
                 if steps is not None:
@@ -186,8 +185,7 @@ class Probe:
                         dur = t1 - instance.t0 + 1
                     slots = params.holds_one(group, members, instance.binding, attrs, dur, own)
                     if slots:
-                        known = affected.get(instance.id)
-                        affected[instance.id] = (instance, slots | (known[1] if known else 0))
+                        affected[instance] = affected.get(instance, 0) | slots
             # First probed, an instance waits in the group by its thresholds (all its slots:
             # those that leave now also meet the other events of the epoch).  Only groups
             # without a wait key have instances filed: under a key they wait from their start.
@@ -196,7 +194,7 @@ class Probe:
                 self.state.wait(instance, group, None, op, entries)
             waits.clear()
             if affected or forks:
-                yield node, list(affected.values()), firing, forks
+                yield node, list(affected.items()), firing, forks
         counters.instances_touched += touched
 
     def _steps(
@@ -245,7 +243,7 @@ class Probe:
         index = state.live[steps.rebind.source]
         took, ended = steps.settle_all(t1, index)
         state.counters.settled += took
-        moving = [i for i in steps.files.values() if i not in ended]
+        moving = [i for i in steps.files if i not in ended]
         if now is not None:
             forks.extend((i, now, steps.rebind) for i in moving if now.event.t0 > i.t1)
         steps.history.clear()
@@ -262,7 +260,7 @@ class Probe:
         event: Event,
         attrs: Mapping[str, Value],
         own: int,
-        affected: dict[int, tuple[EngineInstance, int]],
+        affected: dict[EngineInstance, int],
         joins: bool,
         charged: tuple[int, int] | None,
     ) -> int:
@@ -281,7 +279,6 @@ class Probe:
         if file is None:
             return 0
         attr = threshold[0]
-        holds_tuple = group.params.holds_tuple
         t0, t1 = event.t0, event.t1
         stale = []
         touched = 0
@@ -304,10 +301,11 @@ class Probe:
                 continue
             else:
                 dur = t1 - instance.t0 + 1
-            slots = holds_tuple(group, waiting.entry, members, instance.binding, attrs, dur, own)
+            slots = group.params.holds_tuple(
+                group, waiting.entry, members, instance.binding, attrs, dur, own
+            )
             if slots:
-                known = affected.get(instance.id)
-                affected[instance.id] = (instance, slots | (known[1] if known else 0))
+                affected[instance] = affected.get(instance, 0) | slots
         for waiting in stale:
             self.state.stop_waiting(waiting)
         return touched

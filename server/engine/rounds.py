@@ -122,7 +122,7 @@ class Rounds:
         returned with their roots, for the next rank.
         """
         spawned: list[tuple[EngineInstance, EngineInstance | None]] = []
-        leaving: dict[int, int] = {}
+        leaving: dict[EngineInstance, int] = {}
         produced: list[tuple[Event, float]] = []
         out = (produced, published)
         counters = self.state.counters
@@ -130,8 +130,9 @@ class Rounds:
         program = self.program
         # A REBIND that keeps the instance's end records, it takes no event: once per
         # instance and edge in a round, for every slot any event moved.
-        records: dict[tuple[int, int], tuple[CompiledEdge, EngineInstance, int, Fired]] = {}
-        taken: dict[int, int] = {}  # per instance, the slots a REBIND took an event for
+        records: dict[tuple[EngineInstance, int], tuple[CompiledEdge, EngineInstance, int, Fired]]
+        records = {}
+        taken: dict[EngineInstance, int] = {}  # per instance, the slots a REBIND took an event for
         joining = program.dag.joining
         spaces = program.dag.nodes
         joined = 0  # spawned[:joined] holds no instance of a joining node
@@ -153,7 +154,7 @@ class Rounds:
                     self.fire(edges[edge_id], None, slots, event, attrs, own, root, spawned, out)
             for node, affected, firing, forks in self.probe.affected(event, attrs, own):
                 for instance, step, rebind in forks:  # its group's lazy step of this epoch
-                    leaving[instance.id] = leaving.get(instance.id, 0) | instance.members
+                    leaving[instance] = leaving.get(instance, 0) | instance.members
                     members = instance.members
                     self.fire(
                         rebind,
@@ -178,16 +179,16 @@ class Rounds:
                     if staying:
                         assert stay is not None
                         left &= ~stay.params.holds(staying, slots, binding, attrs, dur, own)
-                    leaving[instance.id] = leaving.get(instance.id, 0) | left
+                    leaving[instance] = leaving.get(instance, 0) | left
                     for compiled, groups in firing:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
                         if not moving:
                             continue
                         if not compiled.edge.keeps_end:
                             if compiled.edge.kind is EdgeKind.REBIND:
-                                taken[instance.id] = taken.get(instance.id, 0) | moving
+                                taken[instance] = taken.get(instance, 0) | moving
                         else:
-                            key = (instance.id, id(compiled))
+                            key = (instance, id(compiled))
                             known = records.get(key)
                             fired: Fired = (event, attrs, own, root)
                             if known is not None:
@@ -198,7 +199,7 @@ class Rounds:
                         self.fire(compiled, instance, moving, event, attrs, own, root, spawned, out)
         for compiled, instance, moving, fired in records.values():
             if compiled.edge.unless_taken:  # not for the slots that took an event
-                moving &= ~taken.get(instance.id, 0)
+                moving &= ~taken.get(instance, 0)
             if moving:
                 at, values, own, root = fired
                 self.fire(compiled, instance, moving, at, values, own, root, spawned, out)

@@ -172,19 +172,22 @@ class EngineState:
     memberships: dict[tuple[int, int], int] = field(default_factory=dict)
     """Live instances per (node, members): what the instance limits count, without a scan (a
     dict, not a ``Counter``: compiled, a dict's look-ups are direct, a ``Counter``'s generic)."""
-    by_group: dict[Group, dict[int, EngineInstance]] = field(default_factory=dict)
-    """Per filter group (of a conjunct without AI access): the instances it met when added."""
+    by_group: dict[Group, dict[EngineInstance, None]] = field(default_factory=dict)
+    """Per filter group (of a conjunct without AI access): the instances it met when added.
+
+    The run state's per-instance tables key on the instance itself (hashed by identity), not
+    its id: compiled, an ``int`` attribute used as a key is a new Python integer each time."""
     stepped: dict[Group, GroupSteps] = field(default_factory=dict)
     """Per filter group of a node that steps (:mod:`.stepping`): the instances it files to step
     lazily (not in ``by_group``) and the steps they owe."""
-    homes: dict[int, list[Group]] = field(default_factory=dict)
-    """Per instance id: the groups ``by_group`` (or ``stepped``) files it under, unless it waits
+    homes: dict[EngineInstance, list[Group]] = field(default_factory=dict)
+    """Per instance: the groups ``by_group`` (or ``stepped``) files it under, unless it waits
     there."""
     waiting: dict[Group, dict[Value | None, Thresholds[Waiting]]] = field(default_factory=dict)
     """Per filter group with a threshold atom, per value of its wait key (None: no key): the
     instances that wait in it by threshold."""
-    waits: dict[int, set[Waiting]] = field(default_factory=dict)
-    """Per instance id: where it waits (taken out of ``by_group`` for those groups)."""
+    waits: dict[EngineInstance, set[Waiting]] = field(default_factory=dict)
+    """Per instance: where it waits (taken out of ``by_group`` for those groups)."""
     expiry: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     clock: dict[str, int] = field(default_factory=dict)
     group_clock: dict[str, int] = field(default_factory=dict)
@@ -336,16 +339,16 @@ class EngineState:
         self._member(instance)
         self._count(instance)
         if homes:
-            self.homes[instance.id] = homes
+            self.homes[instance] = homes
             if rebind is not None:
                 (home,) = homes
                 steps = self.stepped.get(home)
                 if steps is None:
                     steps = self.stepped[home] = GroupSteps(rebind)
-                steps.files[instance.id] = instance
+                steps.files[instance] = None
             else:
                 for home in homes:
-                    self.by_group.setdefault(home, {})[instance.id] = instance
+                    self.by_group.setdefault(home, {})[instance] = None
         if bound is not None:
             queue = self.expiry.setdefault(group, [])
             heapq.heappush(queue, (instance.t0 + bound - 1, instance.id))
@@ -360,8 +363,8 @@ class EngineState:
         self._uncount(instance)
         self.live[instance.node].rebind(instance, successor.binding)
         self._count(instance)
-        for group in {entry.group for entry in self._unwait(instance.id)}:
-            self.by_group.setdefault(group, {})[instance.id] = instance
+        for group in {entry.group for entry in self._unwait(instance)}:
+            self.by_group.setdefault(group, {})[instance] = None
         instance.t1 = successor.t1
         instance.root = successor.root
         self.counters.rebound += 1
@@ -373,7 +376,7 @@ class EngineState:
         self._uncount(instance)
         del self.instances[instance.id]
         self._unmember(instance)
-        self._unfile(instance.id)
+        self._unfile(instance)
         if not len(index):
             self._deactivate(instance.node)
 
@@ -390,12 +393,12 @@ class EngineState:
 
         It leaves the group's ``by_group`` file.  O(tuples × log n).
         """
-        self._leave(group, instance.id)
+        self._leave(group, instance)
         files = self.waiting.setdefault(group, {})
         file = files.get(key)
         if file is None:
             file = files[key] = Thresholds(op)
-        mine = self.waits.setdefault(instance.id, set())
+        mine = self.waits.setdefault(instance, set())
         for entry, threshold in thresholds:
             waiting = Waiting(instance, group, key, entry, threshold)
             file.add(waiting, threshold)
@@ -403,11 +406,11 @@ class EngineState:
 
     def stop_waiting(self, waiting: Waiting) -> None:
         """Forget one entry (its instance has no slot of its tuple left).  O(log n)."""
-        self.waits[waiting.instance.id].remove(waiting)
+        self.waits[waiting.instance].remove(waiting)
         self._unlist(waiting)
 
-    def _unwait(self, instance_id: int) -> Iterable[Waiting]:
-        entries = self.waits.pop(instance_id, None)
+    def _unwait(self, instance: EngineInstance) -> Iterable[Waiting]:
+        entries = self.waits.pop(instance, None)
         if entries is None:  # most instances: no empty set made to say so
             return ()
         for waiting in entries:
@@ -423,18 +426,22 @@ class EngineState:
             if not files:
                 del self.waiting[waiting.group]
 
-    def _leave(self, group: Group, instance_id: int) -> None:
+    def _leave(self, group: Group, instance: EngineInstance) -> None:
         filed = self.by_group.get(group)
-        if filed is not None and filed.pop(instance_id, None) is not None and not filed:
-            del self.by_group[group]
+        if filed is not None and instance in filed:
+            del filed[instance]
+            if not filed:
+                del self.by_group[group]
         steps = self.stepped.get(group)
-        if steps is not None and steps.files.pop(instance_id, None) is not None and not steps.files:
-            del self.stepped[group]
+        if steps is not None and instance in steps.files:
+            del steps.files[instance]
+            if not steps.files:
+                del self.stepped[group]
 
-    def _unfile(self, instance_id: int) -> None:
-        self._unwait(instance_id)
-        for home in self.homes.pop(instance_id, ()):
-            self._leave(home, instance_id)
+    def _unfile(self, instance: EngineInstance) -> None:
+        self._unwait(instance)
+        for home in self.homes.pop(instance, ()):
+            self._leave(home, instance)
 
     def _deactivate(self, node: int) -> None:
         del self.live[node]
@@ -450,7 +457,7 @@ class EngineState:
                 self._uncount(instance)
                 del self.instances[instance.id]
                 self._unmember(instance)
-                self._unfile(instance.id)
+                self._unfile(instance)
             self._deactivate(node)
 
     def leave(self, instance: EngineInstance, slots: int) -> None:
@@ -565,29 +572,28 @@ class EngineState:
         assert self.memberships == Counter((i.node, i.members) for i in self.instances.values()), (
             "memberships differ from the live instances"
         )
-        filed = {}
-        for instance_id, homes in self.homes.items():
-            assert instance_id in self.instances and homes
-            waits = self.waits.get(instance_id, set())
+        filed: set[tuple[Group, EngineInstance]] = set()
+        for instance, homes in self.homes.items():
+            assert self.instances.get(instance.id) is instance and homes
+            waits = self.waits.get(instance, set())
             for home in homes:
                 covered = sum(w.entry.mask for w in waits if w.group is home)
                 stepped = self.stepped.get(home)
-                if stepped is not None and instance_id in stepped.files:
-                    assert homes == [home], f"instance {instance_id} steps in two groups"
-                    assert instance_id not in self.by_group.get(home, {}), instance_id
-                    assert not self.instances[instance_id].members & ~home.mask, instance_id
-                    filed[home, instance_id] = stepped.files[instance_id]
-                elif instance_id in self.by_group.get(home, {}):
-                    assert not covered, f"instance {instance_id} both filed and waiting"
-                    filed[home, instance_id] = self.by_group[home][instance_id]
+                if stepped is not None and instance in stepped.files:
+                    assert homes == [home], f"instance {instance.id} steps in two groups"
+                    assert instance not in self.by_group.get(home, {}), instance.id
+                    assert not instance.members & ~home.mask, instance.id
+                    filed.add((home, instance))
+                elif instance in self.by_group.get(home, {}):
+                    assert not covered, f"instance {instance.id} both filed and waiting"
+                    filed.add((home, instance))
                 else:
-                    members = self.instances[instance_id].members & home.mask
-                    assert not members & ~covered, f"instance {instance_id} lost in a group"
+                    members = instance.members & home.mask
+                    assert not members & ~covered, f"instance {instance.id} lost in a group"
         assert len(filed) == sum(len(f) for f in self.by_group.values()) + sum(
             len(s.files) for s in self.stepped.values()
         )
         assert all(s.files for s in self.stepped.values()), "an empty stepping file"
-        assert all(self.instances[i] is instance for (_, i), instance in filed.items())
         files = [(k, f) for by_key in self.waiting.values() for k, f in by_key.items()]
         for _, file in files:
             file.check_valid()
@@ -597,6 +603,7 @@ class EngineState:
         assert len(entries) == sum(len(f) for _, f in files) + sum(
             is_nan(w.threshold) for w in entries if w.threshold is not None
         )
+        assert all(w.instance is i for i, waits in self.waits.items() for w in waits)
         for waiting in entries:
             assert self.instances[waiting.instance.id] is waiting.instance
-            assert waiting.group in self.homes[waiting.instance.id]
+            assert waiting.group in self.homes[waiting.instance]

@@ -70,7 +70,7 @@ class GroupSteps:
 
     rebind: CompiledEdge
     """The node's REBIND edge, by which its instances take their steps."""
-    files: dict[int, EngineInstance] = field(default_factory=dict)
+    files: dict[EngineInstance, None] = field(default_factory=dict)
     history: deque[Step] = field(default_factory=deque)
     eager: float = -1.0
     replays: bool = field(init=False)
@@ -137,7 +137,7 @@ class GroupSteps:
         """:meth:`settle` every instance of the group before epoch ``t1``: how many took
         steps, and those whose step faulted (the caller removes them).  O(instances × steps)."""
         took, ended = 0, []
-        for instance in self.files.values():
+        for instance in self.files:
             settled = self.settle(instance, t1, index)
             if settled is None:
                 ended.append(instance)
