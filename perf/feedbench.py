@@ -29,6 +29,10 @@ stocks), in one run and one local[2] Spark session:
     python -m cesar.perf.feedbench --workload server   # 10,000 queries, 200,000 events
     python -m cesar.perf.feedbench --smoke             # the bundled sample on 2 shards (CI)
     python -m cesar.perf.feedbench --json out.json
+    python -m cesar.perf.feedbench --workload server --shards 1 --pin   # shard on its own CPU
+
+``--pin`` gives each shard a CPU of its own (``cesar serve --shard-cpus auto``) and keeps
+this process, its Spark and the front on the CPUs left (fewer shards than CPUs).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
 from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
+from cesar.server.host.cpus import PlacementError, allowed, pin, place
 from cesar.server.wire.client import alerts, list_streams
 from cesar.server.wire.eventfile import drop_file, input_line, read_events
 from cesar.v1 import cesar_pb2 as pb
@@ -221,17 +226,19 @@ def end_to_end(
     rate: float,
     tmp: Path,
     per_trigger: int,
+    server_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Part 2 for one shard count: throughput (all at once), then latency (paced).
 
     ``alerts``: ``cesar run``'s alerts before the newest epoch, and in all; ``per_trigger``:
-    the most files the feed takes in one micro-batch.
+    the most files the feed takes in one micro-batch; ``server_args``: more ``cesar serve``
+    options.
     """
     expected, total = alerts
     result: dict[str, Any] = {"shards": shards}
     files = json_files(events, min(FILE_ROWS, len(events) // 10))
     half = len(files) // 2
-    server = Server(tmp / "data", *UNCAPPED, shards=shards).start()
+    server = Server(tmp / "data", *UNCAPPED, *server_args, shards=shards).start()
     try:
         _, _, ids = subscribe_all(server, texts)
         listener = Listener(server, ids)
@@ -331,8 +338,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the bundled sample (examples/stocks_sample.csv, 2,340 quotes), paced at 1,000/s, "
         "on 2 shards only",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="each shard on a CPU of its own (cesar serve --shard-cpus auto), the front, this "
+        "process and its Spark on the CPUs left: fewer shards than CPUs",
+    )
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
+    server_args: tuple[str, ...] = ()
+    if args.pin:
+        try:
+            rest = place("auto", max(args.shards), allowed()).rest
+        except PlacementError as exc:
+            parser.error(f"--pin: {exc}")
+        pin(rest)  # before Spark's JVM starts: it and its Python workers inherit it
+        server_args = ("--shard-cpus", "auto")
     rate = 1000.0 if args.smoke else args.rate
     texts, events = workload(args)
     program = Workload.build([parse_stream_spec(STOCK)], texts)
@@ -351,6 +372,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "alerts_cesar_run": len(outputs),
         "in_process_events_per_s": in_process,
         "files_per_trigger": args.files_per_trigger,
+        "pinned": {"shards": "auto", "this_process_and_spark": sorted(allowed())}
+        if args.pin
+        else None,
     }
     try:
         with tempfile.TemporaryDirectory() as scratch:
@@ -367,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rate,
                         Path(scratch) / f"s{shards}",
                         args.files_per_trigger,
+                        server_args,
                     )
                 )
             summary["end_to_end"] = runs

@@ -58,6 +58,12 @@ def add_feed_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     feed.add_argument(
         "--max-rows", type=int, default=50_000, help="events per PublishBatch message"
     )
+    feed.add_argument(
+        "--cpus",
+        metavar="LIST",
+        help="run the feed and its local Spark on these CPUs only, e.g. 0 or 0-1 (as taskset "
+        "-c): off the CPUs given to shards with cesar serve --shard-cpus (default: where started)",
+    )
     feed.add_argument("--log-level", default="INFO")
     feed.add_argument(
         "--spark-log",
@@ -129,6 +135,14 @@ def cmd_feed(args: argparse.Namespace) -> int:
         print(f"cesar feed: --source {args.source}: no such directory", file=sys.stderr)
         return 2
     configure_logging(args.log_level, "feed")
+    if args.cpus is not None:  # before Spark's JVM starts: it and its Python workers inherit it
+        from cesar.server.host.cpus import PlacementError, parse_cpus, pin
+
+        try:
+            pin(parse_cpus(args.cpus))
+        except PlacementError as exc:
+            print(f"cesar feed: --cpus: {exc}", file=sys.stderr)
+            return 2
     from pyspark.errors import AnalysisException, StreamingQueryException
 
     from cesar.server.feed.job import Feed, Options, session, under_spark_submit

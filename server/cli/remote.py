@@ -160,6 +160,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="checkpoints kept; the event log is compacted up to the oldest (at least 1)",
     )
     add_plan_costs_argument(parser, "the planner's constants for the child shards")
+    parser.add_argument(
+        "--shard-cpus",
+        metavar="auto|LIST",
+        help="pin child shard i to the i-th CPU of LIST (e.g. 2,3), or auto: the last CPUs "
+        "this process may use, one a shard, keeping one for the front; the front runs on the "
+        "CPUs left (default: nothing pinned)",
+    )
     parser.add_argument("--workers", type=int, default=256, help="gRPC worker threads")
     parser.add_argument("--grace", type=float, default=10.0, help="shutdown grace, seconds")
     parser.add_argument("--log-level", default="INFO")
@@ -242,6 +249,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
             shard_metrics_port=args.shard_metrics_port,
             plan_costs=costs,
+            shard_cpus=args.shard_cpus,
         )
     )
 

@@ -48,6 +48,7 @@ from cesar.server.front.repair import RepairError, drop_events, input_schema
 from cesar.server.front.service import CesarServicer, add_to_server
 from cesar.server.front.startup import ReplayError
 from cesar.server.host.collector import tune_collector
+from cesar.server.host.cpus import Placement, PlacementError, allowed, pin, place
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.metrics import serve_metrics
 from cesar.server.host.stopping import Stopping
@@ -118,6 +119,9 @@ class ServeConfig:
     """Serve the web console at ``http://HOST:PORT/`` (0: any free port; None: off)."""
     plan_costs: PlanCosts | None = None
     """The planner's constants for the child shards (None: measured at start)."""
+    shard_cpus: str | None = None
+    """``auto`` or one CPU per child shard (:func:`~cesar.server.host.cpus.place`); the front
+    keeps the CPUs left (None: nothing pinned)."""
 
 
 class StartError(RuntimeError):
@@ -192,6 +196,14 @@ def serve(config: ServeConfig) -> int:
     if config.snapshots.keep < 1:
         print("cesar: --snapshots-kept must be at least 1", file=sys.stderr)
         return 2
+    try:
+        placement = _placement(config)
+    except PlacementError as exc:
+        print(f"cesar: --shard-cpus: {exc}", file=sys.stderr)
+        return 2
+    if placement.rest:  # the front, its threads and what it starts, off the shards' CPUs
+        pin(placement.rest)
+        log.info("pinned", extra={"cpus": sorted(placement.rest), "shards": placement.shards})
     if config.host not in LOOPBACK and not clients.required:
         print(
             f"cesar: warning: serving {config.host} without --tokens: anyone who reaches the "
@@ -215,12 +227,28 @@ def serve(config: ServeConfig) -> int:
     except (OSError, StartError) as exc:
         print(f"cesar: {exc}", file=sys.stderr)
         return 2
-    code = _run(config, clients, server, port, credentials is not None)
+    code = _run(config, clients, server, port, credentials is not None, placement.shards)
     lock.close()
     return code
 
 
-def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, tls: bool) -> int:
+def _placement(config: ServeConfig) -> Placement:
+    """Where the child shards and the front run (``--shard-cpus``); nothing pinned without it."""
+    if config.shard_cpus is None:
+        return Placement((), frozenset())
+    if config.shard_addresses:
+        raise PlacementError("shards on their own run where they are started (cesar shard --cpus)")
+    return place(config.shard_cpus, config.shards, allowed())
+
+
+def _run(
+    config: ServeConfig,
+    clients: Clients,
+    server: grpc.Server,
+    port: int,
+    tls: bool,
+    shard_cpus: Sequence[int],
+) -> int:
     stop = Stopping().install(signal.SIGTERM, signal.SIGINT)
     status = {"code": 0}
 
@@ -252,6 +280,7 @@ def _run(config: ServeConfig, clients: Clients, server: grpc.Server, port: int, 
             _remote(config),
             config.shard_metrics_port,
             config.plan_costs,
+            shard_cpus,
         )
     except (OSError, ShardFailure) as exc:
         print(f"cesar: {exc}", file=sys.stderr)

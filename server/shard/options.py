@@ -58,6 +58,11 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-host",
         help="the address --metrics-port binds to (default: --listen's host, or 127.0.0.1)",
     )
+    parser.add_argument(
+        "--cpus",
+        metavar="LIST",
+        help="run on these CPUs only, e.g. 3 or 2-3 (as taskset -c; default: where started)",
+    )
     parser.add_argument("--log-level", default="INFO")
 
 

@@ -151,8 +151,11 @@ class ShardPool:
         remote: RemoteShards | None = None,
         metrics_port: int | None = None,
         costs: PlanCosts | None = None,
+        cpus: Sequence[int] = (),
     ) -> None:
         self.count = len(remote.addresses) if remote is not None else count
+        self.cpus = cpus
+        """Child shard ``i`` runs on CPU ``cpus[i]`` (empty: where the front runs)."""
         self.metrics_port = metrics_port
         """Children's metrics: shard ``i`` on ``metrics_port + i`` (0: any; None: none)."""
         self.data_dir = data_dir
@@ -252,6 +255,7 @@ class ShardPool:
                 "--log-level",
                 log_level,
                 *shard_args,
+                *(("--cpus", str(self.cpus[index])) if self.cpus else ()),
                 *(
                     ()
                     if self.data_dir is None

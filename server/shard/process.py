@@ -34,6 +34,7 @@ from cesar.server.engine.engine import EngineOptions
 from cesar.server.engine.planned import PlanCosts
 from cesar.server.host.calibrate import calibrate, given
 from cesar.server.host.collector import tune_collector
+from cesar.server.host.cpus import parse_cpus, pin
 from cesar.server.host.logs import configure_logging
 from cesar.server.host.metrics import serve_metrics
 from cesar.server.host.tls import server_credentials
@@ -68,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     tune_collector()
     standalone = args.listen is not None
     try:
+        if args.cpus is not None:  # before any thread starts: they all inherit it
+            pin(parse_cpus(args.cpus))
+            log.info("pinned", extra={"cpus": args.cpus})
         secret = _secret(args)
         credentials = server_credentials(args.tls_cert, args.tls_key) if standalone else None
         if standalone and args.data_dir is None:
