@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -226,19 +227,30 @@ def end_to_end(
     rate: float,
     tmp: Path,
     per_trigger: int,
-    server_args: Sequence[str] = (),
+    pinned: frozenset[int] | None = None,
 ) -> dict[str, Any]:
     """Part 2 for one shard count: throughput (all at once), then latency (paced).
 
     ``alerts``: ``cesar run``'s alerts before the newest epoch, and in all; ``per_trigger``:
-    the most files the feed takes in one micro-batch; ``server_args``: more ``cesar serve``
-    options.
+    the most files the feed takes in one micro-batch; ``pinned``: the CPUs the server places
+    its shards and front on (``--shard-cpus auto``) while this process and its Spark keep to
+    the others (None: nothing pinned).
     """
     expected, total = alerts
     result: dict[str, Any] = {"shards": shards}
     files = json_files(events, min(FILE_ROWS, len(events) // 10))
     half = len(files) // 2
-    server = Server(tmp / "data", *UNCAPPED, *server_args, shards=shards).start()
+    server = Server(tmp / "data", *UNCAPPED, shards=shards)
+    if pinned is None:
+        server.start()
+    else:  # a child starts on the CPUs of the thread starting it: give it all, then take back
+        mine = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, pinned)
+        try:
+            server.args += ["--shard-cpus", "auto"]
+            server.start()
+        finally:
+            os.sched_setaffinity(0, mine)
     try:
         _, _, ids = subscribe_all(server, texts)
         listener = Listener(server, ids)
@@ -346,14 +358,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
-    server_args: tuple[str, ...] = ()
-    if args.pin:
+    pinned = allowed() if args.pin else None
+    if pinned is not None:
         try:
-            rest = place("auto", max(args.shards), allowed()).rest
+            rest = place("auto", max(args.shards), pinned).rest
         except PlacementError as exc:
             parser.error(f"--pin: {exc}")
         pin(rest)  # before Spark's JVM starts: it and its Python workers inherit it
-        server_args = ("--shard-cpus", "auto")
     rate = 1000.0 if args.smoke else args.rate
     texts, events = workload(args)
     program = Workload.build([parse_stream_spec(STOCK)], texts)
@@ -391,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rate,
                         Path(scratch) / f"s{shards}",
                         args.files_per_trigger,
-                        server_args,
+                        pinned,
                     )
                 )
             summary["end_to_end"] = runs
