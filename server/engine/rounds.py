@@ -40,6 +40,9 @@ from cesar.server.engine.work import Work
 _EMPTY: Mapping[str, Value] = {}
 Fired = tuple[Event, Mapping[str, Value], int, float]
 """What an edge fires with: the event, its attributes, its own DUR and the root epoch."""
+Record = tuple[CompiledEdge, EngineInstance, int, Fired]
+"""A REBIND that keeps its instance's end, held to the round's end: the edge, the instance, the
+slots it moves and what it fires with."""
 
 
 class Rounds:
@@ -130,8 +133,7 @@ class Rounds:
         program = self.program
         # A REBIND that keeps the instance's end records, it takes no event: once per
         # instance and edge in a round, for every slot any event moved.
-        records: dict[tuple[EngineInstance, int], tuple[CompiledEdge, EngineInstance, int, Fired]]
-        records = {}
+        records: dict[tuple[EngineInstance, int], Record] = {}
         taken: dict[EngineInstance, int] = {}  # per instance, the slots a REBIND took an event for
         joining = program.dag.joining
         spaces = program.dag.nodes

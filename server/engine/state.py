@@ -427,14 +427,14 @@ class EngineState:
                 del self.waiting[waiting.group]
 
     def _leave(self, group: Group, instance: EngineInstance) -> None:
-        filed = self.by_group.get(group)
-        if filed is not None and instance in filed:
-            del filed[instance]
+        filed = self.by_group.get(group)  # a file is never empty: one left empty goes
+        if filed is not None:
+            filed.pop(instance, None)
             if not filed:
                 del self.by_group[group]
         steps = self.stepped.get(group)
-        if steps is not None and instance in steps.files:
-            del steps.files[instance]
+        if steps is not None:
+            steps.files.pop(instance, None)
             if not steps.files:
                 del self.stepped[group]
 
