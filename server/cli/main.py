@@ -437,7 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.set_defaults(handler=cmd_explain)
     serve = sub.add_parser("serve", help="run the server: a front and its shard processes")
-    from cesar.server.cli.remote import add_remote_commands, add_serve_arguments
+    from cesar.server.cli.remote import add_remote_commands
+    from cesar.server.cli.serve import add_serve_arguments
 
     add_serve_arguments(serve)
     shard = sub.add_parser(
