@@ -20,6 +20,7 @@ import zoneinfo
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import repeat
 
 Value = int | float | str | bool
 INT_MIN = -(2**63)
@@ -486,7 +487,25 @@ def events_of_columns(
     >>> events_of_columns(["S", "T"], [1, 2], [1, 3], {"S": [("v", [7, None])]})
     [Event(stream='S', t0=1, t1=1, values=(('v', 7),)), Event(stream='T', t0=2, t1=3, values=())]
     """
+    new = Event.__new__
+    set_stream, set_t0, set_t1, set_values = _SET_FIELDS
     out: list[Event] = []
+    if streams and streams.count(streams[0]) == len(streams):
+        # one stream (a lane table of quotes, usually): each row's pairs zipped in C
+        stream = streams[0]
+        mine = columns.get(stream, [])
+        pairs = [zip(repeat(attr), column, strict=False) for attr, column in mine]
+        rows: Iterable[tuple[tuple[str, Value], ...]] = (
+            zip(*pairs, strict=True) if pairs else [()] * len(streams)
+        )
+        for t0, t1, values in zip(t0s, t1s, rows, strict=True):
+            event = new(Event)
+            set_stream(event, stream)
+            set_t0(event, t0)
+            set_t1(event, t1)
+            set_values(event, values)
+            out.append(event)
+        return out
     none: list[tuple[str, list[Value]]] = []
     for i in range(len(streams)):
         stream = streams[i]

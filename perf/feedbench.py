@@ -61,6 +61,7 @@ from cesar.perf.serverproc import QUERIES, STOCK, Server
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
 from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
+from cesar.server.host.collector import tune_collector
 from cesar.server.host.cpus import PlacementError, allowed, pin, place
 from cesar.server.wire.client import alerts, list_streams
 from cesar.server.wire.eventfile import drop_file, input_line, read_events
@@ -367,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pin(rest)  # before Spark's JVM starts: it and its Python workers inherit it
     rate = 1000.0 if args.smoke else args.rate
     texts, events = workload(args)
+    tune_collector()  # the in-process reference runs as ``cesar run`` does
     program = Workload.build([parse_stream_spec(STOCK)], texts)
     started = time.perf_counter()
     outputs = program.run(events, engine="engine")

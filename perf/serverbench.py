@@ -41,6 +41,7 @@ from cesar.automata.schema import Event, Value, parse_stream_spec
 from cesar.perf.report import machine
 from cesar.perf.serverproc import STOCK, Server
 from cesar.server.engine.workload import Workload
+from cesar.server.host.collector import tune_collector
 from cesar.server.wire.client import Connection, arrow_requests
 from cesar.v1 import cesar_pb2 as pb
 
@@ -114,8 +115,10 @@ class ServerRun:
 
 
 def in_process(texts: list[tuple[str, str]], events: list[Event]) -> dict[str, float]:
-    """The same queries and events on one engine in this process (``cesar run``'s path):
-    events/s of the run alone (compiling not counted) and its alerts."""
+    """The same queries and events on one engine in this process (``cesar run``'s path, the
+    collector tuned as there): events/s of the run alone (compiling not counted) and its
+    alerts."""
+    tune_collector()
     program = Workload.build([parse_stream_spec(STOCK)], texts)
     started = time.perf_counter()
     alerts = len(program.run(list(events), engine="engine"))

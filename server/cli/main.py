@@ -119,8 +119,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cesar.server.cli.ingest import read_event_file, skipped_report
     from cesar.server.cli.progress import progress_bar
     from cesar.server.engine.workload import WorkloadError
+    from cesar.server.host.collector import tune_collector
     from cesar.server.wire.eventfile import EventInputError, event_json
 
+    tune_collector()  # as the server's front and shards: a large, long-lived heap
     schemas = _stream_specs(args.stream)
     try:
         program = _compiled(args, schemas, automata=args.engine != "reference")

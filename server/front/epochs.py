@@ -437,12 +437,13 @@ def apply_requests(
         lanes.setdefault(item.lane, []).append(item)
     requests = [shard_pb2.ApplyRequest()]
     size = 0
+    tables: dict[tuple[int, ...], bytes] = {}
     for lane, items in lanes.items():
-        whole = _lane_message(lane, items)
+        whole = _lane_message(lane, items, tables)
         parts = [whole]
         if whole.ByteSize() > limit:  # rare: only then is each item's size estimated
             cut = _parts(items, limit)
-            parts = [_lane_message(lane, part) for part in cut]
+            parts = [_lane_message(lane, part, tables) for part in cut]
             for message, part, after in zip(parts, cut, cut[1:], strict=False):
                 message.continued = part[-1].t1 == after[0].t1
         for number, message in enumerate(parts):
@@ -455,12 +456,24 @@ def apply_requests(
     return [request for request in requests if request.lanes]
 
 
-def _lane_message(lane: str, items: list[Pending]) -> shard_pb2.LaneEvents:
-    """A lane's items as one Arrow table when all are rows of routed pieces, else as events."""
+def _lane_message(
+    lane: str, items: list[Pending], tables: dict[tuple[int, ...], bytes]
+) -> shard_pb2.LaneEvents:
+    """A lane's items as one Arrow table when all are rows of routed pieces, else as events.
+
+    ``tables`` holds the Arrow tables encoded for the request so far, by the blocks of rows
+    they hold: a lane whose rows are the same blocks as an earlier lane's (a key-partitioned
+    lane and a global one on one shard) is sent the same bytes without encoding them again,
+    and the shard decodes them once.
+    """
     message = shard_pb2.LaneEvents(lane=lane)
     rows = [item.event for item in items if isinstance(item.event, Rows)]
     if len(rows) == len(items):
-        message.arrow = encode_arrow(lane_table(rows))
+        blocks = tuple(map(id, rows))  # the blocks live as long as ``items`` does
+        data = tables.get(blocks)
+        if data is None:
+            data = tables[blocks] = encode_arrow(lane_table(rows))
+        message.arrow = data
     else:
         message.events.extend(to_event(e) for item in items for e in events_in(item.event))
     return message

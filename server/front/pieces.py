@@ -80,9 +80,10 @@ def events_in(item: Event | Rows) -> list[Event]:
 def blocks(table: pa.Table, routes: Routes) -> list[tuple[Rows, list[Destination]]]:
     """Each destination's rows of ``table`` (in (t1, arrival) order) cut into blocks of one
     stream and one ``t1`` (a run of the table's rows; of about :data:`BLOCK_BYTES` at most),
-    each with its destination, in the order of their first rows: the gate's arrivals for the
-    table.  The rows no destination takes come in blocks with none (their times still move
-    the gate's horizon and name the streams a watermark closes).
+    each with its destinations (those taking the same rows share blocks), in the order of their
+    first rows: the gate's arrivals for the table.  The rows no destination takes come in
+    blocks with none (their times still move the gate's horizon and name the streams a
+    watermark closes).
 
     O(rows) in numpy, O(blocks) in Python.
     """
@@ -100,7 +101,7 @@ def blocks(table: pa.Table, routes: Routes) -> list[tuple[Rows, list[Destination
         covered[positions] = True
     most = max(1, BLOCK_BYTES * table.num_rows // max(1, int(table.nbytes)))
     found: list[tuple[int, list[Destination], Rows]] = []
-    for destination, positions in [*routes.items(), (None, np.flatnonzero(~covered))]:
+    for pairs, positions in [*_alike(routes), ([], np.flatnonzero(~covered))]:
         if not len(positions):
             continue
         runs = run[positions]
@@ -109,13 +110,28 @@ def blocks(table: pa.Table, routes: Routes) -> list[tuple[Rows, list[Destination
             starts = np.concatenate(([0], cuts))
             place = np.arange(len(positions)) - np.repeat(starts, np.diff([*starts, len(runs)]))
             cuts = np.union1d(cuts, np.flatnonzero((place % most == 0) & (place > 0)))
-        pairs = [] if destination is None else [destination]
         for part in np.split(positions, cuts) if len(cuts) else (positions,):
             first = int(part[0])
             rows = Rows(names[codes[first]], int(t1s[first]), table, part)
             found.append((first, pairs, rows))
     found.sort(key=itemgetter(0))
     return [(rows, pairs) for _, pairs, rows in found]
+
+
+def _alike(routes: Routes) -> list[tuple[list[Destination], np.ndarray]]:
+    """The routes with the destinations that take the same rows together (a shard's
+    key-partitioned lane and its global lane, where every row goes to both), so that their
+    blocks are one :class:`Rows` each, encoded once for the shard.  O(destinations² + rows).
+    """
+    alike: list[tuple[list[Destination], np.ndarray]] = []
+    for destination, positions in routes.items():
+        for pairs, seen in alike:
+            if len(seen) == len(positions) and np.array_equal(seen, positions):
+                pairs.append(destination)
+                break
+        else:
+            alike.append(([destination], positions))
+    return alike
 
 
 def destinations(table: pa.Table, routing: RoutingTable, shard: int) -> Routes:

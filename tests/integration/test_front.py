@@ -249,6 +249,33 @@ def test_batches_routed_per_shard_keep_each_shard_s_own_epochs(tmp_path: Path) -
         shards.stop()
 
 
+def test_a_routed_piece_for_two_lanes_of_a_shard_is_decoded_there_once(tmp_path: Path) -> None:
+    """Every row of a routed piece goes to the shard's key-partitioned lane and to its global
+    lane: the front sends the rows' table once for both (the same blocks), the shard makes
+    each event once and both engines run it; alerts as ``cesar run``."""
+    client = Clients(Limits(10, 10_000, 2, 10)).anonymous
+    front, shards = started(tmp_path, 1)
+    try:
+        front.define_stream(client, STOCK)
+        queries = [
+            ("Rise", "Stock NEXT{$1.Name = $2.Name AND $2.Price > 1.004 * $1.Price} Stock"),
+            ("G", "FILTER{Name = 'AMZN'} Stock NEXT{$2.Name = 'TSLA'} Stock PUBLISH G"),
+        ]
+        subs = [front.subscribe(client, text, name).id for name, text in queries]
+        events = sample_events()
+        request = pb.PublishRequest(
+            arrow_events=_arrow_batch(events), shard=0, shards=1, watermark=events[-1].t1
+        )
+        assert front.publish(client, request).accepted == len(events)
+        counters = front.server_stats().shards[0].counters
+        assert counters["lanes"] == 2 and counters["events"] == 2 * len(events)
+        assert counters["events_decoded"] == len(events)
+        assert every_alert(front, client, subs) == normalized(expected_lines(queries, events))
+    finally:
+        front.close()
+        shards.stop()
+
+
 def test_routed_pieces_go_past_the_front_as_arrow_through_checkpoints_and_restarts(
     tmp_path: Path,
 ) -> None:

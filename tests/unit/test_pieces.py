@@ -99,6 +99,24 @@ def test_blocks_hold_one_stream_and_one_t1_each_in_the_table_s_order() -> None:
     assert blocks(table.slice(0, 0), {}) == []
 
 
+def test_destinations_taking_the_same_rows_share_their_blocks() -> None:
+    """A shard's key lane and global lane taking every row get one block each run of rows, with
+    both pairs (the front encodes it once for the shard, which decodes it once); a destination
+    taking other rows keeps blocks of its own."""
+    table = pa.table(
+        {"stream": ["S"] * 4, "t0": [1, 1, 2, 2], "t1": [1, 1, 2, 2], "S/k": ["a", "b", "c", "d"]}
+    )
+    every = np.arange(4)
+    routes = {(0, "k"): every, (1, "k"): np.array([1, 2]), (0, "global"): every.copy()}
+    got = [(r.positions.tolist(), pairs) for r, pairs in blocks(table, routes)]
+    assert got == [
+        ([0, 1], [(0, "k"), (0, "global")]),
+        ([1], [(1, "k")]),
+        ([2, 3], [(0, "k"), (0, "global")]),
+        ([2], [(1, "k")]),
+    ]
+
+
 def test_an_epoch_bigger_than_a_block_passes_in_several(monkeypatch) -> None:
     """A block holds about BLOCK_BYTES of rows at most, so an epoch's rows can still be cut
     into requests; the blocks keep the rows' order."""
