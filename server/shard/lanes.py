@@ -99,36 +99,39 @@ def emit(
     dropped, with one notice per episode (:meth:`Lane.settle`); how many were dropped.  A
     match shared by many subscriptions is written once, and each alert is its stream's field
     before those bytes (:class:`~cesar.server.wire.alertbytes.EventWriter`)."""
-    made: dict[str, int] = {}
-    sizes: dict[str, int] = {}
-    dropped: dict[str, int] = {}
+    tally: dict[str, list[int]] = {}  # per subscription: alerts made, bytes sent, dropped
     streams_of, writer = lane.streams, lane.writer
     for item in outputs:
         streams = item.streams() if isinstance(item, Match) else [item.stream]
         rest: bytes | None = None  # written once, when first sent
         for stream in streams:
             subscription = streams_of[stream]
-            count = made[subscription] = made.get(subscription, 0) + 1
-            if subscription in dropped:
-                dropped[subscription] += 1
+            counts = tally.get(subscription)
+            if counts is None:
+                counts = tally[subscription] = [0, 0, 0]
+            counts[0] += 1
+            if counts[2]:
+                counts[2] += 1
                 continue
             if rest is None:
                 rest = writer.rest(item.t0, item.t1, item.values)
-            data = writer.head(stream) + rest
-            total = sizes.get(subscription, 0) + len(data)
-            if (count_limit is not None and count > count_limit) or (
+            head = writer.head(stream)
+            total = counts[1] + len(head) + len(rest)
+            if (count_limit is not None and counts[0] > count_limit) or (
                 byte_limit is not None and total > byte_limit
             ):
-                dropped[subscription] = 1
+                counts[2] = 1
                 continue
-            sizes[subscription] = total
-            out.add(subscription, event_body(data))
-    for subscription in made:
-        if lane.settle(subscription, subscription in dropped):
+            counts[1] = total
+            out.add(subscription, event_body(head, rest))
+    dropped = 0
+    for subscription, (made, _, over) in tally.items():
+        dropped += over
+        if lane.settle(subscription, over > 0):
             notice = (
-                f"{made[subscription]} alerts in one epoch; only the first {count_limit} of "
+                f"{made} alerts in one epoch; only the first {count_limit} of "
                 f"each epoch, within {byte_limit} bytes, are sent (one notice until "
                 f"{CALM_EPOCHS} epochs of its alerts pass within the limits)"
             )
             out.add(subscription, notice_body(notice))
-    return sum(dropped.values())
+    return dropped

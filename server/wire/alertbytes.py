@@ -17,7 +17,7 @@ as they are. :func:`frames` walks a row's alerts and :func:`after` drops its
 first ones, for a stream resuming inside a row.
 
 >>> from cesar.v1 import cesar_pb2 as pb
->>> body = event_body(pb.Event(stream="Out", t0=1, t1=2).SerializeToString())
+>>> body = event_body(b"", pb.Event(stream="Out", t0=1, t1=2).SerializeToString())
 >>> row = framed(head("s1"), 7, body) + framed(head("s1"), 8, notice_body("too many"))
 >>> batch = pb.AlertBatch.FromString(row)
 >>> [(a.subscription, a.seq, a.event.t1, a.notice) for a in batch.alerts]
@@ -44,19 +44,30 @@ larger alert is a row of its own."""
 
 
 def varint(value: int) -> bytes:
-    """``value`` (≥ 0) as a protocol-buffers varint.
+    """``value`` (≥ 0) as a protocol-buffers varint; O(1) from a table below 2¹⁴ (every length
+    and most counts an alert carries).
 
-    >>> varint(1), varint(300)
-    (b'\\x01', b'\\xac\\x02')
+    >>> varint(1), varint(300), varint(1 << 20)
+    (b'\\x01', b'\\xac\\x02', b'\\x80\\x80@')
     """
-    if value < 0x80:
-        return bytes((value,))
+    if 0 <= value < SMALL_VARINTS:
+        return _VARINTS[value]
+    return _encoded(value)
+
+
+def _encoded(value: int) -> bytes:
+    """``value`` as a varint, byte by byte."""
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+SMALL_VARINTS = 1 << 14
+"""The values below this have their varints (one or two bytes) made once, at import."""
+_VARINTS = [_encoded(value) for value in range(SMALL_VARINTS)]
 
 
 HEADS = 4096
@@ -78,6 +89,7 @@ class EventWriter:
 
     def __init__(self) -> None:
         self._names: dict[str, bytes] = {}
+        self._strings: dict[str, bytes] = {}
 
     def head(self, name: str) -> bytes:
         """``name`` as a field 1: an event's ``stream`` field, or the key of an attribute's
@@ -92,12 +104,14 @@ class EventWriter:
     def rest(self, t0: int, t1: int, values: tuple[tuple[str, Value], ...]) -> bytes:
         """The fields after the stream: ``t0`` (2), ``t1`` (3), each attribute a map entry
         (4) of a name and a ``cesar.v1.Value``.  Zero times are left out, as protobuf does.
-        O(attributes)."""
+        O(attributes), joined once."""
         parts = []
         if t0:
-            parts.append(b"\x10" + _int64(t0))
+            parts.append(b"\x10")
+            parts.append(_int64(t0))
         if t1:
-            parts.append(b"\x18" + _int64(t1))
+            parts.append(b"\x18")
+            parts.append(_int64(t1))
         for name, value in values:
             key = self.head(name)
             if isinstance(value, bool):
@@ -107,9 +121,22 @@ class EventWriter:
             elif isinstance(value, float):
                 encoded = b"\x12\x09\x19" + _DOUBLE(value)
             else:
-                encoded = _field(b"\x12", _field(b"\n", value.encode()))
-            parts.append(_field(b'"', key + encoded))
+                encoded = self._string(value)
+            parts.append(b'"')
+            parts.append(varint(len(key) + len(encoded)))
+            parts.append(key)
+            parts.append(encoded)
         return b"".join(parts)
+
+    def _string(self, value: str) -> bytes:
+        """A string attribute's ``cesar.v1.Value``; the last :data:`HEADS` kept (names,
+        symbols and other repeated strings are written once).  O(1) once seen."""
+        encoded = self._strings.get(value)
+        if encoded is None:
+            if len(self._strings) >= HEADS:
+                self._strings.clear()
+            encoded = self._strings[value] = _field(b"\x12", _field(b"\n", value.encode()))
+        return encoded
 
 
 _DOUBLE = struct.Struct("<d").pack
@@ -120,9 +147,11 @@ def _int64(value: int) -> bytes:
     return varint(value if value >= 0 else value + (1 << 64))
 
 
-def event_body(event: bytes) -> bytes:
-    """An alert's body publishing the serialized ``cesar.v1.Event`` ``event`` (field 3)."""
-    return _field(b"\x1a", event)
+def event_body(head: bytes, rest: bytes) -> bytes:
+    """An alert's body publishing the serialized ``cesar.v1.Event`` ``head + rest`` (field 3):
+    its stream's field (:meth:`EventWriter.head`) and the rest (:meth:`EventWriter.rest`),
+    joined once."""
+    return b"".join((b"\x1a", varint(len(head) + len(rest)), head, rest))
 
 
 def notice_body(notice: str) -> bytes:
@@ -143,7 +172,9 @@ def shard_alerts(subscription: str, bodies: list[bytes]) -> bytes:
     """
     parts = [head(subscription)]
     for body in bodies:
-        parts.append(_field(b"\x12", body))
+        parts.append(b"\x12")
+        parts.append(varint(len(body)))
+        parts.append(body)
     return _field(b"\x12", b"".join(parts))
 
 
@@ -153,8 +184,11 @@ def head(subscription: str) -> bytes:
 
 
 def framed(subscription_head: bytes, seq: int, body: bytes) -> bytes:
-    """One alert, numbered ``seq``, as an element of ``AlertBatch.alerts``.  O(len(body))."""
-    return frame(subscription_head + b"\x10" + varint(seq) + body)
+    """One alert, numbered ``seq``, as an element of ``AlertBatch.alerts``.  O(len(body)),
+    joined once."""
+    number = varint(seq)
+    size = varint(len(subscription_head) + 1 + len(number) + len(body))
+    return b"".join((b"\n", size, subscription_head, b"\x10", number, body))
 
 
 def frame(alert: bytes) -> bytes:
@@ -164,7 +198,7 @@ def frame(alert: bytes) -> bytes:
 
 def _field(tag: bytes, data: bytes) -> bytes:
     """A length-delimited field: its ``tag`` byte, the length of ``data``, then ``data``."""
-    return tag + varint(len(data)) + data
+    return b"".join((tag, varint(len(data)), data))
 
 
 def frames(row: bytes) -> Iterator[bytes]:

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cesar.automata.schema import Event
-from cesar.server.wire.alertbytes import HEADS, EventWriter
+from cesar.server.wire.alertbytes import HEADS, SMALL_VARINTS, EventWriter, event_body, varint
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
 
@@ -29,15 +29,23 @@ events = st.builds(
 def test_a_written_event_reads_back_as_the_converted_one(stream: Event, more: list[Event]) -> None:
     writer = EventWriter()  # one writer for several events: its kept heads are reused
     for event in [stream, *more, stream]:
-        written = pb.Event.FromString(
-            writer.head(event.stream) + writer.rest(event.t0, event.t1, event.values)
-        )
-        assert written == to_event(event)
+        head, rest = writer.head(event.stream), writer.rest(event.t0, event.t1, event.values)
+        assert pb.Event.FromString(head + rest) == to_event(event)
+        alert = pb.Alert.FromString(event_body(head, rest))
+        assert alert.HasField("event") and alert.event == to_event(event)
 
 
-def test_the_kept_heads_are_bounded() -> None:
+def test_the_kept_heads_and_strings_are_bounded() -> None:
     writer = EventWriter()
     for n in range(3 * HEADS):
         head = writer.head(f"S{n}")
-        assert pb.Event.FromString(head + writer.rest(0, 1, ((f"a{n}", n),))).stream == f"S{n}"
-    assert len(writer._names) <= HEADS
+        event = pb.Event.FromString(head + writer.rest(0, 1, ((f"a{n}", n), ("b", f"v{n}"))))
+        assert (event.stream, event.attributes["b"].string_value) == (f"S{n}", f"v{n}")
+    assert len(writer._names) <= HEADS and len(writer._strings) <= HEADS
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(0, 2 * SMALL_VARINTS), st.integers(0, 2**64 - 1)))
+def test_a_varint_from_the_table_or_made_reads_back(value: int) -> None:
+    """The table of small varints and the byte-by-byte encoding agree with protobuf's."""
+    assert pb.Alert.FromString(b"\x10" + varint(value)).seq == value
