@@ -31,6 +31,7 @@ from types import ModuleType
 COMPILED: tuple[str, ...] = (
     "cesar.automata.arithmetic",
     "cesar.automata.evaluate",
+    "cesar.automata.making",
     "cesar.automata.schema",
     "cesar.automata.skipping",
     "cesar.index.ai",

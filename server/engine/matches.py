@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cesar.automata.schema import Event, Value, made_events
+from cesar.automata.making import made_events
+from cesar.automata.schema import Event, Value
 from cesar.index.masks import slots_of
 
 

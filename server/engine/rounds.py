@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping
 
 from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
-from cesar.automata.schema import Event, Value, made_events
+from cesar.automata.making import made_events
+from cesar.automata.schema import Event, Value
 from cesar.index.masks import slots_of
 from cesar.server.engine.edges import CompiledEdge
 from cesar.server.engine.installing import Installer

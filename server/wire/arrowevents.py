@@ -31,13 +31,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cesar.automata.making import events_of_columns
 from cesar.automata.schema import (
     NOT_AN_ATTRIBUTE,
     AttrType,
     Event,
     EventError,
     StreamSchema,
-    events_of_columns,
     validate_event,
 )
 
