@@ -121,17 +121,17 @@ def blocks(table: pa.Table, routes: Routes) -> list[tuple[Rows, list[Destination
 def _alike(routes: Routes) -> list[tuple[list[Destination], np.ndarray]]:
     """The routes with the destinations that take the same rows together (a shard's
     key-partitioned lane and its global lane, where every row goes to both), so that their
-    blocks are one :class:`Rows` each, encoded once for the shard.  O(destinations² + rows).
+    blocks are one :class:`Rows` each, encoded once for the shard.  O(destinations × rows).
     """
-    alike: list[tuple[list[Destination], np.ndarray]] = []
+    alike: dict[bytes, tuple[list[Destination], np.ndarray]] = {}
     for destination, positions in routes.items():
-        for pairs, seen in alike:
-            if len(seen) == len(positions) and np.array_equal(seen, positions):
-                pairs.append(destination)
-                break
+        key = positions.tobytes()
+        same = alike.get(key)
+        if same is None:
+            alike[key] = ([destination], positions)
         else:
-            alike.append(([destination], positions))
-    return alike
+            same[0].append(destination)
+    return list(alike.values())
 
 
 def destinations(table: pa.Table, routing: RoutingTable, shard: int) -> Routes:
