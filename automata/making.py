@@ -9,10 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import repeat
+from typing import Final
 
 from cesar.automata.schema import Event, Value
 
-_SET_FIELDS = tuple(getattr(Event, name).__set__ for name in ("stream", "t0", "t1", "values"))
+_SET_FIELDS: Final = tuple(
+    getattr(Event, name).__set__ for name in ("stream", "t0", "t1", "values")
+)
+
+
+def _made(stream: str, t0: int, t1: int, values: tuple[tuple[str, Value], ...]) -> Event:
+    """``Event(stream, t0, t1, values)``, its fields set through their descriptors."""
+    set_stream, set_t0, set_t1, set_values = _SET_FIELDS
+    event = Event.__new__(Event)
+    set_stream(event, stream)
+    set_t0(event, t0)
+    set_t1(event, t1)
+    set_values(event, values)
+    return event
 
 
 def made_events(
@@ -26,17 +40,7 @@ def made_events(
     >>> made_events(["S"], 1, 2, (("a", 1),)) == [Event("S", 1, 2, (("a", 1),))]
     True
     """
-    new = Event.__new__
-    set_stream, set_t0, set_t1, set_values = _SET_FIELDS
-    made = []
-    for stream in streams:
-        event = new(Event)
-        set_stream(event, stream)
-        set_t0(event, t0)
-        set_t1(event, t1)
-        set_values(event, values)
-        made.append(event)
-    return made
+    return [_made(stream, t0, t1, values) for stream in streams]
 
 
 def events_of_columns(
@@ -49,14 +53,11 @@ def events_of_columns(
     ``t0s[i]`` to ``t1s[i]`` with, for each (attribute, column) of its stream in
     ``columns`` (by attribute name, sorted), ``column[i]``.  O(rows × attributes of the
     row's stream); rows of one stream (a lane table of quotes, usually) have their pairs
-    zipped in C: 0.73 µs an event of three attributes, against 1.07 row by row.
+    zipped in C: about 0.8 µs an event of three attributes, against 1.07 row by row.
 
     >>> events_of_columns(["S", "T"], [1, 2], [1, 3], {"S": [("v", [7, None])]})
     [Event(stream='S', t0=1, t1=1, values=(('v', 7),)), Event(stream='T', t0=2, t1=3, values=())]
     """
-    new = Event.__new__
-    set_stream, set_t0, set_t1, set_values = _SET_FIELDS
-    out: list[Event] = []
     if streams and streams.count(streams[0]) == len(streams):
         stream = streams[0]
         pairs = [
@@ -65,14 +66,10 @@ def events_of_columns(
         rows: Iterable[tuple[tuple[str, Value], ...]] = (
             zip(*pairs, strict=True) if pairs else [()] * len(streams)
         )
-        for t0, t1, values in zip(t0s, t1s, rows, strict=True):
-            event = new(Event)
-            set_stream(event, stream)
-            set_t0(event, t0)
-            set_t1(event, t1)
-            set_values(event, values)
-            out.append(event)
-        return out
+        return [
+            _made(stream, t0, t1, values) for t0, t1, values in zip(t0s, t1s, rows, strict=True)
+        ]
+    out: list[Event] = []
     none: list[tuple[str, list[Value]]] = []
     for i in range(len(streams)):
         stream = streams[i]

@@ -96,9 +96,7 @@ class EventWriter:
         map entry (the same bytes).  O(1) once seen."""
         head = self._names.get(name)
         if head is None:
-            if len(self._names) >= HEADS:
-                self._names.clear()
-            head = self._names[name] = _field(b"\n", name.encode())
+            head = _keep(self._names, name, _field(b"\n", name.encode()))
         return head
 
     def rest(self, t0: int, t1: int, values: tuple[tuple[str, Value], ...]) -> bytes:
@@ -133,10 +131,16 @@ class EventWriter:
         symbols and other repeated strings are written once).  O(1) once seen."""
         encoded = self._strings.get(value)
         if encoded is None:
-            if len(self._strings) >= HEADS:
-                self._strings.clear()
-            encoded = self._strings[value] = _field(b"\x12", _field(b"\n", value.encode()))
+            encoded = _keep(self._strings, value, _field(b"\x12", _field(b"\n", value.encode())))
         return encoded
+
+
+def _keep(kept: dict[str, bytes], text: str, encoded: bytes) -> bytes:
+    """``encoded`` kept as ``text``'s in ``kept``, which starts over at :data:`HEADS`."""
+    if len(kept) >= HEADS:
+        kept.clear()
+    kept[text] = encoded
+    return encoded
 
 
 _DOUBLE = struct.Struct("<d").pack
