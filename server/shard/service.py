@@ -12,12 +12,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
 
 from cesar.server.host.metrics import Histogram
 from cesar.server.host.snapshots import SnapshotError
+from cesar.server.shard.ordering import CallOrder, OutOfOrder, Stamp
 from cesar.server.shard.state import ShardState
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
@@ -25,25 +27,49 @@ log = logging.getLogger("cesar.shard")
 
 
 class ShardServicer(shard_pb2_grpc.ShardServicer):
-    """The internal service.  The front serializes its calls; the lock keeps out any other.
+    """The internal service.  The front's calls take their turns in the order it sent them
+    (:class:`~cesar.server.shard.ordering.CallOrder`); the lock keeps out any other.
 
     A shard takes work only once loaded (a Load since it started): a shard that
-    restarted behind the front's back answers FAILED_PRECONDITION instead of
-    applying epochs to lanes it no longer has, and the front reloads it.
+    restarted behind the front's back answers FAILED_PRECONDITION at once, before
+    waiting for a turn, instead of applying epochs to lanes it no longer has, and
+    the front reloads it.
     """
 
     def __init__(self, index: int, state: ShardState) -> None:
         self.index = index
         self.state = state
         self.lock = threading.Lock()
+        self.order = CallOrder()
         self.loaded = False
         self.apply_seconds = Histogram()
         """Wall seconds of each Apply, from its arrival (lock wait included) to its alerts."""
 
     def counters(self) -> dict[str, int]:
-        """The state's counters, read under the lock."""
+        """The state's counters, read under the lock, and the calls that found the one ahead
+        of them unfinished (``calls_waited``)."""
         with self.lock:
-            return self.state.counters()
+            return {**self.state.counters(), "calls_waited": self.order.waited}
+
+    @contextmanager
+    def _turn(self, context: grpc.ServicerContext, loaded: bool = True) -> Iterator[None]:
+        """The call's turn in the front's order, then the lock; a call that needs the shard
+        ``loaded`` is refused at once if it is not."""
+        if loaded:
+            self._check_loaded(context)
+        try:
+            stamp = Stamp.of(context.invocation_metadata() or ())
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        try:
+            self.order.wait(stamp)
+        except OutOfOrder as exc:
+            context.abort(grpc.StatusCode.ABORTED, f"out of order: {exc}")
+        try:
+            with self.lock:
+                yield
+        finally:
+            self.order.finish(stamp)
 
     def _check_loaded(self, context: grpc.ServicerContext) -> None:
         if not self.loaded:
@@ -55,8 +81,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Install(
         self, request: shard_pb2.InstallBatch, context: grpc.ServicerContext
     ) -> shard_pb2.InstallResponse:
-        with self.lock:
-            self._check_loaded(context)
+        with self._turn(context):
             for install in request.subscriptions:
                 try:
                     self.state.install(install)
@@ -67,8 +92,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Remove(
         self, request: shard_pb2.RemoveRequest, context: grpc.ServicerContext
     ) -> shard_pb2.RemoveResponse:
-        with self.lock:
-            self._check_loaded(context)
+        with self._turn(context):
             if request.subscription not in self.state.output:
                 context.abort(
                     grpc.StatusCode.NOT_FOUND, f"no subscription {request.subscription} here"
@@ -80,8 +104,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.ApplyRequest, context: grpc.ServicerContext
     ) -> Iterator[bytes]:
         started = time.perf_counter()
-        with self.lock:
-            self._check_loaded(context)
+        with self._turn(context):
             responses = self.state.apply(request)
         self.apply_seconds.observe(time.perf_counter() - started)
         yield from responses
@@ -89,16 +112,16 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Stats(
         self, request: cesar_pb2.StatsRequest, context: grpc.ServicerContext
     ) -> cesar_pb2.ShardStats:
-        with self.lock:
+        with self._turn(context, loaded=False):
             plans = self.state.plans()
-        return cesar_pb2.ShardStats(shard=self.index, counters=self.counters(), plans=plans)
+            counters = {**self.state.counters(), "calls_waited": self.order.waited}
+        return cesar_pb2.ShardStats(shard=self.index, counters=counters, plans=plans)
 
     def Snapshot(
         self, request: shard_pb2.SnapshotRequest, context: grpc.ServicerContext
     ) -> shard_pb2.SnapshotResponse:
         started = time.monotonic()
-        with self.lock:
-            self._check_loaded(context)
+        with self._turn(context):
             try:
                 size = self.state.snapshot(request.position, set(request.keep))
             except (OSError, SnapshotError) as exc:
@@ -110,7 +133,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Load(
         self, request: shard_pb2.LoadRequest, context: grpc.ServicerContext
     ) -> shard_pb2.LoadResponse:
-        with self.lock:
+        with self._turn(context, loaded=False):
             self.loaded = True
             try:
                 self.state.load(
@@ -126,14 +149,13 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Resume(
         self, request: shard_pb2.ResumeRequest, context: grpc.ServicerContext
     ) -> shard_pb2.ResumeResponse:
-        with self.lock:
-            self._check_loaded(context)
+        with self._turn(context):
             return shard_pb2.ResumeResponse(instances=self.state.resume())
 
     def Place(
         self, request: shard_pb2.PlaceRequest, context: grpc.ServicerContext
     ) -> shard_pb2.PlaceResponse:
-        with self.lock:
+        with self._turn(context, loaded=False):
             return self.state.place_of(request.subscription)
 
 
