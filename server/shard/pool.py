@@ -14,12 +14,11 @@ exits when it closes, i.e. when the front is gone); the shard prints ``ready <po
 Calls that go to several shards are issued together and awaited in shard order,
 so results are deterministic.
 
-Calls to one shard go through its own sender thread, which numbers them, so each
-shard runs its calls in the order they were made, whatever thread made them
-and whether or not the caller waits; up to :data:`CALLS_AHEAD` are on their way
-at once, so a shard finds its next Apply waiting when it ends one.  An install is
-not awaited: the front has stored the subscriptions, and the shards build them
-while it compiles the next batch (an install's failure surfaces at the next call that checks it).
+Calls to one shard go through its own sender thread, one at a time, so each
+shard sees its calls in the order they were made, whatever thread made them
+and whether or not the caller waits.  An install is not awaited: the front
+has stored the subscriptions, and the shards build them while it compiles the
+next batch (an install's failure surfaces at the next call that checks it).
 :meth:`ShardPool.apply_later` sends epochs without waiting, so the front can
 take the next batch while the shards apply this one.
 """
@@ -43,7 +42,6 @@ import grpc
 
 from cesar.server.engine.planned import PlanCosts
 from cesar.server.host.calibrate import calibrate
-from cesar.server.shard.ordering import ORDER_HEADER
 from cesar.server.wire.transport import GRPC_OPTIONS
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
@@ -52,10 +50,6 @@ log = logging.getLogger("cesar.front")
 
 STREAMING = frozenset({"Apply"})
 """Shard methods that stream their answer."""
-
-CALLS_AHEAD = 2
-"""Calls on their way to one shard at once: the one it runs and the next, which it starts
-when that ends without waiting a round trip through the front."""
 
 
 _STATS = cesar_pb2.StatsRequest()
@@ -175,16 +169,6 @@ class ShardPool:
         self.senders = [
             ThreadPoolExecutor(1, thread_name_prefix=f"shard-{i}") for i in range(self.count)
         ]
-        self.readers = [
-            ThreadPoolExecutor(1, thread_name_prefix=f"shard-{i}-reader") for i in range(self.count)
-        ]
-        """Per shard, the thread that reads its streaming answers, in the order sent."""
-        self.ahead = [threading.Semaphore(CALLS_AHEAD) for _ in range(self.count)]
-        """Per shard, the calls that may still be started before one ends."""
-        self.sessions = [secrets.token_hex(8) for _ in range(self.count)]
-        """Per shard, the session its calls are numbered in (new when it is reconnected)."""
-        self.numbers = [0] * self.count
-        """Per shard, the number of the last call started in its session."""
         self.failed: str | None = None
         """The first failed call since the shards were (re)loaded: their state is unknown."""
         self.in_flight = [0] * self.count
@@ -257,15 +241,7 @@ class ShardPool:
             except grpc.FutureTimeoutError:
                 missing.append(index)
         self.pending = [[] for _ in range(self.count)]
-        for index, sender in enumerate(self.senders):  # after the calls queued before it
-            sender.submit(self._new_session, index)
         return missing
-
-    def _new_session(self, index: int) -> None:
-        """Number shard ``index``'s later calls from 1 in a new session (its sender thread):
-        a restarted shard begins with the session's first call."""
-        self.sessions[index] = secrets.token_hex(8)
-        self.numbers[index] = 0
 
     def _spawn(self, index: int, shard_args: Sequence[str], log_level: str) -> None:
         """Start shard ``index``'s process and hand it its secret (:meth:`_reach` waits)."""
@@ -332,51 +308,15 @@ class ShardPool:
         return results
 
     def _send(self, index: int, method: str, request: Any) -> Future[Any]:
-        """Queue a call to shard ``index``: its sender thread numbers and starts the calls in
-        the order queued, up to :data:`CALLS_AHEAD` on their way at once, and the shard runs
-        them in that order (:mod:`~cesar.server.shard.ordering`).  A streaming call's result
-        is the list of its messages."""
+        """Queue a call to shard ``index``; calls to one shard run one at a time, in order.
+        A streaming call's result is the list of its messages."""
+        call = getattr(self.stubs[index], method)
+        metadata = self.metadata[index]
         with self._flight:
             self.sent += 1
-        answer: Future[Any] = Future()
-        starting = self.senders[index].submit(self._start, index, method, request, answer)
-        starting.add_done_callback(lambda started: started.cancelled() and answer.cancel())
-        return answer
-
-    def _start(self, index: int, method: str, request: Any, answer: Future[Any]) -> None:
-        """Start one call (the sender thread of shard ``index``), once fewer than
-        :data:`CALLS_AHEAD` are on their way; ``answer`` gets its result when it ends."""
-        self.ahead[index].acquire()
-        self.numbers[index] += 1
-        stamp = (ORDER_HEADER, f"{self.sessions[index]}:{self.numbers[index]}")
-        call = getattr(self.stubs[index], method)
-        try:
-            if method in STREAMING:
-                messages = call(request, metadata=(*self.metadata[index], stamp))
-                self.readers[index].submit(self._read, index, messages, answer)
-            else:
-                started = call.future(request, metadata=(*self.metadata[index], stamp))
-                started.add_done_callback(functools.partial(self._ended, index, answer))
-        except BaseException as exc:
-            self.ahead[index].release()
-            answer.set_exception(exc)
-
-    def _read(self, index: int, messages: Iterable[Any], answer: Future[Any]) -> None:
-        """Collect a streaming call's messages (the reader thread of shard ``index``)."""
-        try:
-            answer.set_result(list(messages))
-        except BaseException as exc:
-            answer.set_exception(exc)
-        finally:
-            self.ahead[index].release()
-
-    def _ended(self, index: int, answer: Future[Any], call: grpc.Future) -> None:
-        """A unary call to shard ``index`` ended: its result (or error) to ``answer``."""
-        self.ahead[index].release()
-        try:
-            answer.set_result(call.result())
-        except BaseException as exc:
-            answer.set_exception(exc)
+        if method in STREAMING:
+            return self.senders[index].submit(lambda: list(call(request, metadata=metadata)))
+        return self.senders[index].submit(call, request, metadata=metadata)
 
     def _settle(self, targets: Iterable[int]) -> None:
         """Check the installs and removals sent to ``targets`` so far (waiting for them if
@@ -509,8 +449,8 @@ class ShardPool:
 
     def stop(self, grace: float = 10.0) -> None:
         """Close the pipes (shards exit), wait up to ``grace`` seconds, then kill stragglers."""
-        for executor in (*self.senders, *self.readers):
-            executor.shutdown(wait=False, cancel_futures=True)
+        for sender in self.senders:
+            sender.shutdown(wait=False, cancel_futures=True)
         for channel in self.channels:
             channel.close()
         for process in self.processes:

@@ -12,14 +12,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import grpc
 
 from cesar.server.host.metrics import Histogram
 from cesar.server.host.snapshots import SnapshotError
-from cesar.server.shard.ordering import CallOrder, OutOfOrder, Stamp
 from cesar.server.shard.state import ShardState
 from cesar.v1 import cesar_pb2, shard_pb2, shard_pb2_grpc
 
@@ -27,49 +25,25 @@ log = logging.getLogger("cesar.shard")
 
 
 class ShardServicer(shard_pb2_grpc.ShardServicer):
-    """The internal service.  The front's calls take their turns in the order it sent them
-    (:class:`~cesar.server.shard.ordering.CallOrder`); the lock keeps out any other.
+    """The internal service.  The front serializes its calls; the lock keeps out any other.
 
     A shard takes work only once loaded (a Load since it started): a shard that
-    restarted behind the front's back answers FAILED_PRECONDITION at once, before
-    waiting for a turn, instead of applying epochs to lanes it no longer has, and
-    the front reloads it.
+    restarted behind the front's back answers FAILED_PRECONDITION instead of
+    applying epochs to lanes it no longer has, and the front reloads it.
     """
 
     def __init__(self, index: int, state: ShardState) -> None:
         self.index = index
         self.state = state
         self.lock = threading.Lock()
-        self.order = CallOrder()
         self.loaded = False
         self.apply_seconds = Histogram()
         """Wall seconds of each Apply, from its arrival (lock wait included) to its alerts."""
 
     def counters(self) -> dict[str, int]:
-        """The state's counters, read under the lock, and the calls that found the one ahead
-        of them unfinished (``calls_waited``)."""
+        """The state's counters, read under the lock."""
         with self.lock:
-            return {**self.state.counters(), "calls_waited": self.order.waited}
-
-    @contextmanager
-    def _turn(self, context: grpc.ServicerContext, loaded: bool = True) -> Iterator[None]:
-        """The call's turn in the front's order, then the lock; a call that needs the shard
-        ``loaded`` is refused at once if it is not."""
-        if loaded:
-            self._check_loaded(context)
-        try:
-            stamp = Stamp.of(context.invocation_metadata() or ())
-        except ValueError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        try:
-            self.order.wait(stamp)
-        except OutOfOrder as exc:
-            context.abort(grpc.StatusCode.ABORTED, f"out of order: {exc}")
-        try:
-            with self.lock:
-                yield
-        finally:
-            self.order.finish(stamp)
+            return self.state.counters()
 
     def _check_loaded(self, context: grpc.ServicerContext) -> None:
         if not self.loaded:
@@ -81,7 +55,8 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Install(
         self, request: shard_pb2.InstallBatch, context: grpc.ServicerContext
     ) -> shard_pb2.InstallResponse:
-        with self._turn(context):
+        with self.lock:
+            self._check_loaded(context)
             for install in request.subscriptions:
                 try:
                     self.state.install(install)
@@ -92,7 +67,8 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Remove(
         self, request: shard_pb2.RemoveRequest, context: grpc.ServicerContext
     ) -> shard_pb2.RemoveResponse:
-        with self._turn(context):
+        with self.lock:
+            self._check_loaded(context)
             if request.subscription not in self.state.output:
                 context.abort(
                     grpc.StatusCode.NOT_FOUND, f"no subscription {request.subscription} here"
@@ -104,7 +80,8 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
         self, request: shard_pb2.ApplyRequest, context: grpc.ServicerContext
     ) -> Iterator[bytes]:
         started = time.perf_counter()
-        with self._turn(context):
+        with self.lock:
+            self._check_loaded(context)
             responses = self.state.apply(request)
         self.apply_seconds.observe(time.perf_counter() - started)
         yield from responses
@@ -112,16 +89,16 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Stats(
         self, request: cesar_pb2.StatsRequest, context: grpc.ServicerContext
     ) -> cesar_pb2.ShardStats:
-        with self._turn(context, loaded=False):
+        with self.lock:
             plans = self.state.plans()
-            counters = {**self.state.counters(), "calls_waited": self.order.waited}
-        return cesar_pb2.ShardStats(shard=self.index, counters=counters, plans=plans)
+        return cesar_pb2.ShardStats(shard=self.index, counters=self.counters(), plans=plans)
 
     def Snapshot(
         self, request: shard_pb2.SnapshotRequest, context: grpc.ServicerContext
     ) -> shard_pb2.SnapshotResponse:
         started = time.monotonic()
-        with self._turn(context):
+        with self.lock:
+            self._check_loaded(context)
             try:
                 size = self.state.snapshot(request.position, set(request.keep))
             except (OSError, SnapshotError) as exc:
@@ -133,7 +110,7 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Load(
         self, request: shard_pb2.LoadRequest, context: grpc.ServicerContext
     ) -> shard_pb2.LoadResponse:
-        with self._turn(context, loaded=False):
+        with self.lock:
             self.loaded = True
             try:
                 self.state.load(
@@ -149,13 +126,14 @@ class ShardServicer(shard_pb2_grpc.ShardServicer):
     def Resume(
         self, request: shard_pb2.ResumeRequest, context: grpc.ServicerContext
     ) -> shard_pb2.ResumeResponse:
-        with self._turn(context):
+        with self.lock:
+            self._check_loaded(context)
             return shard_pb2.ResumeResponse(instances=self.state.resume())
 
     def Place(
         self, request: shard_pb2.PlaceRequest, context: grpc.ServicerContext
     ) -> shard_pb2.PlaceResponse:
-        with self._turn(context, loaded=False):
+        with self.lock:
             return self.state.place_of(request.subscription)
 
 
