@@ -48,7 +48,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--stream", action="append", default=[], metavar="SPEC", help="define if absent"
     )
     parser.add_argument(
-        "--retention", type=int, default=100_000, help="alerts kept per subscription"
+        "--retention", type=int, default=100_000, help="alerts kept per subscription (at least 1)"
     )
     parser.add_argument(
         "--max-subscriptions", type=int, default=limits.MAX_SUBSCRIPTIONS, help="per client"

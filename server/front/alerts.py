@@ -34,7 +34,7 @@ from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cesar.server.front.catalog import connect
+from cesar.server.front.catalog import LAST_SEQ, connect
 from cesar.server.front.errors import OutOfRange
 from cesar.server.wire import alertbytes
 from cesar.server.wire.alertbytes import ROW_ALERTS, ROW_BYTES
@@ -190,7 +190,7 @@ class Listeners:
             db.execute("BEGIN")
             cursor = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
             last = dict(
-                db.execute("SELECT id, last_seq FROM subscriptions WHERE owner = ?", (owner,))
+                db.execute(f"SELECT id, {LAST_SEQ} FROM subscriptions WHERE owner = ?", (owner,))
             )
             oldest = {
                 sub: db.execute(

@@ -30,8 +30,9 @@ Everything the server has acknowledged is here, so a server killed with
   opened) and written in every checkpoint and shard snapshot, so that another
   server's snapshots are refused.
 
-A published batch, its alerts and the subscriptions' seqs are written in one
-transaction, so an acknowledged batch is all there or not at all.  The
+A published batch and its alerts are written in one transaction, so an
+acknowledged batch is all there or not at all; a subscription's last seq is its
+newest alert row's (:data:`LAST_SEQ`), not a copy rewritten with every batch.  The
 connection runs with ``synchronous=NORMAL``: in WAL mode a commit survives a
 crash of the process (not of the machine's power).
 """
@@ -67,7 +68,6 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     shard INTEGER NOT NULL,
     created_ms INTEGER NOT NULL,
     position INTEGER NOT NULL,
-    last_seq INTEGER NOT NULL DEFAULT 0,
     algebra BLOB NOT NULL DEFAULT x'',
     idempotency_key TEXT NOT NULL DEFAULT ''
 );
@@ -115,6 +115,14 @@ _ALERTS = [
 """The alerts table: a row per subscription and batch, its alerts ``seq`` … ``last_seq``
 framed together (:mod:`cesar.server.wire.alertbytes`); ids AUTOINCREMENT, never handed out
 twice (see ``Catalog._alert_rows``)."""
+
+LAST_SEQ = (
+    "COALESCE((SELECT MAX(alerts.last_seq) FROM alerts "
+    "WHERE alerts.subscription = subscriptions.id), 0)"
+)
+"""A subscription's last seq, as SQL over ``subscriptions``: its newest alert row's, O(log n)
+by ``alerts_by_subscription`` (a subscription keeps the rows of its last ``retention`` ≥ 1
+alerts, so its newest row always), 0 before its first alert."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,10 @@ class Catalog:
     """
 
     def __init__(self, path: Path, retention: int) -> None:
+        if retention < 1:
+            raise ValueError(
+                f"retention must be at least 1 (the newest alert holds a seq): {retention}"
+            )
         self.path = path
         self.retention = retention
         if path.exists() and path.stat().st_size == 0:
@@ -193,6 +205,7 @@ class Catalog:
             self._alert_rows()
             self._keep_subscribe_keys()
             self._keep_batch_owners()
+            self._seqs_from_alerts()
             self.identity = self._identity()
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
@@ -252,6 +265,15 @@ class Catalog:
             with _transaction(self.db):
                 self.db.execute("ALTER TABLE batches ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
+    def _seqs_from_alerts(self) -> None:
+        """Drop the copy of each subscription's last seq that a catalog made before
+        2026-12-01 kept in ``subscriptions`` (rewritten for every subscription a batch
+        alerted: a third of the committer's time): the newest alert row holds it."""
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(subscriptions)")}
+        if "last_seq" in columns:
+            with _transaction(self.db):
+                self.db.execute("ALTER TABLE subscriptions DROP COLUMN last_seq")
+
     def _identity(self) -> int:
         """The server's identity (module docstring), made at the first open."""
         row = self.db.execute("SELECT value FROM marks WHERE name = 'server'").fetchone()
@@ -306,7 +328,7 @@ class Catalog:
         """Every live subscription, oldest first."""
         rows = self.db.execute(
             "SELECT id, owner, query, name, stream, output_spec, key_attribute, shard, "
-            "created_ms, position, last_seq, algebra, idempotency_key FROM subscriptions "
+            f"created_ms, position, {LAST_SEQ}, algebra, idempotency_key FROM subscriptions "
             "ORDER BY number"
         )
         return [SubscriptionRow(*row) for row in rows]
@@ -337,8 +359,8 @@ class Catalog:
             )
             self.db.executemany(
                 "INSERT INTO subscriptions (id, owner, query, name, stream, output_spec, "
-                "key_attribute, shard, created_ms, position, last_seq, algebra, idempotency_key) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "key_attribute, shard, created_ms, position, algebra, idempotency_key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         row.id,
@@ -351,7 +373,6 @@ class Catalog:
                         row.shard,
                         row.created_ms,
                         row.position,
-                        row.last_seq,
                         row.algebra,
                         row.idempotency_key,
                     )
@@ -456,8 +477,8 @@ class Catalog:
         last_seq: dict[str, int],
     ) -> None:
         """Log ``owner``'s batch with its rows of alerts ``(subscription, first seq, last seq,
-        owner, framed alerts)``, atomically; each subscription keeps the rows holding its last
-        ``retention`` alerts."""
+        owner, framed alerts)``, atomically; each subscription of ``last_seq`` (its new last
+        seq) keeps the rows holding its last ``retention`` alerts."""
         with _transaction(self.db):
             self.db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?, ?)",
@@ -468,10 +489,6 @@ class Catalog:
                     "INSERT INTO alerts (subscription, seq, last_seq, owner, payload) "
                     "VALUES (?, ?, ?, ?, ?)",
                     alerts,
-                )
-                self.db.executemany(
-                    "UPDATE subscriptions SET last_seq = ? WHERE id = ?",
-                    [(seq, sub) for sub, seq in last_seq.items()],
                 )
                 self.db.executemany(
                     "DELETE FROM alerts WHERE subscription = ? AND last_seq <= ?",

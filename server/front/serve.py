@@ -196,6 +196,9 @@ def serve(config: ServeConfig) -> int:
     if config.snapshots.keep < 1:
         print("cesar: --snapshots-kept must be at least 1", file=sys.stderr)
         return 2
+    if config.retention < 1:
+        print("cesar: --retention must be at least 1", file=sys.stderr)
+        return 2
     try:
         placement = _placement(config)
     except PlacementError as exc:
@@ -436,7 +439,7 @@ def repair_log(data_dir: Path, stream: str, after: str) -> int:
         return 2
     try:
         lock = lock_data_dir(data_dir, "cesar repair-log")
-        catalog = Catalog(path, retention=0)
+        catalog = Catalog(path, retention=1)  # rewrites the log: no alert is stored
     except (OSError, StartError, CatalogError) as exc:
         print(f"cesar: {exc}", file=sys.stderr)
         return 2

@@ -293,6 +293,14 @@ def _start_fails(server: Server) -> str:
     return process.stderr
 
 
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_a_retention_below_one_alert_is_refused_at_start(tmp_path: Path, value: str) -> None:
+    """A subscription's last seq is its newest stored alert's: a retention of none is refused
+    rather than numbering alerts from 1 again after a restart."""
+    stderr = _start_fails(Server(tmp_path / "data", "--retention", value))
+    assert "--retention must be at least 1" in stderr
+
+
 def test_restart_after_compaction_resumes_listen_and_skips_a_damaged_snapshot(
     tmp_path: Path,
 ) -> None:

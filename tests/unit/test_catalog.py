@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from cesar.server.front.catalog import Catalog
+from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
 from cesar.v1 import cesar_pb2 as pb
+
+
+def _row(sub: str) -> SubscriptionRow:
+    """A subscription row of ``sub``, publishing ``S<n>``."""
+    name = "S" + sub[1:]
+    return SubscriptionRow(sub, "o", "Stock", name, name, f"{name}(x:int)", "", 0, 0, 0, 0)
+
+
+def _stream(name: str, sub: str) -> StreamRow:
+    return StreamRow(name, f"{name}(x:int)", "o", sub)
 
 
 def _alert_ids(path: Path) -> list[int]:
@@ -113,3 +123,52 @@ def test_a_log_from_before_owners_gets_their_column_and_reads_back_as_nobodys(
     catalog.commit_batch(2, "k", 1, b"\x02", "alice", [], {})
     assert list(catalog.batches()) == [(1, b"\x01", ""), (2, b"\x02", "alice")]
     catalog.close()
+
+
+def test_a_subscriptions_last_seq_is_its_newest_alert_rows_through_pruning(
+    tmp_path: Path,
+) -> None:
+    """No batch rewrites a subscription's row: its last seq is read from its newest alert row,
+    which pruning to the last ``retention`` alerts always keeps."""
+    path = tmp_path / "c.sqlite"
+    catalog = Catalog(path, retention=2)
+    catalog.add_subscriptions(
+        [(_row("s1"), _stream("S1", "s1")), (_row("s2"), _stream("S2", "s2"))]
+    )
+    for number in range(1, 6):
+        catalog.commit_batch(
+            number, None, 1, b"", "o", [("s1", number, number, "o", b"x")], {"s1": number}
+        )
+    catalog.close()
+    catalog = Catalog(path, retention=2)
+    assert [(row.id, row.last_seq) for row in catalog.subscriptions()] == [("s1", 5), ("s2", 0)]
+    catalog.close()
+    db = sqlite3.connect(path)
+    assert [r[0] for r in db.execute("SELECT last_seq FROM alerts ORDER BY id")] == [4, 5]
+    db.close()
+
+
+def test_a_catalog_that_kept_last_seqs_in_its_subscriptions_drops_the_copy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.sqlite"
+    catalog = Catalog(path, retention=10)
+    catalog.add_subscriptions([(_row("s1"), _stream("S1", "s1"))])
+    catalog.commit_batch(1, None, 1, b"", "o", [("s1", 1, 3, "o", b"xyz")], {"s1": 3})
+    catalog.close()
+    db = sqlite3.connect(path)  # as a catalog made before 2026-12-01 had it
+    db.execute("ALTER TABLE subscriptions ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0")
+    db.execute("UPDATE subscriptions SET last_seq = 3")
+    db.commit()
+    db.close()
+    catalog = Catalog(path, retention=10)
+    assert [(row.id, row.last_seq) for row in catalog.subscriptions()] == [("s1", 3)]
+    catalog.close()
+    db = sqlite3.connect(path)
+    assert "last_seq" not in {row[1] for row in db.execute("PRAGMA table_info(subscriptions)")}
+    db.close()
+
+
+def test_a_retention_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="retention must be at least 1"):
+        Catalog(tmp_path / "c.sqlite", retention=0)
