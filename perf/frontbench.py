@@ -20,7 +20,6 @@ Deterministic counters beside the times: events accepted, alerts, the shard's en
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -30,19 +29,13 @@ from typing import Any
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.perf.report import print_report, stamped
 from cesar.perf.serverbench import stock_events
-from cesar.perf.serverproc import STOCK, Server
+from cesar.perf.serverproc import STOCK, Server, cpu_seconds
 from cesar.server.wire.client import Connection, arrow_requests, publish_requests
 from cesar.v1 import cesar_pb2 as pb
 
 LIGHT = "FILTER{Name = 'N1' AND Volume > 9000} Stock PUBLISH Light"
 EVERY = "FILTER{Price > 0} Stock PUBLISH Every"
 BATCH = 1_000
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of process ``pid`` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _publish(server: Server, requests: list[pb.PublishRequest], events: int) -> dict[str, Any]:

@@ -6,7 +6,8 @@ the streaming Publish RPC in batches of 1,000 (as Arrow columns, as the clients
 send them), and have every client Listen
 until it holds all its alerts.  Reported per shard count: subscriptions/s and
 subscribe latency p50/p99, publish throughput (events acknowledged per
-second), time until the last alert is received, alerts, and the shards'
+second), the front's and the shards' CPU over the publish (µs an event, from /proc),
+time until the last alert is received, alerts, and the shards'
 deterministic engine counters; then the 2-shard / 1-shard ratios, and each
 shard count's publish rate against the same queries and events run on one
 engine in this process first (``vs_in_process``).  The alert count must be the
@@ -39,7 +40,7 @@ from typing import Any
 
 from cesar.automata.schema import Event, Value, parse_stream_spec
 from cesar.perf.report import machine
-from cesar.perf.serverproc import STOCK, Server
+from cesar.perf.serverproc import STOCK, Server, cpu_seconds
 from cesar.server.engine.workload import Workload
 from cesar.server.host.collector import tune_collector
 from cesar.server.wire.client import Connection, arrow_requests
@@ -109,6 +110,8 @@ class ServerRun:
     subscribe_p99_ms: float
     publish_s: float
     events_per_s: float
+    front_us_per_event: float
+    shards_us_per_event: float
     last_alert_s: float
     alerts: int
     counters: dict[str, int]
@@ -131,14 +134,15 @@ def run(shards: int, texts: list[tuple[str, str]], events: list[Event], clients:
     with tempfile.TemporaryDirectory() as data:
         server = Server(Path(data) / "server", "--log-level", "WARNING", shards=shards).start()
         try:
-            return _drive(server.address, shards, texts, events, clients)
+            return _drive(server, shards, texts, events, clients)
         finally:
             server.stop()
 
 
 def _drive(
-    address: str, shards: int, texts: list[tuple[str, str]], events: list[Event], clients: int
+    server: Server, shards: int, texts: list[tuple[str, str]], events: list[Event], clients: int
 ) -> ServerRun:
+    address = server.address
     latencies: list[float] = []
     mine = [texts[c::clients] for c in range(clients)]
 
@@ -159,9 +163,13 @@ def _drive(
 
     conn = Connection.open(address)
     requests = arrow_requests(events, {"Stock": parse_stream_spec(STOCK)})
+    assert server.process is not None
+    pids = [server.process.pid, *server.shard_pids()]
+    cpu = [cpu_seconds(pid) for pid in pids]
     started = time.perf_counter()
     acks = list(conn.stub.Publish(iter(requests)))
     publish_s = time.perf_counter() - started
+    cpu = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu, strict=True)]
     assert sum(a.accepted for a in acks) == len(events)
 
     listing = conn.stub.ListSubscriptions(pb.ListSubscriptionsRequest())
@@ -203,6 +211,8 @@ def _drive(
         subscribe_p99_ms=round(1000 * statistics.quantiles(latencies, n=100)[98], 2),
         publish_s=round(publish_s, 3),
         events_per_s=round(len(events) / publish_s, 1),
+        front_us_per_event=round(cpu[0] / len(events) * 1e6, 2),
+        shards_us_per_event=round(sum(cpu[1:]) / len(events) * 1e6, 2),
         last_alert_s=round(last_alert_s, 3),
         alerts=alerts,
         counters=counters,

@@ -63,12 +63,16 @@ class Server:
         return Connection.open(self.address, token, tls_ca)
 
     def shard_pids(self) -> list[int]:
-        pids = []
-        for line in self.log.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("msg") == "shard started":
-                pids.append(record["pid"])
-        return pids
+        """The pids of the shard processes the front runs now, in shard order (read from
+        /proc, whatever the log level)."""
+        assert self.process is not None
+        found = []
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+                if b"cesar.server.shard.process" in command:
+                    found.append((int(command[command.index(b"--index") + 1]), int(child)))
+        return [pid for _, pid in sorted(found)]
 
     def kill9(self) -> None:
         assert self.process is not None
@@ -86,6 +90,12 @@ class Server:
             self.process.wait()
             tail = "\n".join(self.log.read_text().splitlines()[-60:])
             raise AssertionError(f"server did not stop in 60 s; its log ends:\n{tail}") from None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def alive(pid: int) -> bool:

@@ -16,6 +16,7 @@ def test_serverbench_smoke_same_alerts_with_one_and_two_shards(tmp_path):
     assert (one["shards"], two["shards"]) == (1, 2)
     assert one["alerts"] == two["alerts"] > 0
     assert one["counters"]["matches"] == one["alerts"]
+    assert one["front_us_per_event"] > 0 and two["shards_us_per_event"] > 0
 
 
 def test_feedbench_smoke_routes_every_row_and_loses_no_alert(tmp_path):
