@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from cesar.server.front.catalog import Catalog, StreamRow, SubscriptionRow
+from cesar.server.front.catalog import (
+    WRITER_CACHE_BYTES,
+    Catalog,
+    StreamRow,
+    SubscriptionRow,
+    connect,
+)
 from cesar.v1 import cesar_pb2 as pb
 
 
@@ -172,3 +178,12 @@ def test_a_catalog_that_kept_last_seqs_in_its_subscriptions_drops_the_copy(
 def test_a_retention_below_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="retention must be at least 1"):
         Catalog(tmp_path / "c.sqlite", retention=0)
+
+
+def test_the_writer_caches_its_pages_and_the_readers_keep_sqlites_default(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "c.sqlite", retention=10)
+    reader = connect(tmp_path / "c.sqlite", readonly=True)
+    assert catalog.db.execute("PRAGMA cache_size").fetchone()[0] == -(WRITER_CACHE_BYTES >> 10)
+    assert reader.execute("PRAGMA cache_size").fetchone()[0] == -2000
+    reader.close()
+    catalog.close()
