@@ -54,6 +54,7 @@ def run(cache_kib: int, count: int, batches: int, per_batch: int, seed: int) -> 
         rows = subscriptions(count)
         catalog.add_subscriptions(rows)
         ids = [row.id for row, _ in rows]
+        owners = {row.id: row.owner for row, _ in rows}
         last = dict.fromkeys(ids, 0)
         payload = bytes(60_000)  # about a 1,000-quote Arrow batch
         alert = bytes(90)  # about one framed alert of a quote
@@ -64,7 +65,7 @@ def run(cache_kib: int, count: int, batches: int, per_batch: int, seed: int) -> 
             alert_rows = []
             for sub in alerted:
                 last[sub] += 1
-                alert_rows.append((sub, last[sub], last[sub], sub, alert))
+                alert_rows.append((sub, last[sub], last[sub], owners[sub], alert))
             wall, cpu = time.perf_counter(), time.process_time()
             catalog.commit_batch(
                 number, None, 1000, payload, "c0", alert_rows, {s: last[s] for s in alerted}

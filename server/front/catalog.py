@@ -162,7 +162,7 @@ WRITER_CACHE_BYTES = 64 << 20
 """The page cache of the front's one writing connection (SQLite's default: 2,000 KiB).  Each
 batch's alert rows go into ``alerts_by_subscription`` at as many places as subscriptions it
 alerted; with the default cache those pages are read again for every batch once the table
-outgrows it (perf/catalogbench.py: 18 % of the commit's CPU at 1.5M rows)."""
+outgrows it (perf/catalogbench.py: 11 % of the commit's CPU at 1.5M rows)."""
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
