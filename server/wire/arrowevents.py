@@ -174,8 +174,9 @@ def decode(
     The optional ``arrival`` column (int64) orders simultaneous events as they
     arrived at the feed; without it the row order does.
 
-    Raises :class:`EventError` (field ``arrow_events``) as :func:`read` does, and
-    when the table lacks the ``stream``, ``t0`` and ``t1`` columns.
+    Raises :class:`EventError` (field ``arrow_events``) as :func:`read` does, when
+    the table lacks the ``stream``, ``t0`` and ``t1`` columns, and when a value of it
+    has no Python form (a timestamp past the years datetime holds).
     """
     table = read(data, max_rows, max_bytes)
     columns = _with_times(table)
@@ -184,7 +185,11 @@ def decode(
         stream, slash, attribute = name.partition("/")
         if slash:
             by_stream.setdefault(stream, []).append((attribute, name))
-    for row in table.to_pylist():
+    try:
+        rows = table.to_pylist()
+    except (OverflowError, ValueError) as exc:  # e.g. a timestamp past Python's datetimes
+        raise EventError(None, "arrow_events", f"a value cannot be read: {exc}") from None
+    for row in rows:
         name = row["stream"]
         schema = schemas.get(name) if isinstance(name, str) else None
         if schema is None:
