@@ -1,17 +1,19 @@
-"""The front's commit of a published batch: its SQLite statements, as the table of alerts grows.
+"""The front's commit of a published batch: its SQLite statements, as the stored alerts grow.
 
 A catalog with S subscriptions; B batches committed through ``Catalog.commit_batch`` (the
-front's statements: the batch's row in the event log, one row of alerts for each subscription
-it alerted, the retention's pruning), each alerting R subscriptions drawn at random, as a
-publish of 1,000 quotes does under serverbench's 10,000 queries.  Reported per build of the
-writer's page cache, run in turn on fresh catalogs in one process: the CPU and wall per
-batch over the first and the last tenth of the batches (a batch costs more as the index of
-alerts outgrows the cache), beside deterministic counters (rows inserted; the file's pages
-and the WAL's bytes at the end).  The two caches: the catalog's own
-(``WRITER_CACHE_BYTES``) and SQLite's default (2,000 KiB).
+front's statements: the batch's row in the event log, a row of the alert log per client
+whose subscriptions it alerted, and every 64 batches the merge of the log into rows per
+subscription with the retention's pruning: :mod:`cesar.server.front.alertlog`), each
+alerting R subscriptions drawn at random, as a publish of 1,000 quotes does under
+serverbench's 10,000 queries.  Reported per build of the writer's page cache, run in turn on
+fresh catalogs in one process: the CPU and wall per batch over the first and the last tenth
+of the batches (merges included), the slowest batch (one that merged), beside deterministic
+counters (runs of alerts committed; merged rows and log rows at the end; the file's pages
+and the WAL's bytes).  The two caches: the catalog's own (``WRITER_CACHE_BYTES``) and
+SQLite's default (2,000 KiB).
 
     python -m cesar.perf.catalogbench                 # 10K subscriptions, 1,000 batches of 1,500
-    python -m cesar.perf.catalogbench --smoke         # 200 subscriptions, 20 batches of 50 (CI)
+    python -m cesar.perf.catalogbench --smoke         # 200 subscriptions, 80 batches of 50 (CI)
     python -m cesar.perf.catalogbench --batches B --rows R --json out.json
 """
 
@@ -73,6 +75,8 @@ def run(cache_kib: int, count: int, batches: int, per_batch: int, seed: int) -> 
             timings.append((time.perf_counter() - wall, time.process_time() - cpu))
             inserted += len(alert_rows)
         pages = int(catalog.db.execute("PRAGMA page_count").fetchone()[0])
+        merged = int(catalog.db.execute("SELECT COUNT(*) FROM alerts").fetchone()[0])
+        logged = int(catalog.db.execute("SELECT COUNT(*) FROM alert_log").fetchone()[0])
         wal = Path(f"{path}-wal")
         wal_bytes = wal.stat().st_size if wal.exists() else 0
         catalog.close()
@@ -81,7 +85,10 @@ def run(cache_kib: int, count: int, batches: int, per_batch: int, seed: int) -> 
         "cache_kib": cache_kib,
         "first_tenth": _per_batch(timings[:tenth]),
         "last_tenth": _per_batch(timings[-tenth:]),
-        "rows_inserted": inserted,
+        "slowest_wall_ms": round(1000 * max(w for w, _ in timings), 2),
+        "runs_committed": inserted,
+        "merged_rows": merged,
+        "log_rows": logged,
         "pages": pages,
         "wal_bytes": wal_bytes,
     }
@@ -101,11 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=1_000)
     parser.add_argument("--rows", type=int, default=1_500, help="subscriptions alerted a batch")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--smoke", action="store_true", help="200 subscriptions, 20 batches of 50")
+    parser.add_argument("--smoke", action="store_true", help="200 subscriptions, 80 batches of 50")
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.subscriptions, args.batches, args.rows = 200, 20, 50
+        args.subscriptions, args.batches, args.rows = 200, 80, 50
     if not 0 < args.rows <= args.subscriptions or args.batches < 1:
         parser.error("need 0 < --rows <= --subscriptions and --batches >= 1")
     records = [

@@ -7,14 +7,16 @@ point (from the retention window), then live ones in commit order, woken by
 :meth:`Listeners.notify`.  Publishing never waits for a consumer, and a
 consumer holds at most one page of alerts in memory.
 
-The catalog holds a row per subscription and batch, its alerts already framed
-as elements of :class:`~cesar.v1.cesar_pb2.AlertBatch`
-(:mod:`cesar.server.wire.alertbytes`).  A stream sends AlertBatch messages of
-the rows one read of the catalog found (up to ``PAGE`` rows and about
-``PAGE_BYTES``), whole rows joined up to ``BATCH_ALERTS`` alerts and
-``BATCH_BYTES`` bytes: an alert is never decoded and encoded again on its way
-out, nor framed alone (the servicer sends the bytes as they are).  A stream
-resuming inside a row skips the row's first alerts.
+The catalog holds a client's alerts of a batch as a row of its log, and merges the log now
+and then into rows per subscription (:mod:`cesar.server.front.alertlog`), each alert already
+framed as an element of :class:`~cesar.v1.cesar_pb2.AlertBatch`
+(:mod:`cesar.server.wire.alertbytes`).  A live stream reads its client's log rows in id
+order; a resume reads the subscription's merged rows, then the log; a stream that a merge
+passed by (its log rows deleted) reads the merged rows again from what it sent.  A stream
+sends AlertBatch messages of the runs one read found (up to ``PAGE`` rows and about
+``PAGE_BYTES``), whole runs joined up to ``BATCH_ALERTS`` alerts and ``BATCH_BYTES`` bytes:
+an alert is never decoded and encoded again on its way out, nor framed alone (the servicer
+sends the bytes as they are).  A stream resuming inside a run skips the run's first alerts.
 
 Overflow policy: alerts older than the retention window are pruned.  A resume
 point before the window, or a live consumer that falls behind it, ends the
@@ -30,10 +32,11 @@ import sqlite3
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from cesar.server.front import alertlog
 from cesar.server.front.catalog import LAST_SEQ, connect
 from cesar.server.front.errors import OutOfRange
 from cesar.server.wire import alertbytes
@@ -81,6 +84,25 @@ class _Batches:
         self.flush()
         ready, self.ready = self.ready, []
         return ready
+
+
+def _oldest(db: sqlite3.Connection, owner: str, subs: Collection[str]) -> dict[str, int | None]:
+    """The oldest seq kept of each of ``subs``: its first merged row's, or its first in the
+    log (one pass over ``owner``'s log rows for those with no merged row)."""
+    oldest: dict[str, int | None] = {
+        sub: db.execute("SELECT MIN(seq) FROM alerts WHERE subscription = ?", (sub,)).fetchone()[0]
+        for sub in subs
+    }
+    if any(first is None for first in oldest.values()):
+        for sub, first, _, _ in alertlog.unmerged(db, owner):
+            if sub in oldest and oldest[sub] is None:
+                oldest[sub] = first
+    return oldest
+
+
+def _owned(db: sqlite3.Connection, owner: str) -> set[str]:
+    """``owner``'s subscriptions."""
+    return {sub for (sub,) in db.execute("SELECT id FROM subscriptions WHERE owner = ?", (owner,))}
 
 
 def _page(db: sqlite3.Connection, query: str, values: tuple[object, ...]) -> tuple[list[Any], bool]:
@@ -181,96 +203,136 @@ class Listeners:
         first, then live ones of ``wanted``.
 
         ``wanted`` empty means every subscription of ``owner``, including later
-        ones.  Runs until ``active()`` is false or the listeners are closed.
+        ones.  Runs until ``active()`` is false or the listeners are closed.  The
+        stream keeps the last seq it sent of each subscription: the merged rows and the
+        log may both hold an alert (``alert_log_dropped`` lags ``alerts_merged``), and it
+        is sent once.
         """
         batches = _Batches()
         db = connect(self.path, readonly=True)
         number = next(self._numbers)
         try:
             db.execute("BEGIN")
-            cursor = int(db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
-            last = dict(
+            position = alertlog.last_id(db)
+            sent = dict(
                 db.execute(f"SELECT id, {LAST_SEQ} FROM subscriptions WHERE owner = ?", (owner,))
             )
-            oldest = {
-                sub: db.execute(
-                    "SELECT MIN(seq) FROM alerts WHERE subscription = ?", (sub,)
-                ).fetchone()[0]
-                for sub in after_seq
-            }
+            sent.update(alertlog.log_last_seqs(db, owner, position))
+            oldest = _oldest(db, owner, after_seq)
             db.execute("COMMIT")
-            self._read(number, cursor)
+            self._read(number, position)
             for sub, after in sorted(after_seq.items()):
                 first = oldest[sub]
-                if after < last.get(sub, 0) and (first is None or after + 1 < first):
+                if after < sent.get(sub, 0) and (first is None or after + 1 < first):
                     self.counters["listen_out_of_range"] += 1
                     raise OutOfRange(
                         f"alerts of {sub} after seq {after} are past the retention window; "
                         f"the oldest kept is seq {first}"
                     )
-                while after < last.get(sub, 0):
-                    rows, _ = _page(
-                        db,
-                        "SELECT seq, last_seq, payload FROM alerts WHERE subscription = ? "
-                        "AND last_seq > ? AND id <= ? ORDER BY last_seq",
-                        (sub, after, cursor),
-                    )
-                    if not rows:
-                        break
-                    for seq, last_seq, payload in rows:
-                        if seq > after + 1:
-                            yield from batches.take()
-                            self._overrun(sub, after, seq)
-                        batches.add(alertbytes.after(payload, after + 1 - seq), last_seq - after)
-                        after = last_seq
-                    yield from batches.take()
-            while active() and not self.closed:
-                with self.condition:
-                    if self.last_alert <= cursor and not self.closed:
+            replay = {sub: after for sub, after in after_seq.items() if after < sent.get(sub, 0)}
+            start = position
+            if replay:  # the merged rows, then the log up to `start` (and on, if live)
+                sent.update(replay)
+                position = yield from self._merged(db, sorted(replay), sent, batches)
+            while position < start or (active() and not self.closed):
+                with self.condition:  # rows up to `start` were committed before it began
+                    if max(self.last_alert, start) <= position and not self.closed:
                         self.condition.wait(0.5)
-                    committed = self.last_alert
+                    committed = max(self.last_alert, start)
                 self.counters["listen_polls"] += 1
+                db.execute("BEGIN")
+                if position < alertlog.mark(db, "alert_log_dropped"):  # merged past us
+                    subs = set(wanted) if wanted else set(sent) | _owned(db, owner)
+                    db.execute("COMMIT")
+                    position = yield from self._merged(db, sorted(subs), sent, batches)
+                    continue
                 rows, complete = _page(
                     db,
-                    "SELECT id, subscription, seq, last_seq, payload FROM alerts "
-                    "WHERE owner = ? AND id > ? ORDER BY id",
-                    (owner, cursor),
+                    "SELECT id, spans, payload FROM alert_log WHERE owner = ? AND id > ? "
+                    "ORDER BY id",
+                    (owner, position),
                 )
-                for row_id, sub, seq, last_seq, payload in rows:
-                    cursor = row_id
-                    if wanted and sub not in wanted:
-                        continue
-                    if seq != last.get(sub, 0) + 1:
-                        yield from batches.take()
-                        self._overrun(sub, last.get(sub, 0), seq)
-                    last[sub] = last_seq
-                    batches.add(payload, last_seq - seq + 1)
+                db.execute("COMMIT")
+                for row_id, spans, payload in rows:
+                    position = row_id
+                    for sub, first, last, data in alertlog.chunks(spans, payload):
+                        if not wanted or sub in wanted:
+                            yield from self._send(batches, sent, sub, first, last, data)
                 yield from batches.take()
                 if complete:
                     # The query saw every row up to `committed`; those it did not return are
                     # other owners'. Without this, a stream would spin while the newest row
                     # is someone else's.
-                    cursor = max(cursor, committed)
-                self._read(number, cursor)
+                    position = max(position, committed)
+                self._read(number, position)
         finally:
             with self.condition:
                 self.cursors.pop(number, None)
                 self._forget()
             db.close()
 
+    def _merged(
+        self, db: sqlite3.Connection, subs: list[str], sent: dict[str, int], batches: _Batches
+    ) -> Generator[bytes, None, int]:
+        """Send each of ``subs``' merged alerts after its seq in ``sent``, a page a read; the
+        log id through which every merged row was read (to read the log on from)."""
+        through: int | None = None
+        for sub in subs:
+            while True:
+                db.execute("BEGIN")
+                merged: int = alertlog.mark(db, "alerts_merged")
+                rows, complete = _page(
+                    db,
+                    "SELECT seq, last_seq, payload FROM alerts WHERE subscription = ? "
+                    "AND last_seq > ? ORDER BY last_seq",
+                    (sub, sent.get(sub, 0)),
+                )
+                db.execute("COMMIT")
+                for seq, last_seq, payload in rows:
+                    yield from self._send(batches, sent, sub, seq, last_seq, payload)
+                yield from batches.take()
+                if complete:
+                    through = merged if through is None else min(through, merged)
+                    break
+        return alertlog.mark(db, "alerts_merged") if through is None else through
+
+    def _send(
+        self, batches: _Batches, sent: dict[str, int], sub: str, first: int, last: int, data: bytes
+    ) -> Iterator[bytes]:
+        """Add alerts ``first`` … ``last`` of ``sub`` (framed, ``data``) past those sent; end
+        the stream (:meth:`_overrun`) at a gap: the ones between were pruned."""
+        have = sent.get(sub, 0)
+        if last <= have:
+            return
+        if first > have + 1:
+            yield from batches.take()
+            self._overrun(sub, have, first)
+        batches.add(data if first > have else alertbytes.after(data, have + 1 - first), last - have)
+        sent[sub] = last
+
     def recent(self, subscription: str, count: int) -> list[bytes]:
         """The latest ``count`` alerts of ``subscription`` kept, newest first, as serialized
         Alert messages (its own read-only connection, as a stream's)."""
         db = connect(self.path, readonly=True)
         try:
+            db.execute("BEGIN")
+            found = db.execute(
+                "SELECT owner FROM subscriptions WHERE id = ?", (subscription,)
+            ).fetchone()
+            logged = [
+                data
+                for sub, _, _, data in alertlog.unmerged(db, found[0] if found else "")
+                if sub == subscription
+            ]
             rows = db.execute(
                 "SELECT payload FROM alerts WHERE subscription = ? ORDER BY last_seq DESC LIMIT ?",
                 (subscription, count),
             ).fetchall()
+            db.execute("COMMIT")
         finally:
             db.close()
         newest: list[bytes] = []
-        for (payload,) in rows:
+        for payload in [*reversed(logged), *(row[0] for row in rows)]:
             newest.extend(reversed(list(alertbytes.frames(payload))))
             if len(newest) >= count:
                 break

@@ -18,9 +18,10 @@ Everything the server has acknowledged is here, so a server killed with
 * ``checkpoints``: the log positions at which every shard saved a snapshot,
   with the shard count and the front's own state at that point (its epoch
   gate, :mod:`cesar.server.host.snapshots`);
-* ``alerts``: a row per subscription and batch holding its alerts of the batch
-  (seqs ``seq`` … ``last_seq``, framed as Listen sends them), the rows of the
-  last ``retention`` alerts per subscription (older rows are pruned);
+* ``alert_log`` and ``alerts``: a batch's alerts as a row per client in the log, merged
+  every few dozen batches into rows per subscription (seqs ``seq`` … ``last_seq``, framed as
+  Listen sends them), where each subscription keeps the rows of its last ``retention``
+  alerts (older rows are pruned at each merge; :mod:`cesar.server.front.alertlog`);
 * ``shares``: the clients other than its owner that may read a published stream;
 * ``clock_joins``: the streams a subscription reads and publishes, with its
   position, when it joined clock groups (kept after it is removed: groups only
@@ -32,7 +33,8 @@ Everything the server has acknowledged is here, so a server killed with
 
 A published batch and its alerts are written in one transaction, so an
 acknowledged batch is all there or not at all; a subscription's last seq is its
-newest alert row's (:data:`LAST_SEQ`), not a copy rewritten with every batch.  The
+newest alert's (:data:`LAST_SEQ` and the log after it), not a copy rewritten with every
+batch.  The
 connection runs with ``synchronous=NORMAL``: in WAL mode a commit survives a
 crash of the process (not of the machine's power).
 """
@@ -43,9 +45,10 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cesar.server.front import alertlog
 from cesar.server.wire.alertbytes import frame
 
 _SCHEMA = """
@@ -110,19 +113,18 @@ _ALERTS = [
     payload BLOB NOT NULL
 )""",
     "CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, last_seq)",
-    "CREATE INDEX IF NOT EXISTS alerts_by_owner ON alerts (owner, id)",
 ]
-"""The alerts table: a row per subscription and batch, its alerts ``seq`` … ``last_seq``
-framed together (:mod:`cesar.server.wire.alertbytes`); ids AUTOINCREMENT, never handed out
-twice (see ``Catalog._alert_rows``)."""
+"""The merged alerts: rows of a subscription's alerts ``seq`` … ``last_seq`` framed together
+(:mod:`cesar.server.wire.alertbytes`), written by :func:`alertlog.merge`."""
 
 LAST_SEQ = (
     "COALESCE((SELECT MAX(alerts.last_seq) FROM alerts "
     "WHERE alerts.subscription = subscriptions.id), 0)"
 )
-"""A subscription's last seq, as SQL over ``subscriptions``: its newest alert row's, O(log n)
-by ``alerts_by_subscription`` (a subscription keeps the rows of its last ``retention`` ≥ 1
-alerts, so its newest row always), 0 before its first alert."""
+"""A subscription's last merged seq, as SQL over ``subscriptions``: its newest merged row's,
+O(log n) by ``alerts_by_subscription`` (a subscription keeps the rows of its last
+``retention`` ≥ 1 merged alerts, so its newest row always), 0 before its first; the log
+after the merged mark may hold later ones (:func:`alertlog.log_last_seqs`)."""
 
 
 @dataclass(frozen=True)
@@ -210,12 +212,14 @@ class Catalog:
             raise CatalogError(f"{path} is empty (0 bytes): {RESTORE}")
         try:
             self.db = connect(path)
-            self.db.executescript(_SCHEMA)
+            self.db.executescript(_SCHEMA + alertlog.SCHEMA)
             self._alert_rows()
+            self.db.execute("DROP INDEX IF EXISTS alerts_by_owner")
             self._keep_subscribe_keys()
             self._keep_batch_owners()
             self._seqs_from_alerts()
             self.identity = self._identity()
+            self._log_batches, self._log_bytes, self._log_first = self._unmerged()
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
 
@@ -223,11 +227,10 @@ class Catalog:
         """Give a catalog made before alerts were stored a row per subscription and batch
         (or before their ids were AUTOINCREMENT) the current table, each old alert a row.
 
-        A live Listen reads alert rows in id order; SQLite hands a plain INTEGER
-        PRIMARY KEY's largest id out again once that row is deleted (an
-        unsubscribe deletes the subscription's alerts), and a stream already past
-        that id would skip the row given it: ids are AUTOINCREMENT, and the
-        sequence carries over.
+        A live Listen read alert rows in id order until the log took that part
+        (:mod:`~cesar.server.front.alertlog`); SQLite hands a plain INTEGER PRIMARY
+        KEY's largest id out again once that row is deleted: ids are AUTOINCREMENT,
+        and the sequence carries over.
         """
         found = self.db.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'alerts'"
@@ -243,7 +246,7 @@ class Catalog:
         with _transaction(self.db):
             self.db.execute("ALTER TABLE alerts RENAME TO alerts_before")
             self.db.execute("DROP INDEX alerts_by_subscription")
-            self.db.execute("DROP INDEX alerts_by_owner")
+            self.db.execute("DROP INDEX IF EXISTS alerts_by_owner")
             for statement in _ALERTS:
                 self.db.execute(statement)
             self.db.execute(
@@ -282,6 +285,20 @@ class Catalog:
         if "last_seq" in columns:
             with _transaction(self.db):
                 self.db.execute("ALTER TABLE subscriptions DROP COLUMN last_seq")
+
+    def _unmerged(self) -> tuple[int, int, dict[str, int]]:
+        """The batches in the log after the merged mark, their bytes of alerts, and each
+        subscription's first seq there: what decides the next merge (:meth:`commit_batch`)."""
+        merged = alertlog.mark(self.db, "alerts_merged")
+        batches, size = self.db.execute(
+            "SELECT COUNT(DISTINCT batch), COALESCE(SUM(length(payload)), 0) FROM alert_log "
+            "WHERE id > ?",
+            (merged,),
+        ).fetchone()
+        first: dict[str, int] = {}
+        for sub, seq, _, _ in alertlog.unmerged(self.db):
+            first.setdefault(sub, seq)
+        return int(batches), int(size), first
 
     def _identity(self) -> int:
         """The server's identity (module docstring), made at the first open."""
@@ -340,7 +357,9 @@ class Catalog:
             f"created_ms, position, {LAST_SEQ}, algebra, idempotency_key FROM subscriptions "
             "ORDER BY number"
         )
-        return [SubscriptionRow(*row) for row in rows]
+        logged = alertlog.log_last_seqs(self.db)
+        subs = [SubscriptionRow(*row) for row in rows]
+        return [replace(row, last_seq=logged[row.id]) if row.id in logged else row for row in subs]
 
     def next_subscription_number(self) -> int:
         """The number of the next subscription (ids are ``s<number>``; numbers are never reused)."""
@@ -485,28 +504,39 @@ class Catalog:
         alerts: Sequence[tuple[str, int, int, str, bytes]],
         last_seq: dict[str, int],
     ) -> None:
-        """Log ``owner``'s batch with its rows of alerts ``(subscription, first seq, last seq,
-        owner, framed alerts)``, atomically; each subscription of ``last_seq`` (its new last
-        seq) keeps the rows holding its last ``retention`` alerts."""
+        """Log ``owner``'s batch with its runs of alerts ``(subscription, first seq, last seq,
+        owner, framed alerts)`` (a log row per owner), atomically; the log is merged in the
+        same transaction once it holds :data:`~alertlog.MERGE_BATCHES` batches or
+        :data:`~alertlog.MERGE_BYTES`, or a subscription of ``last_seq`` (its new last seq)
+        has ``retention`` alerts there."""
+        merging = False
         with _transaction(self.db):
             self.db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?, ?)",
                 (number, key or None, accepted, payload, owner),
             )
             if alerts:
+                rows = alertlog.log_rows(number, alerts)
                 self.db.executemany(
-                    "INSERT INTO alerts (subscription, seq, last_seq, owner, payload) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    alerts,
+                    "INSERT INTO alert_log (batch, owner, spans, payload) VALUES (?, ?, ?, ?)",
+                    rows,
                 )
-                self.db.executemany(
-                    "DELETE FROM alerts WHERE subscription = ? AND last_seq <= ?",
-                    [
-                        (sub, seq - self.retention)
-                        for sub, seq in last_seq.items()
-                        if seq > self.retention
-                    ],
+                size = self._log_bytes + sum(len(row[3]) for row in rows)
+                first = self._log_first
+                for sub, seq, _, _, _ in alerts:
+                    if sub not in first:
+                        first[sub] = seq
+                merging = (
+                    self._log_batches + 1 >= alertlog.MERGE_BATCHES
+                    or size >= alertlog.MERGE_BYTES
+                    or any(seq - first[sub] >= self.retention - 1 for sub, seq in last_seq.items())
                 )
+                if merging:
+                    alertlog.merge(self.db, self.retention)
+        if merging:
+            self._log_batches, self._log_bytes, self._log_first = 0, 0, {}
+        elif alerts:
+            self._log_batches, self._log_bytes = self._log_batches + 1, size
 
     def rewrite_batches(self, payloads: Sequence[tuple[int, bytes]]) -> None:
         """Replace logged batches' payloads ``(number, payload)``, in one transaction."""
@@ -517,8 +547,8 @@ class Catalog:
             )
 
     def last_alert_id(self) -> int:
-        """The id of the newest row of alerts (0 when none)."""
-        return int(self.db.execute("SELECT COALESCE(MAX(id), 0) FROM alerts").fetchone()[0])
+        """The id of the newest row of the alert log (0 when none)."""
+        return alertlog.last_id(self.db)
 
 
 class _transaction:

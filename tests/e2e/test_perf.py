@@ -207,10 +207,13 @@ def test_hetero_smoke_the_compiled_and_the_pure_build_give_the_same_alerts(tmp_p
     assert sum(row["queries"] for name, row in run["rows"].items() if name != "all") == 48
 
 
-def test_catalogbench_smoke_commits_every_row_under_both_caches(tmp_path):
+def test_catalogbench_smoke_commits_every_run_and_merges_under_both_caches(tmp_path):
     summary = smoke_json("cesar.perf.catalogbench", tmp_path / "catalog.json", 300)
     assert [r["cache"] for r in summary["records"]] == ["catalog", "sqlite_default"]
     assert [r["cache_kib"] for r in summary["records"]] == [65536, 2000]
     for record in summary["records"]:
-        assert record["rows_inserted"] == 20 * 50
+        assert record["runs_committed"] == 80 * 50
+        assert 0 < record["merged_rows"] <= 200  # one merge of 64 batches: a row a subscription
+        # a row per client (50) a batch, fewer than its runs; none deleted before a 2nd merge
+        assert 80 < record["log_rows"] < 80 * 50
         assert record["last_tenth"]["cpu_ms"] > 0 and record["pages"] > 0
