@@ -156,43 +156,69 @@ def log_last_seqs(
     return last
 
 
-def merge(db: sqlite3.Connection, retention: int) -> int:
-    """Merge the log after ``alerts_merged`` into ``alerts`` (inside the caller's
-    transaction): each live subscription's runs joined into rows, its rows beyond its last
-    ``retention`` alerts pruned; log rows merged before this merge deleted.  The number of
-    rows written.  O(alerts in the log + subscriptions merged × log(rows))."""
-    merged, end = mark(db, "alerts_merged"), last_id(db)
-    live = {sub for (sub,) in db.execute("SELECT id FROM subscriptions")}
-    owners = dict(db.execute("SELECT id, owner FROM subscriptions"))
-    runs: dict[str, list[tuple[int, int, bytes]]] = {}
+Runs = dict[str, list[tuple[int, int, bytes]]]
+"""Per subscription, its runs in the log after the merged mark: (first, last, framed alerts),
+seqs ascending."""
+
+
+def unmerged_runs(db: sqlite3.Connection) -> Runs:
+    """The log's runs after the merged mark by subscription (:func:`unmerged`): what the
+    committer keeps for the next merge, read again when the catalog opens."""
+    runs: Runs = {}
     for sub, first, last, data in unmerged(db):
-        if sub in live:
-            runs.setdefault(sub, []).append((first, last, data))
+        runs.setdefault(sub, []).append((first, last, data))
+    return runs
+
+
+def merge(db: sqlite3.Connection, retention: int, runs: Runs) -> int:
+    """Merge the log after ``alerts_merged``, whose runs are ``runs``, into ``alerts``
+    (inside the caller's transaction): each live subscription's runs joined into rows, its
+    rows beyond its last ``retention`` alerts pruned; log rows merged before this merge
+    deleted.  The number of rows written.  O(alerts in the log + subscriptions merged ×
+    log(rows))."""
+    merged, end = mark(db, "alerts_merged"), last_id(db)
+    owners = dict(db.execute("SELECT id, owner FROM subscriptions"))
     rows: list[tuple[str, int, int, str, bytes]] = []
-    for sub in sorted(runs):
-        owner, first, previous, size = owners[sub], 0, 0, 0
-        parts: list[bytes] = []
-        for start, last, data in runs[sub]:
-            if parts and (last - first + 1 > ROW_ALERTS or size + len(data) > ROW_BYTES):
-                rows.append((sub, first, previous, owner, b"".join(parts)))
-                parts, size = [], 0
-            if not parts:
-                first = start
-            parts.append(data)
-            size += len(data)
-            previous = last
-        rows.append((sub, first, previous, owner, b"".join(parts)))
+    pruned: list[tuple[str, int]] = []
+    for sub in sorted(runs.keys() & owners.keys()):
+        owner, kept = owners[sub], runs[sub]
+        first, last = kept[0][0], kept[-1][1]
+        joined = b"".join([data for _, _, data in kept]) if last - first < ROW_ALERTS else b""
+        if joined and len(joined) <= ROW_BYTES:
+            rows.append((sub, first, last, owner, joined))
+        else:
+            rows.extend(_rows(sub, owner, kept))
+        if last > retention:
+            pruned.append((sub, last - retention))
     db.executemany(
         "INSERT INTO alerts (subscription, seq, last_seq, owner, payload) VALUES (?, ?, ?, ?, ?)",
         rows,
     )
-    db.executemany(
-        "DELETE FROM alerts WHERE subscription = ? AND last_seq <= ?",
-        [(sub, kept[-1][1] - retention) for sub, kept in runs.items()],
-    )
+    db.executemany("DELETE FROM alerts WHERE subscription = ? AND last_seq <= ?", pruned)
     db.execute("DELETE FROM alert_log WHERE id <= ?", (merged,))
     db.executemany(
         "INSERT OR REPLACE INTO marks VALUES (?, ?)",
         [("alert_log_dropped", merged), ("alerts_merged", end)],
     )
     return len(rows)
+
+
+def _rows(
+    sub: str, owner: str, runs: list[tuple[int, int, bytes]]
+) -> list[tuple[str, int, int, str, bytes]]:
+    """A subscription's runs joined into rows of at most ``ROW_ALERTS`` alerts and about
+    ``ROW_BYTES`` bytes (a run is never split: each is within both)."""
+    rows: list[tuple[str, int, int, str, bytes]] = []
+    parts: list[bytes] = []
+    first = previous = size = 0
+    for start, last, data in runs:
+        if parts and (last - first + 1 > ROW_ALERTS or size + len(data) > ROW_BYTES):
+            rows.append((sub, first, previous, owner, b"".join(parts)))
+            parts, size = [], 0
+        if not parts:
+            first = start
+        parts.append(data)
+        size += len(data)
+        previous = last
+    rows.append((sub, first, previous, owner, b"".join(parts)))
+    return rows

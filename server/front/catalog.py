@@ -219,7 +219,8 @@ class Catalog:
             self._keep_batch_owners()
             self._seqs_from_alerts()
             self.identity = self._identity()
-            self._log_batches, self._log_bytes, self._log_first = self._unmerged()
+            self._log_batches, self._log_bytes = self._unmerged()
+            self._runs = alertlog.unmerged_runs(self.db)
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
 
@@ -286,19 +287,15 @@ class Catalog:
             with _transaction(self.db):
                 self.db.execute("ALTER TABLE subscriptions DROP COLUMN last_seq")
 
-    def _unmerged(self) -> tuple[int, int, dict[str, int]]:
-        """The batches in the log after the merged mark, their bytes of alerts, and each
-        subscription's first seq there: what decides the next merge (:meth:`commit_batch`)."""
-        merged = alertlog.mark(self.db, "alerts_merged")
+    def _unmerged(self) -> tuple[int, int]:
+        """The batches in the log after the merged mark and their bytes of alerts: with the
+        runs there (``_runs``), what decides the next merge (:meth:`commit_batch`)."""
         batches, size = self.db.execute(
             "SELECT COUNT(DISTINCT batch), COALESCE(SUM(length(payload)), 0) FROM alert_log "
             "WHERE id > ?",
-            (merged,),
+            (alertlog.mark(self.db, "alerts_merged"),),
         ).fetchone()
-        first: dict[str, int] = {}
-        for sub, seq, _, _ in alertlog.unmerged(self.db):
-            first.setdefault(sub, seq)
-        return int(batches), int(size), first
+        return int(batches), int(size)
 
     def _identity(self) -> int:
         """The server's identity (module docstring), made at the first open."""
@@ -510,31 +507,40 @@ class Catalog:
         :data:`~alertlog.MERGE_BYTES`, or a subscription of ``last_seq`` (its new last seq)
         has ``retention`` alerts there."""
         merging = False
-        with _transaction(self.db):
-            self.db.execute(
-                "INSERT INTO batches VALUES (?, ?, ?, ?, ?)",
-                (number, key or None, accepted, payload, owner),
-            )
-            if alerts:
-                rows = alertlog.log_rows(number, alerts)
-                self.db.executemany(
-                    "INSERT INTO alert_log (batch, owner, spans, payload) VALUES (?, ?, ?, ?)",
-                    rows,
+        runs = self._runs
+        try:
+            with _transaction(self.db):
+                self.db.execute(
+                    "INSERT INTO batches VALUES (?, ?, ?, ?, ?)",
+                    (number, key or None, accepted, payload, owner),
                 )
-                size = self._log_bytes + sum(len(row[3]) for row in rows)
-                first = self._log_first
-                for sub, seq, _, _, _ in alerts:
-                    if sub not in first:
-                        first[sub] = seq
-                merging = (
-                    self._log_batches + 1 >= alertlog.MERGE_BATCHES
-                    or size >= alertlog.MERGE_BYTES
-                    or any(seq - first[sub] >= self.retention - 1 for sub, seq in last_seq.items())
-                )
-                if merging:
-                    alertlog.merge(self.db, self.retention)
+                if alerts:
+                    rows = alertlog.log_rows(number, alerts)
+                    self.db.executemany(
+                        "INSERT INTO alert_log (batch, owner, spans, payload) VALUES (?, ?, ?, ?)",
+                        rows,
+                    )
+                    size = self._log_bytes + sum(len(row[3]) for row in rows)
+                    for sub, first, last, _, data in alerts:
+                        if sub in runs:
+                            runs[sub].append((first, last, data))
+                        else:
+                            runs[sub] = [(first, last, data)]
+                    merging = (
+                        self._log_batches + 1 >= alertlog.MERGE_BATCHES
+                        or size >= alertlog.MERGE_BYTES
+                        or any(
+                            seq - runs[sub][0][0] >= self.retention - 1
+                            for sub, seq in last_seq.items()
+                        )
+                    )
+                    if merging:
+                        alertlog.merge(self.db, self.retention, runs)
+        except BaseException:  # rolled back: the runs are the log's again
+            self._runs = alertlog.unmerged_runs(self.db)
+            raise
         if merging:
-            self._log_batches, self._log_bytes, self._log_first = 0, 0, {}
+            self._log_batches, self._log_bytes, self._runs = 0, 0, {}
         elif alerts:
             self._log_batches, self._log_bytes = self._log_batches + 1, size
 
