@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Generator, Iterator, Mapping
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +86,18 @@ class _Batches:
         return ready
 
 
-def _oldest(db: sqlite3.Connection, owner: str, subs: Collection[str]) -> dict[str, int | None]:
+def _oldest(
+    db: sqlite3.Connection, subs: Collection[str], logged: Sequence[alertlog.Chunk]
+) -> dict[str, int | None]:
     """The oldest seq kept of each of ``subs``: its first merged row's, or its first in the
-    log (one pass over ``owner``'s log rows for those with no merged row)."""
+    log's runs after the merged mark (``logged``, its client's)."""
     oldest: dict[str, int | None] = {
         sub: db.execute("SELECT MIN(seq) FROM alerts WHERE subscription = ?", (sub,)).fetchone()[0]
         for sub in subs
     }
-    if any(first is None for first in oldest.values()):
-        for sub, first, _, _ in alertlog.unmerged(db, owner):
-            if sub in oldest and oldest[sub] is None:
-                oldest[sub] = first
+    for sub, first, _, _ in logged:
+        if sub in oldest and oldest[sub] is None:
+            oldest[sub] = first
     return oldest
 
 
@@ -217,8 +218,9 @@ class Listeners:
             sent = dict(
                 db.execute(f"SELECT id, {LAST_SEQ} FROM subscriptions WHERE owner = ?", (owner,))
             )
-            sent.update(alertlog.log_last_seqs(db, owner, position))
-            oldest = _oldest(db, owner, after_seq)
+            logged = list(alertlog.unmerged(db, owner, position))
+            sent.update((sub, last) for sub, _, last, _ in logged)
+            oldest = _oldest(db, after_seq, logged)
             db.execute("COMMIT")
             self._read(number, position)
             for sub, after in sorted(after_seq.items()):

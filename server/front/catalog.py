@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS marks (
     value INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS streams_by_subscription ON streams (subscription);
+CREATE INDEX IF NOT EXISTS subscriptions_by_owner ON subscriptions (owner);
 """
 _ALERTS = [
     """CREATE TABLE IF NOT EXISTS alerts (
