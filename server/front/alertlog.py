@@ -146,16 +146,6 @@ def unmerged(
         yield from chunks(spans, payload)
 
 
-def log_last_seqs(
-    db: sqlite3.Connection, owner: str | None = None, through: int | None = None
-) -> dict[str, int]:
-    """Each subscription's last seq in the log after the merged mark (:func:`unmerged`)."""
-    last: dict[str, int] = {}
-    for sub, _, seq, _ in unmerged(db, owner, through):
-        last[sub] = seq
-    return last
-
-
 Runs = dict[str, list[tuple[int, int, bytes]]]
 """Per subscription, its runs in the log after the merged mark: (first, last, framed alerts),
 seqs ascending."""

@@ -125,7 +125,7 @@ LAST_SEQ = (
 """A subscription's last merged seq, as SQL over ``subscriptions``: its newest merged row's,
 O(log n) by ``alerts_by_subscription`` (a subscription keeps the rows of its last
 ``retention`` ≥ 1 merged alerts, so its newest row always), 0 before its first; the log
-after the merged mark may hold later ones (:func:`alertlog.log_last_seqs`)."""
+after the merged mark may hold later ones (:func:`alertlog.unmerged_runs`)."""
 
 
 @dataclass(frozen=True)
@@ -355,9 +355,11 @@ class Catalog:
             f"created_ms, position, {LAST_SEQ}, algebra, idempotency_key FROM subscriptions "
             "ORDER BY number"
         )
-        logged = alertlog.log_last_seqs(self.db)
         subs = [SubscriptionRow(*row) for row in rows]
-        return [replace(row, last_seq=logged[row.id]) if row.id in logged else row for row in subs]
+        runs = self._runs  # the log's runs after the merged mark: later seqs than the rows'
+        return [
+            replace(row, last_seq=runs[row.id][-1][1]) if row.id in runs else row for row in subs
+        ]
 
     def next_subscription_number(self) -> int:
         """The number of the next subscription (ids are ``s<number>``; numbers are never reused)."""
