@@ -82,6 +82,10 @@ class _Batches:
     def take(self) -> list[bytes]:
         """The complete messages (what was added, flushed)."""
         self.flush()
+        return self.full()
+
+    def full(self) -> list[bytes]:
+        """The messages filled so far; what was added since stays for the next."""
         ready, self.ready = self.ready, []
         return ready
 
@@ -292,10 +296,11 @@ class Listeners:
                 db.execute("COMMIT")
                 for seq, last_seq, payload in rows:
                     yield from self._send(batches, sent, sub, seq, last_seq, payload)
-                yield from batches.take()
+                yield from batches.full()  # a message holds the alerts of many subscriptions
                 if complete:
                     through = merged if through is None else min(through, merged)
                     break
+        yield from batches.take()
         return alertlog.mark(db, "alerts_merged") if through is None else through
 
     def _send(

@@ -226,3 +226,35 @@ def test_a_live_stream_behind_a_merge_reads_the_merged_rows_and_goes_on(tmp_path
     assert len(seen) == last["s1"] + last["s2"] - 2
     live.close()
     catalog.close()
+
+
+def test_a_replay_of_many_subscriptions_joins_them_in_full_messages(tmp_path: Path) -> None:
+    """A client's replay of 300 subscriptions with an alert or two each, merged by the 64th
+    batch, comes in one message, not one a subscription: each message costs the transport
+    and the consumer, whatever it holds."""
+    catalog = Catalog(tmp_path / "c.sqlite", retention=100_000)
+    subs = [f"s{n}" for n in range(300)]
+    rows = [
+        SubscriptionRow(sub, "alice", "q", sub, sub, f"{sub}(x:int)", "", 0, 0, 1, 0)
+        for sub in subs
+    ]
+    catalog.add_subscriptions(
+        [(row, StreamRow(row.stream, row.output_spec, row.owner, row.id)) for row in rows]
+    )
+    last = dict.fromkeys(subs, 0)
+    for number in range(1, 65):
+        runs = []
+        for sub in subs[number % 60 :: 60]:
+            last[sub] += 1
+            runs.append(
+                (sub, last[sub], last[sub], "alice", _framed(sub, range(last[sub], last[sub] + 1)))
+            )
+        catalog.commit_batch(number, None, 1, b"", "o", runs, {r[0]: r[2] for r in runs})
+    assert (
+        catalog.db.execute("SELECT COUNT(DISTINCT subscription) FROM alerts").fetchone()[0] == 300
+    )
+    listeners = alerts.Listeners(catalog.path, Counter())
+    messages = list(listeners.stream("alice", set(subs), dict.fromkeys(subs, 0), lambda: False))
+    assert sorted(_sent(messages)) == sorted((s, q) for s in subs for q in range(1, last[s] + 1))
+    assert len(messages) == 1 and sum(last.values()) == 320
+    catalog.close()
