@@ -48,75 +48,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cesar.server.front import alertlog
-from cesar.server.wire.alertbytes import frame
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS streams (
-    name TEXT PRIMARY KEY,
-    spec TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    subscription TEXT NOT NULL DEFAULT '',
-    created_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS subscriptions (
-    number INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT UNIQUE NOT NULL,
-    owner TEXT NOT NULL,
-    query TEXT NOT NULL,
-    name TEXT NOT NULL,
-    stream TEXT NOT NULL,
-    output_spec TEXT NOT NULL,
-    key_attribute TEXT NOT NULL,
-    shard INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    algebra BLOB NOT NULL DEFAULT x'',
-    idempotency_key TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS batches (
-    number INTEGER PRIMARY KEY,
-    idempotency_key TEXT UNIQUE,
-    accepted INTEGER NOT NULL,
-    payload BLOB NOT NULL,
-    owner TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS shares (
-    stream TEXT NOT NULL,
-    client TEXT NOT NULL,
-    PRIMARY KEY (stream, client)
-);
-CREATE TABLE IF NOT EXISTS clock_joins (
-    id INTEGER PRIMARY KEY,
-    position INTEGER NOT NULL,
-    streams TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    position INTEGER PRIMARY KEY,
-    shards INTEGER NOT NULL,
-    front BLOB NOT NULL,
-    created_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS marks (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS streams_by_subscription ON streams (subscription);
-CREATE INDEX IF NOT EXISTS subscriptions_by_owner ON subscriptions (owner);
-"""
-_ALERTS = [
-    """CREATE TABLE IF NOT EXISTS alerts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    subscription TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    last_seq INTEGER NOT NULL,
-    owner TEXT NOT NULL,
-    payload BLOB NOT NULL
-)""",
-    "CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_subscription ON alerts (subscription, last_seq)",
-]
-"""The merged alerts: rows of a subscription's alerts ``seq`` … ``last_seq`` framed together
-(:mod:`cesar.server.wire.alertbytes`), written by :func:`alertlog.merge`."""
+from cesar.server.front import alertlog, tables
+from cesar.server.front.tables import transaction
 
 LAST_SEQ = (
     "COALESCE((SELECT MAX(alerts.last_seq) FROM alerts "
@@ -213,80 +146,12 @@ class Catalog:
             raise CatalogError(f"{path} is empty (0 bytes): {RESTORE}")
         try:
             self.db = connect(path)
-            self.db.executescript(_SCHEMA + alertlog.SCHEMA)
-            self._alert_rows()
-            self.db.execute("DROP INDEX IF EXISTS alerts_by_owner")
-            self._keep_subscribe_keys()
-            self._keep_batch_owners()
-            self._seqs_from_alerts()
+            tables.create(self.db)
             self.identity = self._identity()
             self._log_batches, self._log_bytes = self._unmerged()
             self._runs = alertlog.unmerged_runs(self.db)
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"{path} is not a usable catalog ({exc}): {RESTORE}") from None
-
-    def _alert_rows(self) -> None:
-        """Give a catalog made before alerts were stored a row per subscription and batch
-        (or before their ids were AUTOINCREMENT) the current table, each old alert a row.
-
-        A live Listen read alert rows in id order until the log took that part
-        (:mod:`~cesar.server.front.alertlog`); SQLite hands a plain INTEGER PRIMARY
-        KEY's largest id out again once that row is deleted: ids are AUTOINCREMENT,
-        and the sequence carries over.
-        """
-        found = self.db.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'alerts'"
-        ).fetchone()
-        if found is None:
-            with _transaction(self.db):
-                for statement in _ALERTS:
-                    self.db.execute(statement)
-            return
-        if "last_seq" in found[0]:
-            return
-        self.db.create_function("framed", 1, frame, deterministic=True)
-        with _transaction(self.db):
-            self.db.execute("ALTER TABLE alerts RENAME TO alerts_before")
-            self.db.execute("DROP INDEX alerts_by_subscription")
-            self.db.execute("DROP INDEX IF EXISTS alerts_by_owner")
-            for statement in _ALERTS:
-                self.db.execute(statement)
-            self.db.execute(
-                "INSERT INTO alerts (id, subscription, seq, last_seq, owner, payload) "
-                "SELECT id, subscription, seq, seq, owner, framed(payload) FROM alerts_before"
-            )
-            if "AUTOINCREMENT" in found[0]:
-                self.db.execute(
-                    "UPDATE sqlite_sequence SET seq = MAX(seq, (SELECT seq FROM sqlite_sequence "
-                    "WHERE name = 'alerts_before')) WHERE name = 'alerts'"
-                )
-                self.db.execute("DELETE FROM sqlite_sequence WHERE name = 'alerts_before'")
-            self.db.execute("DROP TABLE alerts_before")
-
-    def _keep_subscribe_keys(self) -> None:
-        """Give a catalog made before Subscribe took idempotency keys their column."""
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(subscriptions)")}
-        if "idempotency_key" not in columns:
-            with _transaction(self.db):
-                self.db.execute(
-                    "ALTER TABLE subscriptions ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT ''"
-                )
-
-    def _keep_batch_owners(self) -> None:
-        """Give a catalog made before batches kept who published them their column ("")."""
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(batches)")}
-        if "owner" not in columns:
-            with _transaction(self.db):
-                self.db.execute("ALTER TABLE batches ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
-
-    def _seqs_from_alerts(self) -> None:
-        """Drop the copy of each subscription's last seq that a catalog made before
-        2026-12-01 kept in ``subscriptions`` (rewritten for every subscription a batch
-        alerted: a third of the committer's time): the newest alert row holds it."""
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(subscriptions)")}
-        if "last_seq" in columns:
-            with _transaction(self.db):
-                self.db.execute("ALTER TABLE subscriptions DROP COLUMN last_seq")
 
     def _unmerged(self) -> tuple[int, int]:
         """The batches in the log after the merged mark and their bytes of alerts: with the
@@ -304,7 +169,7 @@ class Catalog:
         if row is not None:
             return int(row[0])
         identity = secrets.randbits(62) + 1
-        with _transaction(self.db):
+        with transaction(self.db):
             self.db.execute("INSERT INTO marks VALUES ('server', ?)", (identity,))
         return identity
 
@@ -333,7 +198,7 @@ class Catalog:
 
     def set_shares(self, stream: str, clients: Sequence[str]) -> None:
         """Share ``stream`` with exactly ``clients``."""
-        with _transaction(self.db):
+        with transaction(self.db):
             self.db.execute("DELETE FROM shares WHERE stream = ?", (stream,))
             self.db.executemany(
                 "INSERT INTO shares VALUES (?, ?)", [(stream, client) for client in clients]
@@ -380,7 +245,7 @@ class Catalog:
         """Store subscriptions, numbered in order, the streams they publish and the clock
         groups they join (position, streams): one transaction."""
         now = _now_ms()
-        with _transaction(self.db):
+        with transaction(self.db):
             self.db.executemany(
                 "INSERT INTO clock_joins (position, streams) VALUES (?, ?)",
                 [(position, ",".join(sorted(streams))) for position, streams in joins],
@@ -414,7 +279,7 @@ class Catalog:
 
     def remove_subscription(self, subscription: str) -> None:
         """Delete a subscription, the stream it publishes (and its shares) and its alerts."""
-        with _transaction(self.db):
+        with transaction(self.db):
             self.db.execute(
                 "DELETE FROM shares WHERE stream IN "
                 "(SELECT name FROM streams WHERE subscription = ?)",
@@ -446,7 +311,7 @@ class Catalog:
     def add_checkpoint(self, position: int, shards: int, front: bytes, keep: int) -> int:
         """Record a checkpoint, keep the newest ``keep`` and compact the log up to the oldest
         of them; the position compacted to.  One transaction."""
-        with _transaction(self.db):
+        with transaction(self.db):
             self.db.execute(
                 "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
                 (position, shards, front, _now_ms()),
@@ -512,7 +377,7 @@ class Catalog:
         merging = False
         runs = self._runs
         try:
-            with _transaction(self.db):
+            with transaction(self.db):
                 self.db.execute(
                     "INSERT INTO batches VALUES (?, ?, ?, ?, ?)",
                     (number, key or None, accepted, payload, owner),
@@ -549,7 +414,7 @@ class Catalog:
 
     def rewrite_batches(self, payloads: Sequence[tuple[int, bytes]]) -> None:
         """Replace logged batches' payloads ``(number, payload)``, in one transaction."""
-        with _transaction(self.db):
+        with transaction(self.db):
             self.db.executemany(
                 "UPDATE batches SET payload = ? WHERE number = ?",
                 [(payload, number) for number, payload in payloads],
@@ -558,19 +423,6 @@ class Catalog:
     def last_alert_id(self) -> int:
         """The id of the newest row of the alert log (0 when none)."""
         return alertlog.last_id(self.db)
-
-
-class _transaction:
-    """``with _transaction(db):`` — BEGIN IMMEDIATE … COMMIT, ROLLBACK on error."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, value: object, traceback: object) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
 def _now_ms() -> int:
