@@ -316,7 +316,7 @@ class Front:
                 )
             self.shards.remove(
                 live.shards(self.shards.count),
-                shard_pb2.RemoveRequest(lane=live.lane(self.shards.count), subscription=sub_id),
+                shard_pb2.RemoveRequest(lane=live.lane, subscription=sub_id),
             )
             self.registry.unregister(live)
             self.catalog.remove_subscription(sub_id)

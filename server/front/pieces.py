@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from cesar.automata.schema import Event, Value
 from cesar.server.wire.arrowevents import column, events_of
 from cesar.server.wire.arrowroute import key_shards
-from cesar.server.wire.routing import GLOBAL, WHOLE, RoutingTable, StreamRoute, key_lane, lane_of
+from cesar.server.wire.routing import GLOBAL, RoutingTable, StreamRoute, key_lane
 
 WIRE_COLUMNS = ("stream", "t0", "t1")
 """The columns every lane table starts with; attribute columns follow."""
@@ -143,15 +143,11 @@ def destinations(table: pa.Table, routing: RoutingTable, shard: int) -> Routes:
     stream, takes every row: the feed sent the shard only rows that its keys or
     its subscriptions' static interest admit, and a row that no static conjunct
     admits changes no output (:func:`cesar.automata.partition.static_interest`),
-    so the front neither compiles nor evaluates the interest again.  On a server of one
-    shard its one lane (:data:`~cesar.server.wire.routing.WHOLE`) takes every row.  One
-    Arrow pass per stream and key, no Python per row.
+    so the front neither compiles nor evaluates the interest again.  One Arrow
+    pass per stream and key, no Python per row.
     """
     out: dict[Destination, list[np.ndarray]] = {}
     for name, route, where, rows in _routed_streams(table, routing):
-        if routing.shards == 1:  # its one lane takes every row
-            out.setdefault((shard, WHOLE), []).append(where)
-            continue
         for key in route.keys:
             owners = key_shards(rows.column(column(name, key)), routing.shards)
             hit = np.asarray(pc.equal(owners, shard).to_numpy(zero_copy_only=False), bool)
@@ -173,15 +169,10 @@ def front_destinations(
     A key lane takes each row on the shard of its key (:func:`key_shards`: one Arrow pass
     per stream and key); a global lane on each shard ``interested`` names (the static
     interest of its global subscriptions, probed with the row's values, read into Python
-    for the streams global subscriptions read only).  On a server of one shard its one lane
-    takes every row of a stream a key-partitioned subscription reads, and of the others the
-    rows the interest admits.
+    for the streams global subscriptions read only).
     """
     out: dict[Destination, list[np.ndarray]] = {}
     for name, route, where, rows in _routed_streams(table, routing):
-        if routing.shards == 1 and route.keys:  # its one lane takes every row
-            out.setdefault((0, WHOLE), []).append(where)
-            continue
         for key in route.keys:
             owners = key_shards(rows.column(column(name, key)), routing.shards).to_numpy()
             lane = key_lane(key)
@@ -195,9 +186,8 @@ def front_destinations(
             for i, row in zip(where.tolist(), values.to_pylist(), strict=True):
                 for k in interested(name, row):
                     taken.setdefault(k, []).append(i)
-            lane = lane_of(None, routing.shards)
             for k, positions in taken.items():
-                out.setdefault((k, lane), []).append(np.array(positions, np.int64))
+                out.setdefault((k, GLOBAL), []).append(np.array(positions, np.int64))
     return _joined(out)
 
 

@@ -35,7 +35,7 @@ from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.front.errors import AlreadyExists
 from cesar.server.wire.alertbytes import ROW_ALERTS, ROW_BYTES, framed, head
 from cesar.server.wire.algebra_proto import to_predicate
-from cesar.server.wire.routing import RoutingTable, lane_of
+from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
 
@@ -87,9 +87,10 @@ class Live:
         """The streams that share its clock group: those it reads and the one it publishes."""
         return self.reads | {self.row.stream}
 
-    def lane(self, shards: int) -> str:
-        """The engine lane it runs in on its shards, of a server of ``shards``."""
-        return lane_of(self.key, shards)
+    @property
+    def lane(self) -> str:
+        """The engine lane it runs in on its shards."""
+        return key_lane(self.row.key_attribute) if self.row.key_attribute else GLOBAL
 
 
 def may_read(client: Client, row: StreamRow, shares: Mapping[str, Collection[str]]) -> bool:
@@ -350,9 +351,7 @@ class Registry:
         """The (shard, lane) pairs ``event`` goes to (only ``shard``'s when given)."""
         values = dict(event.values)
         destinations = self.routing.key_destinations(event.stream, values)
-        if not destinations or self.shards > 1:  # one shard: its one lane, taken at most once
-            lane = lane_of(None, self.shards)
-            destinations.extend((k, lane) for k in self.interested(event.stream, values))
+        destinations.extend((k, GLOBAL) for k in self.interested(event.stream, values))
         if shard is None:
             return destinations
         return [(k, lane) for k, lane in destinations if k == shard]

@@ -159,9 +159,7 @@ def restore(front: Front, row: SubscriptionRow) -> Admitted:
             if front.clients is None
             else front.clients.limits_of(row.owner).max_client_steps_per_epoch
         )
-        request = install_request(
-            query, live.lane(count), row.id, registry.schemas, (row.owner, steps)
-        )
+        request = install_request(query, live.lane, row.id, registry.schemas, (row.owner, steps))
     except (DecodeError, SourceError) as exc:
         raise CatalogError(
             f"subscription {row.id} of the catalog cannot be loaded ({exc}): {RESTORE}"

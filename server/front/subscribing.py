@@ -247,9 +247,7 @@ def admit(
     live = Live(row, query.reads, pinned_shard(query, key, registry.shards))
     try:
         steps = client.limits.max_client_steps_per_epoch
-        install = install_request(
-            query, live.lane(registry.shards), sub_id, registry.schemas, (client.name, steps)
-        )
+        install = install_request(query, live.lane, sub_id, registry.schemas, (client.name, steps))
     except SourceError as exc:
         raise InvalidArgument(str(exc)) from None
     registry.register(live, query)

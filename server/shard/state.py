@@ -19,7 +19,6 @@ from cesar.server.host.snapshots import SnapshotError
 from cesar.server.shard.lanes import Lane, Responses, emit
 from cesar.server.wire.alertbytes import notice_body
 from cesar.server.wire.convert import trusted_event
-from cesar.server.wire.routing import WHOLE, lane_fits
 from cesar.server.wire.source import Source, compile_source, parse_source
 from cesar.v1 import shard_pb2
 
@@ -205,12 +204,6 @@ class ShardState:
             dropped = int(data["alerts_dropped"])
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise SnapshotError(f"damaged: unexpected content ({exc!r})") from None
-        alien = sorted(name for name in loaded if not lane_fits(name, place[1]))
-        if alien:
-            raise SnapshotError(
-                f"its lanes {alien} are not those of a server of {place[1]} shards (one shard "
-                f"runs the one lane {WHOLE!r}; an older cesar ran a lane per key there)"
-            )
         self.loaded, self.alerts_dropped = loaded, dropped
 
     def resume(self) -> int:

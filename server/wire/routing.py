@@ -6,17 +6,7 @@ that lane on shard ``crc32(key_bytes(event[K])) mod shards``; global
 subscriptions share the lane ``global`` of the one shard each is placed on,
 which receives the events of the streams they read that satisfy their *static
 interest* (:func:`cesar.automata.partition.static_interest`; GetRouting lists
-it).
-
-A server of one shard runs one lane, ``whole``: there its key lanes would take every event
-of the streams they read, and its global lane most of them, so one engine holding every
-subscription shares what two would compute twice (the DAG's nodes, the indices' probes,
-the engine's cost per event).  It takes every event of a stream some key-partitioned
-subscription reads, and of the other streams those their global subscriptions' static
-interest admits; an event outside a subscription's static interest changes none of its
-outputs, so the extra events change no alert.
-
-The Spark feed routes by the same rule (GetRouting gives the table), so :func:`key_bytes` is
+it).  The Spark feed routes by the same rule (GetRouting gives the table), so :func:`key_bytes` is
 specified exactly:
 
 * a string: its UTF-8 bytes;
@@ -40,30 +30,10 @@ from cesar.automata.schema import Value
 
 GLOBAL = "global"
 
-WHOLE = "whole"
-"""The one lane of a server of one shard."""
-
 
 def key_lane(attribute: str) -> str:
     """The lane of subscriptions key-partitioned on ``attribute``."""
     return f"key:{attribute}"
-
-
-def lane_of(key: str | None, shards: int) -> str:
-    """The lane a subscription key-partitioned on ``key`` (None: global) runs in, of a server
-    of ``shards``.
-
-    >>> lane_of("Name", 2), lane_of(None, 2), lane_of("Name", 1), lane_of(None, 1)
-    ('key:Name', 'global', 'whole', 'whole')
-    """
-    if shards == 1:
-        return WHOLE
-    return key_lane(key) if key else GLOBAL
-
-
-def lane_fits(lane: str, shards: int) -> bool:
-    """Whether ``lane`` is a lane of a server of ``shards`` (a snapshot's lanes must be)."""
-    return (lane == WHOLE) == (shards == 1)
 
 
 def key_bytes(value: Value) -> bytes:
@@ -124,8 +94,6 @@ class RoutingTable:
     def key_destinations(self, stream: str, values: dict[str, Value]) -> list[tuple[int, str]]:
         """The (shard, key lane) pairs an event of ``stream`` with ``values`` goes to."""
         route = self.streams.get(stream)
-        if route is None or not route.keys:
+        if route is None:
             return []
-        if self.shards == 1:
-            return [(0, WHOLE)]
         return [(shard_of(values[key], self.shards), key_lane(key)) for key in route.keys]

@@ -6,7 +6,6 @@ import pyarrow as pa
 
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.server.front import pieces
-from cesar.server.front.catalog import StreamRow
 from cesar.server.front.pieces import Rows, blocks, destinations, front_destinations, lane_table
 from cesar.server.front.registry import Registry
 from cesar.server.wire.arrowevents import check, column, events_of
@@ -66,27 +65,6 @@ def test_the_front_routes_each_row_of_a_table_as_the_registry_routes_its_event(
     for row, event in enumerate(EVENTS):
         assert pairs_of(routes, row) == set(registry.destinations(event, None))
     assert all(list(p) == sorted(p) for p in routes.values())
-
-
-def test_one_shard_s_one_lane_takes_each_row_once_as_the_registry_routes_it() -> None:
-    """On a server of one shard, with a key-partitioned subscription reading the stream,
-    every row goes to the one lane once; with global ones only, the rows their interest
-    admits (the front's routing); a routed piece's rows all go there (the feed's)."""
-    for keyed in (True, False):
-        registry = Registry(shards=1)
-        registry.add_stream(StreamRow("Stock", STOCK, "admin", ""))
-        if keyed:
-            register(registry, "s1", KEYED)
-        register(registry, "s2", GLOBAL)
-        table = check(stock_table(EVENTS), registry.schemas).table
-        routes = front_destinations(table, registry.routing, registry.interested)
-        assert list(routes) == [(0, "whole")]
-        for row, event in enumerate(EVENTS):
-            assert pairs_of(routes, row) == set(registry.destinations(event, None))
-        expected = list(range(len(EVENTS))) if keyed else [1, 3, 4]  # Price > 500
-        assert routes[(0, "whole")].tolist() == expected
-        routed = destinations(table, registry.routing, 0)
-        assert {k: v.tolist() for k, v in routed.items()} == {(0, "whole"): list(range(6))}
 
 
 def test_blocks_hold_one_stream_and_one_t1_each_in_the_table_s_order() -> None:
