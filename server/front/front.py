@@ -497,7 +497,9 @@ class Front:
         to (:func:`~cesar.server.front.pieces.blocks`)."""
         if shard is None:
             registry = self.registry
-            routes = front_destinations(table, registry.routing, registry.interested)
+            routes = front_destinations(
+                table, registry.routing, registry.interested, registry.interest_masks
+            )
         else:
             routes = piece_destinations(table, self.registry.routing, shard)
         return blocks(table, routes)

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from cesar.automata.schema import Event, Value
 from cesar.server.wire.arrowevents import column, events_of
-from cesar.server.wire.arrowroute import key_shards
+from cesar.server.wire.arrowroute import Mask, key_shards
 from cesar.server.wire.routing import GLOBAL, RoutingTable, StreamRoute, key_lane
 
 WIRE_COLUMNS = ("stream", "t0", "t1")
@@ -161,15 +161,17 @@ def front_destinations(
     table: pa.Table,
     routing: RoutingTable,
     interested: Callable[[str, dict[str, Value]], list[int]],
+    masks: Callable[[str], dict[int, Mask] | None],
 ) -> Routes:
     """For ``table`` (in the normal form), the positions of the rows each (shard, lane) takes
     when the front routes them, as :meth:`~cesar.server.front.registry.Registry.destinations`
     does one event.
 
     A key lane takes each row on the shard of its key (:func:`key_shards`: one Arrow pass
-    per stream and key); a global lane on each shard ``interested`` names (the static
-    interest of its global subscriptions, probed with the row's values, read into Python
-    for the streams global subscriptions read only).
+    per stream and key); a global lane the rows of the streams its global subscriptions
+    read that their static interest admits: by the interest compiled for Arrow (``masks``:
+    every row the interest admits, and maybe a few more, harmless), or, where that is None
+    (too many subscriptions or filters), by probing each row's values (``interested``).
     """
     out: dict[Destination, list[np.ndarray]] = {}
     for name, route, where, rows in _routed_streams(table, routing):
@@ -178,7 +180,12 @@ def front_destinations(
             lane = key_lane(key)
             for owner in np.unique(owners).tolist():
                 out.setdefault((owner, lane), []).append(where[owners == owner])
-        if route.global_shards:
+        compiled = masks(name) if route.global_shards else None
+        if compiled is not None:
+            for k, mask in compiled.items():
+                hit = np.asarray(mask(rows).to_numpy(zero_copy_only=False), bool)
+                out.setdefault((k, GLOBAL), []).append(where[hit])
+        elif route.global_shards:
             prefix = f"{name}/"
             attributes = [c for c in rows.column_names if c.startswith(prefix)]
             values = rows.select(attributes).rename_columns([c[len(prefix) :] for c in attributes])

@@ -35,9 +35,21 @@ from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.front.errors import AlreadyExists
 from cesar.server.wire.alertbytes import ROW_ALERTS, ROW_BYTES, framed, head
 from cesar.server.wire.algebra_proto import to_predicate
+from cesar.server.wire.arrowroute import Mask, compile_interest
 from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
 from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
+
+ARROW_INTEREST_SUBSCRIPTIONS = 1_000
+"""Up to this many global subscriptions, the front evaluates their static interest over a
+batch's columns (:meth:`Registry.interest_masks`); beyond, it probes the interest index row by
+row, so that compiling the interest again after each subscription stays cheap."""
+
+ARROW_INTEREST_FILTERS = 64
+"""A shard's interest in a stream is evaluated in Arrow when it needs at most this many
+filters (each a pass over the rows), its equalities of one attribute with strings counting
+as one (``is_in``): 64 filters cost 5.5–6.0 µs an event where probing the rows one by one
+cost 24 (perf/RESULTS.md, session 17), and the cost grows with the filters."""
 
 AlertRow = tuple[str, int, int, str, bytes]
 """A stored row of alerts: subscription, first and last seq, owner, the alerts framed
@@ -190,6 +202,9 @@ class Registry:
         self.shares: dict[str, set[str]] = {}
         self.groups = StreamGroups()
         self._interest: ConjunctIndex[tuple[str, str]] = ConjunctIndex()
+        self._masks: dict[str, dict[int, Mask] | None] = {}
+        """Per stream, its global interest compiled for Arrow (:meth:`interest_masks`),
+        dropped when a global subscription reading it comes or goes."""
 
     def add_stream(self, row: StreamRow, schema: StreamSchema | None = None) -> None:
         """Enter a stream (an input stream when ``row.subscription`` is empty).
@@ -298,6 +313,7 @@ class Registry:
             for stream, conjuncts in statics.items():
                 atoms = tuple(static_atoms(c) for c in conjuncts)
                 self._interest.add((sub_id, stream), stream, atoms)
+                self._masks.pop(stream, None)
         self._count(live, 1)
         if live.row.idempotency_key:
             self.keys[live.row.owner, live.row.idempotency_key] = sub_id
@@ -313,6 +329,7 @@ class Registry:
         self.routing.remove(live.reads, live.key, live.row.shard)
         for stream in self.statics.pop(sub_id, {}):
             self._interest.remove((sub_id, stream))
+            self._masks.pop(stream, None)
         self._count(live, -1)
         if live.row.idempotency_key:
             del self.keys[live.row.owner, live.row.idempotency_key]
@@ -361,6 +378,28 @@ class Registry:
         of ``stream`` with ``values`` (its global lane takes it)."""
         interested = self._interest.probe(stream, values)
         return sorted({self.live[s].row.shard for s, _ in interested})
+
+    def interest_masks(self, stream: str) -> dict[int, Mask] | None:
+        """Per global shard, the static interest in ``stream`` as an Arrow filter admitting at
+        least the rows :meth:`interested` names (:func:`compile_interest`); None when the
+        server has more than :data:`ARROW_INTEREST_SUBSCRIPTIONS` global subscriptions or
+        a shard's interest needs more than :data:`ARROW_INTEREST_FILTERS` filters (then the
+        front probes row by row).  Compiled when first asked after a change, O(global
+        subscriptions); then O(1)."""
+        if stream in self._masks:
+            return self._masks[stream]
+        masks: dict[int, Mask] | None = None
+        if len(self.statics) <= ARROW_INTEREST_SUBSCRIPTIONS:
+            masks = {}
+            for shard, conjuncts in self.interest(stream).items():
+                predicates = [to_predicate(c.pred()) for c in conjuncts]
+                mask = compile_interest(predicates, stream, ARROW_INTEREST_FILTERS)
+                if mask is None:
+                    masks = None
+                    break
+                masks[shard] = mask
+        self._masks[stream] = masks
+        return masks
 
     def routing_table(self) -> pb.RoutingTable:
         """The routing table as GetRouting gives it: per stream, key attributes and each

@@ -4,9 +4,11 @@
 an Arrow table of one stream's events: ``crc32(key bytes) mod shards`` for
 every key attribute of the stream, and each global shard's static interest
 (:class:`pb.GlobalInterest`) compiled into Arrow compute calls by
-:func:`compile_predicate`: the feed picks each event's shards with it
-(:mod:`cesar.server.feed.rows`).  :func:`key_shards` is the hash of a whole
-column, which the front also uses for the key lanes of a routed piece
+:func:`compile_interest` (a shard's conjuncts comparing one attribute with strings as one
+``is_in`` pass): the feed picks each event's shards with it
+(:mod:`cesar.server.feed.rows`), the front its global lanes
+(:meth:`cesar.server.front.registry.Registry.interest_masks`).  :func:`key_shards` is the
+hash of a whole column, which the front also uses for the key lanes of a routed piece
 (:mod:`cesar.server.front.pieces`).  Python touches one value per distinct
 key, never one per row.
 
@@ -21,7 +23,7 @@ key, never one per row.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -50,7 +52,11 @@ def compile_predicate(pred: pb.Predicate, stream: str, positive: bool = True) ->
         inner = compile_predicate(pred.negate, stream, not positive)
         return lambda table: pc.invert(inner(table))
     if kind in ("all", "any"):
-        items = [compile_predicate(p, stream, positive) for p in getattr(pred, kind).items]
+        parts = list(getattr(pred, kind).items)
+        items: list[Mask] = []
+        if kind == "any" and positive:
+            items, parts = _equalities(parts, stream)
+        items += [compile_predicate(p, stream, positive) for p in parts]
         join = pc.and_kleene if kind == "all" else pc.or_kleene
 
         def combined(table: pa.Table) -> pa.Array:
@@ -81,6 +87,93 @@ def compile_predicate(pred: pb.Predicate, stream: str, positive: bool = True) ->
         return result
 
     return compared
+
+
+def compile_interest(
+    conjuncts: Sequence[pb.Predicate], stream: str, limit: int | None = None
+) -> Mask | None:
+    """A vectorized filter admitting at least what any of ``conjuncts`` admits (a global
+    shard's static interest); None when, their equalities of an attribute with a string
+    taken together, more than ``limit`` Arrow filters would remain (each costs a pass over
+    the rows: then probing row by row is cheaper).
+
+    >>> k = pb.Term(attribute=pb.AttributeRef(scope=pb.SCOPE_EVENT, name="k"))
+    >>> equal = lambda v: pb.Predicate(compare=pb.Comparison(
+    ...     op="=", left=k, right=pb.Term(constant=pb.Value(string_value=v))))
+    >>> mask = compile_interest([equal(v) for v in ("IBM", "HP")], "S", limit=0)
+    >>> mask(pa.table({"S/k": ["IBM", "AAPL", None, "HP"]})).to_pylist()
+    [True, False, False, True]
+    """
+    masks, others = _equalities(list(conjuncts), stream)
+    if limit is not None and len(others) > limit:
+        return None
+    return _any(masks + [compile_predicate(item, stream) for item in others])
+
+
+def _any(masks: list[Mask]) -> Mask:
+    """Whether any of ``masks`` holds (none: false)."""
+    if not masks:
+        return _constant(False)
+
+    def combined(table: pa.Table) -> pa.Array:
+        result = masks[0](table)
+        for mask in masks[1:]:
+            result = pc.or_kleene(result, mask(table))
+        return result
+
+    return combined
+
+
+def _equalities(items: list[pb.Predicate], stream: str) -> tuple[list[Mask], list[pb.Predicate]]:
+    """Of the items of a positive disjunction, those comparing an attribute of the event
+    for equality with a string, as one ``is_in`` filter per attribute; and the others."""
+    values: dict[str, list[str]] = {}
+    grouped: dict[str, list[pb.Predicate]] = {}
+    others: list[pb.Predicate] = []
+    for item in items:
+        found = _string_equality(item)
+        if found is None:
+            others.append(item)
+        else:
+            values.setdefault(found[0], []).append(found[1])
+            grouped.setdefault(found[0], []).append(item)
+    masks: list[Mask] = []
+    for name, strings in values.items():
+        if len(strings) == 1:
+            others.extend(grouped[name])
+            continue
+        each = _any([compile_predicate(item, stream) for item in grouped[name]])
+        masks.append(_one_of(column(stream, name), strings, each))
+    return masks, others
+
+
+def _string_equality(pred: pb.Predicate) -> tuple[str, str] | None:
+    """(attribute, string) of ``attribute = 'string'`` (either way round), else None."""
+    if pred.WhichOneof("kind") != "compare" or pred.compare.op != "=":
+        return None
+    sides = (pred.compare.left, pred.compare.right)
+    for attribute, constant in (sides, sides[::-1]):
+        if (
+            attribute.WhichOneof("kind") == "attribute"
+            and attribute.attribute.scope in (pb.SCOPE_EVENT, pb.SCOPE_RIGHT)
+            and constant.WhichOneof("kind") == "constant"
+            and constant.constant.WhichOneof("kind") == "string_value"
+        ):
+            return attribute.attribute.name, constant.constant.string_value
+    return None
+
+
+def _one_of(name: str, strings: list[str], each: Mask) -> Mask:
+    """Whether the column ``name`` holds one of ``strings``: one ``is_in`` pass over a string
+    column (a null is in none), or the equalities one by one (``each``) on another type."""
+
+    def mask(table: pa.Table) -> pa.Array:
+        values = table.column(name)
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            return pc.is_in(values, value_set=pa.array(strings, values.type))
+        return each(table)
+
+    return mask
 
 
 def _constant(value: bool) -> Mask:
@@ -140,10 +233,9 @@ class ArrowRoutes:
         interest: dict[str, dict[int, Mask]] = {}
         for route in table.streams:
             for entry in route.global_interest:
-                conjuncts = pb.Predicate(any=pb.Predicates(items=entry.conjuncts))
-                interest.setdefault(route.stream, {})[entry.shard] = compile_predicate(
-                    conjuncts, route.stream
-                )
+                mask = compile_interest(entry.conjuncts, route.stream)
+                assert mask is not None  # no limit
+                interest.setdefault(route.stream, {})[entry.shard] = mask
         keys = {route.stream: tuple(route.key_attributes) for route in table.streams}
         return ArrowRoutes(table.shards, keys, interest)
 

@@ -19,11 +19,25 @@ from hypothesis import strategies as st
 
 from cesar.automata.evaluate import Env, Faults, holds
 from cesar.automata.schema import AttrType, Event, EventError, parse_stream_spec
-from cesar.automata.terms import And, Arith, Call, Cmp, Const, Dur, Neg, Not, Or, Pred, Scope, Term
+from cesar.automata.terms import (
+    And,
+    Arith,
+    Attr,
+    Call,
+    Cmp,
+    Const,
+    Dur,
+    Neg,
+    Not,
+    Or,
+    Pred,
+    Scope,
+    Term,
+)
 from cesar.server.feed.jsonl import check_json
 from cesar.server.wire.algebra_proto import to_predicate
 from cesar.server.wire.arrowevents import column
-from cesar.server.wire.arrowroute import compile_predicate
+from cesar.server.wire.arrowroute import compile_interest, compile_predicate
 from cesar.server.wire.eventfile import json_event
 from tests.strategies import event_values, typed_preds
 
@@ -59,6 +73,36 @@ def test_compiled_interest_admits_what_the_predicate_admits(pred, rows):
     assert all(m or not t for m, t in zip(mask, truth, strict=True))  # never narrower
     if arrow_evaluable(pred):
         assert mask == truth
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.sampled_from(["", "a", "b", "IBM"])), min_size=2),
+    typed_preds,
+    st.lists(event_values, min_size=1, max_size=12),
+)
+def test_equalities_with_strings_taken_in_one_filter_admit_what_they_admit(equal, other, rows):
+    """A disjunction holding several ``s = 'c'`` (either way round; ``is_in`` in one pass)
+    beside another predicate: exactly what it admits, where Arrow evaluates the other."""
+    attribute = Attr(Scope.EVENT, "s")
+    items = [
+        Cmp("=", attribute, Const(v, AttrType.STRING))
+        if left
+        else Cmp("=", Const(v, AttrType.STRING), attribute)
+        for left, v in equal
+    ]
+    pred = Or((*items, other))
+    table = pa.table(
+        {column("S", name): [r[name] for r in rows] for name in ("x", "y", "f", "s")}
+        | {"t0": [0] * len(rows), "t1": [0] * len(rows)}
+    )
+    mask = compile_interest([to_predicate(p) for p in pred.items], "S", limit=None)
+    assert mask is not None
+    got = mask(table).to_pylist()
+    truth = [holds(pred, Env({Scope.EVENT: r}, 0), Faults()) for r in rows]
+    assert all(m or not t for m, t in zip(got, truth, strict=True))
+    if arrow_evaluable(other):
+        assert got == truth
+    assert compile_interest([to_predicate(p) for p in items], "S", limit=0) is not None
 
 
 def test_arrow_evaluable_sees_the_forms_arrow_skips():

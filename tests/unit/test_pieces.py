@@ -6,6 +6,7 @@ import pyarrow as pa
 
 from cesar.automata.schema import Event, parse_stream_spec
 from cesar.server.front import pieces
+from cesar.server.front import registry as registry_module
 from cesar.server.front.pieces import Rows, blocks, destinations, front_destinations, lane_table
 from cesar.server.front.registry import Registry
 from cesar.server.wire.arrowevents import check, column, events_of
@@ -61,10 +62,46 @@ def test_the_front_routes_each_row_of_a_table_as_the_registry_routes_its_event(
     register(registry, "s2", GLOBAL)
     register(registry, "s3", GLOBAL, owner="bob")
     table = check(stock_table(EVENTS), registry.schemas).table
-    routes = front_destinations(table, registry.routing, registry.interested)
+    routes = front_destinations(
+        table, registry.routing, registry.interested, registry.interest_masks
+    )
+    assert registry.interest_masks("Stock") is not None  # in Arrow
     for row, event in enumerate(EVENTS):
         assert pairs_of(routes, row) == set(registry.destinations(event, None))
     assert all(list(p) == sorted(p) for p in routes.values())
+
+
+def test_global_interest_in_arrow_or_row_by_row_routes_as_the_registry(
+    registry: Registry,
+) -> None:
+    """Equalities of Name with strings in one ``is_in`` (six subscriptions, two shards),
+    then past ``ARROW_INTEREST_FILTERS`` filters a shard (row by row): each row goes to the
+    global lanes the registry's interest index names, in both; a subscription that comes
+    or goes changes the compiled interest."""
+    names = ["IBM", "AAPL", "MSFT", "HP", "IBM", "GOOG"]
+    for n, name in enumerate(names):
+        other = names[n - 1]
+        text = (
+            f"FILTER{{Name = '{name}'}} Stock NEXT{{$2.Name = '{other}' AND $2.Volume > 1}} Stock"
+        )
+        register(registry, f"s{n}", text)
+    table = check(stock_table(EVENTS), registry.schemas).table
+
+    def same_as_registry() -> None:
+        routes = front_destinations(
+            table, registry.routing, registry.interested, registry.interest_masks
+        )
+        for row, event in enumerate(EVENTS):
+            assert pairs_of(routes, row) == set(registry.destinations(event, None)), row
+
+    assert registry.interest_masks("Stock") is not None
+    same_as_registry()
+    registry.unregister(registry.live["s1"])  # AAPL's: its rows go nowhere now
+    same_as_registry()
+    for n in range(2 * registry_module.ARROW_INTEREST_FILTERS + 1):
+        register(registry, f"p{n}", f"FILTER{{Price > {n}.5}} Stock NEXT{{$2.Volume > {n}}} Stock")
+    assert registry.interest_masks("Stock") is None  # row by row
+    same_as_registry()
 
 
 def test_blocks_hold_one_stream_and_one_t1_each_in_the_table_s_order() -> None:
