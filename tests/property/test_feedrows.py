@@ -105,6 +105,21 @@ def test_equalities_with_strings_taken_in_one_filter_admit_what_they_admit(equal
     assert compile_interest([to_predicate(p) for p in items], "S", limit=0) is not None
 
 
+def test_an_integer_overflow_never_makes_the_filter_narrower():
+    """``NOT (x * 2^62 < 0)``: for x = 2 and 3 the product overflows, and CEL makes that atom
+    false whatever its polarity (NOT is pushed down to it); Arrow's product wraps, and a
+    wrapped value gives the filter true or false, never less than false: it may admit more,
+    never fewer (here: exactly the same)."""
+    x = Attr(Scope.EVENT, "x")
+    pred = Not(Cmp("<", Arith("*", x, Const(2**62, AttrType.INT)), Const(0, AttrType.INT)))
+    table = pa.table({column("S", "x"): [-1, 0, 1, 2, 3], "t0": [0] * 5, "t1": [0] * 5})
+    rows = [{"x": v, "y": 0, "f": 0.0, "s": ""} for v in (-1, 0, 1, 2, 3)]
+    faults = Faults()
+    truth = [holds(pred, Env({Scope.EVENT: r}, 0), faults) for r in rows]
+    assert truth == [False, True, True, False, False] and faults.arithmetic == 2
+    assert compile_predicate(to_predicate(pred), "S")(table).to_pylist() == truth
+
+
 def test_arrow_evaluable_sees_the_forms_arrow_skips():
     one = Const(1, AttrType.INT)
     assert arrow_evaluable(Cmp("<", Arith("+", one, one), one))
