@@ -57,15 +57,7 @@ def compile_predicate(pred: pb.Predicate, stream: str, positive: bool = True) ->
         if kind == "any" and positive:
             items, parts = _equalities(parts, stream)
         items += [compile_predicate(p, stream, positive) for p in parts]
-        join = pc.and_kleene if kind == "all" else pc.or_kleene
-
-        def combined(table: pa.Table) -> pa.Array:
-            result = items[0](table)
-            for item in items[1:]:
-                result = join(result, item(table))
-            return result
-
-        return combined
+        return _fold(items, pc.and_kleene if kind == "all" else pc.or_kleene)
     compare = pred.compare
     left = _compile_term(compare.left, stream)
     right = _compile_term(compare.right, stream)
@@ -107,18 +99,19 @@ def compile_interest(
     masks, others = _equalities(list(conjuncts), stream)
     if limit is not None and len(others) > limit:
         return None
-    return _any(masks + [compile_predicate(item, stream) for item in others])
+    return _fold(masks + [compile_predicate(item, stream) for item in others], pc.or_kleene)
 
 
-def _any(masks: list[Mask]) -> Mask:
-    """Whether any of ``masks`` holds (none: false)."""
+def _fold(masks: list[Mask], join: Callable[[pa.Array, pa.Array], pa.Array]) -> Mask:
+    """``masks`` joined with ``join`` (``and_kleene`` or ``or_kleene``); none: the join's
+    identity (true for AND, false for OR)."""
     if not masks:
-        return _constant(False)
+        return _constant(join is pc.and_kleene)
 
     def combined(table: pa.Table) -> pa.Array:
         result = masks[0](table)
         for mask in masks[1:]:
-            result = pc.or_kleene(result, mask(table))
+            result = join(result, mask(table))
         return result
 
     return combined
@@ -142,7 +135,7 @@ def _equalities(items: list[pb.Predicate], stream: str) -> tuple[list[Mask], lis
         if len(strings) == 1:
             others.extend(grouped[name])
             continue
-        each = _any([compile_predicate(item, stream) for item in grouped[name]])
+        each = _fold([compile_predicate(item, stream) for item in grouped[name]], pc.or_kleene)
         masks.append(_one_of(column(stream, name), strings, each))
     return masks, others
 
