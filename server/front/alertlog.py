@@ -134,7 +134,23 @@ def unmerged(
 ) -> Iterator[Chunk]:
     """The log's runs after ``alerts_merged`` (of ``owner``'s rows, up to id ``through``
     when given), in log order."""
-    query = "SELECT spans, payload FROM alert_log WHERE id > ?"
+    for spans, payload in _unmerged_rows(db, "spans, payload", owner, through):
+        yield from chunks(spans, payload)
+
+
+def unmerged_spans(
+    db: sqlite3.Connection, owner: str | None = None, through: int | None = None
+) -> Iterator[Span]:
+    """The spans of :func:`unmerged`'s runs, their alerts left unread."""
+    for (spans,) in _unmerged_rows(db, "spans", owner, through):
+        yield from unpack_spans(spans)
+
+
+def _unmerged_rows(
+    db: sqlite3.Connection, columns: str, owner: str | None, through: int | None
+) -> sqlite3.Cursor:
+    """``columns`` of the log rows after ``alerts_merged`` (``owner``'s, up to ``through``)."""
+    query = f"SELECT {columns} FROM alert_log WHERE id > ?"
     values: list[object] = [mark(db, "alerts_merged")]
     if owner is not None:
         query += " AND owner = ?"
@@ -142,8 +158,7 @@ def unmerged(
     if through is not None:
         query += " AND id <= ?"
         values.append(through)
-    for spans, payload in db.execute(query + " ORDER BY id", values):
-        yield from chunks(spans, payload)
+    return db.execute(query + " ORDER BY id", values)
 
 
 Runs = dict[str, list[tuple[int, int, bytes]]]

@@ -91,7 +91,7 @@ class _Batches:
 
 
 def _oldest(
-    db: sqlite3.Connection, subs: Collection[str], logged: Sequence[alertlog.Chunk]
+    db: sqlite3.Connection, subs: Collection[str], logged: Sequence[alertlog.Span]
 ) -> dict[str, int | None]:
     """The oldest seq kept of each of ``subs``: its first merged row's, or its first in the
     log's runs after the merged mark (``logged``, its client's)."""
@@ -222,7 +222,7 @@ class Listeners:
             sent = dict(
                 db.execute(f"SELECT id, {LAST_SEQ} FROM subscriptions WHERE owner = ?", (owner,))
             )
-            logged = list(alertlog.unmerged(db, owner, position))
+            logged = list(alertlog.unmerged_spans(db, owner, position))
             sent.update((sub, last) for sub, _, last, _ in logged)
             oldest = _oldest(db, after_seq, logged)
             db.execute("COMMIT")
