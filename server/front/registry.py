@@ -391,8 +391,7 @@ class Registry:
         masks: dict[int, Mask] | None = None
         if len(self.statics) <= ARROW_INTEREST_SUBSCRIPTIONS:
             masks = {}
-            for shard, conjuncts in self.interest(stream).items():
-                predicates = [to_predicate(c.pred()) for c in conjuncts]
+            for shard, predicates in self._interest_predicates(stream).items():
                 mask = compile_interest(predicates, stream, ARROW_INTEREST_FILTERS)
                 if mask is None:
                     masks = None
@@ -412,10 +411,8 @@ class Registry:
                 key_attributes=sorted(route.keys),
                 global_shards=sorted(route.global_shards),
                 global_interest=[
-                    pb.GlobalInterest(
-                        shard=shard, conjuncts=[to_predicate(c.pred()) for c in conjuncts]
-                    )
-                    for shard, conjuncts in self.interest(stream).items()
+                    pb.GlobalInterest(shard=shard, conjuncts=predicates)
+                    for shard, predicates in self._interest_predicates(stream).items()
                 ],
             )
         return table
@@ -427,6 +424,13 @@ class Registry:
             for conjunct in statics.get(stream, ()):
                 shards.setdefault(self.live[sub].row.shard, {})[conjunct] = None
         return {shard: list(conjuncts) for shard, conjuncts in sorted(shards.items())}
+
+    def _interest_predicates(self, stream: str) -> dict[int, list[pb.Predicate]]:
+        """:meth:`interest` as the protobuf predicates GetRouting and the Arrow filters take."""
+        return {
+            shard: [to_predicate(c.pred()) for c in conjuncts]
+            for shard, conjuncts in self.interest(stream).items()
+        }
 
     def check_valid(self) -> None:
         """Assert that the tallies, readers, streams and interest agree with the live set."""
