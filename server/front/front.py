@@ -497,9 +497,7 @@ class Front:
         to (:func:`~cesar.server.front.pieces.blocks`)."""
         if shard is None:
             registry = self.registry
-            routes = front_destinations(
-                table, registry.routing, registry.interested, registry.interest_masks
-            )
+            routes = front_destinations(table, registry)
         else:
             routes = piece_destinations(table, self.registry.routing, shard)
         return blocks(table, routes)

@@ -30,7 +30,7 @@ Python values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -38,9 +38,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cesar.automata.schema import Event, Value
+from cesar.automata.schema import Event
+from cesar.server.front.registry import Registry
 from cesar.server.wire.arrowevents import column, events_of
-from cesar.server.wire.arrowroute import Mask, key_shards
+from cesar.server.wire.arrowroute import key_shards
 from cesar.server.wire.routing import GLOBAL, RoutingTable, StreamRoute, key_lane
 
 WIRE_COLUMNS = ("stream", "t0", "t1")
@@ -157,22 +158,20 @@ def destinations(table: pa.Table, routing: RoutingTable, shard: int) -> Routes:
     return _joined(out)
 
 
-def front_destinations(
-    table: pa.Table,
-    routing: RoutingTable,
-    interested: Callable[[str, dict[str, Value]], list[int]],
-    masks: Callable[[str], dict[int, Mask] | None],
-) -> Routes:
+def front_destinations(table: pa.Table, registry: Registry) -> Routes:
     """For ``table`` (in the normal form), the positions of the rows each (shard, lane) takes
     when the front routes them, as :meth:`~cesar.server.front.registry.Registry.destinations`
     does one event.
 
     A key lane takes each row on the shard of its key (:func:`key_shards`: one Arrow pass
     per stream and key); a global lane the rows of the streams its global subscriptions
-    read that their static interest admits: by the interest compiled for Arrow (``masks``:
-    every row the interest admits, and maybe a few more, harmless), or, where that is None
-    (too many subscriptions or filters), by probing each row's values (``interested``).
+    read that their static interest admits: by the interest compiled for Arrow
+    (:meth:`~cesar.server.front.registry.Registry.interest_masks`: every row the interest
+    admits, and maybe a few more, harmless), or, where there is none (too many
+    subscriptions or filters), by probing each row's values
+    (:meth:`~cesar.server.front.registry.Registry.interested`).
     """
+    routing = registry.routing
     out: dict[Destination, list[np.ndarray]] = {}
     for name, route, where, rows in _routed_streams(table, routing):
         for key in route.keys:
@@ -180,7 +179,7 @@ def front_destinations(
             lane = key_lane(key)
             for owner in np.unique(owners).tolist():
                 out.setdefault((owner, lane), []).append(where[owners == owner])
-        compiled = masks(name) if route.global_shards else None
+        compiled = registry.interest_masks(name) if route.global_shards else None
         if compiled is not None:
             for k, mask in compiled.items():
                 hit = np.asarray(mask(rows).to_numpy(zero_copy_only=False), bool)
@@ -191,7 +190,7 @@ def front_destinations(
             values = rows.select(attributes).rename_columns([c[len(prefix) :] for c in attributes])
             taken: dict[int, list[int]] = {}
             for i, row in zip(where.tolist(), values.to_pylist(), strict=True):
-                for k in interested(name, row):
+                for k in registry.interested(name, row):
                     taken.setdefault(k, []).append(i)
             for k, positions in taken.items():
                 out.setdefault((k, GLOBAL), []).append(np.array(positions, np.int64))

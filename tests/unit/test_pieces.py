@@ -62,9 +62,7 @@ def test_the_front_routes_each_row_of_a_table_as_the_registry_routes_its_event(
     register(registry, "s2", GLOBAL)
     register(registry, "s3", GLOBAL, owner="bob")
     table = check(stock_table(EVENTS), registry.schemas).table
-    routes = front_destinations(
-        table, registry.routing, registry.interested, registry.interest_masks
-    )
+    routes = front_destinations(table, registry)
     assert registry.interest_masks("Stock") is not None  # in Arrow
     for row, event in enumerate(EVENTS):
         assert pairs_of(routes, row) == set(registry.destinations(event, None))
@@ -88,9 +86,7 @@ def test_global_interest_in_arrow_or_row_by_row_routes_as_the_registry(
     table = check(stock_table(EVENTS), registry.schemas).table
 
     def same_as_registry() -> None:
-        routes = front_destinations(
-            table, registry.routing, registry.interested, registry.interest_masks
-        )
+        routes = front_destinations(table, registry)
         for row, event in enumerate(EVENTS):
             assert pairs_of(routes, row) == set(registry.destinations(event, None)), row
 
