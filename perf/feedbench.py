@@ -19,7 +19,11 @@ stocks), in one run and one local[2] Spark session:
    count on the same events (checked; the server runs with the runaway caps
    off, as ``cesar run`` has none).  Each shard count's throughput is also
    given against ``cesar run``'s rate on the same queries and events in this
-   process (``vs_in_process``; the run that counts the alerts, timed).
+   process (``vs_in_process``; the run that counts the alerts, timed).  Beside it: the
+   front's and the shards' CPU an event over the throughput phase (from /proc) against the
+   in-process run's, each shard's busy share of that phase (1.0: it bounds the rate), and
+   the time this process's one consumer took to catch up with the alerts after it, before
+   the paced part starts.
 
 ``--workload server`` runs serverbench's workload through the feed instead (its
 10,000 queries on its random walk of 200 stocks, ``--queries`` and
@@ -38,6 +42,7 @@ this process, its Spark and the front on the CPUs left (fewer shards than CPUs).
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import statistics
@@ -57,7 +62,7 @@ from cesar.perf import serverbench
 from cesar.perf.acksink import AckSink
 from cesar.perf.quotes import minute_events
 from cesar.perf.report import machine, print_report
-from cesar.perf.serverproc import QUERIES, STOCK, Server
+from cesar.perf.serverproc import QUERIES, STOCK, Server, cpu_seconds
 from cesar.server.engine.workload import Workload
 from cesar.server.feed.job import Feed, Options, session
 from cesar.server.front.limits import MAX_SUBSCRIBE_BATCH
@@ -224,7 +229,7 @@ def end_to_end(
     shards: int,
     texts: list[tuple[str, str]],
     events: list[Event],
-    alerts: tuple[int, int],
+    alert_times: Sequence[int],
     rate: float,
     tmp: Path,
     per_trigger: int,
@@ -232,12 +237,12 @@ def end_to_end(
 ) -> dict[str, Any]:
     """Part 2 for one shard count: throughput (all at once), then latency (paced).
 
-    ``alerts``: ``cesar run``'s alerts before the newest epoch, and in all; ``per_trigger``:
+    ``alert_times``: the ``t1`` of each of ``cesar run``'s alerts, ascending; ``per_trigger``:
     the most files the feed takes in one micro-batch; ``pinned``: the CPUs the server places
     its shards and front on (``--shard-cpus auto``) while this process and its Spark keep to
     the others (None: nothing pinned).
     """
-    expected, total = alerts
+    expected, total = bisect.bisect_left(alert_times, events[-1].t1), len(alert_times)
     result: dict[str, Any] = {"shards": shards}
     files = json_files(events, min(FILE_ROWS, len(events) // 10))
     half = len(files) // 2
@@ -264,6 +269,9 @@ def end_to_end(
             first_half = sum(len(f) for f in files[:half])
             newest = events[first_half - 1].t1
             held = sum(1 for e in events[:first_half] if e.t1 == newest)
+            assert server.process is not None
+            pids = [server.process.pid, *server.shard_pids()]
+            cpu = [cpu_seconds(pid) for pid in pids]
             started = time.perf_counter()
             for number in range(half):
                 drop_file(tmp / "in", number, files[number])
@@ -272,7 +280,18 @@ def end_to_end(
             while applied(server) < first_half - 2 * held:
                 time.sleep(0.05)
             elapsed = time.perf_counter() - started
-            result["throughput_events_per_s"] = round(applied(server) / elapsed)
+            cpu = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu, strict=True)]
+            done = applied(server)
+            result["throughput_events_per_s"] = round(done / elapsed)
+            result["front_cpu_us_per_event"] = round(cpu[0] / done * 1e6, 2)
+            result["shard_cpu_us_per_event"] = round(sum(cpu[1:]) / done * 1e6, 2)
+            result["shard_busy"] = [round(c / elapsed, 3) for c in cpu[1:]]
+            # the paced phase measures a caught-up server: its latency is not the backlog
+            # of the throughput phase's alerts still on their way to this one consumer
+            caught, deadline = bisect.bisect_left(alert_times, newest), time.monotonic() + 300
+            while len(listener.alerts) < caught and time.monotonic() < deadline:
+                time.sleep(0.05)
+            result["catch_up_s"] = round(time.perf_counter() - started - elapsed, 3)
             dropped: list[tuple[float, int, int]] = []
             # paced: each file holds half a second of quotes at ``rate``
             rest = [line for lines in files[half:] for line in lines]
@@ -370,11 +389,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     texts, events = workload(args)
     tune_collector()  # the in-process reference runs as ``cesar run`` does
     program = Workload.build([parse_stream_spec(STOCK)], texts)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     outputs = program.run(events, engine="engine")
     in_process = round(len(events) / (time.perf_counter() - started), 1)
-    last = events[-1].t1
-    expected = sum(1 for e in outputs if e.t1 < last)
+    in_process_cpu = (time.process_time() - cpu_started) / len(events) * 1e6
+    alert_times = sorted(e.t1 for e in outputs)
     spark = session("local[2]", "cesar-feedbench")
     summary: dict[str, Any] = {
         "date": datetime.now().isoformat(timespec="seconds"),
@@ -384,6 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "queries": len(texts),
         "alerts_cesar_run": len(outputs),
         "in_process_events_per_s": in_process,
+        "in_process_cpu_us_per_event": round(in_process_cpu, 2),
         "files_per_trigger": args.files_per_trigger,
         "pinned": {"shards": "auto", "this_process_and_spark": sorted(allowed())}
         if args.pin
@@ -400,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         shards,
                         texts,
                         events,
-                        (expected, len(outputs)),
+                        alert_times,
                         rate,
                         Path(scratch) / f"s{shards}",
                         args.files_per_trigger,
