@@ -33,7 +33,9 @@ $(VENV)/.installed: pyproject.toml build/files.txt $(wildcard proto/cesar/v1/*.p
 # 2 cores (its C files compiled one per core), again whenever one of the engine's or the
 # indices' sources changes; until then (and with CESAR_PURE=1) every module runs from its source.
 $(VENV)/.compiled: $(VENV)/.installed $(wildcard index/*.py server/engine/*.py) \
-    server/shard/lanes.py server/wire/alertbytes.py automata/arithmetic.py automata/evaluate.py automata/schema.py proto/cesar/build.py proto/build_compiled.py
+    server/shard/lanes.py server/wire/alertbytes.py server/wire/protocolumns.py \
+    automata/arithmetic.py automata/evaluate.py automata/making.py automata/schema.py \
+    automata/skipping.py proto/cesar/build.py proto/build_compiled.py
 	$(BIN)/python proto/build_compiled.py > build/mypyc.log 2>&1 || (cat build/mypyc.log; exit 1)
 	@tail -1 build/mypyc.log
 	touch $@

@@ -59,6 +59,7 @@ COMPILED: tuple[str, ...] = (
     "cesar.server.engine.work",
     "cesar.server.shard.lanes",
     "cesar.server.wire.alertbytes",
+    "cesar.server.wire.protocolumns",
 )
 """The modules ``make setup`` compiles, by their installed names."""
 

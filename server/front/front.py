@@ -356,12 +356,16 @@ class Front:
 
     # ----------------------------------------------------------------- publish
 
-    def publish(self, client: Client, request: pb.PublishRequest) -> pb.PublishResponse:
+    def publish(
+        self, client: Client, request: pb.PublishRequest, data: bytes | None = None
+    ) -> pb.PublishResponse:
         """Validate, apply, log and sequence one batch of ``client``'s; the acknowledgement
         (once it is logged).  See :meth:`begin`."""
-        return self.begin(client, request).result()
+        return self.begin(client, request, data).result()
 
-    def begin(self, client: Client, request: pb.PublishRequest) -> Ticket | Tickets:
+    def begin(
+        self, client: Client, request: pb.PublishRequest, data: bytes | None = None
+    ) -> Ticket | Tickets:
         """Validate one batch of ``client``'s and send the shards its ready epochs; the
         ticket whose :meth:`~Ticket.result` is the acknowledgement, once it is logged.
 
@@ -378,14 +382,16 @@ class Front:
         events are then taken in turns of about ``EVENTS_PER_TURN``, cut between
         epochs (:func:`~cesar.server.front.columns.in_turns`), each logged as a
         batch of its own (its idempotency key numbered), so other clients' batches
-        go between them; a retried request skips the turns already logged.
+        go between them; a retried request skips the turns already logged.  ``data``, the
+        request's bytes as received, is where its events are read from (the message is
+        serialized again when it is not given).
         """
         key, shard = check_request(client, request, self.shards.count)
         with self.lock:
             self._check_open()
             inputs = dict(self.registry.inputs)
         # the registry's streams are read a key at a time, not copied: one per subscription
-        checked = request_table(request, inputs, self.registry.streams)
+        checked = request_table(request, inputs, self.registry.streams, data)
         if shard is not None and request.arrow_events and not request.events:
             return self._turn(key, request, shard, checked, client)  # a routed piece: whole
         parts = in_turns(checked, limits.EVENTS_PER_TURN)

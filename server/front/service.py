@@ -266,10 +266,13 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
 
     @_stream_errors
     def Publish(
-        self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
+        self,
+        request_iterator: Iterator[tuple[pb.PublishRequest, bytes]],
+        context: grpc.ServicerContext,
     ) -> Iterator[pb.PublishResponse]:
         """Acknowledgements in request order; up to ``PIPELINE`` batches of the stream are
-        begun (validated, sent to the shards) before the oldest is acknowledged."""
+        begun (validated, sent to the shards) before the oldest is acknowledged.  Each
+        request comes with its bytes (``KEEP_BYTES``)."""
         client = self._caller(context, "Publish")
         begun: queue.Queue[Ticket | Tickets | BaseException | None] = queue.Queue(PIPELINE)
 
@@ -284,8 +287,8 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
 
         def read() -> None:
             try:
-                for request in request_iterator:
-                    if not hand(self.front.begin(client, request)):
+                for request, data in request_iterator:
+                    if not hand(self.front.begin(client, request, data)):
                         return
             except BaseException as exc:
                 hand(exc)
@@ -308,9 +311,10 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
 
     @_errors
     def PublishBatch(
-        self, request: pb.PublishRequest, context: grpc.ServicerContext
+        self, received: tuple[pb.PublishRequest, bytes], context: grpc.ServicerContext
     ) -> pb.PublishResponse:
-        return self.front.publish(self._caller(context, "PublishBatch"), request)
+        request, data = received
+        return self.front.publish(self._caller(context, "PublishBatch"), request, data)
 
     @_errors
     def GetRouting(
@@ -326,6 +330,11 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
 PRESERIALIZED = frozenset({"Listen"})
 """Methods whose servicer yields response messages already serialized: Listen's AlertBatch
 messages are the stored alerts framed together (:mod:`cesar.server.front.alerts`)."""
+
+
+KEEP_BYTES = frozenset({"Publish", "PublishBatch"})
+"""Methods whose servicer takes each request with its bytes, ``(message, data)``: the front
+reads a Publish request's events from its bytes (:mod:`cesar.server.wire.protocolumns`)."""
 
 
 def _already_serialized(message: bytes) -> bytes:
@@ -350,17 +359,18 @@ def add_to_server(servicer: CesarServicer, server: grpc.Server) -> None:
             else getattr(pb, method.output_type.name).SerializeToString
         )
         behaviour = getattr(servicer, method.name)
+        keep = method.name in KEEP_BYTES
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _decoding_stream(behaviour, request_type), response_serializer=serialize
+                _decoding_stream(behaviour, request_type, keep), response_serializer=serialize
             )
         elif method.server_streaming:
             handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _decoding(behaviour, request_type), response_serializer=serialize
+                _decoding(behaviour, request_type, keep), response_serializer=serialize
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _decoding(behaviour, request_type), response_serializer=serialize
+                _decoding(behaviour, request_type, keep), response_serializer=serialize
             )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
 
@@ -371,9 +381,10 @@ PIPELINE = 4
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Cesar"].full_name
 
 
-def _decode(request_type: Any, data: bytes, context: grpc.ServicerContext) -> Any:
+def _decode(request_type: Any, data: bytes, context: grpc.ServicerContext, keep: bool) -> Any:
     try:
-        return request_type.FromString(data)
+        message = request_type.FromString(data)
+        return (message, data) if keep else message
     except DecodeError as exc:
         context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
@@ -382,18 +393,18 @@ def _decode(request_type: Any, data: bytes, context: grpc.ServicerContext) -> An
 
 
 def _decoding(
-    behaviour: Callable[[Any, grpc.ServicerContext], Any], request_type: Any
+    behaviour: Callable[[Any, grpc.ServicerContext], Any], request_type: Any, keep: bool
 ) -> Callable[[bytes, grpc.ServicerContext], Any]:
     def handle(data: bytes, context: grpc.ServicerContext) -> Any:
-        return behaviour(_decode(request_type, data, context), context)
+        return behaviour(_decode(request_type, data, context, keep), context)
 
     return handle
 
 
 def _decoding_stream(
-    behaviour: Callable[[Iterator[Any], grpc.ServicerContext], Any], request_type: Any
+    behaviour: Callable[[Iterator[Any], grpc.ServicerContext], Any], request_type: Any, keep: bool
 ) -> Callable[[Iterator[bytes], grpc.ServicerContext], Any]:
     def handle(data: Iterator[bytes], context: grpc.ServicerContext) -> Any:
-        return behaviour((_decode(request_type, item, context) for item in data), context)
+        return behaviour((_decode(request_type, item, context, keep) for item in data), context)
 
     return handle

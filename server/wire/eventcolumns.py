@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from cesar.automata.schema import AttrType, Event, StreamSchema
 from cesar.server.wire.arrowevents import ARROW_TYPES, column, encode
+from cesar.server.wire.protocolumns import Taken
 from cesar.v1 import cesar_pb2 as pb
 
 KINDS = {
@@ -57,6 +58,15 @@ class StreamColumns:
         self.t0: list[int] = []
         self.t1: list[int] = []
         self.values: list[list[object]] = [[] for _ in self.names]
+
+    @classmethod
+    def of(cls, taken: Taken) -> StreamColumns:
+        """The events :func:`~cesar.server.wire.protocolumns.read_events` took of one stream
+        (its lists, not copies), to be added to."""
+        columns = cls(taken.schema)
+        columns.index, columns.t0, columns.t1 = taken.index, taken.t0, taken.t1
+        columns.values = taken.values
+        return columns
 
     def take(self, index: int, message: pb.Event) -> bool:
         """Append ``message`` if it is exactly of the schema (see the module docstring);
