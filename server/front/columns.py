@@ -74,7 +74,7 @@ def _read(
     when it cannot read ``data`` as the message's events."""
     try:
         read = read_events(request.SerializeToString() if data is None else data, inputs)
-    except (ValueError, IndexError):
+    except ValueError:
         return range(len(request.events)), {}
     if read.count != len(request.events):
         return range(len(request.events)), {}

@@ -198,6 +198,26 @@ def arrow_rows(count: int, compression: str | None = None, width: int = 3) -> by
     return data
 
 
+EXACT = pb.PublishRequest(
+    events=[
+        pb.Event(
+            stream="Stock",
+            t0=t,
+            t1=t + 1,
+            attributes={
+                "Name": pb.Value(string_value="IBM"),
+                "Price": pb.Value(float_value=9.5),
+                "Volume": pb.Value(int_value=t),
+            },
+        )
+        for t in (1, 2, 3)
+    ],
+    watermark=5,
+)
+VOLUME = pb.Event(attributes={"Volume": pb.Value(int_value=7)})
+"""Protobuf events exactly of Stock's schema (read from the bytes: protocolumns), and an event
+of one map entry and nothing else, which mutations merge into its neighbours."""
+
 SEEDS: dict[str, list[bytes]] = {
     "Subscribe": [
         pb.SubscribeRequest(query="FILTER{Price > 10} Stock", name="Q").SerializeToString(),
@@ -242,6 +262,8 @@ SEEDS: dict[str, list[bytes]] = {
             for shard in (None, 0)
         ),
         WRONG_TYPE.SerializeToString(),
+        EXACT.SerializeToString(),
+        EXACT.SerializeToString() + pb.PublishRequest(events=[VOLUME]).SerializeToString(),
     ],
 }
 mutations = st.lists(

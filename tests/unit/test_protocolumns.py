@@ -112,5 +112,5 @@ def test_fields_of_the_request_around_its_events_are_skipped() -> None:
 
 @pytest.mark.parametrize("data", [b"\x0a\x05abc", b"\x0a", b"\x0f", b"\x80"])
 def test_bytes_protobuf_would_not_read_raise(data: bytes) -> None:
-    with pytest.raises((ValueError, IndexError)):
+    with pytest.raises(ValueError):
         read_events(data, INPUTS)
