@@ -217,6 +217,7 @@ class Reasons:
     def __init__(self, rows: int) -> None:
         self.field = pa.nulls(rows, pa.string())
         self.reason = pa.nulls(rows, pa.string())
+        self.failed = False
 
     def fail(
         self, mask: pa.Array, field: str, reason: pa.Array | str | Callable[[], pa.Array]
@@ -227,6 +228,7 @@ class Reasons:
         mask = pc.fill_null(mask, False)
         if not pc.any(mask).as_py():
             return
+        self.failed = True
         hit = pc.and_(mask, pc.is_null(self.reason))
         self.field = pc.if_else(hit, pa.scalar(field), self.field)
         self.reason = pc.if_else(hit, reason() if callable(reason) else reason, self.reason)
@@ -281,16 +283,23 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
     index = pa.array(np.arange(rows, dtype=np.int64))
     arrival = pc.fill_null(_typed(table, "arrival", pa.int64()), index)
     reasons = Reasons(rows)
-    reasons.fail(pc.or_kleene(pc.is_null(stream), pc.equal(stream, "")), "stream", "missing")
-    known = pc.is_in(stream, value_set=pa.array(sorted(schemas), pa.string()))
-    reasons.fail(
-        pc.invert(known),
-        "stream",
-        lambda: pc.binary_join_element_wise("unknown stream '", stream, "'", ""),
-    )
-    reasons.fail(pc.and_(pc.is_null(t0), pc.is_null(t1)), "t0", "missing")
-    reasons.fail(pc.is_null(t1), "t1", "missing")
-    t0 = pc.coalesce(t0, t1)
+    # A check whose mask holds nowhere by the columns' metadata (no nulls, one stream) is
+    # skipped: a batch of one stream without faults costs a few Arrow calls, not dozens.
+    seen = pc.unique(stream).to_pylist()
+    if None in seen or "" in seen:
+        reasons.fail(pc.or_kleene(pc.is_null(stream), pc.equal(stream, "")), "stream", "missing")
+    if any(name and name not in schemas for name in seen):
+        known = pc.is_in(stream, value_set=pa.array(sorted(schemas), pa.string()))
+        reasons.fail(
+            pc.invert(known),
+            "stream",
+            lambda: pc.binary_join_element_wise("unknown stream '", stream, "'", ""),
+        )
+    if t1.null_count:
+        reasons.fail(pc.and_(pc.is_null(t0), pc.is_null(t1)), "t0", "missing")
+        reasons.fail(pc.is_null(t1), "t1", "missing")
+    if t0.null_count:
+        t0 = pc.coalesce(t0, t1)
     reasons.fail(
         pc.greater(t0, t1),
         "t0",
@@ -299,20 +308,20 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
         ),
     )
     out = {"stream": stream, "t0": t0, "t1": t1, "arrival": arrival, "index": index}
-    present = pc.unique(pc.filter(stream, known)).to_pylist()
-    for name in sorted(present):
+    for name in sorted(name for name in seen if name in schemas):
         schema = schemas[name]
-        mine = pc.equal(stream, name)
+        mine = _Rows(stream, name, alone=len(seen) == 1)
         for attribute, typ in schema.attributes:
             key = column(name, attribute)
             if key not in columns:
-                reasons.fail(mine, attribute, "missing")
+                reasons.fail(mine.mask(), attribute, "missing")
                 continue
             values = out[key] = _typed(table, key, ARROW_TYPES[typ], typ)
-            reasons.fail(pc.and_(mine, pc.is_null(values)), attribute, "missing")
+            if values.null_count:
+                reasons.fail(mine.where(pc.is_null(values)), attribute, "missing")
             if typ is AttrType.FLOAT:
                 reasons.fail(
-                    pc.and_(mine, pc.invert(pc.is_finite(values))),
+                    mine.where(pc.invert(pc.is_finite(values))),
                     attribute,
                     functools.partial(_not_finite, values),
                 )
@@ -325,10 +334,15 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
         )
         for attribute in extras:
             reasons.fail(
-                pc.and_(mine, pc.is_valid(table.column(column(name, attribute)))),
+                mine.where(pc.is_valid(table.column(column(name, attribute)))),
                 attribute,
                 NOT_AN_ATTRIBUTE,
             )
+    base = ["stream", "t0", "t1", "arrival", "index"]
+    ordered = base + sorted(key for key in out if key not in base)
+    valid = pa.table({key: out[key] for key in ordered})
+    if not reasons.failed:
+        return Checked(valid, [])
     ok = reasons.ok
     bad = pc.indices_nonzero(pc.invert(ok))
     errors = [
@@ -341,10 +355,25 @@ def check(table: pa.Table, schemas: Mapping[str, StreamSchema]) -> Checked:
             strict=True,
         )
     ]
-    base = ["stream", "t0", "t1", "arrival", "index"]
-    ordered = base + sorted(key for key in out if key not in base)
-    valid = pa.table({key: out[key] for key in ordered}).filter(ok)
-    return Checked(valid, errors)
+    return Checked(valid.filter(ok), errors)
+
+
+class _Rows:
+    """The rows of one stream in :func:`check`: its mask, made once and only when asked for
+    (``alone``: every row is the stream's, and a mask is used as it is)."""
+
+    def __init__(self, stream: pa.Array, name: str, alone: bool) -> None:
+        self.stream, self.name, self.alone = stream, name, alone
+        self._mask: pa.Array | None = None
+
+    def mask(self) -> pa.Array:
+        if self._mask is None:
+            self._mask = pc.equal(self.stream, self.name)
+        return self._mask
+
+    def where(self, mask: pa.Array) -> pa.Array:
+        """``mask`` on this stream's rows only."""
+        return mask if self.alone else pc.and_(self.mask(), mask)
 
 
 def _not_finite(values: pa.Array) -> pa.Array:
