@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -200,15 +201,22 @@ def _compile_term(term: pb.Term, stream: str) -> Term | None:
 
 
 def key_shards(values: pa.Array | pa.ChunkedArray, shards: int) -> pa.Array:
-    """``crc32(key_bytes(v)) mod shards`` for each value; Python runs once per distinct value.
+    """``crc32(key_bytes(v)) mod shards`` for each value; Python runs once per distinct value
+    (a string's bytes are its UTF-8), not at all with one shard; a null's shard is null.
 
     >>> key_shards(pa.array(["IBM", "IBM", "AAPL"]), 2).to_pylist()
     [1, 1, 0]
     """
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    if shards == 1 and not values.null_count:
+        return pa.array(np.zeros(len(values), np.int32))
     encoded = pc.dictionary_encode(values)
-    table = [zlib.crc32(key_bytes(v)) % shards for v in encoded.dictionary.to_pylist()]
+    distinct = encoded.dictionary.to_pylist()
+    if pa.types.is_string(values.type):
+        table = [zlib.crc32(v.encode()) % shards for v in distinct]
+    else:
+        table = [zlib.crc32(key_bytes(v)) % shards for v in distinct]
     return pc.take(pa.array(table, pa.int32()), encoded.indices)
 
 

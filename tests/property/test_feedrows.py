@@ -37,8 +37,9 @@ from cesar.automata.terms import (
 from cesar.server.feed.jsonl import check_json
 from cesar.server.wire.algebra_proto import to_predicate
 from cesar.server.wire.arrowevents import column
-from cesar.server.wire.arrowroute import compile_interest, compile_predicate
+from cesar.server.wire.arrowroute import compile_interest, compile_predicate, key_shards
 from cesar.server.wire.eventfile import json_event
+from cesar.server.wire.routing import shard_of
 from tests.strategies import event_values, typed_preds
 
 S = parse_stream_spec("S(x:int,y:int,f:float,s:string)")
@@ -177,3 +178,25 @@ def test_json_rows_mean_what_cesar_run_reads(texts):
         except EventError as exc:
             expected[index] = (exc.field or "", exc.reason)
     assert got == expected
+
+
+KEYS = {
+    pa.string(): st.text(max_size=4),
+    pa.int64(): st.integers(-(2**63), 2**63 - 1),
+    pa.float64(): st.floats(allow_nan=False),
+    pa.bool_(): st.booleans(),
+}
+
+
+@given(
+    st.sampled_from(sorted(KEYS, key=str)).flatmap(
+        lambda typ: st.tuples(st.just(typ), st.lists(st.one_of(st.none(), KEYS[typ]), max_size=12))
+    ),
+    st.integers(1, 5),
+)
+def test_a_columns_key_shards_are_each_values_shard(column_values, shards):
+    """key_shards (a whole column; one shard: no hashing at all) agrees with shard_of, the
+    one value's hash the front's per-event routing and the feed use; a null has none."""
+    typ, values = column_values
+    got = key_shards(pa.array(values, typ), shards).to_pylist()
+    assert got == [None if v is None else shard_of(v, shards) for v in values]
