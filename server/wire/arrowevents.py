@@ -401,6 +401,8 @@ def _typed(table: pa.Table, name: str, arrow: pa.DataType, typ: AttrType | None 
         return pa.nulls(table.num_rows, arrow)
     values = table.column(name).combine_chunks()
     given = values.type
+    if given == arrow:
+        return values
     fits = (
         pa.types.is_null(given)
         or {
