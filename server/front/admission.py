@@ -107,8 +107,13 @@ class Admission:
         keep = np.ones(table.num_rows, bool)
         fine: dict[str, int] = {}
         late: list[tuple[str, np.ndarray]] = []
-        for name in pc.unique(streams).to_pylist():
-            mine = np.asarray(pc.equal(streams, name).to_numpy(zero_copy_only=False), bool)
+        names = pc.unique(streams).to_pylist()
+        for name in names:
+            mine = (
+                np.ones(table.num_rows, bool)  # one stream: every row is its
+                if len(names) == 1
+                else np.asarray(pc.equal(streams, name).to_numpy(zero_copy_only=False), bool)
+            )
             limit = self.time_limit(name, now)
             ahead = mine & (t1s > limit)
             for i in np.flatnonzero(ahead).tolist():
@@ -147,7 +152,7 @@ class Admission:
             message.index = i
             response.rejected.append(message)
             refused[stream, _label(message.field), kind] += 1
-        return response, table.filter(pa.array(keep)), refused
+        return response, table if keep.all() else table.filter(pa.array(keep)), refused
 
     def _late_bounds(self, stream: str, shard: int | None) -> tuple[int | None, int | None]:
         """(settled, horizon): a row of ``stream`` is late when its ``t1`` is at or before
