@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from cesar.automata.schema import AttrType, Event, StreamSchema
 from cesar.server.wire.arrowevents import ARROW_TYPES, column, encode
-from cesar.server.wire.protocolumns import Taken
+from cesar.server.wire.protocolumns import Rows
 from cesar.v1 import cesar_pb2 as pb
 
 KINDS = {
@@ -45,28 +45,17 @@ BASE = ("stream", "t0", "t1", "arrival", "index")
 
 
 class StreamColumns:
-    """One stream's events, a list per column (see the module docstring)."""
+    """One stream's events, a list per column (see the module docstring): ``rows``, those
+    :func:`~cesar.server.wire.protocolumns.read_events` took when given, added to."""
 
-    __slots__ = ("floats", "index", "kinds", "names", "schema", "t0", "t1", "values")
+    __slots__ = ("floats", "kinds", "names", "rows", "schema")
 
-    def __init__(self, schema: StreamSchema) -> None:
+    def __init__(self, schema: StreamSchema, rows: Rows | None = None) -> None:
         self.schema = schema
         self.names = [name for name, _ in schema.attributes]
         self.kinds = [KINDS[typ] for _, typ in schema.attributes]
         self.floats = [i for i, (_, typ) in enumerate(schema.attributes) if typ is AttrType.FLOAT]
-        self.index: list[int] = []
-        self.t0: list[int] = []
-        self.t1: list[int] = []
-        self.values: list[list[object]] = [[] for _ in self.names]
-
-    @classmethod
-    def of(cls, taken: Taken) -> StreamColumns:
-        """The events :func:`~cesar.server.wire.protocolumns.read_events` took of one stream
-        (its lists, not copies), to be added to."""
-        columns = cls(taken.schema)
-        columns.index, columns.t0, columns.t1 = taken.index, taken.t0, taken.t1
-        columns.values = taken.values
-        return columns
+        self.rows = Rows(schema) if rows is None else rows
 
     def take(self, index: int, message: pb.Event) -> bool:
         """Append ``message`` if it is exactly of the schema (see the module docstring);
@@ -84,37 +73,29 @@ class StreamColumns:
             if not math.isfinite(row[i]):  # type: ignore[arg-type]
                 return False
         t1 = message.t1
-        t0 = t1 if message.point else message.t0
-        if t0 > t1:
-            return False
-        self.index.append(index)
-        self.t0.append(t0)
-        self.t1.append(t1)
-        for values, value in zip(self.values, row, strict=True):
-            values.append(value)
-        return True
+        return self.rows.append(index, t1 if message.point else message.t0, t1, row)
 
     def add(self, index: int, event: Event) -> None:
         """Append an event :func:`~cesar.server.wire.convert.from_event` validated."""
         values = dict(event.values)
-        self.index.append(index)
-        self.t0.append(event.t0)
-        self.t1.append(event.t1)
-        for name, out in zip(self.names, self.values, strict=True):
-            out.append(values[name])
+        self.rows.append(index, event.t0, event.t1, [values[name] for name in self.names])
+
+    def __len__(self) -> int:
+        return len(self.rows.index)
 
     def table(self) -> pa.Table:
         """The events in the normal form (arrival: the index)."""
-        index = pa.array(self.index, pa.int64())
+        rows = self.rows
+        index = pa.array(rows.index, pa.int64())
         data: dict[str, pa.Array] = {
-            "stream": pa.repeat(pa.scalar(self.schema.name, pa.string()), len(self.index)),
-            "t0": pa.array(self.t0, pa.int64()),
-            "t1": pa.array(self.t1, pa.int64()),
+            "stream": pa.repeat(pa.scalar(self.schema.name, pa.string()), len(rows.index)),
+            "t0": pa.array(rows.t0, pa.int64()),
+            "t1": pa.array(rows.t1, pa.int64()),
             "arrival": index,
             "index": index,
         }
         for (name, typ), values in sorted(
-            zip(self.schema.attributes, self.values, strict=True), key=lambda item: item[0][0]
+            zip(self.schema.attributes, rows.values, strict=True), key=lambda item: item[0][0]
         ):
             data[column(self.schema.name, name)] = pa.array(values, ARROW_TYPES[typ])
         return pa.table(data)

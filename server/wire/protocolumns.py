@@ -64,9 +64,10 @@ _INT64: Final = 1 << 63
 _UINT64: Final = 1 << 64
 
 
-class Taken:
-    """One stream's events that :func:`read_events` took: their indices in the request,
-    times, and a list per attribute (in the schema's declaration order)."""
+class Rows:
+    """One stream's events as columns: their indices in the request, times, and a list per
+    attribute (in the schema's declaration order); what :func:`read_events` takes, and what
+    :class:`~cesar.server.wire.eventcolumns.StreamColumns` adds to."""
 
     def __init__(self, schema: StreamSchema) -> None:
         self.schema = schema
@@ -79,13 +80,25 @@ class Taken:
         self.t1: list[int] = []
         self.values: list[list[object]] = [[] for _ in schema.attributes]
 
+    def append(self, index: int, t0: int, t1: int, row: list[object]) -> bool:
+        """Append event ``index``'s times and ``row`` (a value per attribute); False,
+        appending nothing, when ``t0 > t1``."""
+        if t0 > t1:
+            return False
+        self.index.append(index)
+        self.t0.append(t0)
+        self.t1.append(t1)
+        for column, value in zip(self.values, row, strict=True):
+            column.append(value)
+        return True
+
 
 class Read:
     """What :func:`read_events` found: the events it took by stream, the indices of those it
     left to the caller (ascending), and the request's events in all."""
 
     def __init__(self) -> None:
-        self.streams: dict[str, Taken] = {}
+        self.streams: dict[str, Rows] = {}
         self.left: list[int] = []
         self.count = 0
 
@@ -94,12 +107,12 @@ def read_events(data: bytes, inputs: Mapping[str, StreamSchema]) -> Read:
     """The events of the serialized PublishRequest ``data`` (see the module docstring).
 
     ``inputs``: the input streams' schemas by name; each stream an event names has its
-    :class:`Taken` in ``streams``, though every event of it may have been left.  O(bytes):
+    :class:`Rows` in ``streams``, though every event of it may have been left.  O(bytes):
     compiled, an event of three attributes in a fifth of the time its reading from the
     parsed message takes.  Raises ValueError on bytes upb would not parse.
     """
     read = Read()
-    by_name: dict[bytes, Taken | None] = {}
+    by_name: dict[bytes, Rows | None] = {}
     end = len(data)
     pos = 0
     try:
@@ -127,11 +140,11 @@ def _event(
     stop: int,
     index: int,
     inputs: Mapping[str, StreamSchema],
-    by_name: dict[bytes, Taken | None],
+    by_name: dict[bytes, Rows | None],
     read: Read,
 ) -> bool:
     """Take the event in ``data[pos:stop]`` into its stream's columns; False if it is left."""
-    taken: Taken | None = None
+    taken: Rows | None = None
     t0 = 0
     t1 = 0
     point = False
@@ -149,7 +162,7 @@ def _event(
                 taken = by_name[name]
             else:
                 schema = inputs.get(name.decode())
-                taken = None if schema is None else Taken(schema)
+                taken = None if schema is None else Rows(schema)
                 by_name[name] = taken
                 if taken is not None:
                     read.streams[taken.schema.name] = taken
@@ -177,18 +190,10 @@ def _event(
     if taken is None or missing or pos != stop:
         return False
     t1 = _signed(t1)
-    t0 = t1 if point else _signed(t0)
-    if t0 > t1:
-        return False
-    taken.index.append(index)
-    taken.t0.append(t0)
-    taken.t1.append(t1)
-    for column, value in zip(taken.values, row, strict=True):
-        column.append(value)
-    return True
+    return taken.append(index, t1 if point else _signed(t0), t1, row)
 
 
-def _attribute(data: bytes, pos: int, end: int, taken: Taken, row: list[object]) -> int:
+def _attribute(data: bytes, pos: int, end: int, taken: Rows, row: list[object]) -> int:
     """Read the map entry ``data[pos:end]`` into ``row``; its attribute's position, or -1 if
     the event is left (no key or value, a field given twice or unknown, an unknown or
     repeated attribute, a value of another kind, a float that is not finite)."""
