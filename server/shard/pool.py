@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import grpc.experimental
 
 from cesar.server.engine.planned import PlanCosts
 from cesar.server.host.calibrate import calibrate
@@ -50,6 +51,11 @@ log = logging.getLogger("cesar.front")
 
 STREAMING = frozenset({"Apply"})
 """Shard methods that stream their answer."""
+
+SHARD_CHANNEL = [*GRPC_OPTIONS, (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)]
+"""A shard channel's options: the Apply stream is read on the sender thread that called it,
+without the channel's spin thread (grpc starts one for each call made while no other is open:
+one a batch here, 0.1–0.2 ms of CPU each)."""
 
 
 _STATS = cesar_pb2.StatsRequest()
@@ -204,9 +210,9 @@ class ShardPool:
         address = remote.addresses[index]
         if remote.tls_ca is not None:
             credentials = grpc.ssl_channel_credentials(root_certificates=remote.tls_ca)
-            channel = grpc.secure_channel(address, credentials, options=GRPC_OPTIONS)
+            channel = grpc.secure_channel(address, credentials, options=SHARD_CHANNEL)
         else:
-            channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+            channel = grpc.insecure_channel(address, options=SHARD_CHANNEL)
         self.channels.append(channel)
         self.stubs.append(shard_pb2_grpc.ShardStub(channel))
         self.metadata.append((("authorization", f"Bearer {remote.secret}"),))
@@ -287,7 +293,7 @@ class ShardPool:
         line = process.stdout.readline().decode().split()
         if len(line) != 2 or line[0] != "ready":
             raise ShardFailure(f"shard {index} did not start (exit status {process.wait()})")
-        channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}", options=GRPC_OPTIONS)
+        channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}", options=SHARD_CHANNEL)
         grpc.channel_ready_future(channel).result(timeout=30)
         self.channels.append(channel)
         self.stubs.append(shard_pb2_grpc.ShardStub(channel))
