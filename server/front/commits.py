@@ -40,7 +40,6 @@ from cesar.server.front.registry import Registry
 from cesar.server.host.metrics import Histogram
 from cesar.server.shard.pool import Applying, ShardFailure, ShardPool
 from cesar.v1 import cesar_pb2 as pb
-from cesar.v1 import shard_pb2
 
 
 class Ticket:
@@ -261,10 +260,10 @@ class Commits:
             except ShardFailure as exc:
                 ticket.fail(exc)
 
-    def commit(self, ticket: Ticket, alerts: list[shard_pb2.ShardAlerts]) -> None:
-        """Log a batch with its alerts (its turn: every earlier batch is logged, or it releases
-        no epoch: :meth:`hand`) and finish its ticket; ShardFailure if it cannot be
-        logged."""
+    def commit(self, ticket: Ticket, alerts: list[bytes]) -> None:
+        """Log a batch with its alerts (its shards' serialized Apply responses; its turn: every
+        earlier batch is logged, or it releases no epoch: :meth:`hand`) and finish its ticket;
+        ShardFailure if it cannot be logged."""
         try:
             registry = self.registry()
             rows, touched = registry.sequence(alerts)

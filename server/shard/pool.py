@@ -58,6 +58,20 @@ without the channel's spin thread (grpc starts one for each call made while no o
 one a batch here, 0.1–0.2 ms of CPU each)."""
 
 
+APPLY = "/cesar.v1.Shard/Apply"
+
+
+def _stub(channel: grpc.Channel) -> shard_pb2_grpc.ShardStub:
+    """A shard's stub whose Apply yields each response as the bytes the shard wrote (as bytes
+    too: :func:`~cesar.server.wire.alertbytes.shard_alerts`), which the front numbers without
+    a message per alert (:func:`~cesar.server.wire.alertbytes.numbered`)."""
+    stub = shard_pb2_grpc.ShardStub(channel)
+    stub.Apply = channel.unary_stream(
+        APPLY, request_serializer=shard_pb2.ApplyRequest.SerializeToString
+    )
+    return stub
+
+
 _STATS = cesar_pb2.StatsRequest()
 
 
@@ -134,13 +148,13 @@ class Applying(Asking):
         checked with it."""
         return bool(self.calls or self.unchecked)
 
-    def result(self) -> list[shard_pb2.ShardAlerts]:
-        """Every subscription's alerts, shard by shard (a subscription twice if its alerts
-        filled more than one response)."""
-        alerts: list[shard_pb2.ShardAlerts] = []
+    def result(self) -> list[bytes]:
+        """The shards' Apply responses as they were sent (serialized ``ApplyResponse``
+        messages, :func:`~cesar.server.wire.alertbytes.numbered` reads them), shard by
+        shard."""
+        alerts: list[bytes] = []
         for responses in self.answers():
-            for response in responses:
-                alerts.extend(response.subscriptions)
+            alerts.extend(responses)
         return alerts
 
 
@@ -214,7 +228,7 @@ class ShardPool:
         else:
             channel = grpc.insecure_channel(address, options=SHARD_CHANNEL)
         self.channels.append(channel)
-        self.stubs.append(shard_pb2_grpc.ShardStub(channel))
+        self.stubs.append(_stub(channel))
         self.metadata.append((("authorization", f"Bearer {remote.secret}"),))
         try:
             grpc.channel_ready_future(channel).result(timeout=remote.connect_timeout)
@@ -296,7 +310,7 @@ class ShardPool:
         channel = grpc.insecure_channel(f"127.0.0.1:{line[1]}", options=SHARD_CHANNEL)
         grpc.channel_ready_future(channel).result(timeout=30)
         self.channels.append(channel)
-        self.stubs.append(shard_pb2_grpc.ShardStub(channel))
+        self.stubs.append(_stub(channel))
         log.info("shard started", extra={"shard": index, "pid": process.pid, "port": int(line[1])})
 
     def dead(self) -> list[int]:

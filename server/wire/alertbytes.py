@@ -31,9 +31,11 @@ first ones, for a stream resuming inside a row.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Final
 
 from cesar.automata.schema import Value
+from cesar.server.wire.protocolumns import read_varint, skip_field
 
 ROW_ALERTS = 1000
 """At most this many alerts in a stored row (an AlertBatch holds 1 to 1,000 alerts)."""
@@ -193,6 +195,86 @@ def framed(subscription_head: bytes, seq: int, body: bytes) -> bytes:
     number = varint(seq)
     size = varint(len(subscription_head) + 1 + len(number) + len(body))
     return b"".join((b"\n", size, subscription_head, b"\x10", number, body))
+
+
+Run = tuple[str, int, int, bytes]
+"""A subscription's alerts numbered ``first`` … ``last``, framed together: ``(subscription,
+first, last, framed alerts)``."""
+
+_GROUP: Final = 0x12  # ApplyResponse.subscriptions = 2, length-delimited
+_SUBSCRIPTION: Final = 0x0A  # ShardAlerts.subscription = 1
+_BODY: Final = 0x12  # ShardAlerts.alerts = 2, one body each
+
+
+def numbered(
+    responses: Sequence[bytes], last_seq: dict[str, int]
+) -> tuple[list[Run], dict[str, int]]:
+    """A batch's alerts numbered from the serialized ``ApplyResponse`` messages its shards
+    sent, no message built: each alert framed (:func:`framed`) after its subscription's last
+    seq in ``last_seq``, which is advanced; a subscription's alerts of the batch in runs of at
+    most :data:`ROW_ALERTS` and about :data:`ROW_BYTES` (the rows the front logs); and each
+    touched subscription's new last seq.  A subscription not in ``last_seq`` (removed while
+    the batch was applied) is left out.  O(bytes), compiled.
+
+    >>> response = shard_alerts("s1", [notice_body("a")]) + shard_alerts("s9", [b""])
+    >>> runs, touched = numbered([response, shard_alerts("s1", [notice_body("b")])], {"s1": 4})
+    >>> [(sub, first, last) for sub, first, last, _ in runs], touched
+    ([('s1', 5, 5), ('s1', 6, 6)], {'s1': 6})
+    """
+    runs: list[Run] = []
+    touched: dict[str, int] = {}
+    for data in responses:
+        pos, end = 0, len(data)
+        while pos < end:
+            tag, pos = read_varint(data, pos)
+            if tag != _GROUP:
+                pos = skip_field(data, pos, tag)
+                continue
+            length, pos = read_varint(data, pos)
+            _number(data, pos, pos + length, last_seq, runs, touched)
+            pos += length
+    return runs, touched
+
+
+def _number(
+    data: bytes,
+    pos: int,
+    stop: int,
+    last_seq: dict[str, int],
+    runs: list[Run],
+    touched: dict[str, int],
+) -> None:
+    """Number the alerts of the ``ShardAlerts`` in ``data[pos:stop]`` into ``runs``."""
+    subscription = ""
+    bodies: list[int] = []  # where each body starts and ends, in pairs
+    while pos < stop:
+        tag, pos = read_varint(data, pos)
+        if tag in (_SUBSCRIPTION, _BODY):
+            length, pos = read_varint(data, pos)
+            if tag == _SUBSCRIPTION:
+                subscription = data[pos : pos + length].decode()
+            else:
+                bodies.append(pos)
+                bodies.append(pos + length)
+            pos += length
+        else:
+            pos = skip_field(data, pos, tag)
+    if not bodies or subscription not in last_seq:
+        return
+    prefix = head(subscription)
+    seq = first = last_seq[subscription] + 1
+    frames: list[bytes] = []
+    size = 0
+    for at in range(0, len(bodies), 2):
+        alert = framed(prefix, seq, data[bodies[at] : bodies[at + 1]])
+        if frames and (len(frames) == ROW_ALERTS or size + len(alert) > ROW_BYTES):
+            runs.append((subscription, first, seq - 1, b"".join(frames)))
+            frames, size, first = [], 0, seq
+        frames.append(alert)
+        size += len(alert)
+        seq += 1
+    runs.append((subscription, first, seq - 1, b"".join(frames)))
+    last_seq[subscription] = touched[subscription] = seq - 1
 
 
 def frame(alert: bytes) -> bytes:

@@ -117,9 +117,9 @@ def read_events(data: bytes, inputs: Mapping[str, StreamSchema]) -> Read:
     pos = 0
     try:
         while pos < end:
-            tag, pos = _varint(data, pos)
+            tag, pos = read_varint(data, pos)
             if tag == _EVENT:
-                length, pos = _varint(data, pos)
+                length, pos = read_varint(data, pos)
                 stop = pos + length
                 if stop > end:
                     raise ValueError("an event runs past the request")
@@ -128,7 +128,7 @@ def read_events(data: bytes, inputs: Mapping[str, StreamSchema]) -> Read:
                 read.count += 1
                 pos = stop
             else:
-                pos = _skip(data, pos, tag)
+                pos = skip_field(data, pos, tag)
     except (IndexError, struct.error) as exc:
         raise ValueError(f"the request ends inside a field: {exc}") from None
     return read
@@ -151,11 +151,11 @@ def _event(
     row: list[object] = []
     missing = 0
     while pos < stop:
-        tag, pos = _varint(data, pos)
+        tag, pos = read_varint(data, pos)
         if tag == _STREAM:
             if taken is not None:
                 return False  # given twice
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos)
             name = data[pos : pos + length]
             pos += length
             if name in by_name:
@@ -171,14 +171,14 @@ def _event(
             missing = len(taken.tags)
             row = [None] * missing
         elif tag == _T0:
-            t0, pos = _varint(data, pos)
+            t0, pos = read_varint(data, pos)
         elif tag == _T1:
-            t1, pos = _varint(data, pos)
+            t1, pos = read_varint(data, pos)
         elif tag == _POINT:
-            flag, pos = _varint(data, pos)
+            flag, pos = read_varint(data, pos)
             point = flag != 0
         elif tag == _ATTRIBUTE and taken is not None:
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos)
             entry_end = pos + length
             slot = _attribute(data, pos, entry_end, taken, row)
             if slot < 0:
@@ -199,12 +199,12 @@ def _attribute(data: bytes, pos: int, end: int, taken: Rows, row: list[object]) 
     repeated attribute, a value of another kind, a float that is not finite)."""
     key_start = key_end = value_start = value_end = -1
     while pos < end:
-        tag, pos = _varint(data, pos)
+        tag, pos = read_varint(data, pos)
         if tag == _KEY and key_start < 0:
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos)
             key_start, key_end = pos, pos + length
         elif tag == _VALUE and value_start < 0:
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos)
             value_start, value_end = pos, pos + length
         else:
             return -1
@@ -214,12 +214,12 @@ def _attribute(data: bytes, pos: int, end: int, taken: Rows, row: list[object]) 
     slot = taken.positions.get(data[key_start:key_end], -1)
     if slot < 0 or row[slot] is not None or value_start == value_end:
         return -1
-    tag, pos = _varint(data, value_start)
+    tag, pos = read_varint(data, value_start)
     if tag != taken.tags[slot]:
         return -1
     value: object
     if tag == _STRING:
-        length, pos = _varint(data, pos)
+        length, pos = read_varint(data, pos)
         value = data[pos : pos + length].decode()
         pos += length
     elif tag == _FLOAT:
@@ -229,10 +229,10 @@ def _attribute(data: bytes, pos: int, end: int, taken: Rows, row: list[object]) 
         value = number
         pos += 8
     elif tag == _INT:
-        integer, pos = _varint(data, pos)
+        integer, pos = read_varint(data, pos)
         value = _signed(integer)
     else:
-        flag, pos = _varint(data, pos)
+        flag, pos = read_varint(data, pos)
         value = flag != 0
     if pos != value_end:
         return -1
@@ -240,7 +240,7 @@ def _attribute(data: bytes, pos: int, end: int, taken: Rows, row: list[object]) 
     return slot
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     """The varint at ``pos`` and the position after it."""
     byte = data[pos]
     if byte < 0x80:
@@ -264,23 +264,23 @@ def _signed(value: int) -> int:
     return value - _UINT64 if value >= _INT64 else value
 
 
-def _skip(data: bytes, pos: int, tag: int) -> int:
+def skip_field(data: bytes, pos: int, tag: int) -> int:
     """The position after the value of the field tagged ``tag`` at ``pos`` (a group: after
     its end)."""
     wire = tag & 7
     if wire == 0:
-        return _varint(data, pos)[1]
+        return read_varint(data, pos)[1]
     if wire == 1:
         return pos + 8
     if wire == 2:
-        length, pos = _varint(data, pos)
+        length, pos = read_varint(data, pos)
         return pos + length
     if wire == 5:
         return pos + 4
     if wire == 3:
         while True:
-            inner, pos = _varint(data, pos)
+            inner, pos = read_varint(data, pos)
             if inner == (tag & ~7) | 4:
                 return pos
-            pos = _skip(data, pos, inner)
+            pos = skip_field(data, pos, inner)
     raise ValueError(f"wire type {wire} where a field starts")

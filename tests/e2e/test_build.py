@@ -2,8 +2,8 @@
 
 The rest of the suite runs the compiled build (tests/unit/test_build.py says so); these
 compare the pure modules' fast paths (merged DAG, single automaton, shared steps, the
-indices' state machines, alerts written to bytes, events read from bytes) with the oracles,
-with the ``pure`` Hypothesis profile.
+indices' state machines, alerts written to bytes and numbered from them, events read from
+bytes) with the oracles, with the ``pure`` Hypothesis profile.
 """
 
 import os
@@ -25,7 +25,7 @@ PURE_PROPERTIES = [
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
 SELECTED = (
     "each_subscription_gets_exactly_its_reference_output and full or Machine"
-    " or test_automata_output_equals or written_event or read_events_equal"
+    " or test_automata_output_equals or written_event or read_events_equal or numbered_alerts"
 )
 
 
@@ -39,4 +39,4 @@ def test_the_property_tests_pass_on_the_pure_build():
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
-    assert "\n8 passed" in done.stdout
+    assert "\n9 passed" in done.stdout

@@ -1,13 +1,31 @@
 """Alert bodies written straight to bytes (server/wire/alertbytes.py's EventWriter) read back
-as the protobuf message the domain event converts to, whatever its values."""
+as the protobuf message the domain event converts to, whatever its values; the shards'
+responses numbered from their bytes as from the parsed messages."""
+
+import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cesar.automata.schema import Event
-from cesar.server.wire.alertbytes import HEADS, SMALL_VARINTS, EventWriter, event_body, varint
+from cesar.server.wire.alertbytes import (
+    HEADS,
+    ROW_ALERTS,
+    ROW_BYTES,
+    SMALL_VARINTS,
+    EventWriter,
+    event_body,
+    framed,
+    frames,
+    head,
+    notice_body,
+    numbered,
+    shard_alerts,
+    varint,
+)
 from cesar.server.wire.convert import to_event
 from cesar.v1 import cesar_pb2 as pb
+from cesar.v1 import shard_pb2
 
 values = st.one_of(
     st.booleans(),
@@ -49,3 +67,92 @@ def test_the_kept_heads_and_strings_are_bounded() -> None:
 def test_a_varint_from_the_table_or_made_reads_back(value: int) -> None:
     """The table of small varints and the byte-by-byte encoding agree with protobuf's."""
     assert pb.Alert.FromString(b"\x10" + varint(value)).seq == value
+
+
+def _group(subscription: str, bodies: list[bytes], layout: int) -> bytes:
+    """A ``ShardAlerts`` as an element of ``ApplyResponse.subscriptions``, in one of the
+    layouts protobuf reads alike: 0 as the shard writes it, 1 the bodies before the
+    subscription, 2 an unknown field and the subscription given twice (the last one holds)."""
+    fields = [b"\x12" + varint(len(body)) + body for body in bodies]
+    name = b"\n" + varint(len(subscription.encode())) + subscription.encode()
+    if layout == 0:
+        return shard_alerts(subscription, bodies)
+    if layout == 1:
+        inner = b"".join([*fields, name])
+    else:
+        inner = b"".join([b"\n\x05stale", b"\x18\x07", *fields, name, b"\x25\x00\x00\x00\x00"])
+    return b"\x12" + varint(len(inner)) + inner
+
+
+def _model(responses: list[bytes], last_seq: dict[str, int]) -> list[tuple[str, int, bytes]]:
+    """Every alert kept, numbered, from the parsed messages: (subscription, seq, framed)."""
+    seqs = dict(last_seq)
+    out = []
+    for data in responses:
+        for group in shard_pb2.ApplyResponse.FromString(data).subscriptions:
+            if group.subscription not in seqs:
+                continue
+            for body in group.alerts:
+                seqs[group.subscription] += 1
+                seq = seqs[group.subscription]
+                out.append((group.subscription, seq, framed(head(group.subscription), seq, body)))
+    return out
+
+
+bodies = st.lists(
+    st.one_of(st.binary(max_size=40), st.text(max_size=8).map(notice_body)), max_size=5
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    groups=st.lists(
+        st.tuples(st.sampled_from(["s1", "s2", "s3", "gone"]), bodies, st.integers(0, 2)),
+        max_size=8,
+    ),
+    cuts=st.lists(st.integers(0, 8), max_size=3),
+    seqs=st.tuples(st.integers(0, 10**12), st.integers(0, 5), st.integers(0, 300)),
+)
+def test_numbered_alerts_equal_the_parsed_messages_numbered(
+    groups: list[tuple[str, list[bytes], int]], cuts: list[int], seqs: tuple[int, int, int]
+) -> None:
+    """numbered over the shards' responses (cut anywhere between groups, any layout) gives
+    the alerts the parsed messages give, numbered alike, framed alike; runs of one
+    subscription each, in order; the subscription not in ``last_seq`` left out."""
+    encoded = [_group(sub, found, layout) for sub, found, layout in groups]
+    responses = [b"".join(encoded[a:b]) for a, b in itertools.pairwise([0, *sorted(cuts), None])]
+    last_seq = dict(zip(["s1", "s2", "s3"], seqs, strict=True))
+    expected = _model(responses, last_seq)
+    runs, touched = numbered(responses, last_seq)
+    got = [
+        (sub, seq, alert)
+        for sub, first, last, row in runs
+        for seq, alert in zip(range(first, last + 1), _framed_in(row), strict=True)
+    ]
+    assert got == expected
+    assert touched == {sub: seq for sub, seq, _ in expected}
+    assert all(last_seq[sub] == seq for sub, seq in touched.items())
+    assert all(first <= last for _, first, last, _ in runs)
+
+
+def _framed_in(row: bytes) -> list[bytes]:
+    """A row's framed alerts, each with its frame (tag and size) as :func:`framed` made it."""
+    return [b"\n" + varint(len(alert)) + alert for alert in frames(row)]
+
+
+def test_a_run_holds_at_most_row_alerts_and_about_row_bytes() -> None:
+    """Runs are cut at ROW_ALERTS alerts and before ROW_BYTES is passed; an alert larger than
+    ROW_BYTES is a run of its own."""
+    small = [notice_body(f"n{n}") for n in range(2 * ROW_ALERTS + 500)]
+    runs, _ = numbered([shard_alerts("s1", small)], {"s1": 0})
+    assert [(first, last) for _, first, last, _ in runs] == [
+        (1, ROW_ALERTS),
+        (ROW_ALERTS + 1, 2 * ROW_ALERTS),
+        (2 * ROW_ALERTS + 1, 2 * ROW_ALERTS + 500),
+    ]
+    big = notice_body("x" * (ROW_BYTES // 2))
+    huge = notice_body("y" * ROW_BYTES)
+    runs, touched = numbered([shard_alerts("s1", [big, big, huge, big])], {"s1": 9})
+    assert [(first, last) for _, first, last, _ in runs] == [(10, 10), (11, 11), (12, 12), (13, 13)]
+    assert all(len(row) <= ROW_BYTES for _, first, _, row in runs if first != 12)
+    assert touched == {"s1": 13}
