@@ -61,6 +61,11 @@ bytes)."""
 Chunk = tuple[str, int, int, bytes]
 """A run of one subscription's framed alerts: (subscription, first seq, last seq, bytes)."""
 
+Runs = dict[str, list[tuple[int, int, bytes]]]
+"""Per subscription, its runs in the log after the merged mark: (first, last, framed alerts),
+seqs ascending."""
+
+
 _COUNT = struct.Struct("<I")
 _SPAN = struct.Struct("<qqII")
 
@@ -102,19 +107,39 @@ def log_rows(
     batch: int, rows: Sequence[tuple[str, int, int, str, bytes]]
 ) -> list[tuple[int, str, bytes, bytes]]:
     """A batch's rows of alerts ``(subscription, first, last, owner, framed)`` as log rows, one
-    per owner in order of first appearance: ``(batch, owner, spans, payload)``."""
-    by_owner: dict[str, list[tuple[str, int, int, str, bytes]]] = {}
-    for row in rows:
-        by_owner.setdefault(row[3], []).append(row)
+    per owner in order of first appearance: ``(batch, owner, spans, payload)``.  O(rows)."""
+    spans: dict[str, list[Span]] = {}
+    payloads: dict[str, list[bytes]] = {}
+    for sub, first, last, owner, data in rows:
+        span = (sub, first, last, len(data))
+        if owner in spans:
+            spans[owner].append(span)
+            payloads[owner].append(data)
+        else:
+            spans[owner] = [span]
+            payloads[owner] = [data]
     return [
-        (
-            batch,
-            owner,
-            pack_spans([(sub, first, last, len(data)) for sub, first, last, _, data in owned]),
-            b"".join(data for _, _, _, _, data in owned),
-        )
-        for owner, owned in by_owner.items()
+        (batch, owner, pack_spans(owned), b"".join(payloads[owner]))
+        for owner, owned in spans.items()
     ]
+
+
+def add_runs(
+    runs: Runs,
+    rows: Sequence[tuple[str, int, int, str, bytes]],
+    last_seq: dict[str, int],
+    retention: int,
+) -> bool:
+    """Add a batch's rows of alerts to ``runs`` (the log's after the merged mark); whether a
+    subscription of ``last_seq`` (its new last seq) now has ``retention`` alerts or more
+    there (the log is merged then).  O(rows + len(last_seq))."""
+    for sub, first, last, _, data in rows:
+        kept = runs.get(sub)
+        if kept is None:
+            runs[sub] = [(first, last, data)]
+        else:
+            kept.append((first, last, data))
+    return any(seq - runs[sub][0][0] >= retention - 1 for sub, seq in last_seq.items())
 
 
 def mark(db: sqlite3.Connection, name: str) -> int:
@@ -159,11 +184,6 @@ def _unmerged_rows(
         query += " AND id <= ?"
         values.append(through)
     return db.execute(query + " ORDER BY id", values)
-
-
-Runs = dict[str, list[tuple[int, int, bytes]]]
-"""Per subscription, its runs in the log after the merged mark: (first, last, framed alerts),
-seqs ascending."""
 
 
 def unmerged_runs(db: sqlite3.Connection) -> Runs:

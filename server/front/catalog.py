@@ -389,18 +389,9 @@ class Catalog:
                         rows,
                     )
                     size = self._log_bytes + sum(len(row[3]) for row in rows)
-                    for sub, first, last, _, data in alerts:
-                        if sub in runs:
-                            runs[sub].append((first, last, data))
-                        else:
-                            runs[sub] = [(first, last, data)]
-                    merging = (
+                    merging = alertlog.add_runs(runs, alerts, last_seq, self.retention) or (
                         self._log_batches + 1 >= alertlog.MERGE_BATCHES
                         or size >= alertlog.MERGE_BYTES
-                        or any(
-                            seq - runs[sub][0][0] >= self.retention - 1
-                            for sub, seq in last_seq.items()
-                        )
                     )
                     if merging:
                         alertlog.merge(self.db, self.retention, runs)

@@ -33,7 +33,7 @@ from cesar.server.engine.clocks import StreamGroups
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import StreamRow, SubscriptionRow
 from cesar.server.front.errors import AlreadyExists
-from cesar.server.wire.alertbytes import numbered
+from cesar.server.wire.alertbytes import Run, numbered
 from cesar.server.wire.algebra_proto import to_predicate
 from cesar.server.wire.arrowroute import Mask, compile_interest
 from cesar.server.wire.routing import GLOBAL, RoutingTable, key_lane
@@ -49,10 +49,6 @@ ARROW_INTEREST_FILTERS = 64
 filters (each a pass over the rows), its equalities of one attribute with strings counting
 as one (``is_in``): 64 filters cost 5.5–6.0 µs an event where probing the rows one by one
 cost 24 (perf/RESULTS.md, session 17), and the cost grows with the filters."""
-
-AlertRow = tuple[str, int, int, str, bytes]
-"""A stored row of alerts: subscription, first and last seq, owner, the alerts framed
-(:mod:`cesar.server.wire.alertbytes`)."""
 
 
 @dataclass(slots=True)
@@ -190,6 +186,9 @@ class Registry:
         self.inputs: dict[str, StreamSchema] = {}
         self.live: dict[str, Live] = {}
         self.last_seq: dict[str, int] = {}
+        self.owner_of: dict[str, str] = {}
+        """Each live subscription's owner (its row's), for numbering alerts
+        (:func:`~cesar.server.wire.alertbytes.numbered`)."""
         self.latency: dict[str, Latency] = {}
         self.readers: dict[str, set[str]] = {}
         self.owned: Counter[str] = Counter()
@@ -236,18 +235,15 @@ class Registry:
         else:
             self.shares.pop(stream, None)
 
-    def sequence(self, responses: Sequence[bytes]) -> tuple[list[AlertRow], dict[str, int]]:
+    def sequence(self, responses: Sequence[bytes]) -> tuple[list[Run], dict[str, int]]:
         """Number a batch's alerts, in order, from the shards' serialized ApplyResponse
         messages (:func:`~cesar.server.wire.alertbytes.numbered`): the rows to log (a
         subscription's alerts of the batch framed together, at most
         :data:`~cesar.server.wire.alertbytes.ROW_ALERTS` and about
-        :data:`~cesar.server.wire.alertbytes.ROW_BYTES` a row, with its owner) and each
-        touched subscription's new last seq.  Alerts of subscriptions removed while the batch
-        was applied are left out.  O(bytes) compiled, then O(rows): no message is built."""
-        runs, touched = numbered(responses, self.last_seq)
-        live = self.live
-        rows = [(sub, first, last, live[sub].row.owner, data) for sub, first, last, data in runs]
-        return rows, touched
+        :data:`~cesar.server.wire.alertbytes.ROW_BYTES` a row) and each touched
+        subscription's new last seq.  Alerts of subscriptions removed while the batch was
+        applied are left out.  O(bytes), compiled: no message is built."""
+        return numbered(responses, self.last_seq, self.owner_of)
 
     def timed(self, touched: Collection[str], seconds: float) -> None:
         """The subscriptions ``touched`` got alerts from a batch ``seconds`` after its
@@ -298,6 +294,7 @@ class Registry:
             self.keys[live.row.owner, live.row.idempotency_key] = sub_id
         self.live[sub_id] = live
         self.last_seq[sub_id] = live.row.last_seq
+        self.owner_of[sub_id] = live.row.owner
         self.add_stream(
             StreamRow(live.row.stream, live.row.output_spec, live.row.owner, sub_id), output
         )
@@ -314,6 +311,7 @@ class Registry:
             del self.keys[live.row.owner, live.row.idempotency_key]
         del self.live[sub_id]
         del self.last_seq[sub_id]
+        del self.owner_of[sub_id]
         self.latency.pop(sub_id, None)
         del self.streams[live.row.stream]
         del self.schemas[live.row.stream]
@@ -414,6 +412,7 @@ class Registry:
     def check_valid(self) -> None:
         """Assert that the tallies, readers, streams and interest agree with the live set."""
         assert set(self.live) == set(self.last_seq) >= set(self.latency)
+        assert self.owner_of == {sub_id: live.row.owner for sub_id, live in self.live.items()}
         owned: Counter[str] = Counter(live.row.owner for live in self.live.values())
         assert +self.owned == owned
         lanes: Counter[str | None] = Counter(live.key for live in self.live.values())

@@ -197,9 +197,9 @@ def framed(subscription_head: bytes, seq: int, body: bytes) -> bytes:
     return b"".join((b"\n", size, subscription_head, b"\x10", number, body))
 
 
-Run = tuple[str, int, int, bytes]
+Run = tuple[str, int, int, str, bytes]
 """A subscription's alerts numbered ``first`` … ``last``, framed together: ``(subscription,
-first, last, framed alerts)``."""
+first, last, owner, framed alerts)``."""
 
 _GROUP: Final = 0x12  # ApplyResponse.subscriptions = 2, length-delimited
 _SUBSCRIPTION: Final = 0x0A  # ShardAlerts.subscription = 1
@@ -207,19 +207,21 @@ _BODY: Final = 0x12  # ShardAlerts.alerts = 2, one body each
 
 
 def numbered(
-    responses: Sequence[bytes], last_seq: dict[str, int]
+    responses: Sequence[bytes], last_seq: dict[str, int], owners: dict[str, str]
 ) -> tuple[list[Run], dict[str, int]]:
     """A batch's alerts numbered from the serialized ``ApplyResponse`` messages its shards
     sent, no message built: each alert framed (:func:`framed`) after its subscription's last
     seq in ``last_seq``, which is advanced; a subscription's alerts of the batch in runs of at
-    most :data:`ROW_ALERTS` and about :data:`ROW_BYTES` (the rows the front logs); and each
-    touched subscription's new last seq.  A subscription not in ``last_seq`` (removed while
-    the batch was applied) is left out.  O(bytes), compiled.
+    most :data:`ROW_ALERTS` and about :data:`ROW_BYTES`, each with the subscription's owner
+    in ``owners`` (the rows the front logs); and each touched subscription's new last seq.
+    A subscription not in ``last_seq`` (removed while the batch was applied) is left out.
+    O(bytes), compiled.
 
     >>> response = shard_alerts("s1", [notice_body("a")]) + shard_alerts("s9", [b""])
-    >>> runs, touched = numbered([response, shard_alerts("s1", [notice_body("b")])], {"s1": 4})
-    >>> [(sub, first, last) for sub, first, last, _ in runs], touched
-    ([('s1', 5, 5), ('s1', 6, 6)], {'s1': 6})
+    >>> more = shard_alerts("s1", [notice_body("b")])
+    >>> runs, touched = numbered([response, more], {"s1": 4}, {"s1": "ann"})
+    >>> [(sub, first, last, owner) for sub, first, last, owner, _ in runs], touched
+    ([('s1', 5, 5, 'ann'), ('s1', 6, 6, 'ann')], {'s1': 6})
     """
     runs: list[Run] = []
     touched: dict[str, int] = {}
@@ -231,7 +233,7 @@ def numbered(
                 pos = skip_field(data, pos, tag)
                 continue
             length, pos = read_varint(data, pos)
-            _number(data, pos, pos + length, last_seq, runs, touched)
+            _number(data, pos, pos + length, last_seq, owners, runs, touched)
             pos += length
     return runs, touched
 
@@ -241,6 +243,7 @@ def _number(
     pos: int,
     stop: int,
     last_seq: dict[str, int],
+    owners: dict[str, str],
     runs: list[Run],
     touched: dict[str, int],
 ) -> None:
@@ -261,19 +264,19 @@ def _number(
             pos = skip_field(data, pos, tag)
     if not bodies or subscription not in last_seq:
         return
-    prefix = head(subscription)
+    prefix, owner = head(subscription), owners[subscription]
     seq = first = last_seq[subscription] + 1
     frames: list[bytes] = []
     size = 0
     for at in range(0, len(bodies), 2):
         alert = framed(prefix, seq, data[bodies[at] : bodies[at + 1]])
         if frames and (len(frames) == ROW_ALERTS or size + len(alert) > ROW_BYTES):
-            runs.append((subscription, first, seq - 1, b"".join(frames)))
+            runs.append((subscription, first, seq - 1, owner, b"".join(frames)))
             frames, size, first = [], 0, seq
         frames.append(alert)
         size += len(alert)
         seq += 1
-    runs.append((subscription, first, seq - 1, b"".join(frames)))
+    runs.append((subscription, first, seq - 1, owner, b"".join(frames)))
     last_seq[subscription] = touched[subscription] = seq - 1
 
 

@@ -123,16 +123,17 @@ def test_numbered_alerts_equal_the_parsed_messages_numbered(
     responses = [b"".join(encoded[a:b]) for a, b in itertools.pairwise([0, *sorted(cuts), None])]
     last_seq = dict(zip(["s1", "s2", "s3"], seqs, strict=True))
     expected = _model(responses, last_seq)
-    runs, touched = numbered(responses, last_seq)
+    runs, touched = numbered(responses, last_seq, {sub: f"owner of {sub}" for sub in last_seq})
+    assert all(owner == f"owner of {sub}" for sub, _, _, owner, _ in runs)
     got = [
         (sub, seq, alert)
-        for sub, first, last, row in runs
+        for sub, first, last, _, row in runs
         for seq, alert in zip(range(first, last + 1), _framed_in(row), strict=True)
     ]
     assert got == expected
     assert touched == {sub: seq for sub, seq, _ in expected}
     assert all(last_seq[sub] == seq for sub, seq in touched.items())
-    assert all(first <= last for _, first, last, _ in runs)
+    assert all(first <= last for _, first, last, _, _ in runs)
 
 
 def _framed_in(row: bytes) -> list[bytes]:
@@ -144,15 +145,20 @@ def test_a_run_holds_at_most_row_alerts_and_about_row_bytes() -> None:
     """Runs are cut at ROW_ALERTS alerts and before ROW_BYTES is passed; an alert larger than
     ROW_BYTES is a run of its own."""
     small = [notice_body(f"n{n}") for n in range(2 * ROW_ALERTS + 500)]
-    runs, _ = numbered([shard_alerts("s1", small)], {"s1": 0})
-    assert [(first, last) for _, first, last, _ in runs] == [
+    runs, _ = numbered([shard_alerts("s1", small)], {"s1": 0}, {"s1": "ann"})
+    assert [(first, last) for _, first, last, _, _ in runs] == [
         (1, ROW_ALERTS),
         (ROW_ALERTS + 1, 2 * ROW_ALERTS),
         (2 * ROW_ALERTS + 1, 2 * ROW_ALERTS + 500),
     ]
     big = notice_body("x" * (ROW_BYTES // 2))
     huge = notice_body("y" * ROW_BYTES)
-    runs, touched = numbered([shard_alerts("s1", [big, big, huge, big])], {"s1": 9})
-    assert [(first, last) for _, first, last, _ in runs] == [(10, 10), (11, 11), (12, 12), (13, 13)]
-    assert all(len(row) <= ROW_BYTES for _, first, _, row in runs if first != 12)
+    runs, touched = numbered([shard_alerts("s1", [big, big, huge, big])], {"s1": 9}, {"s1": "a"})
+    assert [(first, last) for _, first, last, _, _ in runs] == [
+        (10, 10),
+        (11, 11),
+        (12, 12),
+        (13, 13),
+    ]
+    assert all(len(row) <= ROW_BYTES for _, first, _, _, row in runs if first != 12)
     assert touched == {"s1": 13}
