@@ -55,7 +55,7 @@ STREAMING = frozenset({"Apply"})
 SHARD_CHANNEL = [*GRPC_OPTIONS, (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)]
 """A shard channel's options: the Apply stream is read on the sender thread that called it,
 without the channel's spin thread (grpc starts one for each call made while no other is open:
-one a batch here; a call costs the caller 0.36–0.43 ms of CPU with it, 0.66–0.97 without, on
+one a batch here; a call costs its caller 0.36–0.43 ms of CPU read so, 0.66–0.97 with one, on
 the 2-core VM of perf/RESULTS.md)."""
 
 APPLY = "/cesar.v1.Shard/Apply"
