@@ -14,10 +14,11 @@ from typing import Any
 
 from cesar.automata.schema import StreamSchema, TimeUnit, parse_stream_spec
 from cesar.server.console.sample import SampleRuns, recent_events
+from cesar.server.front.alerts import Listening
 from cesar.server.front.auth import Client
 from cesar.server.front.catalog import SubscriptionRow
 from cesar.server.front.errors import InvalidArgument, NotFound
-from cesar.server.front.front import Front, Listening
+from cesar.server.front.front import Front
 from cesar.server.front.stats import activity, checkpoint_history
 from cesar.server.front.stats import inflow as stream_inflow
 from cesar.server.wire.client import message_data

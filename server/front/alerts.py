@@ -22,6 +22,9 @@ Overflow policy: alerts older than the retention window are pruned.  A resume
 point before the window, or a live consumer that falls behind it, ends the
 stream with OUT_OF_RANGE naming the seq to resume from; the front counts
 these (``listen_out_of_range``, ``listen_overruns``).
+
+A stream handed to a caller is a :class:`Listening`: it gives the client's Listen slot back
+once, however it ends.
 """
 
 from __future__ import annotations
@@ -353,3 +356,32 @@ class Listeners:
             f"were pruned before they were sent; resume with after_seq {available - 1} to "
             f"continue from seq {available}"
         )
+
+
+class Listening:
+    """One Listen stream: its batches, and the client's Listen slot, given back once when the
+    stream ends, fails or is closed — also when it was never read (a caller gone before the
+    first batch)."""
+
+    def __init__(self, batches: Generator[bytes], release: Callable[[], None]) -> None:
+        self._batches = batches
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> Listening:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._batches)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """End the stream and give its slot back (once)."""
+        release, self._release = self._release, None
+        if release is not None:
+            try:
+                self._batches.close()
+            finally:
+                release()

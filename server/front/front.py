@@ -27,7 +27,7 @@ import logging
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import pyarrow as pa
@@ -37,7 +37,7 @@ from cesar.automata.schema import Event
 from cesar.automata.shape import QueryCache
 from cesar.server.front import limits, streams
 from cesar.server.front.admission import Admission, check_held, check_request
-from cesar.server.front.alerts import Listeners
+from cesar.server.front.alerts import Listeners, Listening
 from cesar.server.front.auth import Client, Clients
 from cesar.server.front.catalog import RESTORE, Catalog, CatalogError, StreamRow, SubscriptionRow
 from cesar.server.front.checkpoints import Checkpoints, SnapshotPolicy
@@ -74,35 +74,6 @@ from cesar.v1 import cesar_pb2 as pb
 from cesar.v1 import shard_pb2
 
 log = logging.getLogger("cesar.front")
-
-
-class Listening:
-    """One Listen stream: its batches, and the client's Listen slot, given back once when the
-    stream ends, fails or is closed — also when it was never read (a caller gone before the
-    first batch)."""
-
-    def __init__(self, batches: Generator[bytes], release: Callable[[], None]) -> None:
-        self._batches = batches
-        self._release: Callable[[], None] | None = release
-
-    def __iter__(self) -> Listening:
-        return self
-
-    def __next__(self) -> bytes:
-        try:
-            return next(self._batches)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        """End the stream and give its slot back (once)."""
-        release, self._release = self._release, None
-        if release is not None:
-            try:
-                self._batches.close()
-            finally:
-                release()
 
 
 class Front:
