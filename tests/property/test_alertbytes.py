@@ -15,6 +15,7 @@ from cesar.server.wire.alertbytes import (
     SMALL_VARINTS,
     EventWriter,
     event_body,
+    frame,
     framed,
     frames,
     head,
@@ -74,7 +75,7 @@ def _group(subscription: str, bodies: list[bytes], layout: int) -> bytes:
     layouts protobuf reads alike: 0 as the shard writes it, 1 the bodies before the
     subscription, 2 an unknown field and the subscription given twice (the last one holds)."""
     fields = [b"\x12" + varint(len(body)) + body for body in bodies]
-    name = b"\n" + varint(len(subscription.encode())) + subscription.encode()
+    name = head(subscription)
     if layout == 0:
         return shard_alerts(subscription, bodies)
     if layout == 1:
@@ -128,17 +129,12 @@ def test_numbered_alerts_equal_the_parsed_messages_numbered(
     got = [
         (sub, seq, alert)
         for sub, first, last, _, row in runs
-        for seq, alert in zip(range(first, last + 1), _framed_in(row), strict=True)
+        for seq, alert in zip(range(first, last + 1), map(frame, frames(row)), strict=True)
     ]
     assert got == expected
     assert touched == {sub: seq for sub, seq, _ in expected}
     assert all(last_seq[sub] == seq for sub, seq in touched.items())
     assert all(first <= last for _, first, last, _, _ in runs)
-
-
-def _framed_in(row: bytes) -> list[bytes]:
-    """A row's framed alerts, each with its frame (tag and size) as :func:`framed` made it."""
-    return [b"\n" + varint(len(alert)) + alert for alert in frames(row)]
 
 
 def test_a_run_holds_at_most_row_alerts_and_about_row_bytes() -> None:
