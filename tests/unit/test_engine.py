@@ -319,3 +319,16 @@ def test_remembered_events_count_against_the_instance_limit_with_one_notice():
     assert [n.subscription for n in notices] == ["quiet"]
     assert "remembered events of S" in notices[0].reason
     assert engine.counters.dropped == 4
+
+
+def test_a_workload_subscribed_runs_as_its_run_and_names_engine_modes_only():
+    workload = Workload.build([S], [("P", PAIRS), ("R", "P NEXT{} S PUBLISH R")])
+    events = [s(t, "a", t) for t in range(1, 6)]
+    engine = workload.subscribed("nomerge")
+    assert not engine.options.merge
+    assert sorted(engine.subscriptions) == ["P", "R"]
+    ran = engine.run(events) + engine.finish()
+    assert sorted(map(repr, ran)) == sorted(map(repr, workload.run(events, engine="nomerge")))
+    assert {e.stream for e in ran} == {"P", "R"}
+    with pytest.raises(ValueError, match="'automaton' is not a multi-query engine mode"):
+        workload.subscribed("automaton")
