@@ -20,6 +20,7 @@ import zoneinfo
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Final
 
 Value = int | float | str | bool
 INT_MIN = -(2**63)
@@ -272,18 +273,48 @@ def check_zone(zone: str) -> str:
     return zone
 
 
-@dataclass(frozen=True, slots=True)
 class Event:
     """One event ``<values; t0, t1>`` of a stream; ``values`` is sorted by attribute name.
 
     Sorting makes equality and hashing independent of how the event was built,
-    so output multisets of different evaluators compare directly.
+    so output multisets of different evaluators compare directly.  Immutable, compared and
+    hashed by its four fields, as a frozen dataclass would be; written out because a
+    dataclass's ``__init__`` is Python that ``dataclasses`` generates at import, which
+    mypyc leaves uncompiled: 1.6 µs an event against 0.08 from compiled code (the
+    compiled build refuses a field's write, its fields being ``Final``).
+
+    >>> e = Event("S", 1, 2, (("v", 1),))
+    >>> e == Event("S", 1, 2, (("v", 1),)), hash(e) == hash(Event("S", 1, 2, (("v", 1),)))
+    (True, True)
+    >>> e
+    Event(stream='S', t0=1, t1=2, values=(('v', 1),))
     """
 
-    stream: str
-    t0: int
-    t1: int
-    values: tuple[tuple[str, Value], ...]
+    __slots__ = ("stream", "t0", "t1", "values")
+
+    def __init__(self, stream: str, t0: int, t1: int, values: tuple[tuple[str, Value], ...]):
+        self.stream: Final = stream
+        self.t0: Final = t0
+        self.t1: Final = t1
+        self.values: Final = values
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (self.stream, self.t0, self.t1, self.values) == (
+            other.stream,
+            other.t0,
+            other.t1,
+            other.values,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.stream, self.t0, self.t1, self.values))
+
+    def __repr__(self) -> str:
+        return (
+            f"Event(stream={self.stream!r}, t0={self.t0!r}, t1={self.t1!r}, values={self.values!r})"
+        )
 
     def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
         """Pickled as its constructor's call (a compiled frozen class refuses field writes)."""
