@@ -44,7 +44,12 @@ of a few sharing a group), and a lookup takes none of the int methods' calls."""
 
 _BYTEWISE: Final = 1024
 """Up to this width, :func:`slots_of` reads a mask's bytes through :data:`SMALL_SLOTS` (two
-method calls in all); wider, it takes the lowest bit off or splits the binary text."""
+method calls in all); wider, it takes the highest bit off or splits the binary text."""
+
+_TOP_DOWN: Final = 128
+"""The most slots a mask wider than :data:`_BYTEWISE` may have for :func:`slots_of` to take
+them off one by one from the top (also at most one in 64 of its bits); past it, splitting the
+binary text once is cheaper (measured at 2,000, 10,000 and 200,000 bits)."""
 
 
 def slots_of(mask: int) -> tuple[int, ...]:
@@ -52,8 +57,10 @@ def slots_of(mask: int) -> tuple[int, ...]:
 
     O(1) for a mask below 256 (:data:`SMALL_SLOTS`), O(width / 8) table look-ups up to
     :data:`_BYTEWISE` bits (its bytes), and wider O(size of the mask / 64) per slot for a
-    sparse mask (taking the lowest bit off), O(size of the mask) in all for a dense one
-    (splitting its binary text at the ones: the gaps' lengths are the distances between slots).
+    sparse mask (taking the highest bit off: no negative number, whose bitwise operations
+    CPython makes on two's complement copies, 3-6x slower), O(size of the mask) in all for a
+    dense one (splitting its binary text at the ones: the gaps' lengths are the distances
+    between slots).
 
     >>> slots_of(0b101001), slots_of(2**200 - 1)[-1], slots_of(1 << 300 | 2)
     ((0, 3, 5), 199, (1, 300))
@@ -72,12 +79,14 @@ def slots_of(mask: int) -> tuple[int, ...]:
                     found.append(base + slot)
             base += 8
         return tuple(found)
-    if mask.bit_count() * 64 <= width:
-        sparse = []
+    count = mask.bit_count()
+    if count <= _TOP_DOWN and count * 64 <= width:
+        sparse = [0] * count
         while mask:
-            low = mask & -mask
-            sparse.append(low.bit_length() - 1)
-            mask ^= low
+            count -= 1
+            highest = mask.bit_length() - 1
+            sparse[count] = highest
+            mask ^= 1 << highest
         return tuple(sparse)
     gaps = bin(mask)[:1:-1].split("1")
     del gaps[-1]  # the text after the highest one

@@ -77,10 +77,14 @@ def test_a_probe_after_many_distinct_constants_uses_the_prefix_blocks():
     masks.check_valid()
 
 
-@given(st.sets(st.integers(0, 2_100), max_size=40))
+@given(
+    st.sets(st.integers(0, 2_100), max_size=40)
+    | st.sets(st.integers(0, 20_000), min_size=100, max_size=160)
+)
 def test_slots_of_lists_every_set_bit_in_order_at_every_width(slots):
     """Each of slots_of's paths (a table below 256, one slot, bytes up to 1,024 bits, the
-    sparse and the dense ones wider) gives the set bits, lowest first."""
+    sparse and the dense ones wider, a wide mask of more slots than the sparse path takes)
+    gives the set bits, lowest first."""
     mask = sum(1 << slot for slot in slots)
     assert slots_of(mask) == tuple(sorted(slots))
     dense = (1 << max(slots, default=0) + 1) - 1
