@@ -389,7 +389,7 @@ class EdgeParams:
         """
         union = 0
         for group in groups:
-            union |= self._conjunct(group, members & ~union, binding, attrs, dur, own)
+            union |= self._conjunct(group, members ^ (members & union), binding, attrs, dur, own)
         return self._guarded(union, binding, attrs, dur, own)
 
     def holds_one(

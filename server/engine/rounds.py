@@ -181,7 +181,8 @@ class Rounds:
                     left = slots
                     if staying:
                         assert stay is not None
-                        left &= ~stay.params.holds(staying, slots, binding, attrs, dur, own)
+                        held = stay.params.holds(staying, slots, binding, attrs, dur, own)
+                        left ^= left & held
                     leaving[instance] = leaving.get(instance, 0) | left
                     for compiled, groups in firing:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
@@ -202,7 +203,7 @@ class Rounds:
                         self.fire(compiled, instance, moving, event, attrs, own, root, spawned, out)
         for compiled, instance, moving, fired in records.values():
             if compiled.edge.unless_taken:  # not for the slots that took an event
-                moving &= ~taken.get(instance, 0)
+                moving ^= moving & taken.get(instance, 0)
             if moving:
                 at, values, own, root = fired
                 self.fire(compiled, instance, moving, at, values, own, root, spawned, out)
@@ -268,7 +269,7 @@ class Rounds:
         if guarded:
             guards = guarded.get((compiled.source, compiled.target))
             if guards:
-                slots &= ~self.vetoed(guards, slots, binding_in, attrs, t0, dur)
+                slots ^= slots & self.vetoed(guards, slots, binding_in, attrs, t0, dur)
                 if not slots:
                     return
         try:
@@ -284,7 +285,8 @@ class Rounds:
             slot_stream = space.streams
             values = tuple(binding.items())  # sorted: the build makes its keys in order
             produced, published = out
-            plain, fed_slots = ending & ~space.fed, ending & space.fed
+            fed_slots = ending & space.fed
+            plain = ending ^ fed_slots
             fed = [slot_stream[slot] for slot in slots_of(fed_slots)] if fed_slots else []
             if new_root <= program.latest_since or program.until:  # some slot may not want it
                 since, until = program.since, program.until

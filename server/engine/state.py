@@ -463,13 +463,14 @@ class EngineState:
     def leave(self, instance: EngineInstance, slots: int) -> None:
         """Take ``slots`` out of a live instance's members; an instance left with none goes.
         O(1), or :meth:`remove`'s cost."""
-        if not instance.members & slots:
+        leaving = instance.members & slots
+        if not leaving:
             return
-        if not instance.members & ~slots:
+        if leaving == instance.members:
             self.remove(instance)
             return
         self._unmember(instance)
-        instance.members &= ~slots
+        instance.members ^= leaving
         self._member(instance)
 
     def _member(self, instance: EngineInstance) -> None:

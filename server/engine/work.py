@@ -123,7 +123,7 @@ class Work:
         if gone and self.last_pending:
             kept: dict[tuple[int, int], int] = {}
             for (space, members), steps in self.last_pending.items():
-                members &= ~gone.get(space, 0)
+                members ^= members & gone.get(space, 0)
                 if members:
                     kept[space, members] = kept.get((space, members), 0) + steps
             self.last_pending = kept

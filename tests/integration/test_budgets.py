@@ -8,7 +8,6 @@ are unharmed, and the server restarts from what it stored and serves.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import re
@@ -354,11 +353,11 @@ def test_a_snapshot_copied_from_another_shard_is_refused_and_nothing_is_lost(
     server.start()
     conn = server.connect()
     more = events[-1].t1 - events[0].t0 + 1
-    publish(conn, [dataclasses.replace(e, t0=e.t0 + more, t1=e.t1 + more) for e in events])
+    publish(conn, [Event(e.stream, e.t0 + more, e.t1 + more, e.values) for e in events])
     (row,) = listed(conn)
     alerts = collect(conn, row.last_seq, pb.ListenRequest(after_seq={drops.id: 0}))
     assert server.stop() == 0
-    shifted = [dataclasses.replace(e, t0=e.t0 + more, t1=e.t1 + more) for e in events]
+    shifted = [Event(e.stream, e.t0 + more, e.t1 + more, e.values) for e in events]
     name = row.stream
     want = normalized(expected_lines([(name, query)], [*events, *shifted]))
     assert Counter(alert_line(a) for a in alerts) == want
@@ -395,7 +394,7 @@ def test_a_snapshot_of_another_server_at_the_same_place_is_refused(tmp_path: Pat
             )
         ours.start()
         conn = ours.connect()
-        shifted = [dataclasses.replace(e, t0=e.t0 + later, t1=e.t1 + later) for e in events]
+        shifted = [Event(e.stream, e.t0 + later, e.t1 + later, e.values) for e in events]
         publish(conn, shifted)
         (row,) = listed(conn)
         alerts = collect(conn, row.last_seq, pb.ListenRequest(after_seq={row.id: 0}))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -21,6 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from cesar.automata.schema import Event
 from cesar.examples import QUERIES as EXAMPLE_QUERIES
 from cesar.perf.serverproc import (
     CESAR,
@@ -328,7 +328,7 @@ def test_restart_after_compaction_resumes_listen_and_skips_a_damaged_snapshot(
     resumed = collect(conn, row.last_seq - 1, pb.ListenRequest(after_seq={drops.id: 1}))
     assert [a.seq for a in resumed] == list(range(2, row.last_seq + 1))
     again = events[-1].t1 - events[-200].t0 + 1
-    late = [dataclasses.replace(e, t0=e.t0 + again, t1=e.t1 + again) for e in events[-200:]]
+    late = [Event(e.stream, e.t0 + again, e.t1 + again, e.values) for e in events[-200:]]
     publish(conn, late)
     assert server.stop() == 0
     restarts = [json.loads(line) for line in server.log.read_text().splitlines()]

@@ -19,7 +19,6 @@
   subscription still gets the reference's output over its own streams.
 """
 
-import dataclasses
 import pickle
 from collections import Counter
 
@@ -140,10 +139,11 @@ def test_independent_streams_keep_their_own_clocks(mode, exprs, streams, offsets
     groups = engine.program.groups
     shifted = {
         name: [
-            dataclasses.replace(
-                e,
-                t0=e.t0 + offsets.get(groups.find(name), 0),
-                t1=e.t1 + offsets.get(groups.find(name), 0),
+            Event(
+                e.stream,
+                e.t0 + offsets.get(groups.find(name), 0),
+                e.t1 + offsets.get(groups.find(name), 0),
+                e.values,
             )
             for e in events
         ]
