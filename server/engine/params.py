@@ -44,7 +44,7 @@ from cesar.automata.evaluate import Faults
 from cesar.automata.schema import Value
 from cesar.automata.template import Constants
 from cesar.automata.terms import Attr, Call, Cmp, Const, Param, Scope, Term, subterms
-from cesar.index.masks import ValueMasks, compact, expand, slots_of
+from cesar.index.masks import ValueMasks, compact, expand, slots_of, without
 from cesar.index.ranges import FLIPPED, RANGE_OPS, compare, is_nan
 from cesar.index.static import Atoms
 from cesar.server.engine.codegen import (
@@ -389,7 +389,7 @@ class EdgeParams:
         """
         union = 0
         for group in groups:
-            union |= self._conjunct(group, members ^ (members & union), binding, attrs, dur, own)
+            union |= self._conjunct(group, without(members, union), binding, attrs, dur, own)
         return self._guarded(union, binding, attrs, dur, own)
 
     def holds_one(

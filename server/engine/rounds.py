@@ -28,7 +28,7 @@ from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
 from cesar.automata.making import made_events
 from cesar.automata.schema import Event, Value
-from cesar.index.masks import slots_of
+from cesar.index.masks import slots_of, without
 from cesar.server.engine.edges import CompiledEdge
 from cesar.server.engine.installing import Installer
 from cesar.server.engine.matches import Match, Output
@@ -182,7 +182,7 @@ class Rounds:
                     if staying:
                         assert stay is not None
                         held = stay.params.holds(staying, slots, binding, attrs, dur, own)
-                        left ^= left & held
+                        left = without(left, held)
                     leaving[instance] = leaving.get(instance, 0) | left
                     for compiled, groups in firing:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
@@ -203,7 +203,7 @@ class Rounds:
                         self.fire(compiled, instance, moving, event, attrs, own, root, spawned, out)
         for compiled, instance, moving, fired in records.values():
             if compiled.edge.unless_taken:  # not for the slots that took an event
-                moving ^= moving & taken.get(instance, 0)
+                moving = without(moving, taken.get(instance, 0))
             if moving:
                 at, values, own, root = fired
                 self.fire(compiled, instance, moving, at, values, own, root, spawned, out)
@@ -269,7 +269,7 @@ class Rounds:
         if guarded:
             guards = guarded.get((compiled.source, compiled.target))
             if guards:
-                slots ^= slots & self.vetoed(guards, slots, binding_in, attrs, t0, dur)
+                slots = without(slots, self.vetoed(guards, slots, binding_in, attrs, t0, dur))
                 if not slots:
                     return
         try:

@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
-from cesar.index.masks import slots_of
+from cesar.index.masks import slots_of, without
 
 CHECK_EVERY = 1024
 """Steps charged between two spreads of the charges over subscriptions (and cuts)."""
@@ -123,7 +123,7 @@ class Work:
         if gone and self.last_pending:
             kept: dict[tuple[int, int], int] = {}
             for (space, members), steps in self.last_pending.items():
-                members ^= members & gone.get(space, 0)
+                members = without(members, gone.get(space, 0))
                 if members:
                     kept[space, members] = kept.get((space, members), 0) + steps
             self.last_pending = kept
