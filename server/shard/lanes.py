@@ -9,15 +9,35 @@ and epoch on this shard, with one notice per episode over a limit (:meth:`Lane.s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from cesar.server.engine.engine import Engine, Output
 from cesar.server.engine.matches import Match
-from cesar.server.wire.alertbytes import EventWriter, event_body, notice_body, shard_alerts
+from cesar.server.wire.alertbytes import (
+    EventWriter,
+    event_body,
+    head,
+    notice_body,
+    shard_alerts,
+)
 
-CALM_EPOCHS = 64
+CALM_EPOCHS: Final = 64
 """Epochs of a capped subscription's alerts within the limits that end its episode."""
-RESPONSE_BYTES = 16 << 20
+RESPONSE_BYTES: Final = 16 << 20
 """About the most alert bytes one Apply response message carries."""
+
+
+class Sink:
+    """Where one output stream of a lane sends its alerts: its subscription, its stream's
+    field (an alert's event starts with it), and the current epoch's tally while :func:`emit`
+    runs (alerts made, bytes sent, alerts dropped; all 0 between epochs)."""
+
+    def __init__(self, subscription: str, stream_field: bytes) -> None:
+        self.subscription = subscription
+        self.stream_field = stream_field
+        self.made = 0
+        self.size = 0
+        self.dropped = 0
 
 
 @dataclass
@@ -26,13 +46,32 @@ class Lane:
 
     ``capped`` holds the subscriptions over an alert limit since their notice, each with
     the epochs of alerts since then that stayed within the limits; ``writer`` writes its
-    alerts' events.
+    alerts' events; ``sinks`` holds the :class:`Sink` of each stream that has alerted (made
+    from ``streams`` on its first alert, forgotten with the stream).
     """
 
     engine: Engine
     streams: dict[str, str] = field(default_factory=dict)
     capped: dict[str, int] = field(default_factory=dict)
     writer: EventWriter = field(default_factory=EventWriter)
+    sinks: dict[str, Sink] = field(default_factory=dict)
+
+    def add(self, stream: str, subscription: str) -> None:
+        """Send the alerts of output ``stream`` to ``subscription``."""
+        self.streams[stream] = subscription
+        self.sinks.pop(stream, None)
+
+    def remove(self, stream: str) -> None:
+        """Forget output ``stream`` (its subscription was removed)."""
+        del self.streams[stream]
+        self.sinks.pop(stream, None)
+
+    def sink(self, stream: str) -> Sink:
+        """The :class:`Sink` of output ``stream``, made on its first alert.  O(1)."""
+        found = self.sinks.get(stream)
+        if found is None:
+            found = self.sinks[stream] = Sink(self.streams[stream], head(stream))
+        return found
 
     def settle(self, subscription: str, over: bool) -> bool:
         """Note an epoch in which ``subscription`` made alerts, ``over`` a limit or not;
@@ -98,40 +137,45 @@ def emit(
     most ``count_limit`` alerts and ``byte_limit`` bytes (None: no limit); the rest are
     dropped, with one notice per episode (:meth:`Lane.settle`); how many were dropped.  A
     match shared by many subscriptions is written once, and each alert is its stream's field
-    before those bytes (:class:`~cesar.server.wire.alertbytes.EventWriter`)."""
-    tally: dict[str, list[int]] = {}  # per subscription: alerts made, bytes sent, dropped
-    streams_of, writer = lane.streams, lane.writer
-    for item in outputs:
-        streams = item.streams() if isinstance(item, Match) else [item.stream]
-        rest: bytes | None = None  # written once, when first sent
-        for stream in streams:
-            subscription = streams_of[stream]
-            counts = tally.get(subscription)
-            if counts is None:
-                counts = tally[subscription] = [0, 0, 0]
-            counts[0] += 1
-            if counts[2]:
-                counts[2] += 1
-                continue
-            if rest is None:
-                rest = writer.rest(item.t0, item.t1, item.values)
-            head = writer.head(stream)
-            total = counts[1] + len(head) + len(rest)
-            if (count_limit is not None and counts[0] > count_limit) or (
-                byte_limit is not None and total > byte_limit
-            ):
-                counts[2] = 1
-                continue
-            counts[1] = total
-            out.add(subscription, event_body(head, rest))
-    dropped = 0
-    for subscription, (made, _, over) in tally.items():
-        dropped += over
-        if lane.settle(subscription, over > 0):
-            notice = (
-                f"{made} alerts in one epoch; only the first {count_limit} of "
-                f"each epoch, within {byte_limit} bytes, are sent (one notice until "
-                f"{CALM_EPOCHS} epochs of its alerts pass within the limits)"
-            )
-            out.add(subscription, notice_body(notice))
-    return dropped
+    before those bytes (:class:`~cesar.server.wire.alertbytes.EventWriter`).  O(alerts): one
+    look-up of its stream's :class:`Sink` an alert, which keeps the epoch's tally."""
+    sinks, writer = lane.sinks, lane.writer
+    touched: list[Sink] = []  # the sinks with alerts this epoch, in order of their first
+    try:
+        for item in outputs:
+            streams = item.streams() if isinstance(item, Match) else [item.stream]
+            rest: bytes | None = None  # written once, when first sent
+            for stream in streams:
+                sink = sinks.get(stream)
+                if sink is None:
+                    sink = lane.sink(stream)
+                if not sink.made:
+                    touched.append(sink)
+                sink.made += 1
+                if sink.dropped:
+                    sink.dropped += 1
+                    continue
+                if rest is None:
+                    rest = writer.rest(item.t0, item.t1, item.values)
+                total = sink.size + len(sink.stream_field) + len(rest)
+                if (count_limit is not None and sink.made > count_limit) or (
+                    byte_limit is not None and total > byte_limit
+                ):
+                    sink.dropped = 1
+                    continue
+                sink.size = total
+                out.add(sink.subscription, event_body(sink.stream_field, rest))
+        dropped = 0
+        for sink in touched:
+            dropped += sink.dropped
+            if lane.settle(sink.subscription, sink.dropped > 0):
+                notice = (
+                    f"{sink.made} alerts in one epoch; only the first {count_limit} of "
+                    f"each epoch, within {byte_limit} bytes, are sent (one notice until "
+                    f"{CALM_EPOCHS} epochs of its alerts pass within the limits)"
+                )
+                out.add(sink.subscription, notice_body(notice))
+        return dropped
+    finally:
+        for sink in touched:
+            sink.made = sink.size = sink.dropped = 0

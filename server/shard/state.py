@@ -90,7 +90,7 @@ class ShardState:
                 prepare(lane.engine, saved[0])
         client = (request.client, request.client_steps) if request.client_steps else None
         lane.engine.subscribe(request.subscription, query.automata, since, query.pattern, client)
-        lane.streams[query.name] = request.subscription
+        lane.add(query.name, request.subscription)
         self.output[request.subscription] = (request.lane, query.name)
 
     def remove(self, request: shard_pb2.RemoveRequest) -> None:
@@ -98,7 +98,7 @@ class ShardState:
         lane_name, stream = self.output.pop(request.subscription)
         lane = self.lanes[lane_name]
         lane.engine.unsubscribe(request.subscription)
-        del lane.streams[stream]
+        lane.remove(stream)
 
     def apply(self, request: shard_pb2.ApplyRequest) -> list[bytes]:
         """Process each lane's epochs in order; the alerts made, in order, in serialized
