@@ -23,8 +23,8 @@ from fractions import Fraction
 from typing import Final
 
 Value = int | float | str | bool
-INT_MIN = -(2**63)
-INT_MAX = 2**63 - 1
+INT_MIN: Final = -(2**63)
+INT_MAX: Final = 2**63 - 1
 
 
 class AttrType(enum.Enum):
@@ -61,7 +61,7 @@ class TimeUnit(enum.Enum):
         return value
 
 
-_UNIT_NAMES = {
+_UNIT_NAMES: Final = {
     "tick": TimeUnit.TICK,
     "ns": TimeUnit.NS,
     "us": TimeUnit.US,
@@ -79,7 +79,7 @@ class SchemaError(ValueError):
     """A stream specification that cannot be read."""
 
 
-NOT_AN_ATTRIBUTE = "not an attribute of the stream"
+NOT_AN_ATTRIBUTE: Final = "not an attribute of the stream"
 """The reason given for a field the stream does not declare."""
 
 
@@ -148,7 +148,7 @@ class StreamSchema:
         return f"{self.name}({attrs}){unit}"
 
 
-KEYWORDS = frozenset(
+KEYWORDS: Final = frozenset(
     {
         "SELECT", "FROM", "PUBLISH", "FILTER", "NEXT", "FOLD", "UNION",
         "AS", "AND", "OR", "NOT", "DUR", "TRUE", "FALSE", "WITHIN",
@@ -157,17 +157,17 @@ KEYWORDS = frozenset(
 """CEL's reserved words (any case): no stream or attribute may be named so, or CEL could not
 name it."""
 
-MAX_NAME_CHARS = 128
+MAX_NAME_CHARS: Final = 128
 """The longest stream or attribute name."""
-MAX_ATTRIBUTES = 256
+MAX_ATTRIBUTES: Final = 256
 """The most attributes a stream may have."""
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPEC = re.compile(
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPEC: Final = re.compile(
     r"^\s*(?P<name>\S+?)\s*\((?P<attrs>[^)]*)\)\s*"
     r"(?:\[\s*(?P<unit>\w+)\s*(?:,\s*(?P<zone>[^\]\s]+)\s*)?\])?\s*$"
 )
-_ATTR = re.compile(r"^\s*(?P<name>\S+?)\s*:\s*(?P<type>\w+)\s*$")
+_ATTR: Final = re.compile(r"^\s*(?P<name>\S+?)\s*:\s*(?P<type>\w+)\s*$")
 
 
 def check_name(name: str, what: str = "stream name") -> str:

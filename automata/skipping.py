@@ -46,17 +46,17 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from cesar.automata.errors import CelSemanticError
 from cesar.automata.schema import Event, Value
 from cesar.automata.terms import Pos
 
-START = "@start"
+START: Final = "@start"
 """The hidden attribute holding a match's first event's arrival, relative to its ``t0``."""
-BOUND = "@bound"
+BOUND: Final = "@bound"
 """The hidden attribute holding the bound the next match must start after, relative to ``t0``."""
-KEY = "@key."
+KEY: Final = "@key."
 """The prefix of the hidden attributes holding a match's partition (``@key.Name``)."""
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from sortedcontainers import SortedKeyList
 
@@ -56,7 +56,7 @@ def compare(op: str, a: Any, b: Any) -> bool:
     return bool(a != b)
 
 
-RANGE_OPS = ("<", "<=", ">", ">=")
+RANGE_OPS: Final = ("<", "<=", ">", ">=")
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 """``a op b`` ⇔ ``b FLIPPED[op] a``."""
 
@@ -68,11 +68,11 @@ def is_nan(value: Value) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-SMALL = 2_048
+SMALL: Final = 2_048
 """Up to this many items a :class:`RangeList` keeps two plain lists (keys and items, bisect and
 ``list.insert``: a memmove, cheaper than a sorted container's bookkeeping at this size);
 beyond it a ``SortedKeyList`` (O(log n) inserts however many)."""
-SHRINK = 512
+SHRINK: Final = 512
 """A ``SortedKeyList`` that falls below this many items goes back to plain lists."""
 
 

@@ -25,7 +25,7 @@ template's atoms with parameters (:mod:`cesar.automata.template`) also take
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 from cesar.automata.algebra import Assign
 from cesar.automata.arithmetic import ArithmeticFault, arith, neg
@@ -54,8 +54,8 @@ GeneralTest = Callable[[Binding, Binding, int, int, tuple[Value, ...]], bool]
 ThresholdOf = Callable[[Binding, tuple[Value, ...]], Value]
 Build = Callable[[Binding, Binding, int, int], dict[str, Value]]
 
-_PY_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-_SCOPE_VAR = {Scope.LEFT: "L", Scope.EVENT: "E"}
+_PY_OPS: Final = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_SCOPE_VAR: Final = {Scope.LEFT: "L", Scope.EVENT: "E"}
 
 
 # ``+ - *`` of two floats cannot fault and are what ``arith`` computes: done inline, the
@@ -78,7 +78,7 @@ def _mul(a: Value, b: Value) -> Value:
     return arith("*", a, b)
 
 
-_FLOAT_FAST = {"+": "add", "-": "sub", "*": "mul"}
+_FLOAT_FAST: Final = {"+": "add", "-": "sub", "*": "mul"}
 
 
 class _Source:

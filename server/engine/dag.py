@@ -42,7 +42,7 @@ import weakref
 from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from cesar.automata.algebra import Columns
 from cesar.automata.automaton import Automaton, Edge, EdgeKind, SplitConjunct
@@ -50,10 +50,10 @@ from cesar.automata.normal import Conjunct
 from cesar.automata.template import Constants, template
 from cesar.automata.terms import And, Cmp, Not, Or, Pred
 
-ROOT = 0
-_TIMES_OUT = -2
+ROOT: Final = 0
+_TIMES_OUT: Final = -2
 """In a signature: the key of the node's own TIMEOUT edge (it leaves the node)."""
-_SELF = -1
+_SELF: Final = -1
 
 
 @dataclass(eq=False)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from sortedcontainers import SortedList
 
@@ -62,7 +63,7 @@ def has_param(term: Term) -> bool:
     return isinstance(term, Param) or any(has_param(part) for part in subterms(term))
 
 
-SMALL = 8
+SMALL: Final = 8
 """By default, a group of at most this many slots compares their constants one by one."""
 
 

@@ -16,6 +16,7 @@ time it is met) and the instances it files by threshold on their first probe.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Final
 
 from cesar.automata.schema import Event, Value
 from cesar.index.thresholds import Thresholds
@@ -28,8 +29,8 @@ from cesar.server.engine.state import EngineInstance, EngineState, Waiting
 from cesar.server.engine.stepping import GroupSteps, Step
 from cesar.server.engine.work import Work
 
-_NO_FILES: Mapping[Value | None, Thresholds[Waiting]] = {}
-_EMPTY: Mapping[str, Value] = {}
+_NO_FILES: Final[Mapping[Value | None, Thresholds[Waiting]]] = {}
+_EMPTY: Final[Mapping[str, Value]] = {}
 
 Firing = list[tuple[CompiledEdge, list[Group]]]
 Fork = tuple[EngineInstance, Step, CompiledEdge]

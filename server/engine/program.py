@@ -40,6 +40,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from cesar.automata.automaton import (
     LOOPS,
@@ -128,7 +129,7 @@ class _Subscription:
     reads: list[frozenset[str]] = field(default_factory=list)
 
 
-UNINDEXED = frozenset({EdgeKind.FILTER, EdgeKind.STAY, EdgeKind.TIMEOUT, EdgeKind.UNLESS})
+UNINDEXED: Final = frozenset({EdgeKind.FILTER, EdgeKind.STAY, EdgeKind.TIMEOUT, EdgeKind.UNLESS})
 """Edges no event-driven FR index holds: the loops, asked about instances their node's filter
 affects, TIMEOUT, which fires when time passes, and UNLESS, asked about remembered events when
 an edge it guards fires."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Final
 
 from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
@@ -38,7 +39,7 @@ from cesar.server.engine.program import QueryProgram
 from cesar.server.engine.state import EngineInstance, EngineState
 from cesar.server.engine.work import Work
 
-_EMPTY: Mapping[str, Value] = {}
+_EMPTY: Final[Mapping[str, Value]] = {}
 Fired = tuple[Event, Mapping[str, Value], int, float]
 """What an edge fires with: the event, its attributes, its own DUR and the root epoch."""
 Record = tuple[CompiledEdge, EngineInstance, int, Fired]

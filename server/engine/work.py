@@ -48,15 +48,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from typing import Final
 
 from cesar.index.masks import slots_of, without
 
-CHECK_EVERY = 1024
+CHECK_EVERY: Final = 1024
 """Steps charged between two spreads of the charges over subscriptions (and cuts)."""
-LANE_SHARE = 100
+LANE_SHARE: Final = 100
 """A pool's share for a member is at most 1/100 of its budget: with fewer members, past the
 budget only the ones that spent a hundredth of it are cut."""
-CALM_EPOCHS = 64
+CALM_EPOCHS: Final = 64
 """Epochs without a cut that end a subscription's episode (its next cut is told again)."""
 
 Owners = Callable[[], Mapping[tuple[int, int], str]]
