@@ -276,7 +276,8 @@ class Work:
         reason), one per episode; the subscriptions cut in it are ``cut_now`` until the next
         epoch ends, and its steps are :meth:`steps_of`."""
         self.last_pending, self.pending = self.pending, {}
-        self.last_spent, self.spent = self.spent, Counter()
+        self.last_spent, self.spent = self.spent, self.last_spent
+        self.spent.clear()  # the last epoch's, emptied: Counter() runs interpreted __init__
         self.by_account.clear()
         self.cut.clear()
         self.unchecked = self.unspread = self.done = self.most = self.most_account = 0
