@@ -183,12 +183,12 @@ class ValueMasks:
         """Forget ``slot``; raises KeyError if it is not here.  O(log d)."""
         constant = self._constant.pop(slot)
         bit = 1 << slot
-        self._all &= ~bit
+        self._all = without(self._all, bit)
         self._prefix = None
         if is_nan(constant):
-            self._nan &= ~bit
+            self._nan = without(self._nan, bit)
             return
-        left = expand(self._masks[constant]) & ~bit
+        left = without(expand(self._masks[constant]), bit)
         if left:
             self._masks[constant] = compact(left)
         else:
@@ -211,7 +211,9 @@ class ValueMasks:
         if op == "=":
             return 0 if is_nan(value) else expand(self._masks.get(value, 0))
         if op == "!=":
-            return self._all if is_nan(value) else self._all & ~expand(self._masks.get(value, 0))
+            if is_nan(value):
+                return self._all
+            return without(self._all, expand(self._masks.get(value, 0)))
         if is_nan(value):
             return 0
         if self._prefix is None:
@@ -221,11 +223,11 @@ class ValueMasks:
             return self._below(bisect_left(values, value))
         if op == ">=":  # c <= value
             return self._below(bisect_right(values, value))
-        ordered = self._all & ~self._nan
+        ordered = without(self._all, self._nan)
         if op == "<":  # c > value
-            return ordered & ~self._below(bisect_right(values, value))
+            return without(ordered, self._below(bisect_right(values, value)))
         assert op == "<=", op
-        return ordered & ~self._below(bisect_left(values, value))
+        return without(ordered, self._below(bisect_left(values, value)))
 
     def _rebuild(self) -> None:
         self._block = block = max(8, math.isqrt(len(self._order)))

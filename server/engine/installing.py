@@ -17,7 +17,7 @@ from itertools import islice
 from typing import Protocol
 
 from cesar.index.ai import InstanceAccess
-from cesar.index.masks import slots_of
+from cesar.index.masks import slots_of, without
 from cesar.server.engine.edges import CompiledEdge
 from cesar.server.engine.options import EngineOptions
 from cesar.server.engine.params import Group
@@ -214,7 +214,7 @@ class Installer:
                     break
         gone = 0
         for instance, slots in leaving:
-            gone += not instance.members & ~slots
+            gone += not without(instance.members, slots)
             state.leave(instance, slots)
         return gone
 

@@ -298,7 +298,7 @@ class EdgeParams:
         """Forget ``slot``; returns its groups (an empty one, mask 0, is gone from the edge)."""
         constants = self.slots.pop(slot)
         bit = 1 << slot
-        self.all &= ~bit
+        self.all = without(self.all, bit)
         self._bounds.remove(self._bound_of.pop(slot))
         self._extremes()
         mine = []
@@ -306,14 +306,14 @@ class EdgeParams:
             key = plan.key_of(constants)
             group = self.groups[position][key]
             mine.append(group)
-            group.entry = compact(group.mask & ~bit)
+            group.entry = compact(without(group.mask, bit))
             for masks in group.ordered or ():
                 masks.remove(slot)
             if plan.general is not None:
                 general_key = plan.general_key_of(constants)
                 assert group.general is not None
                 entry = group.general[general_key]
-                entry.entry = compact(entry.mask & ~bit)
+                entry.entry = compact(without(entry.mask, bit))
                 if not entry.entry:
                     del group.general[general_key]
             if not group.entry:

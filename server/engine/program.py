@@ -51,6 +51,7 @@ from cesar.automata.automaton import (
     reads_dur_only,
 )
 from cesar.automata.evaluate import Faults
+from cesar.index.masks import without
 from cesar.index.static import AtomPool, Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.codegen import Codegen
@@ -112,7 +113,7 @@ class Space:
         self._own()
         del self.streams[slot]
         heapq.heappush(self.free, slot)
-        self.fed &= ~(1 << slot)
+        self.fed = without(self.fed, 1 << slot)
 
     def _own(self) -> None:
         if self.lent:
@@ -270,7 +271,7 @@ class QueryProgram:
                 compiled = self.edges[edge_id]
                 self._index(compiled, compiled.params.remove(slot), change)
                 touched.add(compiled.source)
-            final = self.final[footprint.final] & ~bit
+            final = without(self.final[footprint.final], bit)
             if final:
                 self.final[footprint.final] = final
             else:
@@ -296,7 +297,7 @@ class QueryProgram:
                     del self.read[read]
                     if read in self.slot_of and read not in self.internal:
                         for other, fed in self.slot_of[read]:
-                            self.spaces[other].fed &= ~(1 << fed)
+                            self.spaces[other].fed = without(self.spaces[other].fed, 1 << fed)
             mine = self.spaces[footprint.space]
             mine.give_back(slot)
             if not mine.streams:

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from cesar.automata.schema import Event, Value
-from cesar.index.masks import slots_of
+from cesar.index.masks import slots_of, without
 from cesar.server.engine.engine import Engine
 from cesar.server.engine.params import Group
 from cesar.server.engine.plansave import SavedPlanned, save
@@ -231,7 +231,7 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
         if len(saved) == 6:
             for node, keep, moved in moves[saved[4]]:
                 mask = saved[5] & keep
-                for slot in slots_of(saved[5] & ~keep) if moved else ():
+                for slot in slots_of(without(saved[5], keep)) if moved else ():
                     if (new := moved.get(slot)) is not None:
                         mask |= 1 << new
                 if mask:

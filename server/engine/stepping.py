@@ -36,6 +36,7 @@ from cesar.automata.arithmetic import ArithmeticFault
 from cesar.automata.automaton import EdgeKind
 from cesar.automata.schema import Event, Value
 from cesar.automata.terms import Attr, Const, Param, Scope, Term, subterms
+from cesar.index.masks import without
 from cesar.server.engine.edges import CompiledEdge
 from cesar.server.engine.params import Group
 from cesar.server.engine.program import QueryProgram
@@ -234,7 +235,7 @@ class Steppers:
         REBIND bounds DUR alike, by the node's bound (so do the instance's slots, whatever
         slots come later).  O(1)."""
         rebind = self.rebind_of(node)
-        if rebind is None or len(homes) != 1 or members & ~homes[0].mask:
+        if rebind is None or len(homes) != 1 or without(members, homes[0].mask):
             return None
         params = rebind.params
         if not params.alike() or params.dur_bound() != self.program.bound.get(node):
