@@ -52,6 +52,7 @@ COMPILED: tuple[str, ...] = (
     "cesar.server.engine.probing",
     "cesar.server.engine.program",
     "cesar.server.engine.reaching",
+    "cesar.server.engine.remembered",
     "cesar.server.engine.rounds",
     "cesar.server.engine.skipping",
     "cesar.server.engine.state",

@@ -291,7 +291,7 @@ class Engine:
             elif isinstance(step, Retire):
                 self._retire(step.subscription, step.until)
             else:
-                self.state.remember_past(step.events)
+                self.state.memory.remember_past(step.events)
 
     def _apply(self, change: Change) -> None:
         """Bring the run state in line with a changed program.
@@ -419,18 +419,19 @@ class Engine:
         forgets its oldest, and the subscriptions asking about it get a notice once until it
         recovers.  O(events kept and dropped)."""
         state, program = self.state, self.program
+        memory = state.memory
         horizons = program.remembering()
         for event in (*epoch, *expand(published)):
             if event.stream in horizons:
-                state.remember(event)
+                memory.remember(event)
         limit = self.options.max_instances
         for stream, horizon in horizons.items():
             group = program.groups.find(stream)
             if group in groups:
-                state.forget_before(stream, state.group_clock[group] - horizon)
+                memory.forget_before(stream, state.group_clock[group] - horizon)
             if limit is None:
                 continue
-            over = state.forget_beyond(stream, limit)
+            over = memory.forget_beyond(stream, limit)
             state.counters.dropped += over
             if not over:
                 state.forgetting.discard(stream)

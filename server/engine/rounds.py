@@ -22,7 +22,7 @@ Matches of streams another subscription reads go to the next rank.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 from cesar.automata.arithmetic import ArithmeticFault
@@ -332,9 +332,9 @@ class Rounds:
         for edge_id in guards:
             compiled = program.edges[edge_id]
             params, stream, key = compiled.params, compiled.edge.stream, compiled.recall
-            past: Iterable[Event] = state.remembered.get(stream, ())
+            past = state.memory.events(stream)
             if key is not None and (value := seen.get(key.bound)) == value:  # not NaN
-                past = state.recalled(stream, key.attr, value)
+                past = state.memory.recalled(stream, key.attr, value)
             for event in past:
                 state.counters.remembered_checked += 1
                 found = event.attrs()

@@ -190,7 +190,7 @@ def capture(engine: Engine) -> RunSnapshot:
         nodes={node: members(node, mask) for node, mask in held.items()},
         remembered={
             stream: [(e.t0, e.t1, e.values) for e in events]
-            for stream, events in state.remembered.items()
+            for stream, events in state.memory.items()
         },
         plans=save(engine.planner.planned),
         skipped=engine.skipping.to_data(),
@@ -248,7 +248,9 @@ def restore(engine: Engine, snapshot: RunSnapshot) -> None:
             engine.installer.admit(instance, homes_of)
     for stream, events in snapshot.remembered.items():
         for t0, t1, items in events:
-            state.remember(Event(stream, t0, t1, tuple((name, value) for name, value in items)))
+            state.memory.remember(
+                Event(stream, t0, t1, tuple((name, value) for name, value in items))
+            )
     engine.skipping.restore(snapshot.skipped)
     engine.windows.restore(snapshot.windows)
     state.capped = None in snapshot.capped  # a node's place there is from before per-node limits

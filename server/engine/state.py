@@ -39,12 +39,12 @@ CEP calls ``NFAState``, as against the compiled ``NFA`` (here
 from __future__ import annotations
 
 import heapq
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cesar.automata.schema import Event, Value
+from cesar.automata.schema import Value
 from cesar.index.ai import InstanceAccess, InstanceIndex
 from cesar.index.keyed import KeyedItems
 from cesar.index.ranges import is_nan
@@ -52,6 +52,7 @@ from cesar.index.static import Atoms, ConjunctIndex
 from cesar.index.thresholds import Thresholds
 from cesar.server.engine.clocks import StreamGroups
 from cesar.server.engine.params import Group, Tuple
+from cesar.server.engine.remembered import Remembered
 from cesar.server.engine.stepping import GroupSteps
 
 if TYPE_CHECKING:
@@ -200,75 +201,8 @@ class EngineState:
     """Subscriptions that went over their instance limit since their last notice."""
     forgetting: set[str] = field(default_factory=set)
     """Streams whose remembered events went over the instance limit since their notice."""
-    remembered: dict[str, deque[Event]] = field(default_factory=dict)
-    """Per stream an UNLESS edge reads: its events of earlier epochs that still matter, in
-    arrival order (:meth:`remember`, :meth:`forget_before`)."""
-    recall: dict[tuple[str, str], dict[Value | None, deque[Event]]] = field(default_factory=dict)
-    """Per (stream, attribute) an UNLESS edge joins on: the remembered events by that value,
-    each bucket in arrival order (:meth:`recalled`)."""
-
-    def remember(self, event: Event) -> None:
-        """Keep ``event`` for the UNLESS edges that read its stream.  O(indexed attributes)."""
-        self.remembered.setdefault(event.stream, deque()).append(event)
-        for (stream, attr), buckets in self.recall.items():
-            if stream == event.stream:
-                buckets.setdefault(event.attrs().get(attr), deque()).append(event)
-
-    def remember_past(self, events: Iterable[Event]) -> None:
-        """Add events of earlier epochs to those remembered (a plan that looked back switched
-        to the DAG): each stream's remembered events stay in arrival order, an event equal to
-        one kept is kept once (an UNLESS edge asks only whether one exists), and the recall
-        index is rebuilt for the streams touched.  O(events remembered of those streams)."""
-        by_stream: dict[str, list[Event]] = {}
-        for event in events:
-            by_stream.setdefault(event.stream, []).append(event)
-        for stream, past in by_stream.items():
-            merged = sorted({*self.remembered.get(stream, ()), *past}, key=lambda e: e.t1)
-            self.remembered[stream] = deque(merged)
-            for (name, attr), buckets in self.recall.items():
-                if name == stream:
-                    buckets.clear()
-                    for event in merged:
-                        buckets.setdefault(event.attrs().get(attr), deque()).append(event)
-
-    def recalled(self, stream: str, attr: str, value: Value | None) -> Iterable[Event]:
-        """The remembered events of ``stream`` whose ``attr`` is ``value``; the index is built
-        the first time it is asked for.  O(1), O(events remembered) the first time."""
-        buckets = self.recall.get((stream, attr))
-        if buckets is None:
-            buckets = self.recall[stream, attr] = {}
-            for event in self.remembered.get(stream, ()):
-                buckets.setdefault(event.attrs().get(attr), deque()).append(event)
-        return buckets.get(value, ())
-
-    def forget_before(self, stream: str, t0: float) -> None:
-        """Drop the remembered events of ``stream`` from the oldest on while they start before
-        ``t0`` (one that started earlier behind a later one stays until it is at the front:
-        an UNLESS predicate bounds time itself).  O(events dropped × indexed attributes)."""
-        kept = self.remembered.get(stream)
-        while kept and kept[0].t0 < t0:
-            self._forget_oldest(stream)
-
-    def forget_beyond(self, stream: str, limit: int) -> int:
-        """Drop the oldest remembered events of ``stream`` beyond ``limit``; how many.
-        O(events dropped × indexed attributes)."""
-        over = max(len(self.remembered.get(stream, ())) - limit, 0)
-        for _ in range(over):
-            self._forget_oldest(stream)
-        return over
-
-    def _forget_oldest(self, stream: str) -> None:
-        kept = self.remembered[stream]
-        event = kept.popleft()
-        for (indexed, attr), buckets in self.recall.items():
-            if indexed == stream:
-                value = event.attrs().get(attr)
-                bucket = buckets[value]
-                bucket.popleft()  # the oldest of its bucket, as it was of the stream
-                if not bucket:
-                    del buckets[value]
-        if not kept:
-            del self.remembered[stream]
+    memory: Remembered = field(default_factory=Remembered)
+    """The events of earlier epochs the UNLESS edges may still ask about."""
 
     def new_id(self) -> int:
         """A fresh instance id."""
@@ -546,11 +480,7 @@ class EngineState:
     def check_valid(self) -> None:
         """Assert that the AN index, the AI indices and the instances agree, and the
         remembered events and their indices."""
-        for (stream, attr), buckets in self.recall.items():
-            expected: dict[Value | None, list[Event]] = {}
-            for event in self.remembered.get(stream, ()):
-                expected.setdefault(event.attrs().get(attr), []).append(event)
-            assert {v: list(b) for v, b in buckets.items()} == expected, (stream, attr)
+        self.memory.check_valid()
         self.an.check_valid()
         self.by_value.check_valid()
         assert len(self.an) + len(self.keyed) == len(self.live) == len(self.an_groups)

@@ -312,9 +312,9 @@ def test_remembered_events_count_against_the_instance_limit_with_one_notice():
     subscribe(engine, "plain", "FILTER{v > 100} S")
     for t in range(1, 8):
         engine.process([s(t, "a", 9)])
-        assert len(engine.state.remembered["S"]) <= 3
+        assert len(list(engine.state.memory.events("S"))) <= 3
         engine.check_valid()
-    assert [e.t1 for e in engine.state.remembered["S"]] == [5, 6, 7]
+    assert [e.t1 for e in engine.state.memory.events("S")] == [5, 6, 7]
     notices = engine.notices
     assert [n.subscription for n in notices] == ["quiet"]
     assert "remembered events of S" in notices[0].reason
