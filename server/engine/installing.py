@@ -164,17 +164,19 @@ class Installer:
 
         O(1) while the engine holds no more than the limit in all; else O(distinct (node,
         members) pairs × their slots), and for a subscription over it, O(its nodes + the
-        instances it leaves)."""
+        instances it leaves).  The pairs are counted from the first time the engine holds more
+        than the limit (O(instances) then) until it holds at most half of it."""
         limit = self.options.max_instances_per_subscription
         state = self.state
         if limit is None or len(state.instances) <= limit:
             if limit is not None and len(state.instances) <= limit // 2:
                 state.held_over.clear()
+                state.uncounted()
             return
         nodes = self.program.dag.nodes
         held: Counter[str] = Counter()
         where: dict[str, set[int]] = {}
-        for (node, members), count in state.memberships.items():
+        for (node, members), count in state.counted().items():
             space = nodes[node].space
             for slot in slots_of(members):
                 subscription = owners.owner(space, slot)

@@ -80,6 +80,26 @@ def test_a_subscription_over_its_limit_drops_its_oldest_and_is_told_once():
     engine.check_valid()
 
 
+def test_instances_are_counted_by_members_only_while_the_limit_may_bind():
+    engine = Engine(EngineOptions(max_instances_per_subscription=4))
+    subscribe(engine, "q", "FILTER{v > 0} S NEXT{$1.k = $2.k AND $2.v = 0} S")
+    for t, key in enumerate("abc", 1):
+        engine.process([s(t, key, 1)])
+    assert len(engine.state.instances) == 3 and engine.state.memberships is None
+    for t, key in enumerate("defg", 4):  # over the limit: counted, the oldest left
+        engine.process([s(t, key, 1)])
+        engine.check_valid()
+    assert len(engine.state.instances) == 4 and engine.state.memberships is not None
+    assert sum(engine.state.memberships.values()) == 4
+    engine.process([s(8, "d", 0)])  # one completes: 3 are left, more than half, counted
+    engine.check_valid()
+    assert len(engine.state.instances) == 3 and engine.state.memberships is not None
+    engine.process([s(9, "e", 0), s(9, "f", 0)])  # at most half the limit: not counted
+    engine.check_valid()
+    assert len(engine.state.instances) == 1 and engine.state.memberships is None
+    assert engine.counters.dropped == 3
+
+
 def test_a_runaway_sharing_a_node_leaves_only_its_own_room():
     engine = Engine(EngineOptions(max_instances_per_subscription=3))
     subscribe(engine, "calm", "FILTER{v > 5} S NEXT{$1.k = $2.k AND $2.v = 0} S")
