@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, assert_never
 
 from cesar.automata.algebra import Assign
-from cesar.automata.arithmetic import ArithmeticFault, arith, neg
+from cesar.automata.arithmetic import ArithmeticFault, arith, check_int, neg
 from cesar.automata.evaluate import Faults
 from cesar.automata.functions import DEFAULT_FUNCTIONS, FunctionRegistry
 from cesar.automata.schema import AttrType, Value
@@ -58,27 +58,34 @@ _PY_OPS: Final = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": "
 _SCOPE_VAR: Final = {Scope.LEFT: "L", Scope.EVENT: "E"}
 
 
-# ``+ - *`` of two floats cannot fault and are what ``arith`` computes: done inline, the
-# other cases (ints, which overflow; mixed) through ``arith``.
+# ``+ - *`` of two floats cannot fault and are what ``arith`` computes: done inline; of two
+# ints (not bools), ``arith``'s own checked result, inline too (a FOLD's count, ``$.Quotes + 1``);
+# the other cases (mixed) through ``arith``.
 def _add(a: Value, b: Value) -> Value:
     if type(a) is float and type(b) is float:
         return a + b
+    if type(a) is int and type(b) is int:
+        return check_int(a + b)
     return arith("+", a, b)
 
 
 def _sub(a: Value, b: Value) -> Value:
     if type(a) is float and type(b) is float:
         return a - b
+    if type(a) is int and type(b) is int:
+        return check_int(a - b)
     return arith("-", a, b)
 
 
 def _mul(a: Value, b: Value) -> Value:
     if type(a) is float and type(b) is float:
         return a * b
+    if type(a) is int and type(b) is int:
+        return check_int(a * b)
     return arith("*", a, b)
 
 
-_FLOAT_FAST: Final = {"+": "add", "-": "sub", "*": "mul"}
+_INLINE: Final = {"+": "add", "-": "sub", "*": "mul"}
 
 
 class _Source:
@@ -104,8 +111,8 @@ class _Source:
                 return f"P[{term.index}]"
             case Arith():
                 left, right = self.term(term.left), self.term(term.right)
-                if term.op in _FLOAT_FAST:
-                    return f"{_FLOAT_FAST[term.op]}({left}, {right})"
+                if term.op in _INLINE:
+                    return f"{_INLINE[term.op]}({left}, {right})"
                 return f"arith({term.op!r}, {left}, {right})"
             case Neg():
                 return f"neg({self.term(term.operand)})"

@@ -428,6 +428,7 @@ class QueryProgram:
         params = EdgeParams(edge_id, edge, self._codegen, self.faults, self.options.small_group)
         compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
         compiled.dur_only = reads_dur_only(edge)
+        compiled.keeps_end, compiled.rebinds = edge.keeps_end, edge.kind is EdgeKind.REBIND
         if edge.kind is EdgeKind.FILTER:
             accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
             waits = tuple(

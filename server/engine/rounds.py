@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from typing import Final
 
 from cesar.automata.arithmetic import ArithmeticFault
-from cesar.automata.automaton import EdgeKind
 from cesar.automata.making import made_events
 from cesar.automata.schema import Event, Value
 from cesar.index.masks import slots_of, without
@@ -189,8 +188,8 @@ class Rounds:
                         moving = compiled.params.holds(groups, slots, binding, attrs, dur, own)
                         if not moving:
                             continue
-                        if not compiled.edge.keeps_end:
-                            if compiled.edge.kind is EdgeKind.REBIND:
+                        if not compiled.keeps_end:
+                            if compiled.rebinds:
                                 taken[instance] = taken.get(instance, 0) | moving
                         else:
                             key = (instance, id(compiled))
@@ -306,7 +305,7 @@ class Rounds:
             members = slots & program.edges[node.filter].params.all
             if members:
                 self.state.counters.spawned += 1
-                end = instance.t1 if instance is not None and compiled.edge.keeps_end else t1
+                end = instance.t1 if instance is not None and compiled.keeps_end else t1
                 successor = EngineInstance(
                     self.state.new_id(), target, binding, t0, end, new_root, members
                 )
