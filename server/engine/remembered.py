@@ -32,8 +32,8 @@ from cesar.automata.schema import Event, Value
 class Remembered:
     """Per stream its remembered events in arrival order, and their recall buckets.
 
-    Methods: :meth:`remember`, :meth:`remember_past`, :meth:`events`, :meth:`recalled`,
-    :meth:`forget_before`, :meth:`forget_beyond`, :meth:`check_valid`.
+    Methods: :meth:`remember`, :meth:`remember_past`, :meth:`events`, :meth:`items`,
+    :meth:`recalled`, :meth:`forget_before`, :meth:`forget_beyond`, :meth:`check_valid`.
     """
 
     def __init__(self) -> None:
@@ -42,10 +42,6 @@ class Remembered:
         self.recall: dict[tuple[str, str], dict[Value | None, deque[Event]]] = {}
         """Per (stream, attribute) an UNLESS edge joins on: the remembered events by that
         value, each bucket in arrival order."""
-
-    def __len__(self) -> int:
-        """The number of streams with remembered events."""
-        return len(self.by_stream)
 
     def items(self) -> Iterator[tuple[str, deque[Event]]]:
         """Each stream with its remembered events, oldest first."""

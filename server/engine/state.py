@@ -418,8 +418,7 @@ class EngineState:
         if counts is None:
             counts = self.memberships = {}
             for instance in self.instances.values():
-                key = instance.node, instance.members
-                counts[key] = counts.get(key, 0) + 1
+                self._member(instance)
         return counts
 
     def uncounted(self) -> None:
