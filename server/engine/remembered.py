@@ -56,7 +56,7 @@ class Remembered:
         self.by_stream.setdefault(event.stream, deque()).append(event)
         for (stream, attr), buckets in self.recall.items():
             if stream == event.stream:
-                buckets.setdefault(event.attrs().get(attr), deque()).append(event)
+                buckets.setdefault(event.value(attr), deque()).append(event)
 
     def remember_past(self, events: Iterable[Event]) -> None:
         """Add events of earlier epochs to those remembered (a plan that looked back switched
@@ -69,20 +69,16 @@ class Remembered:
         for stream, past in by_stream.items():
             merged = sorted({*self.by_stream.get(stream, ()), *past}, key=lambda e: e.t1)
             self.by_stream[stream] = deque(merged)
-            for (name, attr), buckets in self.recall.items():
+            for name, attr in self.recall:
                 if name == stream:
-                    buckets.clear()
-                    for event in merged:
-                        buckets.setdefault(event.attrs().get(attr), deque()).append(event)
+                    self.recall[name, attr] = _buckets(merged, attr)
 
     def recalled(self, stream: str, attr: str, value: Value | None) -> Iterable[Event]:
         """The remembered events of ``stream`` whose ``attr`` is ``value``; the index is built
         the first time it is asked for.  O(1), O(events remembered) the first time."""
         buckets = self.recall.get((stream, attr))
         if buckets is None:
-            buckets = self.recall[stream, attr] = {}
-            for event in self.by_stream.get(stream, ()):
-                buckets.setdefault(event.attrs().get(attr), deque()).append(event)
+            buckets = self.recall[stream, attr] = _buckets(self.by_stream.get(stream, ()), attr)
         return buckets.get(value, ())
 
     def forget_before(self, stream: str, t0: float) -> None:
@@ -106,7 +102,7 @@ class Remembered:
         event = kept.popleft()
         for (indexed, attr), buckets in self.recall.items():
             if indexed == stream:
-                value = event.attrs().get(attr)
+                value = event.value(attr)
                 bucket = buckets[value]
                 bucket.popleft()  # the oldest of its bucket, as it was of the stream
                 if not bucket:
@@ -121,5 +117,14 @@ class Remembered:
         for (stream, attr), buckets in self.recall.items():
             expected: dict[Value | None, list[Event]] = {}
             for event in self.by_stream.get(stream, ()):
-                expected.setdefault(event.attrs().get(attr), []).append(event)
+                expected.setdefault(event.value(attr), []).append(event)
             assert {v: list(b) for v, b in buckets.items()} == expected, (stream, attr)
+
+
+def _buckets(events: Iterable[Event], attr: str) -> dict[Value | None, deque[Event]]:
+    """``events`` by their value of ``attr`` (None: they have none), each bucket in their
+    order.  O(events × attributes)."""
+    buckets: dict[Value | None, deque[Event]] = {}
+    for event in events:
+        buckets.setdefault(event.value(attr), deque()).append(event)
+    return buckets
