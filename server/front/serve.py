@@ -3,8 +3,9 @@
 Start-up: open the catalog under ``--data-dir``, start the shards, replay the
 catalog into them, then serve the public API with the standard health and
 reflection services.  SIGTERM or SIGINT shut down gracefully: health turns
-NOT_SERVING, intake stops (new calls get UNAVAILABLE), Listen streams end,
-in-flight calls finish (up to ``--grace`` seconds), the catalog is
+NOT_SERVING, intake stops (new calls get UNAVAILABLE), Listen streams end, the
+server keeps answering until no call came for :data:`DRAIN_QUIET` seconds (see
+:func:`drain`), in-flight calls finish (up to ``--grace`` seconds), the catalog is
 checkpointed, and the shards exit.  If a child shard process dies the front stops
 too, with exit status 1: it cannot go on consistently, and a restart rebuilds
 every shard from the catalog.  With shards on their own (``--shard HOST:PORT``)
@@ -23,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -64,6 +66,8 @@ log = logging.getLogger("cesar.front")
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 SERVICE = cesar_pb2.DESCRIPTOR.services_by_name["Cesar"].full_name
 SHUTDOWN_MARGIN = 30.0  # seconds past --grace before a stuck shutdown exits hard
+DRAIN_QUIET = 0.2  # seconds without a call before gRPC's own shutdown begins
+DRAIN_MAX = 2.0  # seconds at most spent draining (never more than --grace)
 
 
 @dataclass(frozen=True)
@@ -298,7 +302,8 @@ def _run(
         for spec in config.streams:
             with contextlib.suppress(AlreadyExists):
                 front.define_stream(clients.anonymous, spec)
-        add_to_server(CesarServicer(front, clients, fail), server)
+        servicer = CesarServicer(front, clients, fail)
+        add_to_server(servicer, server)
         health_servicer = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         reflection.enable_server_reflection(
@@ -337,6 +342,7 @@ def _run(
         if console is not None:
             console.stop()
         front.stop_intake()
+        drain(servicer, min(config.grace, DRAIN_MAX))
         server.stop(config.grace).wait()
         front.close()
         if config.ready_file is not None:
@@ -408,6 +414,24 @@ def _watch_shards(
             front.checkpoint_if_due()
         except ShardFailure as exc:  # the shards failed meanwhile: the watch above sees it
             log.warning("idle checkpoint not taken", extra={"error": str(exc)})
+
+
+def drain(servicer: CesarServicer, limit: float) -> None:
+    """Keep serving, intake stopped, until no call reached ``servicer`` for
+    :data:`DRAIN_QUIET` seconds or ``limit`` seconds passed.
+
+    A call that reaches grpc-core just as ``grpc.Server.stop`` begins is cancelled, and
+    its client sees CANCELLED ("typically by the caller": not a status a client retries);
+    meanwhile the servicer answers it UNAVAILABLE, which clients retry elsewhere or later.
+    A client calling in a loop throughout is the one that can still meet the stop.
+    """
+    began = time.monotonic()
+    while True:
+        now = time.monotonic()
+        quiet = now - servicer.last_call
+        if quiet >= DRAIN_QUIET or now - began >= limit:
+            return
+        time.sleep(min(DRAIN_QUIET - quiet, limit - (now - began)))
 
 
 def _arm_shutdown_deadline(seconds: float, status: dict[str, int]) -> None:

@@ -93,10 +93,14 @@ class CesarServicer(cesar_pb2_grpc.CesarServicer):
         self.front = front
         self.clients = clients
         self.on_shard_failure = on_shard_failure
+        self.last_call = time.monotonic()
+        """When a call last reached a method (``time.monotonic()``): shutdown drains until
+        none came for a while (:func:`cesar.server.front.serve.drain`)."""
 
     def _caller(self, context: grpc.ServicerContext, method: str) -> Client:
         """The authenticated caller of ``method``; UNAUTHENTICATED without a known token,
         PERMISSION_DENIED when its token carries none of the method's scopes (:data:`SCOPES`)."""
+        self.last_call = time.monotonic()
         token = None
         for key, value in context.invocation_metadata():
             if key == "authorization" and isinstance(value, str):

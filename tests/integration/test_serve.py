@@ -123,6 +123,65 @@ def test_sigterm_drains_and_stops_the_shards(tmp_path: Path) -> None:
     assert not [r for r in records if r["msg"] == "plan constants measured"]
 
 
+def _publish_until_stopped(
+    server: Server, key: str, heard: Counter[tuple[str, str]], started: threading.Barrier
+) -> None:
+    """PublishBatch in a loop until the server's process ends, backing off after an error
+    (20 ms doubling to 0.4 s) as gRPC clients do; tally each outcome in ``heard`` by code
+    and whether the front said it is shutting down."""
+    connection, backoff, events = server.connect(), 0.02, sample_events()
+    started.wait(30)
+    for i in range(100_000):
+        if server.process is None or server.process.poll() is not None:
+            return
+        chunk = [to_event(e) for e in events[i % 50 * 10 :][:10]]
+        request = pb.PublishRequest(events=chunk, idempotency_key=f"{key}-{i}")
+        try:
+            connection.stub.PublishBatch(request, metadata=connection.metadata)
+            heard["OK", ""] += 1
+            backoff = 0.02
+        except grpc.RpcError as exc:
+            said = "shutting down" if "shutting down" in exc.details() else "other"
+            heard[exc.code().name, said] += 1
+            time.sleep(backoff)
+            backoff = min(2 * backoff, 0.4)
+
+
+def test_calls_during_a_shutdown_are_answered_unavailable_never_cancelled(tmp_path: Path) -> None:
+    """Four clients publishing through a SIGTERM, then through a shard's death: each call
+    succeeds or gets UNAVAILABLE, and every client hears "shutting down" from the front
+    itself, which drains until the calls pause, so that none reaches grpc-core as gRPC's own
+    shutdown begins (such a call comes back CANCELLED, a status clients do not retry)."""
+    server = Server(tmp_path / "data").start()
+    subscribe(server.connect(), QUERIES[1].read_text())
+    for stopping in ("sigterm", "shard"):
+        heard: list[Counter[tuple[str, str]]] = [Counter() for _ in range(4)]
+        started = threading.Barrier(len(heard) + 1)
+        pumps = [
+            threading.Thread(
+                target=_publish_until_stopped, args=(server, f"{stopping}{k}", tally, started)
+            )
+            for k, tally in enumerate(heard)
+        ]
+        for thread in pumps:
+            thread.start()
+        started.wait(30)
+        time.sleep(0.5)
+        if stopping == "sigterm":
+            assert server.stop() == 0
+        else:
+            os.kill(server.shard_pids()[0], signal.SIGKILL)
+            assert server.process is not None and server.process.wait(60) == 1
+        for thread in pumps:
+            thread.join(60)
+        for codes in heard:
+            assert {code for code, _ in codes} <= {"OK", "UNAVAILABLE"}, (stopping, heard)
+            assert codes["UNAVAILABLE", "shutting down"] > 0, (stopping, heard)
+        assert sum(codes["OK", ""] for codes in heard) > 0
+        server.start()
+    assert server.stop() == 0
+
+
 def test_a_shutdown_that_hangs_still_ends_with_every_stack_logged() -> None:
     # the deadline armed at SIGTERM, here around a main thread that never returns
     code = (
