@@ -53,6 +53,7 @@ ValueOf = Callable[[Binding, Binding, int, int], Value]
 GeneralTest = Callable[[Binding, Binding, int, int, tuple[Value, ...]], bool]
 ThresholdOf = Callable[[Binding, tuple[Value, ...]], Value]
 Build = Callable[[Binding, Binding, int, int], dict[str, Value]]
+Values = Callable[[Binding, Binding, int, int], tuple[tuple[str, Value], ...]]
 
 _PY_OPS: Final = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SCOPE_VAR: Final = {Scope.LEFT: "L", Scope.EVENT: "E"}
@@ -174,6 +175,7 @@ class Codegen:
         self._generals: dict[tuple[Cmp, ...], GeneralTest] = {}
         self._guards: dict[tuple[Term, ...], Test] = {}
         self._builds: dict[tuple[Assign, ...], Build] = {}
+        self._values_of: dict[tuple[Assign, ...], Values] = {}
 
     def conjunct(self, atoms: tuple[Cmp, ...]) -> Test:
         """A function telling whether every atom holds (a faulting atom is false)."""
@@ -263,13 +265,35 @@ class Codegen:
         if cached is not None:
             return cached
         source = _Source(self.functions)
-        items = []
-        for assign in sorted(key, key=lambda a: a.name):
-            value = source.term(assign.term)
-            if assign.type is AttrType.FLOAT:
-                value = f"float({value})"  # what evaluate.store does to a number
-            items.append(f"{assign.name!r}: {value}")
+        items = [f"{name!r}: {value}" for name, value in _assigned(source, key)]
         body = ["return {" + ", ".join(items) + "}"]
         function: Build = _define(source, body, self.faults)
         self._builds[key] = function
         return function
+
+    def values(self, assigns: Sequence[Assign]) -> Values:
+        """As :meth:`build`, the binding's items as a match holds them: ``(name, value)`` pairs
+        in sorted order, made without the dict (for an edge into a node no instance stays at).
+        """
+        key = tuple(assigns)
+        cached = self._values_of.get(key)
+        if cached is not None:
+            return cached
+        source = _Source(self.functions)
+        items = [f"({name!r}, {value})," for name, value in _assigned(source, key)]
+        body = ["return (" + " ".join(items) + ")"]
+        function: Values = _define(source, body, self.faults)
+        self._values_of[key] = function
+        return function
+
+
+def _assigned(source: _Source, assigns: tuple[Assign, ...]) -> list[tuple[str, str]]:
+    """Each assigned name, sorted, with its value's code (a FLOAT stored as a float, as
+    ``evaluate.store`` does to a number)."""
+    found = []
+    for assign in sorted(assigns, key=lambda a: a.name):
+        value = source.term(assign.term)
+        if assign.type is AttrType.FLOAT:
+            value = f"float({value})"
+        found.append((assign.name, value))
+    return found

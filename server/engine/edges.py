@@ -16,7 +16,7 @@ from cesar.automata.automaton import Edge
 from cesar.automata.normal import Conjunct
 from cesar.automata.terms import FLIPPED, Attr, Scope
 from cesar.index.ai import InstanceAccess
-from cesar.server.engine.codegen import Build
+from cesar.server.engine.codegen import Build, Values
 from cesar.server.engine.params import EdgeParams
 
 
@@ -29,6 +29,9 @@ class CompiledEdge:
     target: int
     params: EdgeParams
     build: Build | None = None
+    values: Values | None = None
+    """``build``'s items made without the dict, for a match at a node no instance stays at;
+    generated the first time it fires so (:meth:`QueryProgram.values_of`)."""
     accesses: tuple[InstanceAccess | None, ...] = ()
     recall: InstanceAccess | None = None
     """An UNLESS edge's :func:`recall_key`, found once when it is compiled."""

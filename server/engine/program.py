@@ -54,7 +54,7 @@ from cesar.automata.evaluate import Faults
 from cesar.index.masks import without
 from cesar.index.static import AtomPool, Atoms, ConjunctIndex
 from cesar.server.engine.clocks import StreamGroups
-from cesar.server.engine.codegen import Codegen
+from cesar.server.engine.codegen import Codegen, Values
 from cesar.server.engine.dag import ROOT, Footprint, QueryDag
 from cesar.server.engine.edges import CompiledEdge, access_atom, recall_key
 from cesar.server.engine.options import EngineOptions
@@ -351,6 +351,13 @@ class QueryProgram:
         filter_id = self.dag.nodes[node].filter
         assert filter_id is not None, f"node {node} has no filter"
         return self.edges[filter_id]
+
+    def values_of(self, compiled: CompiledEdge) -> Values:
+        """``compiled``'s map as a function making a match's values (:meth:`Codegen.values`),
+        generated and kept on the edge the first time it is asked for."""
+        if compiled.values is None:
+            compiled.values = self._codegen.values(compiled.edge.map)
+        return compiled.values
 
     def timeout_of(self, node: int) -> CompiledEdge | None:
         """The TIMEOUT edge of ``node``, if it has one."""

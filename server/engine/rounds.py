@@ -272,9 +272,17 @@ class Rounds:
                 slots = without(slots, self.vetoed(guards, slots, binding_in, attrs, t0, dur))
                 if not slots:
                     return
+        binding: dict[str, Value] | None = None
         try:
-            assert compiled.build is not None
-            binding = compiled.build(binding_in, attrs, dur, own)
+            if node.filter is None:  # no instance stays: a match's values, without the dict
+                make = compiled.values
+                if make is None:
+                    make = program.values_of(compiled)
+                values = make(binding_in, attrs, dur, own)
+            else:
+                assert compiled.build is not None
+                binding = compiled.build(binding_in, attrs, dur, own)
+                values = ()
         except ArithmeticFault:
             self.program.faults.arithmetic += 1
             return
@@ -283,7 +291,8 @@ class Rounds:
         if ending:
             space = program.spaces[node.space]
             slot_stream = space.streams
-            values = tuple(binding.items())  # sorted: the build makes its keys in order
+            if binding is not None:
+                values = tuple(binding.items())  # sorted: the build makes its keys in order
             produced, published = out
             fed_slots = ending & space.fed
             plain = ending ^ fed_slots
@@ -301,7 +310,8 @@ class Rounds:
                 published.append(Match(space.names(), plain, t0, t1, values))
             self.state.counters.matches += len(fed)
             produced.extend([(event, new_root) for event in made_events(fed, t0, t1, values)])
-        if node.filter is not None:
+        if binding is not None:
+            assert node.filter is not None
             members = slots & program.edges[node.filter].params.all
             if members:
                 self.state.counters.spawned += 1
