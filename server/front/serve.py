@@ -421,9 +421,10 @@ def drain(servicer: CesarServicer, limit: float) -> None:
     :data:`DRAIN_QUIET` seconds or ``limit`` seconds passed.
 
     A call that reaches grpc-core just as ``grpc.Server.stop`` begins is cancelled, and
-    its client sees CANCELLED ("typically by the caller": not a status a client retries);
-    meanwhile the servicer answers it UNAVAILABLE, which clients retry elsewhere or later.
-    A client calling in a loop throughout is the one that can still meet the stop.
+    its client sees CANCELLED ("typically by the caller": not a status clients retry).
+    While draining, the front answers calls itself, UNAVAILABLE (intake is stopped), which
+    clients retry after a back-off; so the stop begins in a pause of the calls.  Only a
+    client that calls in a loop without backing off can still meet it.
     """
     began = time.monotonic()
     while True:
