@@ -154,6 +154,8 @@ class QueryProgram:
         self.statics: dict[Group, Atoms] = {}
         self.atoms = AtomPool()
         self.edges: dict[int, CompiledEdge] = {}
+        self._filters: dict[int, CompiledEdge] = {}
+        """Each node's FILTER edge, by node (:meth:`filter_of`: one look-up, not two)."""
         self.since: dict[str, float] = {}
         self.latest_since = -math.inf
         self.until: dict[str, float] = {}
@@ -278,7 +280,9 @@ class QueryProgram:
                 del self.final[footprint.final]
             dead_nodes, dead_edges = self.dag.remove(footprint)
             for edge_id in dead_edges:
-                del self.edges[edge_id]
+                dead = self.edges.pop(edge_id)
+                if dead.edge.kind is EdgeKind.FILTER:
+                    del self._filters[dead.source]
             for node in dead_nodes:
                 self.bound.pop(node, None)
                 touched.discard(node)
@@ -348,9 +352,7 @@ class QueryProgram:
 
     def filter_of(self, node: int) -> CompiledEdge:
         """The FILTER edge of ``node`` (a node that can hold instances)."""
-        filter_id = self.dag.nodes[node].filter
-        assert filter_id is not None, f"node {node} has no filter"
-        return self.edges[filter_id]
+        return self._filters[node]
 
     def values_of(self, compiled: CompiledEdge) -> Values:
         """``compiled``'s map as a function making a match's values (:meth:`Codegen.values`),
@@ -437,6 +439,7 @@ class QueryProgram:
         compiled.dur_only = reads_dur_only(edge)
         compiled.keeps_end, compiled.rebinds = edge.keeps_end, edge.kind is EdgeKind.REBIND
         if edge.kind is EdgeKind.FILTER:
+            self._filters[dag_edge.source] = compiled
             accesses = tuple(access_atom(c.dynamic) for c in edge.conjuncts)
             waits = tuple(
                 self.options.waiting and plan.threshold is not None for plan in params.plans
@@ -476,6 +479,11 @@ class QueryProgram:
             inner_index.check_valid()
             assert len(inner_index) and node in self.dag.nodes, f"fr_inner of node {node}"
         assert set(self.edges) == set(self.dag.edges)
+        assert self._filters == {
+            node.id: self.edges[node.filter]
+            for node in self.dag.nodes.values()
+            if node.filter is not None
+        }
         groups = starting = inner = 0
         for edge_id, compiled in self.edges.items():
             compiled.params.check_valid()
