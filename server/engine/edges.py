@@ -17,6 +17,7 @@ from cesar.automata.normal import Conjunct
 from cesar.automata.terms import FLIPPED, Attr, Scope
 from cesar.index.ai import InstanceAccess
 from cesar.server.engine.codegen import Build, Values
+from cesar.server.engine.dag import DagNode
 from cesar.server.engine.params import EdgeParams
 
 
@@ -28,6 +29,9 @@ class CompiledEdge:
     source: int
     target: int
     params: EdgeParams
+    target_node: DagNode
+    """The DAG's node ``target`` (it lives as long as the edge): read where the edge fires,
+    without a look-up."""
     build: Build | None = None
     values: Values | None = None
     """``build``'s items made without the dict, for a match at a node no instance stays at;

@@ -435,7 +435,9 @@ class QueryProgram:
         dag_edge = self.dag.edges[edge_id]
         edge = dag_edge.label
         params = EdgeParams(edge_id, edge, self._codegen, self.faults, self.options.small_group)
-        compiled = CompiledEdge(edge, dag_edge.source, dag_edge.target, params)
+        compiled = CompiledEdge(
+            edge, dag_edge.source, dag_edge.target, params, self.dag.nodes[dag_edge.target]
+        )
         compiled.dur_only = reads_dur_only(edge)
         compiled.keeps_end, compiled.rebinds = edge.keeps_end, edge.kind is EdgeKind.REBIND
         if edge.kind is EdgeKind.FILTER:
@@ -479,6 +481,7 @@ class QueryProgram:
             inner_index.check_valid()
             assert len(inner_index) and node in self.dag.nodes, f"fr_inner of node {node}"
         assert set(self.edges) == set(self.dag.edges)
+        assert all(c.target_node is self.dag.nodes[c.target] for c in self.edges.values())
         assert self._filters == {
             node.id: self.edges[node.filter]
             for node in self.dag.nodes.values()

@@ -249,7 +249,7 @@ class Rounds:
         """
         program = self.program
         target = compiled.target
-        node = program.dag.nodes[target]
+        node = compiled.target_node
         work = self.work
         if work.charging:
             if work.cut:
