@@ -174,8 +174,7 @@ class Codegen:
         self._thresholds: dict[Term, ThresholdOf] = {}
         self._generals: dict[tuple[Cmp, ...], GeneralTest] = {}
         self._guards: dict[tuple[Term, ...], Test] = {}
-        self._builds: dict[tuple[Assign, ...], Build] = {}
-        self._values_of: dict[tuple[Assign, ...], Values] = {}
+        self._maps: dict[tuple[tuple[Assign, ...], bool], Callable[..., Any]] = {}
 
     def conjunct(self, atoms: tuple[Cmp, ...]) -> Test:
         """A function telling whether every atom holds (a faulting atom is false)."""
@@ -260,30 +259,29 @@ class Codegen:
         The binding's keys come in sorted order, so its items are a match's values as they
         are (the engine does not sort them per match).
         """
-        key = tuple(assigns)
-        cached = self._builds.get(key)
-        if cached is not None:
-            return cached
-        source = _Source(self.functions)
-        items = [f"{name!r}: {value}" for name, value in _assigned(source, key)]
-        body = ["return {" + ", ".join(items) + "}"]
-        function: Build = _define(source, body, self.faults)
-        self._builds[key] = function
+        function: Build = self._map(tuple(assigns), pairs=False)
         return function
 
     def values(self, assigns: Sequence[Assign]) -> Values:
         """As :meth:`build`, the binding's items as a match holds them: ``(name, value)`` pairs
         in sorted order, made without the dict (for an edge into a node no instance stays at).
         """
-        key = tuple(assigns)
-        cached = self._values_of.get(key)
+        function: Values = self._map(tuple(assigns), pairs=True)
+        return function
+
+    def _map(self, key: tuple[Assign, ...], pairs: bool) -> Callable[..., Any]:
+        """The map ``key`` compiled once: making a dict, or with ``pairs`` its items' tuple."""
+        cached = self._maps.get((key, pairs))
         if cached is not None:
             return cached
         source = _Source(self.functions)
-        items = [f"({name!r}, {value})," for name, value in _assigned(source, key)]
-        body = ["return (" + " ".join(items) + ")"]
-        function: Values = _define(source, body, self.faults)
-        self._values_of[key] = function
+        assigned = _assigned(source, key)
+        if pairs:
+            body = "return (" + " ".join(f"({name!r}, {value})," for name, value in assigned) + ")"
+        else:
+            body = "return {" + ", ".join(f"{name!r}: {value}" for name, value in assigned) + "}"
+        function = _define(source, [body], self.faults)
+        self._maps[key, pairs] = function
         return function
 
 
