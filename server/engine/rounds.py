@@ -311,8 +311,7 @@ class Rounds:
             self.state.counters.matches += len(fed)
             produced.extend([(event, new_root) for event in made_events(fed, t0, t1, values)])
         if binding is not None:
-            assert node.filter is not None
-            members = slots & program.edges[node.filter].params.all
+            members = slots & program.filter_of(target).params.all
             if members:
                 self.state.counters.spawned += 1
                 end = instance.t1 if instance is not None and compiled.keeps_end else t1
